@@ -1,0 +1,155 @@
+#include "agent/flag_parser.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace distjob {
+
+std::string CanonicalFlagName(absl::string_view name) {
+  std::string out(name);
+  std::replace(out.begin(), out.end(), '_', '-');
+  return out;
+}
+
+void FlagSet::Add(Flag flag) { flags_.push_back(std::move(flag)); }
+
+const Flag* FlagSet::Find(absl::string_view name) const {
+  const std::string canonical = CanonicalFlagName(name);
+  for (const Flag& flag : flags_) {
+    for (const std::string& n : flag.names) {
+      if (n == canonical) return &flag;
+    }
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
+    const std::vector<std::string>& args, const EnvMap& env) const {
+  // Environment first, so the command line overrides it.
+  for (const Flag& flag : flags_) {
+    for (const std::string& var : flag.env) {
+      auto value = Lookup(env, var);
+      if (!value.has_value()) continue;
+      std::string effective = *value;
+      absl::Status s;
+      if (flag.is_bool) {
+        auto b = ParseBool(*value);
+        if (b.ok()) {
+          effective = *b ? "" : "0";
+        } else {
+          s = b.status();
+        }
+      }
+      if (s.ok()) s = flag.set(effective, var);
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("environment variable ", var, "=", *value, ": ",
+                         s.message()));
+      }
+      break;
+    }
+  }
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      return std::vector<std::string>(args.begin() + i + 1, args.end());
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
+      return std::vector<std::string>(args.begin() + i, args.end());
+    }
+    std::string name;
+    std::string value;
+    bool has_inline_value = false;
+    if (absl::StartsWith(arg, "--")) {
+      const size_t eq = arg.find('=');
+      name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (eq != std::string::npos) {
+        value = arg.substr(eq + 1);
+        has_inline_value = true;
+      }
+    } else {
+      name = arg.substr(1, 1);
+      if (arg.size() > 2) {
+        value = arg.substr(arg[2] == '=' ? 3 : 2);
+        has_inline_value = true;
+      }
+    }
+    const Flag* flag = Find(name);
+    const std::string shown = arg.substr(0, arg.find('='));
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown option '", shown, "'; see --help for the accepted options"));
+    }
+    if (flag->is_bool) {
+      if (has_inline_value) {
+        auto b = ParseBool(value);
+        if (!b.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("option ", shown, ": ", b.status().message()));
+        }
+        value = *b ? "" : "0";
+      }
+    } else if (!has_inline_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "option ", shown, " needs a value (", flag->metavar, ")"));
+      }
+      value = args[++i];
+    }
+    absl::Status s = flag->set(value, shown);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("option ", shown, ": ", s.message()));
+    }
+  }
+  return std::vector<std::string>();
+}
+
+std::string FlagSet::Help() const {
+  std::string out = usage_ + "\n\nOptions:\n";
+  for (const Flag& flag : flags_) {
+    std::vector<std::string> spellings;
+    for (const std::string& n : flag.names) {
+      if (n.size() == 1) {
+        spellings.push_back("-" + n);
+      } else {
+        spellings.push_back("--" + n);
+      }
+    }
+    std::string line = "  " + absl::StrJoin(spellings, ", ");
+    if (!flag.is_bool) absl::StrAppend(&line, " ", flag.metavar);
+    absl::StrAppend(&out, line, "\n      ", flag.help);
+    if (!flag.env.empty()) {
+      absl::StrAppend(&out, " [env: ", absl::StrJoin(flag.env, ", "), "]");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<int> ParseInt(absl::string_view value, int min, int max) {
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < min || n > max) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", value, "' is not an integer in [", min, ", ", max, "]"));
+  }
+  return n;
+}
+
+absl::StatusOr<bool> ParseBool(absl::string_view value) {
+  const std::string lower = absl::AsciiStrToLower(value);
+  if (lower.empty() || lower == "1" || lower == "true" || lower == "yes") {
+    return true;
+  }
+  if (lower == "0" || lower == "false" || lower == "no") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", value, "' is not a boolean; use 1/true/yes or 0/false/no"));
+}
+
+}  // namespace distjob

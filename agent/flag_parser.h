@@ -1,0 +1,71 @@
+// A small command-line parser with torchrun's conventions: every long flag is
+// accepted with '-' or '_' between words (--nproc-per-node, --nproc_per_node),
+// as "--flag value" or "--flag=value"; each flag may default from environment
+// variables (torchrun's PET_<NAME>, the agent's DISTJOB_<NAME>); the command
+// line wins over the environment; the first positional argument ends option
+// parsing, and everything from it on is the worker command (argparse's
+// REMAINDER), as is everything after "--".
+#ifndef DISTJOB_AGENT_FLAG_PARSER_H_
+#define DISTJOB_AGENT_FLAG_PARSER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/environment.h"
+
+namespace distjob {
+
+struct Flag {
+  // Long names without dashes, words joined by '-': {"nproc-per-node"}.
+  // Single letters are short options: {"tee", "t"}.
+  std::vector<std::string> names;
+  // Environment variables consulted, in order, when the flag is not given.
+  std::vector<std::string> env;
+  // Boolean flags take no value on the command line; from the environment
+  // they are set by presence (empty, 1, true) and cleared by 0 or false.
+  bool is_bool = false;
+  std::string metavar;  // e.g. "N|cpu|auto"; shown in help and errors
+  std::string help;
+  // Receives the value ("" for a boolean that is set, "0" for one cleared
+  // from the environment) and `source`, the flag or env var it came from.
+  // An error should say what is accepted; the parser prefixes the source.
+  std::function<absl::Status(absl::string_view value, absl::string_view source)>
+      set;
+};
+
+class FlagSet {
+ public:
+  explicit FlagSet(std::string usage) : usage_(std::move(usage)) {}
+
+  void Add(Flag flag);
+
+  // Applies environment defaults, then `args` (argv without the program and
+  // subcommand). Returns the positional remainder (the worker command).
+  // Errors are InvalidArgument with a message naming the flag or variable.
+  absl::StatusOr<std::vector<std::string>> Parse(
+      const std::vector<std::string>& args, const EnvMap& env) const;
+
+  std::string Help() const;
+
+ private:
+  const Flag* Find(absl::string_view name) const;
+
+  std::string usage_;
+  std::vector<Flag> flags_;
+};
+
+// Normalises a flag name for lookup: '_' becomes '-'.
+std::string CanonicalFlagName(absl::string_view name);
+
+// Helpers for setters. Messages say what was wrong and what is accepted; the
+// parser prefixes the flag or variable the value came from.
+absl::StatusOr<int> ParseInt(absl::string_view value, int min, int max);
+absl::StatusOr<bool> ParseBool(absl::string_view value);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_FLAG_PARSER_H_

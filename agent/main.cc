@@ -1,0 +1,91 @@
+// distjob-agent: the in-pod launcher and rendezvous agent of a distributed
+// training job. See README.md.
+//
+// The story of a run: parse what we were told (flags, PET_*/DISTJOB_* env),
+// then hand over to the agent loop, which finds the peers, agrees on ranks,
+// launches and supervises the workers, and returns the exit code whose
+// class tells the operator what to do next.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "agent/agent_loop.h"
+#include "agent/run_flags.h"
+#include "common/environment.h"
+#include "common/logging.h"
+
+extern char** environ;
+
+namespace distjob {
+namespace {
+
+constexpr char kVersion[] = "distjob-agent 0.1.0";
+
+constexpr char kUsage[] =
+    "Usage: distjob-agent COMMAND [options]\n\n"
+    "Commands:\n"
+    "  run [options] [--] CMD [ARGS...]  launch and supervise the workers\n"
+    "                                    (also: invoked as `torchrun`)\n\n"
+    "Options:\n"
+    "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
+    "  --version      print the version\n";
+
+bool WantsHelp(const std::vector<std::string>& args) {
+  // Only before the worker command: `run -- python --help` is the worker's.
+  for (const std::string& a : args) {
+    if (a == "--") return false;
+    if (a == "-h" || a == "--help") return true;
+    if (!a.empty() && a[0] != '-') return false;
+  }
+  return false;
+}
+
+int Run(const std::vector<std::string>& args, const EnvMap& env) {
+  if (WantsHelp(args)) {
+    std::fputs(RunHelp().c_str(), stdout);
+    return 0;
+  }
+  auto options = ParseRunOptions(args, env);
+  if (!options.ok()) {
+    std::fprintf(stderr, "distjob-agent run: %s\n",
+                 std::string(options.status().message()).c_str());
+    return kExitBadConfig;
+  }
+  InitLogging(options->log_level);
+  return RunAgent(*options, env);
+}
+
+int Main(int argc, char** argv) {
+  InitLogging(LogLevel::kInfo);
+  const EnvMap env = EnvFromEnvp(environ);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string program = argv[0];
+  if (program == "torchrun" || absl::EndsWith(program, "/torchrun")) {
+    return Run(args, env);
+  }
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" ||
+      args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? kExitBadConfig : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::puts(kVersion);
+    return 0;
+  }
+  const std::string command = args[0];
+  args.erase(args.begin());
+  if (command == "run") return Run(args, env);
+  std::fprintf(stderr,
+               "distjob-agent: unknown command '%s'; expected one of: run "
+               "(see --help)\n",
+               command.c_str());
+  return kExitBadConfig;
+}
+
+}  // namespace
+}  // namespace distjob
+
+int main(int argc, char** argv) { return distjob::Main(argc, argv); }

@@ -1,0 +1,66 @@
+// Everything `distjob-agent run` is told, after flags and environment are
+// parsed (agent/run_flags.h) and before anything is resolved against the
+// machine or the cluster.
+#ifndef DISTJOB_AGENT_OPTIONS_H_
+#define DISTJOB_AGENT_OPTIONS_H_
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/logging.h"
+
+namespace distjob {
+
+// torchrun's options, same names and defaults (see torchrun --help).
+struct LaunchOptions {
+  std::string nnodes = "1:1";
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // As given: an integer, cpu, gpu or auto; resolved into `nproc`.
+  std::string nproc_per_node = "1";
+  int nproc = 1;
+  bool standalone = false;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id = "none";
+  std::string rdzv_conf;  // k1=v1,k2=v2 as given
+  int max_restarts = 0;
+  absl::Duration monitor_interval = absl::Milliseconds(100);
+  std::string start_method = "spawn";  // accepted for compatibility
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string local_addr;
+};
+
+// How the agent supervises its workers and reports the outcome.
+struct SupervisorOptions {
+  // Signals that start a shutdown (all catchable ones are forwarded).
+  std::vector<int> stop_signals = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  // From the forwarded stop signal to SIGKILL. Below Kubernetes' default
+  // terminationGracePeriodSeconds (30 s) so the kubelet never has to.
+  absl::Duration shutdown_timeout = absl::Seconds(25);
+  std::string termination_log = "/dev/termination-log";
+};
+
+struct RunOptions {
+  LaunchOptions launch;
+  SupervisorOptions supervisor;
+  LogLevel log_level = LogLevel::kInfo;
+  // The worker command as given: training script (or binary) and its args.
+  std::vector<std::string> command;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_OPTIONS_H_

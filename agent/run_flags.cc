@@ -1,0 +1,363 @@
+#include "agent/run_flags.h"
+
+#include <dirent.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/signal_names.h"
+#include "common/duration.h"
+
+namespace distjob {
+namespace {
+
+// torchrun reads PET_<DEST>, DEST being the first long name with '_'.
+std::string PetVar(absl::string_view name) {
+  std::string var = "PET_" + absl::AsciiStrToUpper(name);
+  for (char& c : var) {
+    if (c == '-') c = '_';
+  }
+  return var;
+}
+
+std::string DistjobVar(absl::string_view name) {
+  std::string var = "DISTJOB_" + absl::AsciiStrToUpper(name);
+  for (char& c : var) {
+    if (c == '-') c = '_';
+  }
+  return var;
+}
+
+using Setter = std::function<absl::Status(absl::string_view,
+                                          absl::string_view)>;
+
+Setter StringSetter(std::string* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    *out = std::string(v);
+    return absl::OkStatus();
+  };
+}
+
+Setter BoolSetter(bool* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    *out = v != "0";
+    return absl::OkStatus();
+  };
+}
+
+Setter IntSetter(int* out, int min, int max) {
+  return [out, min, max](absl::string_view v, absl::string_view) {
+    auto n = ParseInt(v, min, max);
+    if (!n.ok()) return n.status();
+    *out = *n;
+    return absl::OkStatus();
+  };
+}
+
+Setter DurationSetter(absl::Duration* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    auto d = ParseDuration(v, "value");
+    if (!d.ok()) return d.status();
+    *out = *d;
+    return absl::OkStatus();
+  };
+}
+
+// A torchrun option: long name, PET_ variable, optional short letter.
+Flag TorchrunFlag(const std::string& name, std::string metavar,
+                  std::string help, Setter set, bool is_bool = false,
+                  const std::string& short_name = "") {
+  Flag flag;
+  flag.names = {name};
+  if (!short_name.empty()) flag.names.push_back(short_name);
+  flag.env = {PetVar(name)};
+  flag.metavar = std::move(metavar);
+  flag.help = std::move(help);
+  flag.set = std::move(set);
+  flag.is_bool = is_bool;
+  return flag;
+}
+
+Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
+               Setter set, bool is_bool = false) {
+  Flag flag = TorchrunFlag(name, std::move(metavar), std::move(help),
+                           std::move(set), is_bool);
+  flag.env = {DistjobVar(name)};
+  return flag;
+}
+
+int CountCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<int>(n) : 1;
+}
+
+// NVIDIA GPUs the driver exposes, narrowed by CUDA_VISIBLE_DEVICES.
+int CountGpus(const EnvMap& env) {
+  int count = 0;
+  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') ++count;
+    }
+    closedir(dir);
+  }
+  if (auto visible = Lookup(env, "CUDA_VISIBLE_DEVICES"); visible.has_value()) {
+    if (visible->empty()) return 0;
+    int listed = 0;
+    for (absl::string_view id : absl::StrSplit(*visible, ',')) {
+      if (absl::StripAsciiWhitespace(id) == "-1") break;
+      ++listed;
+    }
+    count = std::min(count, listed);
+  }
+  return count;
+}
+
+}  // namespace
+
+absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
+                         int* max_nodes) {
+  std::vector<std::string> parts = absl::StrSplit(value, ':');
+  int lo = 0, hi = 0;
+  bool ok = false;
+  if (parts.size() == 1) {
+    ok = absl::SimpleAtoi(parts[0], &lo);
+    hi = lo;
+  } else if (parts.size() == 2) {
+    ok = absl::SimpleAtoi(parts[0], &lo) && absl::SimpleAtoi(parts[1], &hi);
+  }
+  if (!ok || lo <= 0 || hi < lo) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", value, "' is not N or MIN:MAX with 0 < MIN <= MAX"));
+  }
+  *min_nodes = lo;
+  *max_nodes = hi;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ResolveNprocPerNode(absl::string_view value,
+                                        const EnvMap& env) {
+  if (value == "cpu") return CountCpus();
+  if (value == "auto") {
+    const int gpus = CountGpus(env);
+    return gpus > 0 ? gpus : CountCpus();
+  }
+  if (value == "gpu") {
+    const int gpus = CountGpus(env);
+    if (gpus == 0) {
+      return absl::FailedPreconditionError(
+          "--nproc-per-node gpu: no NVIDIA GPU is visible on this node; use "
+          "an integer, cpu or auto");
+    }
+    return gpus;
+  }
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nproc-per-node: '", value,
+                     "' is not an integer in [1, 4096], cpu, gpu or auto"));
+  }
+  return n;
+}
+
+void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
+  LaunchOptions* o = &options->launch;
+  flags->Add(TorchrunFlag(
+      "nnodes", "N|MIN:MAX", "Number of nodes, or the elastic range.",
+      [o](absl::string_view v, absl::string_view) {
+        absl::Status s = ParseNnodes(v, &o->min_nodes, &o->max_nodes);
+        if (s.ok()) o->nnodes = std::string(v);
+        return s;
+      }));
+  flags->Add(TorchrunFlag("nproc-per-node", "N|cpu|gpu|auto",
+                          "Workers on this node (default 1).",
+                          [o](absl::string_view v, absl::string_view) {
+                            if (v != "cpu" && v != "gpu" && v != "auto") {
+                              auto n = ParseInt(v, 1, 4096);
+                              if (!n.ok()) {
+                                return absl::InvalidArgumentError(absl::StrCat(
+                                    "'", v,
+                                    "' is not an integer in [1, 4096], cpu, "
+                                    "gpu or auto"));
+                              }
+                            }
+                            o->nproc_per_node = std::string(v);
+                            return absl::OkStatus();
+                          }));
+  flags->Add(TorchrunFlag("rdzv-backend", "static|c10d|etcd|etcd-v3",
+                          "Rendezvous backend (default static).",
+                          StringSetter(&o->rdzv_backend)));
+  flags->Add(TorchrunFlag("rdzv-endpoint", "HOST[:PORT]",
+                          "Rendezvous store endpoint (c10d default port "
+                          "29400).",
+                          StringSetter(&o->rdzv_endpoint)));
+  flags->Add(TorchrunFlag("rdzv-id", "ID",
+                          "Job id shared by all nodes (default none).",
+                          StringSetter(&o->rdzv_id)));
+  flags->Add(TorchrunFlag("rdzv-conf", "K=V[,K=V...]",
+                          "Rendezvous settings: join_timeout, "
+                          "last_call_timeout, close_timeout, "
+                          "heartbeat_timeout, keep_alive_interval, "
+                          "keep_alive_max_attempt, read_timeout, is_host.",
+                          StringSetter(&o->rdzv_conf)));
+  flags->Add(TorchrunFlag("standalone", "",
+                          "Single-node job: a local rendezvous on a free "
+                          "port with a fresh run id.",
+                          BoolSetter(&o->standalone), /*is_bool=*/true));
+  flags->Add(TorchrunFlag("max-restarts", "N",
+                          "Restarts of the worker group after a retryable "
+                          "failure (default 0).",
+                          IntSetter(&o->max_restarts, 0, 1000000)));
+  flags->Add(TorchrunFlag("monitor-interval", "SECONDS",
+                          "Accepted for torchrun compatibility; the agent is "
+                          "event-driven and does not poll.",
+                          DurationSetter(&o->monitor_interval)));
+  flags->Add(TorchrunFlag("start-method", "spawn|fork|forkserver",
+                          "Accepted for torchrun compatibility (binaries are "
+                          "always exec'd).",
+                          [o](absl::string_view v, absl::string_view) {
+                            if (v != "spawn" && v != "fork" &&
+                                v != "forkserver") {
+                              return absl::InvalidArgumentError(absl::StrCat(
+                                  "'", v,
+                                  "' is not one of spawn, fork, forkserver"));
+                            }
+                            o->start_method = std::string(v);
+                            return absl::OkStatus();
+                          }));
+  flags->Add(TorchrunFlag("role", "NAME",
+                          "Worker role, exported as ROLE_NAME (default "
+                          "'default').",
+                          StringSetter(&o->role)));
+  flags->Add(TorchrunFlag("module", "",
+                          "Run the script as a Python module (python -u -m).",
+                          BoolSetter(&o->module), true, "m"));
+  flags->Add(TorchrunFlag("no-python", "",
+                          "Execute the command directly, without python.",
+                          BoolSetter(&o->no_python), true));
+  flags->Add(TorchrunFlag("run-path", "",
+                          "Accepted for torchrun compatibility; same as "
+                          "running the script with python.",
+                          BoolSetter(&o->run_path), true));
+  flags->Add(TorchrunFlag("log-dir", "DIR",
+                          "Base directory for per-attempt worker logs.",
+                          StringSetter(&o->log_dir)));
+  flags->Add(TorchrunFlag("redirects", "0|1|2|3|RANK:MASK,...",
+                          "Redirect worker stdout (1), stderr (2) or both "
+                          "(3) to files under --log-dir.",
+                          StringSetter(&o->redirects), false, "r"));
+  flags->Add(TorchrunFlag("tee", "0|1|2|3|RANK:MASK,...",
+                          "Like --redirects, and also copy the lines to the "
+                          "console with a [role rank]: prefix.",
+                          StringSetter(&o->tee), false, "t"));
+  flags->Add(TorchrunFlag("local-ranks-filter", "R[,R...]",
+                          "Only these local ranks reach the console.",
+                          StringSetter(&o->local_ranks_filter)));
+  flags->Add(TorchrunFlag("node-rank", "N",
+                          "This node's rank (static backend only).",
+                          IntSetter(&o->node_rank, 0, 1 << 30)));
+  flags->Add(TorchrunFlag("master-addr", "HOST",
+                          "Rank 0's address (static backend only; default "
+                          "127.0.0.1).",
+                          StringSetter(&o->master_addr)));
+  flags->Add(TorchrunFlag("master-port", "PORT",
+                          "Rank 0's port (static backend only; default "
+                          "29500).",
+                          IntSetter(&o->master_port, 1, 65535)));
+  flags->Add(TorchrunFlag("local-addr", "ADDR",
+                          "This node's address, used as MASTER_ADDR when it "
+                          "is rank 0 (default: its hostname).",
+                          StringSetter(&o->local_addr)));
+  flags->Add(TorchrunFlag(
+      "signals-to-handle", "SIG[,SIG...]",
+      "Signals that stop the job (forwarded, then SIGKILL after "
+      "--shutdown-timeout). Default SIGTERM,SIGINT,SIGHUP,SIGQUIT.",
+      [options](absl::string_view v, absl::string_view) {
+        auto signals = ParseSignalList(v);
+        if (!signals.ok()) return signals.status();
+        options->supervisor.stop_signals = *signals;
+        return absl::OkStatus();
+      }));
+  Flag shutdown = TorchrunFlag(
+      "shutdown-timeout", "SECONDS",
+      "Grace period from the forwarded stop signal to SIGKILL (default 25s, "
+      "below Kubernetes' 30s; 0 kills at once).",
+      DurationSetter(&options->supervisor.shutdown_timeout));
+  shutdown.env = {"PET_SHUTDOWN_TIMEOUT", "DISTJOB_SHUTDOWN_TIMEOUT",
+                  "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+  flags->Add(std::move(shutdown));
+}
+
+void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
+  flags->Add(AgentFlag("termination-log", "PATH",
+                       "Where the outcome is written on exit (default "
+                       "/dev/termination-log).",
+                       StringSetter(&options->supervisor.termination_log)));
+  flags->Add(AgentFlag("log-level", "debug|info|warning|error|off",
+                       "The agent's own log level (default info).",
+                       [options](absl::string_view v, absl::string_view) {
+                         auto level = ParseLogLevel(v);
+                         if (!level.ok()) return level.status();
+                         options->log_level = *level;
+                         return absl::OkStatus();
+                       }));
+}
+
+std::string RunHelp() {
+  RunOptions unused;
+  FlagSet flags(
+      "Usage: distjob-agent run [options] [--] COMMAND [ARGS...]\n"
+      "       torchrun [options] SCRIPT.py [ARGS...]\n\n"
+      "Finds the job's peers, agrees on ranks, launches --nproc-per-node "
+      "workers with torchrun's environment and supervises them as PID 1.\n"
+      "A COMMAND ending in .py runs as `python3 -u COMMAND` ($PYTHON_EXEC "
+      "overrides python3); --no-python runs it as is, -m as a module.");
+  AddTorchrunFlags(&flags, &unused);
+  AddSupervisorFlags(&flags, &unused);
+  return flags.Help() +
+         "  -h, --help\n      Show this help.\n";
+}
+
+absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
+                                           const EnvMap& env) {
+  RunOptions options;
+  FlagSet flags("");
+  AddTorchrunFlags(&flags, &options);
+  AddSupervisorFlags(&flags, &options);
+  auto command = flags.Parse(args, env);
+  if (!command.ok()) return command.status();
+  options.command = std::move(*command);
+
+  LaunchOptions& launch = options.launch;
+  if (launch.module && launch.no_python) {
+    return absl::InvalidArgumentError(
+        "-m/--module and --no-python cannot be used together");
+  }
+  if (options.command.empty()) {
+    return absl::InvalidArgumentError(
+        "no command to run; usage: distjob-agent run [options] [--] COMMAND "
+        "[ARGS...]");
+  }
+  auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
+  if (!nproc.ok()) return nproc.status();
+  launch.nproc = *nproc;
+  if (launch.standalone) {
+    // As torchrun: a local c10d rendezvous on a free port, a fresh id, and
+    // exactly one node, whatever else was said.
+    launch.rdzv_backend = "c10d";
+    launch.rdzv_endpoint = "localhost:0";
+    launch.rdzv_id.clear();
+    launch.nnodes = "1:1";
+    launch.min_nodes = launch.max_nodes = 1;
+  }
+  return options;
+}
+
+}  // namespace distjob

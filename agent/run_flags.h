@@ -1,0 +1,40 @@
+// The options of `distjob-agent run` (and `env`): torchrun's, under both
+// spellings and with PET_* defaults, plus the agent's own (DISTJOB_*).
+#ifndef DISTJOB_AGENT_RUN_FLAGS_H_
+#define DISTJOB_AGENT_RUN_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/flag_parser.h"
+#include "agent/options.h"
+#include "common/environment.h"
+
+namespace distjob {
+
+// Registers torchrun's options, writing into `options->launch`.
+void AddTorchrunFlags(FlagSet* flags, RunOptions* options);
+// Registers the supervisor and reporting options.
+void AddSupervisorFlags(FlagSet* flags, RunOptions* options);
+
+// Parses `args` (after the subcommand) and `env` into options, then checks
+// the combination and resolves derived values (min/max nodes, nproc).
+// InvalidArgument names the flag or variable and the accepted forms.
+absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
+                                           const EnvMap& env);
+
+std::string RunHelp();
+
+// "N" or "MIN:MAX" with 0 < MIN <= MAX.
+absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
+                         int* max_nodes);
+
+// An integer >= 1, "cpu" (CPU count), "gpu" (visible NVIDIA GPUs; an error
+// when there are none) or "auto" (GPUs if any, else CPUs), as torchrun.
+absl::StatusOr<int> ResolveNprocPerNode(absl::string_view value,
+                                        const EnvMap& env);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_RUN_FLAGS_H_

@@ -1,0 +1,105 @@
+#include "agent/run_flags.h"
+
+#include <csignal>
+
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+TEST(RunFlagsTest, TorchrunDefaults) {
+  auto o = ParseRunOptions({"train.py"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch.nproc, 1);
+  EXPECT_EQ(o->launch.min_nodes, 1);
+  EXPECT_EQ(o->launch.max_nodes, 1);
+  EXPECT_EQ(o->launch.rdzv_backend, "static");
+  EXPECT_EQ(o->launch.rdzv_id, "none");
+  EXPECT_EQ(o->launch.max_restarts, 0);
+  EXPECT_EQ(o->launch.master_port, 29500);
+  EXPECT_EQ(o->launch.role, "default");
+  EXPECT_EQ(o->supervisor.shutdown_timeout, absl::Seconds(25));
+  EXPECT_EQ(o->supervisor.stop_signals,
+            (std::vector<int>{SIGTERM, SIGINT, SIGHUP, SIGQUIT}));
+  EXPECT_EQ(o->command, std::vector<std::string>{"train.py"});
+}
+
+TEST(RunFlagsTest, StandaloneFromEnvEvenWhenEmptyOverridesRendezvous) {
+  auto o = ParseRunOptions(
+      {"--rdzv-endpoint", "far:1", "--nnodes", "2", "x"},
+      {{"PET_STANDALONE", ""}, {"PET_NPROC_PER_NODE", "3"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->launch.standalone);
+  EXPECT_EQ(o->launch.nproc, 3);
+  EXPECT_EQ(o->launch.rdzv_backend, "c10d");
+  EXPECT_EQ(o->launch.rdzv_endpoint, "localhost:0");
+  EXPECT_EQ(o->launch.max_nodes, 1);
+}
+
+TEST(RunFlagsTest, NprocSpellingsAndValues) {
+  auto underscore = ParseRunOptions({"--nproc_per_node=4", "x"}, {});
+  ASSERT_TRUE(underscore.ok());
+  EXPECT_EQ(underscore->launch.nproc, 4);
+  auto cpu = ParseRunOptions({"--nproc-per-node", "cpu", "x"}, {});
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_GE(cpu->launch.nproc, 1);
+  auto autos = ParseRunOptions({"--nproc-per-node", "auto", "x"},
+                               {{"CUDA_VISIBLE_DEVICES", ""}});
+  ASSERT_TRUE(autos.ok());
+  EXPECT_EQ(autos->launch.nproc, cpu->launch.nproc);
+  auto bad = ParseRunOptions({"--nproc-per-node", "two", "x"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--nproc-per-node"),
+            std::string::npos);
+  EXPECT_NE(bad.status().message().find("cpu, gpu or auto"),
+            std::string::npos);
+  auto gpu = ParseRunOptions({"--nproc-per-node", "gpu", "x"},
+                             {{"CUDA_VISIBLE_DEVICES", ""}});
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("no NVIDIA GPU"), std::string::npos);
+}
+
+TEST(RunFlagsTest, Nnodes) {
+  int lo = 0, hi = 0;
+  ASSERT_TRUE(ParseNnodes("2:4", &lo, &hi).ok());
+  EXPECT_EQ(lo, 2);
+  EXPECT_EQ(hi, 4);
+  ASSERT_TRUE(ParseNnodes("3", &lo, &hi).ok());
+  EXPECT_EQ(lo, 3);
+  EXPECT_EQ(hi, 3);
+  for (const char* bad : {"0", "4:2", "a", "1:2:3", "", "-1"}) {
+    EXPECT_FALSE(ParseNnodes(bad, &lo, &hi).ok()) << bad;
+  }
+}
+
+TEST(RunFlagsTest, RejectsBadCombinationsAndValues) {
+  EXPECT_FALSE(ParseRunOptions({"-m", "--no-python", "x"}, {}).ok());
+  auto none = ParseRunOptions({"--standalone"}, {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no command"), std::string::npos);
+  auto negative = ParseRunOptions({"--shutdown-timeout", "-1", "x"}, {});
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("--shutdown-timeout"),
+            std::string::npos);
+  auto restarts = ParseRunOptions({"x"}, {{"PET_MAX_RESTARTS", "many"}});
+  ASSERT_FALSE(restarts.ok());
+  EXPECT_NE(restarts.status().message().find("PET_MAX_RESTARTS"),
+            std::string::npos);
+}
+
+TEST(RunFlagsTest, ShortOptionsAndSignals) {
+  auto o = ParseRunOptions(
+      {"-m", "-r", "3", "-t1", "--signals-to-handle", "SIGUSR1,TERM",
+       "--shutdown-timeout=0", "pkg.mod"},
+      {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->launch.module);
+  EXPECT_EQ(o->launch.redirects, "3");
+  EXPECT_EQ(o->launch.tee, "1");
+  EXPECT_EQ(o->supervisor.stop_signals,
+            (std::vector<int>{SIGUSR1, SIGTERM}));
+  EXPECT_EQ(o->supervisor.shutdown_timeout, absl::ZeroDuration());
+}
+
+}  // namespace
+}  // namespace distjob

@@ -1,0 +1,295 @@
+#include "agent/supervisor.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+#include "agent/exit_policy.h"
+#include "agent/process_tree.h"
+#include "agent/signal_names.h"
+#include "common/errno_status.h"
+#include "common/logging.h"
+
+namespace distjob {
+
+struct Supervisor::Running {
+  struct Worker {
+    int local_rank;
+    pid_t pid;
+    int exec_errno;
+    bool exited = false;
+  };
+  std::vector<Worker> workers;
+  GroupResult result;
+  bool stopping = false;
+  bool killed = false;
+  absl::Time kill_deadline = absl::InfiniteFuture();
+
+  bool AllExited() const {
+    return std::all_of(workers.begin(), workers.end(),
+                       [](const Worker& w) { return w.exited; });
+  }
+};
+
+Supervisor::Supervisor(const SupervisorOptions& options)
+    : options_(options), inherited_(InheritedSignalState::Capture()) {}
+
+Supervisor::~Supervisor() {
+  if (signal_fd_ >= 0) close(signal_fd_);
+  if (event_fd_ >= 0) close(event_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
+    const SupervisorOptions& options) {
+  std::unique_ptr<Supervisor> s(new Supervisor(options));
+  // Block everything catchable, so every signal waits in the signalfd until
+  // the loop reads it. SIGKILL/SIGSTOP cannot be blocked; synchronous
+  // faults (SEGV, BUS, FPE, ILL) must not be, or a bug would hang the agent.
+  sigset_t all;
+  sigfillset(&all);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) {
+    sigdelset(&all, sig);
+  }
+  if (sigprocmask(SIG_BLOCK, &all, nullptr) != 0) {
+    return ErrnoError(errno, "sigprocmask(SIG_BLOCK)");
+  }
+  s->signal_fd_ = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (s->signal_fd_ < 0) return ErrnoError(errno, "signalfd");
+  s->event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->event_fd_ < 0) return ErrnoError(errno, "eventfd");
+  s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (s->epoll_fd_ < 0) return ErrnoError(errno, "epoll_create1");
+  for (int fd : {s->signal_fd_, s->event_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return ErrnoError(errno, "epoll_ctl(ADD)");
+    }
+  }
+  // As PID 1 the kernel re-parents orphans to us anyway; otherwise ask for
+  // them, so no grandchild outlives the agent unreaped.
+  if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    DJ_LOG_WARNING("prctl(PR_SET_CHILD_SUBREAPER) failed: {}; orphans of "
+                   "workers will not be reaped by the agent",
+                   std::strerror(errno));
+  }
+  return s;
+}
+
+void Supervisor::Interrupt() {
+  interrupted_ = true;
+  const uint64_t one = 1;
+  (void)!write(event_fd_, &one, sizeof(one));
+}
+
+void Supervisor::WaitForEvent(absl::Time deadline) {
+  int timeout_ms = -1;
+  if (deadline != absl::InfiniteFuture()) {
+    const absl::Duration left = deadline - absl::Now();
+    timeout_ms = left <= absl::ZeroDuration()
+                     ? 0
+                     : static_cast<int>(absl::ToInt64Milliseconds(
+                           absl::Ceil(left, absl::Milliseconds(1))));
+  }
+  epoll_event events[4];
+  const int n = epoll_wait(epoll_fd_, events, 4, timeout_ms);
+  if (n < 0 && errno != EINTR) {
+    DJ_LOG_ERROR("epoll_wait: {}", std::strerror(errno));
+  }
+  uint64_t drained;
+  (void)!read(event_fd_, &drained, sizeof(drained));
+}
+
+void Supervisor::ForwardSignal(const Running& running, int signal_number) {
+  for (const Running::Worker& w : running.workers) {
+    if (w.exited) continue;
+    // The worker's process group: the worker and everything it started
+    // that did not leave the group.
+    if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
+      kill(w.pid, signal_number);
+    }
+  }
+}
+
+void Supervisor::StopGroup(Running* running, absl::Time now) {
+  if (running->stopping) return;
+  running->stopping = true;
+  running->kill_deadline = std::min(now + options_.shutdown_timeout,
+                                    stop_deadline_);
+  const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
+  DJ_LOG_INFO("stopping the worker group: {} now, SIGKILL in {}",
+              SignalName(signal_number),
+              absl::FormatDuration(running->kill_deadline - now));
+  ForwardSignal(*running, signal_number);
+}
+
+void Supervisor::HandleSignals(Running* running) {
+  signalfd_siginfo info;
+  while (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) {
+      ReapChildren(running);
+      continue;
+    }
+    const bool is_stop =
+        std::find(options_.stop_signals.begin(), options_.stop_signals.end(),
+                  sig) != options_.stop_signals.end();
+    if (is_stop && stop_signal_ == 0) {
+      // Only the first stop signal sets the deadline: a second one neither
+      // resets nor extends it.
+      stop_signal_ = sig;
+      stop_deadline_ = absl::Now() + options_.shutdown_timeout;
+      DJ_LOG_INFO("received {}: shutting down", SignalName(sig));
+    } else {
+      DJ_LOG_DEBUG("forwarding {}", SignalName(sig));
+    }
+    if (running != nullptr) {
+      if (is_stop && !running->stopping) {
+        StopGroup(running, absl::Now());
+      } else {
+        ForwardSignal(*running, sig);
+      }
+    }
+  }
+  // Reap even when SIGCHLDs were coalesced with other signals.
+  ReapChildren(running);
+}
+
+void Supervisor::ReapChildren(Running* running) {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    if (running == nullptr) continue;  // an orphan between attempts
+    for (Running::Worker& w : running->workers) {
+      if (w.pid != pid || w.exited) continue;
+      w.exited = true;
+      WorkerExit exit;
+      exit.local_rank = w.local_rank;
+      exit.pid = pid;
+      exit.exit_code = ExitCodeFromWaitStatus(status);
+      exit.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      exit.exec_errno = w.exec_errno;
+      exit.stopped_by_agent = running->stopping;
+      exit.time = absl::Now();
+      running->result.exits.push_back(exit);
+      if (exit.exit_code != 0 && !running->stopping &&
+          !running->result.first_failure.has_value()) {
+        running->result.first_failure = exit;
+      }
+      DJ_LOG_DEBUG("worker local_rank={} pid={} exited with {}", w.local_rank,
+                   pid, exit.exit_code);
+    }
+  }
+}
+
+absl::StatusOr<GroupResult> Supervisor::RunGroup(
+    const std::vector<WorkerSpec>& workers) {
+  Running running;
+  interrupted_ = false;
+  for (const WorkerSpec& spec : workers) {
+    auto spawned = SpawnProcess(spec.process, inherited_);
+    if (!spawned.ok()) {
+      // Never leave a half-started group behind.
+      StopGroup(&running, absl::Now());
+      running.kill_deadline = absl::Now();
+      for (const auto& w : running.workers) killpg(w.pid, SIGKILL);
+      while (!running.AllExited()) {
+        WaitForEvent(absl::Now() + absl::Milliseconds(100));
+        HandleSignals(&running);
+      }
+      return spawned.status();
+    }
+    if (spawned->exec_errno != 0) {
+      DJ_LOG_ERROR("cannot execute '{}' for local_rank {}: {}",
+                   spec.process.argv[0], spec.local_rank,
+                   std::strerror(spawned->exec_errno));
+    }
+    running.workers.push_back(
+        {spec.local_rank, spawned->pid, spawned->exec_errno});
+  }
+  DJ_LOG_DEBUG("started {} workers", running.workers.size());
+
+  // A stop signal that arrived before the workers existed is not lost: it
+  // is pending in the signalfd, or already recorded in stop_signal_.
+  if (stop_signal_ != 0) StopGroup(&running, absl::Now());
+  for (;;) {
+    HandleSignals(&running);
+    const absl::Time now = absl::Now();
+    if (interrupted_ && !running.stopping) StopGroup(&running, now);
+    if (running.result.first_failure.has_value() && !running.stopping) {
+      StopGroup(&running, now);
+    }
+    if (running.AllExited()) break;
+    if (running.stopping && !running.killed && now >= running.kill_deadline) {
+      DJ_LOG_WARNING("grace period over: sending SIGKILL to the worker group");
+      running.killed = true;
+      ForwardSignal(running, SIGKILL);
+      SignalDescendants(getpid(), SIGKILL);
+    }
+    WaitForEvent(running.stopping && !running.killed ? running.kill_deadline
+                                                      : absl::InfiniteFuture());
+  }
+  // Whatever the workers left in their process groups or started with
+  // setsid dies with the attempt: the next attempt starts clean.
+  for (const auto& w : running.workers) killpg(w.pid, SIGKILL);
+  if (running.stopping || running.result.first_failure.has_value()) {
+    SignalDescendants(getpid(), SIGKILL);
+  }
+
+  GroupResult result = std::move(running.result);
+  if (stop_signal_ != 0) {
+    result.outcome = GroupOutcome::kStopped;
+  } else if (result.first_failure.has_value()) {
+    result.outcome = GroupOutcome::kFailed;
+  } else if (interrupted_) {
+    result.outcome = GroupOutcome::kInterrupted;
+  } else {
+    result.outcome = GroupOutcome::kSucceeded;
+  }
+  return result;
+}
+
+bool Supervisor::Sleep(absl::Duration duration) {
+  const absl::Time until = absl::Now() + duration;
+  while (stop_signal_ == 0 && !interrupted_ && absl::Now() < until) {
+    WaitForEvent(until);
+    HandleSignals(nullptr);
+  }
+  return stop_signal_ == 0;
+}
+
+void Supervisor::DrainDescendants() {
+  HandleSignals(nullptr);
+  if (ListDescendants(getpid()).empty()) return;
+  const absl::Time deadline =
+      std::min(absl::Now() + options_.shutdown_timeout, stop_deadline_);
+  SignalDescendants(getpid(), SIGTERM);
+  while (absl::Now() < deadline && !ListDescendants(getpid()).empty()) {
+    WaitForEvent(std::min(deadline, absl::Now() + absl::Milliseconds(50)));
+    HandleSignals(nullptr);
+  }
+  if (SignalDescendants(getpid(), SIGKILL) > 0) {
+    DJ_LOG_WARNING("killed descendants still running after the grace period");
+  }
+  // Reap what was killed; a process in D state may take a moment.
+  const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < reap_deadline) {
+    HandleSignals(nullptr);
+    int status;
+    if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) break;
+    WaitForEvent(absl::Now() + absl::Milliseconds(50));
+  }
+}
+
+}  // namespace distjob

@@ -1,0 +1,24 @@
+#include "common/environment.h"
+
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+TEST(EnvironmentTest, ParsesEnvpKeepingFirstDuplicateAndEmptyValues) {
+  const char* envp[] = {"A=1", "B=", "A=2", "NOEQUALS", "C=x=y", nullptr};
+  EnvMap env = EnvFromEnvp(envp);
+  EXPECT_EQ(env.size(), 3u);
+  EXPECT_EQ(env["A"], "1");
+  EXPECT_EQ(Lookup(env, "B"), std::optional<std::string>(""));
+  EXPECT_EQ(env["C"], "x=y");
+  EXPECT_EQ(Lookup(env, "NOEQUALS"), std::nullopt);
+}
+
+TEST(EnvironmentTest, ToStringsIsSortedNameEqualsValue) {
+  EnvMap env{{"Z", "1"}, {"A", "2"}};
+  EXPECT_EQ(EnvToStrings(env), (std::vector<std::string>{"A=2", "Z=1"}));
+}
+
+}  // namespace
+}  // namespace distjob

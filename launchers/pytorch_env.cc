@@ -1,0 +1,42 @@
+#include "launchers/pytorch_env.h"
+
+namespace distjob {
+
+EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,
+                        const EnvMap& agent_env,
+                        const std::string& error_file) {
+  EnvMap env = agent_env;
+  auto set = [&env](const char* name, const std::string& value) {
+    env[name] = value;
+  };
+  auto set_int = [&env](const char* name, int value) {
+    env[name] = std::to_string(value);
+  };
+  set_int("LOCAL_RANK", local_rank);
+  set_int("RANK", group.base_rank + local_rank);
+  set_int("GROUP_RANK", group.group_rank);
+  set_int("ROLE_RANK", group.role_base_rank + local_rank);
+  set("ROLE_NAME", group.role_name);
+  set_int("LOCAL_WORLD_SIZE", group.local_world_size);
+  set_int("WORLD_SIZE", group.world_size);
+  set_int("GROUP_WORLD_SIZE", group.group_world_size);
+  set_int("ROLE_WORLD_SIZE", group.role_world_size);
+  set("MASTER_ADDR", group.master_addr);
+  set_int("MASTER_PORT", group.master_port);
+  set_int("TORCHELASTIC_RESTART_COUNT", group.restart_count);
+  set_int("TORCHELASTIC_MAX_RESTARTS", group.max_restarts);
+  set("TORCHELASTIC_RUN_ID", group.run_id);
+  set("TORCHELASTIC_USE_AGENT_STORE", group.use_agent_store ? "True" : "False");
+  if (!error_file.empty()) {
+    set("TORCHELASTIC_ERROR_FILE", error_file);
+  } else {
+    env.erase("TORCHELASTIC_ERROR_FILE");
+  }
+  // torchrun sets these only when the user has not.
+  if (group.local_world_size > 1) env.emplace("OMP_NUM_THREADS", "1");
+  env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  return env;
+}
+
+}  // namespace distjob

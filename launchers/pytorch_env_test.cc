@@ -1,0 +1,81 @@
+#include "launchers/pytorch_env.h"
+
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+PyTorchGroupInfo TwoNodesOfTwo() {
+  PyTorchGroupInfo g;
+  g.group_rank = 1;
+  g.group_world_size = 2;
+  g.base_rank = 2;
+  g.world_size = 4;
+  g.role_base_rank = 2;
+  g.role_world_size = 4;
+  g.local_world_size = 2;
+  g.master_addr = "node-0";
+  g.master_port = 29501;
+  g.restart_count = 1;
+  g.max_restarts = 3;
+  g.run_id = "job";
+  return g;
+}
+
+TEST(PyTorchWorkerEnvTest, SetsTorchrunContract) {
+  EnvMap env = PyTorchWorkerEnv(TwoNodesOfTwo(), 1, {{"PATH", "/bin"}},
+                                "/logs/attempt_1/1/error.json");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["ROLE_RANK"], "3");
+  EXPECT_EQ(env["ROLE_NAME"], "default");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "4");
+  EXPECT_EQ(env["MASTER_ADDR"], "node-0");
+  EXPECT_EQ(env["MASTER_PORT"], "29501");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "1");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job");
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+  EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/logs/attempt_1/1/error.json");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  EXPECT_EQ(env["PATH"], "/bin");
+}
+
+TEST(PyTorchWorkerEnvTest, KeepsUserSettingsOfDefaultedVariables) {
+  EnvMap agent{{"OMP_NUM_THREADS", "8"},
+               {"NCCL_ASYNC_ERROR_HANDLING", "0"},
+               {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}};
+  EnvMap env = PyTorchWorkerEnv(TwoNodesOfTwo(), 0, agent, "");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "8");
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "0");
+  EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3");
+  EXPECT_EQ(env.count("TORCHELASTIC_ERROR_FILE"), 0u);
+}
+
+TEST(PyTorchWorkerEnvTest, NoOmpDefaultForOneWorker) {
+  PyTorchGroupInfo g;
+  g.local_world_size = 1;
+  EnvMap env = PyTorchWorkerEnv(g, 0, {}, "");
+  EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);
+  EXPECT_EQ(env["RANK"], "0");
+  EXPECT_EQ(env["WORLD_SIZE"], "1");
+}
+
+TEST(PyTorchWorkerEnvTest, OverridesStaleContractVariablesFromTheAgentEnv) {
+  // An agent started by an operator that set RANK (the node rank) must not
+  // leak it to workers as their global rank.
+  EnvMap agent{{"RANK", "7"}, {"WORLD_SIZE", "9"}, {"LOCAL_RANK", "5"}};
+  EnvMap env = PyTorchWorkerEnv(TwoNodesOfTwo(), 0, agent, "");
+  EXPECT_EQ(env["RANK"], "2");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["LOCAL_RANK"], "0");
+}
+
+}  // namespace
+}  // namespace distjob

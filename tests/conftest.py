@@ -1,0 +1,47 @@
+"""Shared fixtures of the black-box, integration and end-to-end suites.
+
+They test the built static binary from the outside, the way tini and
+dumb-init test themselves: exit codes, signals, the process tree.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+from harness import agent_binary  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def agent():
+    """Path to the distjob-agent binary under test."""
+    path = agent_binary()
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is not built: run `bazel build "
+                    "//agent:distjob-agent` or set DISTJOB_AGENT")
+    return path
+
+
+@pytest.fixture
+def run_agent(agent, tmp_path):
+    """Runs the agent to completion with a deadline and returns the result.
+
+    `env` entries update the test's environment; a None value unsets one.
+    """
+    def run(args, env=None, timeout=60, **kwargs):
+        full_env = dict(os.environ)
+        full_env.setdefault("DISTJOB_TERMINATION_LOG",
+                            str(tmp_path / "termination-log"))
+        for name, value in (env or {}).items():
+            if value is None:
+                full_env.pop(name, None)  # None unsets
+            else:
+                full_env[name] = value
+        return subprocess.run([agent] + list(args), env=full_env,
+                              capture_output=True, text=True,
+                              timeout=timeout, **kwargs)
+    return run
