@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "agent/agent_loop.h"
+#include "agent/install.h"
 #include "agent/run_flags.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -28,7 +29,12 @@ constexpr char kUsage[] =
     "Usage: distjob-agent COMMAND [options]\n\n"
     "Commands:\n"
     "  run [options] [--] CMD [ARGS...]  launch and supervise the workers\n"
-    "                                    (also: invoked as `torchrun`)\n\n"
+    "                                    (also: invoked as `torchrun`)\n"
+    "  install DIR                       copy this binary to "
+    "DIR/distjob-agent\n"
+    "                                    and link DIR/torchrun to it (init\n"
+    "                                    containers of the agent-only "
+    "image)\n\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version\n";
@@ -58,6 +64,23 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
   return RunAgent(*options, env);
 }
 
+int Install(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
+    std::fputs(
+        "distjob-agent install: expected exactly one argument, the "
+        "target directory (e.g. `install /opt/distjob`)\n",
+        stderr);
+    return kExitBadConfig;
+  }
+  const absl::Status status = InstallAgent("/proc/self/exe", args[0]);
+  if (!status.ok()) {
+    std::fprintf(stderr, "distjob-agent install: %s\n",
+                 std::string(status.message()).c_str());
+    return kExitBadConfig;
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   InitLogging(LogLevel::kInfo);
   const EnvMap env = EnvFromEnvp(environ);
@@ -78,6 +101,7 @@ int Main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "run") return Run(args, env);
+  if (command == "install") return Install(args);
   std::fprintf(stderr,
                "distjob-agent: unknown command '%s'; expected one of: run "
                "(see --help)\n",
