@@ -204,7 +204,7 @@ def agent_env(agent, pod, tmp_path):
     result = subprocess.run(
         ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"',
          pod.name, agent, "env", "--json", *extra, *rest],
-        env=env, capture_output=True, text=True, timeout=60)
+        env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, (
         f"{pod.name}: distjob-agent env exited {result.returncode}: "
         f"{result.stderr}")
