@@ -1,0 +1,54 @@
+"""Fixtures of the end-to-end suite: clusters of namespace "pods" (see
+cluster.py), torn down after each test whatever its outcome."""
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+import cluster as cluster_mod  # noqa: E402
+
+_reason = []
+
+
+def _unavailable():
+    if not _reason:
+        _reason.append(cluster_mod.unavailable_reason())
+        if _reason[0] is None:
+            cluster_mod.remove_stale_namespaces()
+    return _reason[0]
+
+
+@pytest.fixture
+def artifacts(request, tmp_path):
+    """Where a test's pods leave their files: $DISTJOB_E2E_ARTIFACTS/<test>
+    when set (kept after the run), else pytest's tmp_path."""
+    base = os.environ.get("DISTJOB_E2E_ARTIFACTS")
+    if not base:
+        return tmp_path
+    path = pathlib.Path(base) / request.node.name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def make_cluster(agent, artifacts):
+    """make_cluster(job=..., tasks={...}) -> Cluster; skips where namespaces
+    cannot be created, tears every cluster down after the test."""
+    reason = _unavailable()
+    if reason:
+        pytest.skip(reason)
+    made = []
+
+    def make(job, tasks, **kwargs):
+        c = cluster_mod.Cluster(job=job, tasks=tasks,
+                                artifacts=artifacts / job, agent=agent,
+                                **kwargs)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.teardown()
