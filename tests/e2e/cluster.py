@@ -460,6 +460,13 @@ class Cluster:
         """Sends `sig` to the pod's agent, as the kubelet does to PID 1."""
         os.kill(pod.agent_pid(), sig)
 
+    def kill_pod(self, pod):
+        """The pod's node dies: SIGKILL to every process in it at once, and
+        its DNS record goes (the endpoint is no longer ready)."""
+        _kill_in_netns(self._inodes.get(pod.netns))
+        if pod.ready:
+            self.mark_not_ready(pod)
+
     def wait_all(self, timeout):
         """Waits for every started pod (one deadline for all)."""
         deadline = time.monotonic() + timeout

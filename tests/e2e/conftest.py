@@ -52,3 +52,14 @@ def make_cluster(agent, artifacts):
     yield make
     for c in made:
         c.teardown()
+
+
+def pytest_configure(config):
+    # A CI timeout's SIGTERM must still run the fixtures' teardown (and
+    # atexit), or namespaces would outlive the run.
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        def interrupt(signum, frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+        signal.signal(signal.SIGTERM, interrupt)

@@ -97,3 +97,39 @@ def test_teardown_after_a_failed_start_leaves_nothing(make_cluster):
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True,
                             text=True).stdout
     assert not [n for n in namespaces if n in listed]
+
+
+def test_leftover_processes_are_found(make_cluster):
+    # The "no process left" assertions of the scenarios must not be
+    # vacuous: a process in a pod's network namespace that escaped its
+    # agent (the agent reaps and kills its own orphans, so this one is
+    # started beside it) shows up, and teardown still kills it.
+    c = make_cluster("leak", {"worker": 1}, pid_namespace=False)
+    pod = c.start_pod("worker", 0, ["run", "--standalone", "--", "true"])
+    assert pod.wait(timeout=10).exit_code == 0
+    assert c.leftover_processes() == {}
+    stray = subprocess.Popen(["ip", "netns", "exec", pod.netns, "sleep",
+                              "600"])
+    try:
+        leaked = wait_for(c.leftover_processes, 5, what="the stray sleep")
+        assert leaked == {"leak-worker-0": [stray.pid]}
+        c.teardown()
+        assert stray.wait(timeout=5) == -9
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()
+
+
+def test_kill_pod_takes_its_dns_record(make_cluster):
+    c = make_cluster("node", {"worker": 2})
+    a, b = c.pods["node-worker-0"], c.pods["node-worker-1"]
+    for pod in (a, b):
+        c.start_pod(pod.task, pod.index,
+                    ["run", "--standalone", "--", "sleep", "600"])
+        c.mark_ready(pod)
+    assert resolve(a, "node-worker-1.node") == b.ip
+    c.kill_pod(b)
+    assert b.wait(timeout=10).exit_code == 137
+    assert b.processes() == []
+    assert resolve(a, "node-worker-1.node") is None
