@@ -263,6 +263,8 @@ class Cluster:
         self._inodes = {}
         self._netns = []
         self._dns = None
+        self._timers = []
+        self._dns_lock = threading.Lock()
         self._dns_log = self.artifacts / "dnsmasq.log"
         self._hosts_file = self.artifacts / "dns-hosts"
         self.pods = {}
@@ -355,6 +357,12 @@ class Cluster:
             10, what="dnsmasq to read its hosts file")
 
     def _reload_dns(self):
+        with self._dns_lock:
+            self._reload_dns_locked()
+
+    def _reload_dns_locked(self):
+        if self._dns is None or self._dns.poll() is not None:
+            return  # torn down, or a timer firing during teardown
         self._write_dns_hosts()
         os.kill(self._dns.pid, signal.SIGHUP)
         self._wait_hosts_read()
@@ -363,6 +371,28 @@ class Cluster:
         """Publishes the pod's DNS record (its readiness probe passed)."""
         pod.ready = True
         self._reload_dns()
+
+    def mark_ready_later(self, pod, delay):
+        """Publishes the pod's record `delay` seconds from now, as a slow
+        readiness probe or a Service created after its pods would. Returns
+        the timer; teardown cancels it."""
+        timer = threading.Timer(delay, self.mark_ready, args=(pod,))
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+        return timer
+
+    def dns_queries(self):
+        """(name, client address) of every query dnsmasq answered so far, in
+        order: which peers a pod was still looking for."""
+        queries = []
+        for line in self._dns_log.read_text().splitlines():
+            parts = line.split()
+            # dnsmasq: "query[A] NAME from ADDR"
+            for i, word in enumerate(parts[:-3]):
+                if word.startswith("query[") and parts[i + 2] == "from":
+                    queries.append((parts[i + 1], parts[i + 3]))
+        return queries
 
     def mark_not_ready(self, pod):
         """Withdraws the pod's DNS record (it failed, or was deleted)."""
@@ -482,6 +512,8 @@ class Cluster:
 
     def teardown(self):
         """Kills everything and deletes every namespace. Idempotent."""
+        for timer in self._timers:
+            timer.cancel()
         for pod in self.pods.values():
             if pod.proc is not None and pod.proc.poll() is None:
                 try:

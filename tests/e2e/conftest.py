@@ -3,6 +3,7 @@ cluster.py), torn down after each test whatever its outcome."""
 
 import os
 import pathlib
+import shutil
 import sys
 
 import pytest
@@ -30,7 +31,9 @@ def artifacts(request, tmp_path):
     if not base:
         return tmp_path
     path = pathlib.Path(base) / request.node.name
-    path.mkdir(parents=True, exist_ok=True)
+    # A previous run's markers would satisfy this run's waits.
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
     return path
 
 
@@ -63,3 +66,31 @@ def pytest_configure(config):
         def interrupt(signum, frame):
             raise KeyboardInterrupt(f"signal {signum}")
         signal.signal(signal.SIGTERM, interrupt)
+
+
+_outcomes = {}
+
+
+def pytest_runtest_logreport(report):
+    if "tests/e2e/" not in report.nodeid.replace("\\", "/"):
+        return
+    # One outcome per scenario: a failed setup or teardown counts as failed.
+    if report.when == "call" or report.outcome != "passed":
+        outcome = report.outcome
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        if _outcomes.get(report.nodeid) != "failed":
+            _outcomes[report.nodeid] = outcome
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _outcomes:
+        return
+    counts = {}
+    for outcome in _outcomes.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    summary = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+    terminalreporter.write_line(f"e2e scenarios: {summary}")
+    for nodeid, outcome in sorted(_outcomes.items()):
+        if outcome == "failed":
+            terminalreporter.write_line(f"e2e FAILED: {nodeid}")

@@ -3,6 +3,7 @@ relies on. Pods get their own hostname, /etc/volcano and network; peers'
 names resolve only once marked ready; teardown leaves nothing behind."""
 
 import os
+import time
 import socket
 import subprocess
 
@@ -133,3 +134,19 @@ def test_kill_pod_takes_its_dns_record(make_cluster):
     assert b.wait(timeout=10).exit_code == 137
     assert b.processes() == []
     assert resolve(a, "node-worker-1.node") is None
+
+
+def test_late_records_and_the_query_log(make_cluster):
+    c = make_cluster("late", {"worker": 2})
+    a, b = c.pods["late-worker-0"], c.pods["late-worker-1"]
+    c.start_pod("worker", 0, ["run", "--standalone", "--", "sleep", "600"])
+    c.mark_ready(a)
+    asked = time.monotonic()
+    c.mark_ready_later(b, 1.0)
+    assert wait_for(lambda: resolve(a, "late-worker-1.late"), 10,
+                    interval=0.1, what="the late record") == b.ip
+    assert time.monotonic() - asked >= 1.0
+    # The log shows the pod asking, through its search path, before the
+    # record existed.
+    names = [name for name, client in c.dns_queries() if client == a.ip]
+    assert "late-worker-1.late.default.svc.cluster.local" in names
