@@ -35,6 +35,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -86,6 +87,16 @@ def unavailable_reason():
                  check=False)
         if r.returncode != 0:
             return f"cannot create a bridge in a namespace: {r.stderr.strip()}"
+        with tempfile.TemporaryDirectory() as tmp:
+            os.mkdir(f"{tmp}/upper")
+            os.mkdir(f"{tmp}/work")
+            r = _run(["unshare", "--mount", "--propagation", "private",
+                      "mount", "-t", "overlay", "overlay", "-o",
+                      f"lowerdir=/etc,upperdir={tmp}/upper,"
+                      f"workdir={tmp}/work", "/etc"], check=False)
+            if r.returncode != 0:
+                return ("cannot mount an overlay over /etc in a mount "
+                        f"namespace: {r.stderr.strip()}")
     finally:
         _run(["ip", "netns", "del", probe], check=False)
     return None
@@ -485,6 +496,14 @@ class Cluster:
             out.close()
             err.close()
         return pod
+
+    def start_all(self, args, env=None):
+        """Starts every pod; `args` and `env` may be callables of the Pod."""
+        for pod in self.pods.values():
+            self.start_pod(pod.task, pod.index,
+                           args(pod) if callable(args) else args,
+                           env=env(pod) if callable(env) else env)
+        return list(self.pods.values())
 
     def kill_agent(self, pod, sig):
         """Sends `sig` to the pod's agent, as the kubelet does to PID 1."""

@@ -35,13 +35,10 @@ def test_sigterm_to_every_pod_stops_within_grace(make_cluster, artifacts,
                      pid_namespace=pid_namespace)
     out = artifacts / "markers"
     out.mkdir()
-    pods = list(c.pods.values())
+    pods = c.start_all(["run", "--standalone", "--nproc-per-node", "2",
+                        "--shutdown-timeout", str(GRACE), "--",
+                        "sh", "-c", TRAP_TERM_WORKER], env={"OUT": str(out)})
     for pod in pods:
-        c.start_pod(pod.task, pod.index,
-                    ["run", "--standalone", "--nproc-per-node", "2",
-                     "--shutdown-timeout", str(GRACE), "--",
-                     "sh", "-c", TRAP_TERM_WORKER],
-                    env={"OUT": str(out)})
         c.mark_ready(pod)
     wait_for(lambda: started(out, pods, 2), 20, what="every worker to start")
 
