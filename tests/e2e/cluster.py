@@ -73,7 +73,7 @@ def unavailable_reason():
         return "the e2e harness needs root to create network namespaces"
     for tool in ("ip", "unshare", "nsenter", "dnsmasq", "hostname", "mount"):
         if shutil.which(tool) is None:
-            return f"`{tool}` is not installed (see .ci/install-deps)"
+            return f"`{tool}` is not on PATH (see .ci/install-deps)"
     probe = f"{PREFIX}-{os.getpid()}-probe"
     r = _run(["ip", "netns", "add", probe], check=False)
     if r.returncode != 0:
