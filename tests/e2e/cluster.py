@@ -82,7 +82,8 @@ def unavailable_reason():
         r = _run(["ip", "netns", "exec", probe, "unshare", "--uts", "--mount",
                   "--pid", "--fork", "true"], check=False)
         if r.returncode != 0:
-            return f"cannot unshare UTS/mount/PID namespaces: {r.stderr.strip()}"
+            return ("cannot unshare UTS/mount/PID namespaces: "
+                    f"{r.stderr.strip()}")
         r = _run(["ip", "-n", probe, "link", "add", "b0", "type", "bridge"],
                  check=False)
         if r.returncode != 0:
@@ -333,7 +334,8 @@ class Cluster:
     def _start_dns(self):
         log = open(self._dns_log, "w")
         self._dns = subprocess.Popen(
-            ["ip", "netns", "exec", self.dns_netns, "dnsmasq", "--keep-in-foreground",
+            ["ip", "netns", "exec", self.dns_netns, "dnsmasq",
+             "--keep-in-foreground",
              "--no-resolv", "--no-hosts", "--no-poll", "--no-negcache",
              "--log-queries", "--log-facility=-", "--user=root",
              f"--pid-file={self.artifacts / 'dnsmasq.pid'}",
@@ -417,7 +419,8 @@ class Cluster:
 
     def volcano_env(self, pod):
         """What Volcano's env and svc plugins inject into every container."""
-        env = {"VC_TASK_INDEX": str(pod.index), "VK_TASK_INDEX": str(pod.index)}
+        env = {"VC_TASK_INDEX": str(pod.index),
+               "VK_TASK_INDEX": str(pod.index)}
         for task in self.tasks:
             key = task.replace("-", "_").upper()
             env[f"VC_{key}_HOSTS"] = ",".join(self.task_hosts(task))
@@ -470,12 +473,12 @@ class Cluster:
             shlex.join([self.agent] + list(args)) + "\n")
         (pod.artifacts / "env").write_text(
             "".join(f"{k}={v}\n" for k, v in sorted(full_env.items())))
-        setup = (
-            f"hostname {shlex.quote(pod.name)} && "
-            "mount -t overlay overlay -o "
-            f"lowerdir=/etc,upperdir={shlex.quote(str(pod.artifacts / 'etc'))},"
-            f"workdir={shlex.quote(str(pod.artifacts / '.overlay-work'))} /etc"
-            " && exec \"$@\"")
+        upper = shlex.quote(str(pod.artifacts / "etc"))
+        work = shlex.quote(str(pod.artifacts / ".overlay-work"))
+        setup = (f"hostname {shlex.quote(pod.name)} && "
+                 "mount -t overlay overlay -o "
+                 f"lowerdir=/etc,upperdir={upper},workdir={work} /etc"
+                 " && exec \"$@\"")
         unshare = ["unshare", "--uts", "--mount", "--propagation", "private",
                    "--kill-child=SIGKILL"]
         if self.pid_namespace:

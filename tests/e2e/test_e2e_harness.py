@@ -13,10 +13,11 @@ import cluster as cluster_mod
 # A worker that serves its pod's hostname on TCP 7000 until stopped.
 SERVE_HOSTNAME = (
     "import socket\n"
-    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-    "s.bind(('0.0.0.0', 7000)); s.listen()\n"
+    "s = socket.create_server(('0.0.0.0', 7000))\n"
     "while True:\n"
-    "    c, _ = s.accept(); c.sendall(socket.gethostname().encode()); c.close()\n")
+    "    c, _ = s.accept()\n"
+    "    c.sendall(socket.gethostname().encode())\n"
+    "    c.close()\n")
 
 DIAL = ("import socket, sys\n"
         "c = socket.create_connection((sys.argv[1], 7000), timeout=5)\n"
