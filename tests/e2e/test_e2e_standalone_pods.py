@@ -1,6 +1,7 @@
 """Scenarios the agent can run today: one standalone job per pod, stopped
 the way the kubelet stops a pod, or failing on its own."""
 
+import json
 import os
 import re
 import signal
@@ -8,7 +9,7 @@ import time
 
 import pytest
 
-from harness import wait_for
+from harness import PYTHON, wait_for
 
 GRACE = 10  # --shutdown-timeout: the pod's terminationGracePeriodSeconds
 
@@ -103,16 +104,27 @@ def test_worker_exit_1_stops_that_pod_promptly(make_cluster, artifacts):
     assert master.wait(timeout=GRACE).exit_code == 143
 
 
+# A trainer that fails the way torchelastic reports it: @record writes the
+# exception into the worker's TORCHELASTIC_ERROR_FILE.
+RECORDED_FAILURE = (
+    "from torch.distributed.elastic.multiprocessing.errors import record\n"
+    "@record\n"
+    "def main():\n"
+    "    raise RuntimeError('loss is NaN at step 7')\n"
+    "main()\n")
+
+
 @pytest.mark.xfail(reason="the termination message and root-cause error "
                    "file land with the supervisor branch", strict=False)
 def test_worker_exit_1_reports_root_cause(make_cluster):
     c = make_cluster("cause", {"worker": 1})
     pod = c.start_pod("worker", 0,
-                      ["run", "--standalone", "--", "sh", "-c",
-                       'echo "loss is NaN at step 7" >&2; exit 1'])
-    r = pod.wait(timeout=GRACE)
-    assert r.exit_code == 1
+                      ["run", "--standalone", "--no-python", "--", PYTHON,
+                       "-c", RECORDED_FAILURE])
+    r = pod.wait(timeout=60)
+    assert r.exit_code == 1, r.stderr
     assert "permanent" in r.termination_message, r.termination_message
     assert "loss is NaN at step 7" in r.termination_message
     assert r.error_file is not None, f"no {pod.error_file}"
     assert r.error_file["message"]["errorCode"] == 1, r.error_file
+    assert "loss is NaN at step 7" in json.dumps(r.error_file)
