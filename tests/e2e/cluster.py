@@ -166,7 +166,7 @@ class PodResult:
     termination_message: str  # "" when the agent wrote none
     error_file: dict  # None when the agent wrote none
     artifacts: pathlib.Path
-    duration: float
+    duration: float  # from start to when the exit was observed (wait)
 
 
 class Pod:
