@@ -24,6 +24,22 @@ namespaces, which takes the veths, the bridge and the mounts with them.
     result = pod.wait(timeout=30)   # exit code, stdout, stderr, termination
                                     # message, error file
     cluster.teardown()
+
+Notes for new scenarios:
+- Nothing is ready until the test says so (`mark_ready`, `mark_ready_later`):
+  the test plays the kubelet's readiness probe and the endpoints controller.
+- Peers' names resolve only through the search path, as in Kubernetes:
+  `<job>-<task>-<i>.<job>` becomes `...<job>.default.svc.cluster.local`
+  (ndots:5); a resolver that ignores `search` (busybox nslookup) finds nothing.
+- As PID 1 of its PID namespace the agent ignores signals it has no handler
+  for yet, like a container's PID 1: wait for the workers to be up before
+  `kill_agent`. SIGKILL to the agent (`kill_agent(pod, SIGKILL)`) ends the
+  whole pod, like a container dying; `kill_pod` also withdraws its record.
+- Pods of every task exist (namespaces, /etc/volcano) from the start, as the
+  Volcano ConfigMap lists every replica; a pod joins later by being started
+  later (elastic scale-up).
+- A multi-node job is `start_all(lambda pod: [...])` with per-pod arguments;
+  the Volcano env (`VC_*_HOSTS`, `VC_TASK_INDEX`) is already in each pod.
 """
 
 import atexit
