@@ -3,6 +3,7 @@
 #include <memory>
 #include <vector>
 
+#include "agent/env_command.h"
 #include "agent/exit_policy.h"
 #include "agent/signal_names.h"
 #include "agent/supervisor.h"
@@ -66,7 +67,18 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
 
 }  // namespace
 
-int RunAgent(const RunOptions& options, const EnvMap& env) {
+int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
+  // Discovery once, before any round: identity, peers (DNS included) and
+  // the framework variables every worker gets on top of the agent's env.
+  auto job = ResolveJobEnv(given_options, given_env);
+  if (!job.ok()) {
+    DJ_LOG_ERROR("{}", job.status().message());
+    return JobEnvExitCode(job.status());
+  }
+  RunOptions options = given_options;
+  ApplyJobEnv(*job, &options.launch);
+  EnvMap env = given_env;
+  for (const auto& [key, value] : job->extra.vars) env[key] = value;
   auto supervisor = Supervisor::Create(options.supervisor);
   if (!supervisor.ok()) {
     DJ_LOG_ERROR("cannot set up supervision: {}",

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "agent/agent_loop.h"
+#include "agent/env_command.h"
 #include "agent/run_flags.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -28,7 +29,10 @@ constexpr char kUsage[] =
     "Usage: distjob-agent COMMAND [options]\n\n"
     "Commands:\n"
     "  run [options] [--] CMD [ARGS...]  launch and supervise the workers\n"
-    "                                    (also: invoked as `torchrun`)\n\n"
+    "                                    (also: invoked as `torchrun`)\n"
+    "  env [options] [--json] [--explain] [--] [CMD...]\n"
+    "                                    print each worker's environment and\n"
+    "                                    where it came from; launch nothing\n\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version\n";
@@ -78,8 +82,18 @@ int Main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "run") return Run(args, env);
+  if (command == "env") {
+    if (WantsHelp(args)) {
+      std::fputs(RunHelp().c_str(), stdout);
+      std::fputs("  --json\n      env: print one JSON object.\n"
+                 "  --explain\n      env: say where each value came from.\n",
+                 stdout);
+      return 0;
+    }
+    return EnvCommand(args, env);
+  }
   std::fprintf(stderr,
-               "distjob-agent: unknown command '%s'; expected one of: run "
+               "distjob-agent: unknown command '%s'; expected one of: run, env "
                "(see --help)\n",
                command.c_str());
   return kExitBadConfig;
