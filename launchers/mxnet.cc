@@ -51,10 +51,13 @@ absl::StatusOr<LauncherEnv> MXNetEnv(const Identity& self,
       absl::StrCat(PeerSourceName(cluster.source), " peers");
   const std::string port = absl::StrCat(options.port);
   out.Set("DMLC_ROLE", self.task, "task name");
-  out.Set("DMLC_PS_ROOT_URI", cluster.Find("scheduler")->hosts[0], source);
+  const TaskPeers* scheduler = cluster.Find("scheduler");
+  out.Set("DMLC_PS_ROOT_URI", scheduler->hosts[0], scheduler->origin);
   out.Set("DMLC_PS_ROOT_PORT", port, "flag --mxnet-port or default");
-  out.Set("DMLC_NUM_SERVER", absl::StrCat(servers), source);
-  out.Set("DMLC_NUM_WORKER", absl::StrCat(workers), source);
+  out.Set("DMLC_NUM_SERVER", absl::StrCat(servers),
+          cluster.Find("server")->origin);
+  out.Set("DMLC_NUM_WORKER", absl::StrCat(workers),
+          cluster.Find("worker")->origin);
   out.Set("DMLC_USE_KUBERNETES", "1", "default");
   if (self.task == "worker") {
     out.Set("DMLC_WORKER_ID", absl::StrCat(self.index), "task index");

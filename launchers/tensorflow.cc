@@ -68,6 +68,7 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
 
   const bool kubeflow = cluster.source == PeerSource::kKubeflow;
   std::vector<std::string> entries;
+  std::vector<std::string> origins;
   std::string task_type = self.task;
   if (kubeflow) {
     // TFJob: lower-case replica types as given, in Go's sorted map order;
@@ -76,6 +77,7 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
       if (t.task == "evaluator" && !options.include_evaluator) continue;
       entries.push_back(
           absl::StrCat(JsonQuote(t.task), ":", HostList(t, options.port)));
+      origins.push_back(t.origin);
     }
   } else {
     const std::map<std::string, std::string>& roles = options.roles;
@@ -97,6 +99,7 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
       if (t == nullptr) continue;
       entries.push_back(
           absl::StrCat(JsonQuote(role), ":", HostList(*t, options.port)));
+      origins.push_back(t->origin);
     }
   }
   std::string config =
@@ -106,7 +109,7 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
   if (kubeflow) absl::StrAppend(&config, ",\"environment\":\"cloud\"");
   config += "}";
   out.Set("TF_CONFIG", std::move(config),
-          absl::StrCat(PeerSourceName(cluster.source), " peers, port ",
+          absl::StrCat(absl::StrJoin(origins, ", "), "; port ",
                        options.port));
   return out;
 }
