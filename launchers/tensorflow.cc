@@ -109,8 +109,7 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
   if (kubeflow) absl::StrAppend(&config, ",\"environment\":\"cloud\"");
   config += "}";
   out.Set("TF_CONFIG", std::move(config),
-          absl::StrCat(absl::StrJoin(origins, ", "), "; port ",
-                       options.port));
+          absl::StrCat(absl::StrJoin(origins, ", "), "; port ", options.port));
   return out;
 }
 
