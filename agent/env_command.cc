@@ -82,7 +82,8 @@ int JobEnvExitCode(const absl::Status& status) {
 }
 
 absl::StatusOr<JobEnv> ResolveJobEnv(const RunOptions& options,
-                                     const EnvMap& env) {
+                                     const EnvMap& env,
+                                     std::function<bool()> cancelled) {
   const DiscoveryOptions& d = options.discovery;
   JobEnv job;
   // Kubeflow names embed the job name, which may itself come from the
@@ -152,6 +153,7 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const RunOptions& options,
       DnsOptions dns;
       dns.servers = d.dns_servers;
       dns.timeout = d.dns_timeout;
+      dns.cancelled = std::move(cancelled);
       auto resolved = WaitForNames(names, dns);
       if (!resolved.ok()) return resolved.status();
     }

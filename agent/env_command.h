@@ -5,6 +5,7 @@
 #ifndef DISTJOB_AGENT_ENV_COMMAND_H_
 #define DISTJOB_AGENT_ENV_COMMAND_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,8 +37,10 @@ struct JobEnv {
 
 // Errors: InvalidArgument (exit 2) naming the input; DeadlineExceeded when
 // peer names never resolved (the retryable exit code).
+// `cancelled` (optional) is polled while waiting for DNS.
 absl::StatusOr<JobEnv> ResolveJobEnv(const RunOptions& options,
-                                     const EnvMap& env);
+                                     const EnvMap& env,
+                                     std::function<bool()> cancelled = nullptr);
 
 // Applies `job` to the launch options `run` uses (nodes, rank, master).
 void ApplyJobEnv(const JobEnv& job, LaunchOptions* launch);

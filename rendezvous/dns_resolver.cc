@@ -163,7 +163,13 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     }
     DJ_LOG_INFO("waiting for {}/{} peers: {}", missing.size(), names.size(),
                 absl::StrJoin(missing, ", "));
-    absl::SleepFor(std::min(backoff, deadline - absl::Now()));
+    const absl::Time wake = std::min(absl::Now() + backoff, deadline);
+    while (absl::Now() < wake) {
+      if (options.cancelled && options.cancelled()) {
+        return absl::CancelledError("stopped while waiting for peers in DNS");
+      }
+      absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
+    }
     backoff = std::min(backoff * 2, options.max_backoff);
   }
 }

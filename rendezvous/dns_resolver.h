@@ -6,6 +6,7 @@
 #ifndef DISTJOB_RENDEZVOUS_DNS_RESOLVER_H_
 #define DISTJOB_RENDEZVOUS_DNS_RESOLVER_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct DnsOptions {
   absl::Duration query_timeout = absl::Seconds(2);
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
+  // Polled between lookups (at least every 100 ms): true stops the wait
+  // with Cancelled, so a stop signal is not held up by a missing peer.
+  std::function<bool()> cancelled;
 };
 
 using Addresses = std::map<std::string, std::vector<std::string>>;

@@ -27,6 +27,18 @@ TEST(DnsResolverTest, TimeoutNamesTheMissingPeer) {
             std::string::npos);
 }
 
+TEST(DnsResolverTest, CancelStopsTheWait) {
+  DnsOptions o;
+  o.servers = {"127.0.0.1:9"};
+  o.timeout = absl::Seconds(60);
+  o.query_timeout = absl::Milliseconds(50);
+  o.cancelled = [] { return true; };
+  const absl::Time start = absl::Now();
+  auto r = WaitForNames({"no-such-peer.invalid"}, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
 TEST(DnsResolverTest, BadServerIsInvalidArgument) {
   DnsOptions o;
   o.servers = {"not an address"};

@@ -111,3 +111,31 @@ def test_run_gets_tf_config(run_agent, tmp_path):
                    "/bin/sh", "-c", 'printf %s "$TF_CONFIG"'], env=CLEAN)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["task"] == {"type": "worker", "index": 1}
+
+
+def test_run_dns_timeout_is_retryable_and_sigterm_ends_wait(agent, tmp_path):
+    import signal
+    import subprocess
+    from harness import wait_for
+    d = volcano(tmp_path, {"worker.host": "a.j\nb.j"})
+    env = {k: v for k, v in os.environ.items() if k not in CLEAN}
+    env["DISTJOB_TERMINATION_LOG"] = str(tmp_path / "termination-log")
+    base = [agent, "run", "--volcano-dir", str(d), "--hostname", "j-worker-0",
+            "--dns-server", "127.0.0.1:9", "--no-python"]
+    r = subprocess.run(base + ["--dns-timeout", "1", "--", "/bin/true"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 138, r.stderr
+    assert "a.j, b.j" in r.stderr
+    p = subprocess.Popen(base + ["--dns-timeout", "300", "--", "/bin/true"],
+                         env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        wait_for(lambda: "waiting for" in (lines.append(p.stderr.readline())
+                                           or lines[-1]), 20,
+                 what="the agent waiting for DNS")
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
