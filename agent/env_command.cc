@@ -291,14 +291,12 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   std::string out;
   if (json) {
     out = absl::StrCat("{\"framework\":", JsonQuote(job->framework));
-    if (job->has_identity) {
-      absl::StrAppend(
-          &out, ",\"identity\":{\"job\":", JsonQuote(job->identity.id.job),
-          ",\"task\":", JsonQuote(job->identity.id.task),
-          ",\"index\":", job->identity.id.index, "}");
-    } else {
-      absl::StrAppend(&out, ",\"identity\":null");
-    }
+    // Always an object (empty job/task, index -1 when nothing identified
+    // this pod), so consumers need not special-case a plain torchrun job.
+    absl::StrAppend(&out,
+                    ",\"identity\":{\"job\":", JsonQuote(job->identity.id.job),
+                    ",\"task\":", JsonQuote(job->identity.id.task),
+                    ",\"index\":", job->identity.id.index, "}");
     absl::StrAppend(&out, ",\"workers\":[");
   }
   for (int local_rank = 0; local_rank < launch.nproc; ++local_rank) {

@@ -139,3 +139,18 @@ def test_run_dns_timeout_is_retryable_and_sigterm_ends_wait(agent, tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_env_without_peers_is_plain_torchrun(run_agent):
+    r = run_agent(["env", "--json", "--nproc-per-node", "2", "--",
+                   "train.py", "--lr", "1"], env=CLEAN)
+    assert r.returncode == 0, r.stderr
+    v = json.loads(r.stdout)
+    assert v["framework"] == "none"
+    assert v["identity"] == {"job": "", "task": "", "index": -1}
+    assert [w["local_rank"] for w in v["workers"]] == [0, 1]
+    assert v["workers"][0]["argv"][-3:] == ["train.py", "--lr", "1"]
+    assert v["workers"][1]["env"]["LOCAL_RANK"] == "1"
+    assert "PATH" not in v["workers"][0]["env"]
+    h = run_agent(["env", "--help"], env=CLEAN)
+    assert h.returncode == 0 and "--explain" in h.stdout
