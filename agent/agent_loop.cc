@@ -1,8 +1,10 @@
 #include "agent/agent_loop.h"
 
+#include <csignal>
 #include <memory>
 #include <vector>
 
+#include "agent/env_command.h"
 #include "agent/exit_policy.h"
 #include "agent/signal_names.h"
 #include "agent/supervisor.h"
@@ -66,13 +68,42 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
 
 }  // namespace
 
-int RunAgent(const RunOptions& options, const EnvMap& env) {
-  auto supervisor = Supervisor::Create(options.supervisor);
+int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
+  auto supervisor = Supervisor::Create(given_options.supervisor);
   if (!supervisor.ok()) {
     DJ_LOG_ERROR("cannot set up supervision: {}",
                  supervisor.status().ToString());
     return 1;
   }
+  // Discovery once, before any round: identity, peers (DNS included) and
+  // the framework variables every worker gets on top of the agent's env.
+  // After Create, so a stop signal (blocked, pending) ends a DNS wait.
+  const std::vector<int>& stop_signals = given_options.supervisor.stop_signals;
+  auto job = ResolveJobEnv(given_options, given_env, [&stop_signals] {
+    sigset_t pending;
+    if (sigpending(&pending) != 0) return false;
+    for (int sig : stop_signals) {
+      if (sigismember(&pending, sig) == 1) return true;
+    }
+    return false;
+  });
+  if (!job.ok()) {
+    DJ_LOG_ERROR("{}", job.status().message());
+    if (job.status().code() == absl::StatusCode::kCancelled) {
+      // The signal is still pending; the supervisor will not read it now.
+      sigset_t pending;
+      sigpending(&pending);
+      for (int sig : stop_signals) {
+        if (sigismember(&pending, sig) == 1) return 128 + sig;
+      }
+      return 128 + SIGTERM;
+    }
+    return JobEnvExitCode(job.status());
+  }
+  RunOptions options = given_options;
+  ApplyJobEnv(*job, &options.launch);
+  EnvMap env = given_env;
+  for (const auto& [key, value] : job->extra.vars) env[key] = value;
   auto rendezvous = MakeRendezvous(options);
   if (!rendezvous.ok()) {
     DJ_LOG_ERROR("{}", rendezvous.status().message());

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "agent/agent_loop.h"
+#include "agent/env_command.h"
 #include "agent/install.h"
 #include "agent/run_flags.h"
 #include "common/environment.h"
@@ -30,11 +31,11 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  run [options] [--] CMD [ARGS...]  launch and supervise the workers\n"
     "                                    (also: invoked as `torchrun`)\n"
-    "  install DIR                       copy this binary to "
-    "DIR/distjob-agent\n"
-    "                                    and link DIR/torchrun to it (init\n"
-    "                                    containers of the agent-only "
-    "image)\n\n"
+    "  env [options] [--json] [--explain] [--] [CMD...]\n"
+    "                                    print each worker's environment and\n"
+    "                                    where it came from; launch nothing\n"
+    "  install DIR                       copy this binary to DIR (and link\n"
+    "                                    DIR/torchrun to it): init containers\n\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version\n";
@@ -102,9 +103,19 @@ int Main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "run") return Run(args, env);
   if (command == "install") return Install(args);
+  if (command == "env") {
+    if (WantsHelp(args)) {
+      std::fputs(RunHelp().c_str(), stdout);
+      std::fputs("  --json\n      env: print one JSON object.\n"
+                 "  --explain\n      env: say where each value came from.\n",
+                 stdout);
+      return 0;
+    }
+    return EnvCommand(args, env);
+  }
   std::fprintf(stderr,
-               "distjob-agent: unknown command '%s'; expected one of: run "
-               "(see --help)\n",
+               "distjob-agent: unknown command '%s'; expected one of: run, env, "
+               "install (see --help)\n",
                command.c_str());
   return kExitBadConfig;
 }

@@ -53,9 +53,34 @@ struct SupervisorOptions {
   std::string termination_log = "/dev/termination-log";
 };
 
+// Who this pod is and who its peers are (agent/discovery_flags.cc), and the
+// framework environment built from that.
+struct DiscoveryOptions {
+  std::string job_name;
+  std::string task;
+  int task_index = -1;  // -1: not given
+  std::string hostname;  // empty: gethostname()
+  std::string volcano_dir = "/etc/volcano";
+  std::string replicas;  // Kubeflow: worker=4,ps=2
+  std::string k8s_namespace;
+  std::string cluster_domain;
+  std::string peers;  // task=h1,h2;task2=h3
+  std::string peers_file;
+  std::vector<std::string> dns_servers;
+  absl::Duration dns_timeout = absl::Minutes(5);
+  bool no_barrier = false;
+  std::string framework = "auto";
+  int tf_port = 2222;
+  std::string tf_roles;
+  bool tf_no_evaluator = false;
+  bool override_tf_config = false;
+  int mxnet_port = 9091;
+};
+
 struct RunOptions {
   LaunchOptions launch;
   SupervisorOptions supervisor;
+  DiscoveryOptions discovery;
   LogLevel log_level = LogLevel::kInfo;
   // The worker command as given: training script (or binary) and its args.
   std::vector<std::string> command;

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "agent/discovery_flags.h"
 #include "agent/signal_names.h"
 #include "common/duration.h"
 
@@ -321,6 +322,7 @@ std::string RunHelp() {
       "overrides python3); --no-python runs it as is, -m as a module.");
   AddTorchrunFlags(&flags, &unused);
   AddSupervisorFlags(&flags, &unused);
+  AddDiscoveryFlags(&flags, &unused);
   return flags.Help() +
          "  -h, --help\n      Show this help.\n";
 }
@@ -331,6 +333,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   FlagSet flags("");
   AddTorchrunFlags(&flags, &options);
   AddSupervisorFlags(&flags, &options);
+  AddDiscoveryFlags(&flags, &options);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);

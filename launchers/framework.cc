@@ -1,0 +1,28 @@
+#include "launchers/framework.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace distjob {
+
+FrameworkChoice ChooseFramework(
+    const std::string& requested, const Cluster& cluster, const EnvMap& env,
+    const std::map<std::string, std::string>& tf_roles) {
+  if (requested != "auto") return {requested, "flag --framework"};
+  if (cluster.Find("scheduler") || cluster.Find("server")) {
+    return {"mxnet", "a scheduler/server task"};
+  }
+  for (const char* role : {"ps", "chief", "evaluator"}) {
+    auto it = tf_roles.find(role);
+    if (it != tf_roles.end() && cluster.Find(it->second)) {
+      return {"tensorflow", absl::StrCat("a '", it->second, "' task")};
+    }
+  }
+  if (cluster.Find("master")) return {"pytorch", "a 'master' task"};
+  if (Lookup(env, "TF_CONFIG")) return {"tensorflow", "env TF_CONFIG"};
+  if (Lookup(env, "DMLC_ROLE")) return {"mxnet", "env DMLC_ROLE"};
+  return {"none", cluster.tasks.empty()
+                      ? "no peers found"
+                      : "no framework-specific task names (set --framework)"};
+}
+
+}  // namespace distjob
