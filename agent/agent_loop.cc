@@ -1,11 +1,17 @@
 #include "agent/agent_loop.h"
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/exit_policy.h"
+#include "agent/report.h"
 #include "agent/signal_names.h"
 #include "agent/supervisor.h"
+#include "agent/worker_logs.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
@@ -17,7 +23,8 @@ namespace {
 std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const EnvMap& env,
                                      const RendezvousResult& round,
-                                     int restart_count) {
+                                     int restart_count,
+                                     const WorkerLogs& files) {
   const LaunchOptions& launch = options.launch;
   PyTorchGroupInfo group;
   group.group_rank = round.group_rank;
@@ -45,7 +52,8 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     WorkerSpec spec;
     spec.local_rank = local_rank;
     spec.process.argv = WorkerArgv(options.command, command, local_rank);
-    spec.process.env = PyTorchWorkerEnv(group, local_rank, env, "");
+    spec.process.env = PyTorchWorkerEnv(
+        group, local_rank, env, files.ErrorFile(restart_count, local_rank));
     workers.push_back(std::move(spec));
   }
   return workers;
@@ -54,14 +62,60 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
     const RunOptions& options) {
   const LaunchOptions& launch = options.launch;
-  if (launch.standalone || (launch.max_nodes == 1 && launch.rdzv_backend ==
-                                                         "static")) {
+  if (launch.standalone ||
+      (launch.max_nodes == 1 && launch.rdzv_backend == "static")) {
     return std::make_unique<StandaloneRendezvous>(
         launch.local_addr, launch.standalone ? "" : launch.rdzv_id);
   }
   return absl::UnimplementedError(
       "multi-node rendezvous is not available in this build; use "
       "--standalone or --nnodes 1");
+}
+
+// The outcome of the run, for the termination message and error file.
+RunReport MakeReport(const std::string& outcome, int exit_code,
+                     int restart_count, const RunOptions& options) {
+  RunReport report;
+  report.outcome = outcome;
+  report.exit_code = exit_code;
+  report.restarts = restart_count;
+  report.max_restarts = options.launch.max_restarts;
+  return report;
+}
+
+RootCause MakeRootCause(const WorkerExit& failure, const WorkerLogs& files,
+                        int attempt, const std::string& command) {
+  RootCause cause;
+  cause.local_rank = failure.local_rank;
+  cause.pid = failure.pid;
+  cause.exit_code = failure.exit_code;
+  cause.term_signal = failure.term_signal;
+  cause.time = failure.time;
+  cause.error_file = files.ErrorFile(attempt, failure.local_rank);
+  if (failure.exec_errno != 0) {
+    cause.reason = absl::StrCat("cannot execute '", command,
+                                "': ", std::strerror(failure.exec_errno));
+  }
+  return cause;
+}
+
+void Report(const RunReport& report, const SupervisorOptions& options) {
+  const std::string message = FormatTerminationMessage(report);
+  // The kubelet falls back to the log tail when the file is empty: the
+  // summary line is also the agent's last log line.
+  DJ_LOG_INFO("{}", message.substr(0, message.find('\n')));
+  if (!options.termination_log.empty()) {
+    absl::Status written =
+        WriteTerminationMessage(options.termination_log, message);
+    if (!written.ok()) {
+      DJ_LOG_DEBUG("no termination message: {}", written);
+    }
+  }
+  if (!options.error_file.empty() && report.root_cause.has_value()) {
+    absl::Status written =
+        WriteRootCauseErrorFile(options.error_file, *report.root_cause);
+    if (!written.ok()) DJ_LOG_WARNING("no error file: {}", written);
+  }
 }
 
 }  // namespace
@@ -71,59 +125,109 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
   if (!supervisor.ok()) {
     DJ_LOG_ERROR("cannot set up supervision: {}",
                  supervisor.status().ToString());
+    Report(MakeReport("error", 1, 0, options), options.supervisor);
     return 1;
   }
   auto rendezvous = MakeRendezvous(options);
   if (!rendezvous.ok()) {
     DJ_LOG_ERROR("{}", rendezvous.status().message());
+    Report(MakeReport("error", kExitBadConfig, 0, options), options.supervisor);
     return kExitBadConfig;
   }
-  const ExitPolicy policy;
+  auto files = WorkerLogs::Create(options.launch.log_dir);
+  if (!files.ok()) {
+    DJ_LOG_ERROR("{}", files.status().message());
+    Report(MakeReport("error", kExitBadConfig, 0, options), options.supervisor);
+    return kExitBadConfig;
+  }
+  ExitPolicy policy;
+  policy.permanent_overrides = options.supervisor.permanent_exit_codes;
+  policy.retryable_overrides = options.supervisor.retryable_exit_codes;
+  policy.restart_on_any_failure = options.supervisor.restart_on_any_failure;
   int restart_count = 0;
   int exit_code = 0;
+  RunReport report;
+  absl::Duration backoff = options.supervisor.restart_backoff;
   for (;;) {
     auto round = (*rendezvous)->Next(options.launch.nproc);
     if (!round.ok()) {
       DJ_LOG_ERROR("rendezvous failed: {}", round.status().ToString());
       exit_code = kExitRendezvousUnavailable;
+      report = MakeReport("rendezvous", exit_code, restart_count, options);
       break;
     }
-    auto group = (*supervisor)->RunGroup(
-        BuildWorkers(options, env, *round, restart_count));
+    if (absl::Status made =
+            files->PrepareAttempt(restart_count, options.launch.nproc);
+        !made.ok()) {
+      DJ_LOG_WARNING("worker error files unavailable: {}", made);
+    }
+    auto group = (*supervisor)
+                     ->RunGroup(BuildWorkers(options, env, *round,
+                                             restart_count, *files));
     if (!group.ok()) {
       DJ_LOG_ERROR("cannot start the workers: {}", group.status().ToString());
       exit_code = 1;
+      report = MakeReport("error", exit_code, restart_count, options);
       break;
     }
     if (group->outcome == GroupOutcome::kSucceeded) {
       exit_code = 0;
+      report = MakeReport("success", exit_code, restart_count, options);
       break;
     }
     if (group->outcome == GroupOutcome::kStopped) {
       exit_code = 128 + (*supervisor)->stop_signal();
+      report = MakeReport("stopped", exit_code, restart_count, options);
       break;
     }
     if (group->outcome == GroupOutcome::kInterrupted) continue;
     const WorkerExit& failure = *group->first_failure;
     exit_code = failure.exit_code;
     const ExitClass exit_class = policy.Classify(exit_code);
-    DJ_LOG_ERROR("worker local_rank={} (pid {}) failed with exit code {} "
-                 "({})",
-                 failure.local_rank, failure.pid, exit_code,
-                 ExitClassName(exit_class));
+    DJ_LOG_ERROR(
+        "worker local_rank={} (pid {}) failed with exit code {} "
+        "({})",
+        failure.local_rank, failure.pid, exit_code, ExitClassName(exit_class));
+    report = MakeReport(
+        failure.exec_errno != 0 ? "exec-failed" : ExitClassName(exit_class),
+        exit_code, restart_count, options);
+    report.root_cause = MakeRootCause(
+        failure, *files, restart_count,
+        options.command.empty() ? std::string() : options.command[0]);
     if (exit_class != ExitClass::kRetryable ||
         restart_count >= options.launch.max_restarts) {
       break;
     }
     ++restart_count;
-    DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count,
-                options.launch.max_restarts);
+    if (backoff > absl::ZeroDuration()) {
+      DJ_LOG_INFO("restarting the worker group ({}/{}) in {}", restart_count,
+                  options.launch.max_restarts, absl::FormatDuration(backoff));
+      // A stop signal during the pause ends the job: no further attempt.
+      if (!(*supervisor)->Sleep(backoff)) {
+        exit_code = 128 + (*supervisor)->stop_signal();
+        report = MakeReport("stopped", exit_code, restart_count, options);
+        break;
+      }
+      backoff = std::min(backoff * 2, options.supervisor.restart_backoff_max);
+    } else {
+      DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count,
+                  options.launch.max_restarts);
+    }
+    if ((*supervisor)->stop_signal() != 0) {
+      exit_code = 128 + (*supervisor)->stop_signal();
+      report = MakeReport("stopped", exit_code, restart_count, options);
+      break;
+    }
   }
   (*rendezvous)->Shutdown();
   (*supervisor)->DrainDescendants();
   if ((*supervisor)->stop_signal() != 0 && exit_code == 0) {
     exit_code = 128 + (*supervisor)->stop_signal();
+    report.outcome = "stopped";
+    report.exit_code = exit_code;
   }
+  report.stop_signal = (*supervisor)->stop_signal();
+  Report(report, options.supervisor);
   return exit_code;
 }
 
