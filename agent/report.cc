@@ -108,13 +108,18 @@ std::string FormatTerminationMessage(const RunReport& r) {
     }
     absl::StrAppend(&body, " at ", absl::FormatTime(c.time), "\n");
     if (!c.reason.empty()) absl::StrAppend(&body, c.reason, "\n");
+    // Who failed always fits; only the error text is cut.
+    absl::StrAppend(&head, body);
+    body.clear();
     const std::string error = ReadWorkerErrorMessage(c.error_file);
     if (!error.empty()) absl::StrAppend(&body, "error: ", error, "\n");
   }
   const std::string safe_head = Utf8Truncate(head, kTerminationMessageLimit);
   const size_t room = kTerminationMessageLimit - safe_head.size();
   std::string clean_body = Utf8Truncate(body, body.size());
-  if (clean_body.size() > room) {
+  if (clean_body.size() > room && room <= 3) {
+    clean_body.clear();
+  } else if (clean_body.size() > room) {
     // The end of an error holds the exception; keep the tail.
     constexpr absl::string_view kCut = "...";
     size_t start = clean_body.size() - (room - kCut.size());

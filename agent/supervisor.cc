@@ -79,9 +79,10 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
   // As PID 1 the kernel re-parents orphans to us anyway; otherwise ask for
   // them, so no grandchild outlives the agent unreaped.
   if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    DJ_LOG_WARNING("prctl(PR_SET_CHILD_SUBREAPER) failed: {}; orphans of "
-                   "workers will not be reaped by the agent",
-                   std::strerror(errno));
+    DJ_LOG_WARNING(
+        "prctl(PR_SET_CHILD_SUBREAPER) failed: {}; orphans of "
+        "workers will not be reaped by the agent",
+        std::strerror(errno));
   }
   return s;
 }
@@ -124,8 +125,8 @@ void Supervisor::ForwardSignal(const Running& running, int signal_number) {
 void Supervisor::StopGroup(Running* running, absl::Time now) {
   if (running->stopping) return;
   running->stopping = true;
-  running->kill_deadline = std::min(now + options_.shutdown_timeout,
-                                    stop_deadline_);
+  running->kill_deadline =
+      std::min(now + options_.shutdown_timeout, stop_deadline_);
   const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
   DJ_LOG_INFO("stopping the worker group: {} now, SIGKILL in {}",
               SignalName(signal_number),
@@ -238,14 +239,13 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
       SignalDescendants(getpid(), SIGKILL);
     }
     WaitForEvent(running.stopping && !running.killed ? running.kill_deadline
-                                                      : absl::InfiniteFuture());
+                                                     : absl::InfiniteFuture());
   }
-  // Whatever the workers left in their process groups or started with
-  // setsid dies with the attempt: the next attempt starts clean.
-  for (const auto& w : running.workers) killpg(w.pid, SIGKILL);
-  if (running.stopping || running.result.first_failure.has_value()) {
-    SignalDescendants(getpid(), SIGKILL);
-  }
+  // Whatever the workers left behind (in their process groups or escaped
+  // with setsid) is stopped with the attempt, so the next attempt starts
+  // clean; it gets the rest of the grace period to finish its own cleanup
+  // (tini #180) before SIGKILL.
+  DrainAttempt(&running);
 
   GroupResult result = std::move(running.result);
   if (stop_signal_ != 0) {
@@ -258,6 +258,38 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     result.outcome = GroupOutcome::kSucceeded;
   }
   return result;
+}
+
+void Supervisor::DrainAttempt(Running* running) {
+  if (ListDescendants(getpid()).empty()) return;
+  if (!running->stopping) {
+    // The workers exited on their own: their leftovers get the full grace
+    // period, as dumb-init does after its child exits.
+    running->stopping = true;
+    running->kill_deadline =
+        std::min(absl::Now() + options_.shutdown_timeout, stop_deadline_);
+  }
+  const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
+  if (!running->killed) {
+    // Escaped processes never saw the group signal.
+    SignalDescendants(getpid(), signal_number);
+  }
+  while (!running->killed && absl::Now() < running->kill_deadline &&
+         !ListDescendants(getpid()).empty()) {
+    WaitForEvent(
+        std::min(running->kill_deadline, absl::Now() + absl::Milliseconds(20)));
+    HandleSignals(running);
+  }
+  if (SignalDescendants(getpid(), SIGKILL) > 0) {
+    DJ_LOG_WARNING("killed leftover worker processes at the deadline");
+  }
+  // Reap them, so none is mistaken for a later attempt's worker.
+  const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
+  while (!ListDescendants(getpid()).empty() && absl::Now() < reap_deadline) {
+    WaitForEvent(absl::Now() + absl::Milliseconds(20));
+    HandleSignals(running);
+  }
+  HandleSignals(running);
 }
 
 bool Supervisor::Sleep(absl::Duration duration) {

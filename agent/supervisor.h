@@ -33,9 +33,9 @@ struct WorkerSpec {
 struct WorkerExit {
   int local_rank = 0;
   pid_t pid = -1;
-  int exit_code = 0;    // exit status, or 128+signal
-  int term_signal = 0;  // the signal that killed it, 0 if it exited
-  int exec_errno = 0;   // exec failed: the worker never ran
+  int exit_code = 0;              // exit status, or 128+signal
+  int term_signal = 0;            // the signal that killed it, 0 if it exited
+  int exec_errno = 0;             // exec failed: the worker never ran
   bool stopped_by_agent = false;  // it died after the agent told it to stop
   absl::Time time;
 };
@@ -49,7 +49,7 @@ enum class GroupOutcome {
 
 struct GroupResult {
   GroupOutcome outcome = GroupOutcome::kSucceeded;
-  std::vector<WorkerExit> exits;          // in order of exit
+  std::vector<WorkerExit> exits;            // in order of exit
   std::optional<WorkerExit> first_failure;  // the root cause, if failed
 };
 
@@ -97,6 +97,9 @@ class Supervisor {
   void ReapChildren(Running* running);
   void ForwardSignal(const Running& running, int signal_number);
   void StopGroup(Running* running, absl::Time now);
+  // After the workers exited: TERM what they left behind, wait for it up to
+  // the deadline while reaping, then SIGKILL and reap.
+  void DrainAttempt(Running* running);
   // epoll_wait until `deadline`; returns after an event or the deadline.
   void WaitForEvent(absl::Time deadline);
 
