@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/exit_policy.h"
+#include "agent/health.h"
 #include "agent/report.h"
 #include "agent/signal_names.h"
 #include "agent/supervisor.h"
@@ -140,6 +141,21 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
     Report(MakeReport("error", kExitBadConfig, 0, options), options.supervisor);
     return kExitBadConfig;
   }
+  std::unique_ptr<HealthServer> health;
+  if (options.supervisor.health_port != 0) {
+    auto started = HealthServer::Start(options.supervisor.health_port);
+    if (!started.ok()) {
+      DJ_LOG_ERROR("{}", started.status().message());
+      Report(MakeReport("error", kExitBadConfig, 0, options),
+             options.supervisor);
+      return kExitBadConfig;
+    }
+    health = *std::move(started);
+    DJ_LOG_INFO("health server on port {}", health->port());
+    (*supervisor)->set_on_group_running([h = health.get()](bool running) {
+      h->SetReady(running);
+    });
+  }
   ExitPolicy policy;
   policy.permanent_overrides = options.supervisor.permanent_exit_codes;
   policy.retryable_overrides = options.supervisor.retryable_exit_codes;
@@ -228,6 +244,7 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
   }
   report.stop_signal = (*supervisor)->stop_signal();
   Report(report, options.supervisor);
+  if (health != nullptr) health->Shutdown();
   return exit_code;
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "agent/agent_loop.h"
+#include "agent/health.h"
 #include "agent/run_flags.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -28,7 +29,8 @@ constexpr char kUsage[] =
     "Usage: distjob-agent COMMAND [options]\n\n"
     "Commands:\n"
     "  run [options] [--] CMD [ARGS...]  launch and supervise the workers\n"
-    "                                    (also: invoked as `torchrun`)\n\n"
+    "                                    (also: invoked as `torchrun`)\n"
+    "  health --port N [--service S]     probe a running agent (exit 0/1)\n\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version\n";
@@ -78,10 +80,12 @@ int Main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "run") return Run(args, env);
-  std::fprintf(stderr,
-               "distjob-agent: unknown command '%s'; expected one of: run "
-               "(see --help)\n",
-               command.c_str());
+  if (command == "health") return HealthMain(argc - 2, argv + 2);
+  std::fprintf(
+      stderr,
+      "distjob-agent: unknown command '%s'; expected one of: run, health "
+      "(see --help)\n",
+      command.c_str());
   return kExitBadConfig;
 }
 

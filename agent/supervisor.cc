@@ -125,6 +125,7 @@ void Supervisor::ForwardSignal(const Running& running, int signal_number) {
 void Supervisor::StopGroup(Running* running, absl::Time now) {
   if (running->stopping) return;
   running->stopping = true;
+  if (on_group_running_) on_group_running_(false);
   running->kill_deadline =
       std::min(now + options_.shutdown_timeout, stop_deadline_);
   const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
@@ -223,7 +224,11 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
 
   // A stop signal that arrived before the workers existed is not lost: it
   // is pending in the signalfd, or already recorded in stop_signal_.
-  if (stop_signal_ != 0) StopGroup(&running, absl::Now());
+  if (stop_signal_ != 0) {
+    StopGroup(&running, absl::Now());
+  } else if (on_group_running_) {
+    on_group_running_(true);
+  }
   for (;;) {
     HandleSignals(&running);
     const absl::Time now = absl::Now();
@@ -246,6 +251,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
   // clean; it gets the rest of the grace period to finish its own cleanup
   // (tini #180) before SIGKILL.
   DrainAttempt(&running);
+  if (on_group_running_) on_group_running_(false);
 
   GroupResult result = std::move(running.result);
   if (stop_signal_ != 0) {

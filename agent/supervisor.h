@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +83,13 @@ class Supervisor {
   // reaping, then SIGKILL and reap. Called before the agent exits.
   void DrainDescendants();
 
+  // Called from the loop with true once every worker of an attempt has
+  // started, and with false when the group starts stopping or has ended:
+  // readiness follows it.
+  void set_on_group_running(std::function<void(bool)> callback) {
+    on_group_running_ = std::move(callback);
+  }
+
   // The first stop signal received, 0 if none.
   int stop_signal() const { return stop_signal_; }
 
@@ -111,6 +119,7 @@ class Supervisor {
   int stop_signal_ = 0;
   absl::Time stop_deadline_ = absl::InfiniteFuture();
   std::atomic<bool> interrupted_{false};
+  std::function<void(bool)> on_group_running_;
 };
 
 }  // namespace distjob
