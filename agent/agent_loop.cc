@@ -1,12 +1,15 @@
 #include "agent/agent_loop.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/cgroup_oom.h"
 #include "agent/exit_policy.h"
 #include "agent/health.h"
 #include "agent/report.h"
@@ -156,6 +159,12 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
       h->SetReady(running);
     });
   }
+  const OomCounter oom_counter = OomCounter::ForSelf();
+  if (!oom_counter.path().has_value()) {
+    DJ_LOG_DEBUG(
+        "no cgroup OOM-kill counter found: OOM kills are not "
+        "reported");
+  }
   ExitPolicy policy;
   policy.permanent_overrides = options.supervisor.permanent_exit_codes;
   policy.retryable_overrides = options.supervisor.retryable_exit_codes;
@@ -177,6 +186,7 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
         !made.ok()) {
       DJ_LOG_WARNING("worker error files unavailable: {}", made);
     }
+    const std::optional<int64_t> ooms_before = oom_counter.Read();
     auto group = (*supervisor)
                      ->RunGroup(BuildWorkers(options, env, *round,
                                              restart_count, *files));
@@ -185,6 +195,17 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
       exit_code = 1;
       report = MakeReport("error", exit_code, restart_count, options);
       break;
+    }
+    const std::optional<int64_t> ooms_after = oom_counter.Read();
+    // Only a rise of the cgroup's counter is an OOM kill: a SIGKILL from
+    // the agent's grace period or from `kill -9` leaves it unchanged.
+    const bool oom = ooms_before.has_value() && ooms_after.has_value() &&
+                     *ooms_after > *ooms_before;
+    if (oom) {
+      DJ_LOG_WARNING(
+          "the kernel's OOM killer ended {} process(es) of the "
+          "worker group ({})",
+          *ooms_after - *ooms_before, *oom_counter.path());
     }
     if (group->outcome == GroupOutcome::kSucceeded) {
       exit_code = 0;
@@ -207,9 +228,14 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
     report = MakeReport(
         failure.exec_errno != 0 ? "exec-failed" : ExitClassName(exit_class),
         exit_code, restart_count, options);
+    report.oom = oom;
     report.root_cause = MakeRootCause(
         failure, *files, restart_count,
         options.command.empty() ? std::string() : options.command[0]);
+    if (oom && failure.term_signal == SIGKILL &&
+        report.root_cause->reason.empty()) {
+      report.root_cause->reason = "killed by the kernel's OOM killer";
+    }
     if (exit_class != ExitClass::kRetryable ||
         restart_count >= options.launch.max_restarts) {
       break;
