@@ -58,6 +58,10 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     spec.process.argv = WorkerArgv(options.command, command, local_rank);
     spec.process.env = PyTorchWorkerEnv(
         group, local_rank, env, files.ErrorFile(restart_count, local_rank));
+    if (options.supervisor.hang_timeout > absl::ZeroDuration()) {
+      spec.heartbeat_file = files.HeartbeatFile(restart_count, local_rank);
+      spec.process.env["DISTJOB_HEARTBEAT_FILE"] = spec.heartbeat_file;
+    }
     workers.push_back(std::move(spec));
   }
   return workers;
@@ -220,7 +224,10 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
     if (group->outcome == GroupOutcome::kInterrupted) continue;
     const WorkerExit& failure = *group->first_failure;
     exit_code = failure.exit_code;
-    const ExitClass exit_class = policy.Classify(exit_code);
+    // A hung worker may exit 0 on SIGTERM: it still failed, retryably.
+    if (group->hang && exit_code == 0) exit_code = 128 + SIGTERM;
+    const ExitClass exit_class =
+        group->hang ? ExitClass::kRetryable : policy.Classify(exit_code);
     DJ_LOG_ERROR(
         "worker local_rank={} (pid {}) failed with exit code {} "
         "({})",
@@ -229,6 +236,7 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
         failure.exec_errno != 0 ? "exec-failed" : ExitClassName(exit_class),
         exit_code, restart_count, options);
     report.oom = oom;
+    report.hang = group->hang;
     report.root_cause = MakeRootCause(
         failure, *files, restart_count,
         options.command.empty() ? std::string() : options.command[0]);

@@ -63,6 +63,13 @@ struct SupervisorOptions {
   std::set<int> permanent_exit_codes;
   std::set<int> retryable_exit_codes;
   bool restart_on_any_failure = false;  // --restart-policy any
+  // Hang watchdog: a worker whose heartbeat file is older than
+  // hang_timeout (or absent first_heartbeat_timeout after its start) is a
+  // retryable failure. Zero hang_timeout disables it; zero
+  // first_heartbeat_timeout means twice hang_timeout.
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  absl::Duration first_heartbeat_timeout = absl::ZeroDuration();
+  int hang_signal = 0;  // sent first, for a stack dump; 0 = none
   // grpc.health.v1 port on all interfaces; 0 = no health server.
   int health_port = 0;
 };

@@ -17,11 +17,11 @@ namespace {
 // the agent's, and without allocating after fork.
 std::string ResolveExecutable(const std::string& file, const EnvMap& env) {
   if (file.find('/') != std::string::npos) return file;
-  std::string path = Lookup(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  std::string path =
+      Lookup(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
   std::string first_found;
   for (absl::string_view dir : absl::StrSplit(path, ':')) {
-    std::string candidate =
-        absl::StrCat(dir.empty() ? "." : dir, "/", file);
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", file);
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
     if (first_found.empty() && access(candidate.c_str(), F_OK) == 0) {
       first_found = candidate;  // exists but not executable: EACCES later
@@ -58,11 +58,13 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
   // threaded process only async-signal-safe calls are allowed.
   const std::string executable = ResolveExecutable(spec.argv[0], spec.env);
   std::vector<char*> argv;
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : spec.argv)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const std::vector<std::string> env_strings = EnvToStrings(spec.env);
   std::vector<char*> envp;
-  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const std::string& e : env_strings)
+    envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
   // The exec-status pipe: closed on a successful exec, or carrying errno.

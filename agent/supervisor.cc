@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,12 +27,17 @@ struct Supervisor::Running {
     pid_t pid;
     int exec_errno;
     bool exited = false;
+    std::string heartbeat_file;
+    absl::Time started;
   };
   std::vector<Worker> workers;
   GroupResult result;
   bool stopping = false;
   bool killed = false;
   absl::Time kill_deadline = absl::InfiniteFuture();
+  int hung_rank = -1;
+  // After the diagnostic signal, the group is stopped at this time.
+  absl::Time hang_stop_at = absl::InfiniteFuture();
 
   bool AllExited() const {
     return std::all_of(workers.begin(), workers.end(),
@@ -185,7 +191,9 @@ void Supervisor::ReapChildren(Running* running) {
       exit.stopped_by_agent = running->stopping;
       exit.time = absl::Now();
       running->result.exits.push_back(exit);
-      if (exit.exit_code != 0 && !running->stopping &&
+      const bool is_hung =
+          running->result.hang && w.local_rank == running->hung_rank;
+      if ((is_hung || (exit.exit_code != 0 && !running->stopping)) &&
           !running->result.first_failure.has_value()) {
         running->result.first_failure = exit;
       }
@@ -217,8 +225,9 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
                    spec.process.argv[0], spec.local_rank,
                    std::strerror(spawned->exec_errno));
     }
-    running.workers.push_back(
-        {spec.local_rank, spawned->pid, spawned->exec_errno});
+    running.workers.push_back({spec.local_rank, spawned->pid,
+                               spawned->exec_errno, false, spec.heartbeat_file,
+                               absl::Now()});
   }
   DJ_LOG_DEBUG("started {} workers", running.workers.size());
 
@@ -236,6 +245,10 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     if (running.result.first_failure.has_value() && !running.stopping) {
       StopGroup(&running, now);
     }
+    CheckHeartbeats(&running, now);
+    if (now >= running.hang_stop_at && !running.stopping) {
+      StopGroup(&running, now);
+    }
     if (running.AllExited()) break;
     if (running.stopping && !running.killed && now >= running.kill_deadline) {
       DJ_LOG_WARNING("grace period over: sending SIGKILL to the worker group");
@@ -243,8 +256,16 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
       ForwardSignal(running, SIGKILL);
       SignalDescendants(getpid(), SIGKILL);
     }
-    WaitForEvent(running.stopping && !running.killed ? running.kill_deadline
-                                                     : absl::InfiniteFuture());
+    absl::Time wake = running.stopping && !running.killed
+                          ? running.kill_deadline
+                          : absl::InfiniteFuture();
+    if (!running.stopping) {
+      wake = std::min(wake, running.hang_stop_at);
+      for (size_t k = 0; k < running.workers.size(); ++k) {
+        wake = std::min(wake, HeartbeatDeadline(running, k));
+      }
+    }
+    WaitForEvent(wake);
   }
   // Whatever the workers left behind (in their process groups or escaped
   // with setsid) is stopped with the attempt, so the next attempt starts
@@ -264,6 +285,47 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     result.outcome = GroupOutcome::kSucceeded;
   }
   return result;
+}
+
+absl::Time Supervisor::HeartbeatDeadline(const Running& running,
+                                         size_t index) const {
+  const Running::Worker& w = running.workers[index];
+  if (options_.hang_timeout <= absl::ZeroDuration() || w.exited ||
+      w.heartbeat_file.empty() || running.hung_rank >= 0) {
+    return absl::InfiniteFuture();
+  }
+  struct stat st;
+  if (stat(w.heartbeat_file.c_str(), &st) == 0) {
+    return absl::TimeFromTimespec(st.st_mtim) + options_.hang_timeout;
+  }
+  const absl::Duration first =
+      options_.first_heartbeat_timeout > absl::ZeroDuration()
+          ? options_.first_heartbeat_timeout
+          : 2 * options_.hang_timeout;
+  return w.started + first;
+}
+
+void Supervisor::CheckHeartbeats(Running* running, absl::Time now) {
+  if (running->stopping) return;
+  for (size_t k = 0; k < running->workers.size(); ++k) {
+    if (now < HeartbeatDeadline(*running, k)) continue;
+    const Running::Worker& w = running->workers[k];
+    running->hung_rank = w.local_rank;
+    running->result.hang = true;
+    DJ_LOG_ERROR(
+        "worker local_rank={} (pid {}) made no progress: {} not "
+        "refreshed in time; treating it as hung",
+        w.local_rank, w.pid, w.heartbeat_file);
+    if (options_.hang_signal != 0) {
+      // Give a stack dumper (py-spy, faulthandler) a moment first.
+      killpg(w.pid, options_.hang_signal);
+      running->hang_stop_at =
+          now + std::min(absl::Seconds(5), options_.shutdown_timeout);
+    } else {
+      StopGroup(running, now);
+    }
+    return;
+  }
 }
 
 void Supervisor::DrainAttempt(Running* running) {

@@ -29,6 +29,9 @@ namespace distjob {
 struct WorkerSpec {
   int local_rank = 0;
   ProcessSpec process;
+  // The file the worker touches to show progress (hang watchdog); the
+  // agent removes it before the start.
+  std::string heartbeat_file;
 };
 
 struct WorkerExit {
@@ -52,6 +55,7 @@ struct GroupResult {
   GroupOutcome outcome = GroupOutcome::kSucceeded;
   std::vector<WorkerExit> exits;            // in order of exit
   std::optional<WorkerExit> first_failure;  // the root cause, if failed
+  bool hang = false;  // the failure is a worker that stopped heartbeating
 };
 
 class Supervisor {
@@ -103,6 +107,10 @@ class Supervisor {
   // Reads pending signals; returns after handling what was read.
   void HandleSignals(Running* running);
   void ReapChildren(Running* running);
+  // When a worker's heartbeat is due; InfiniteFuture without a watchdog.
+  absl::Time HeartbeatDeadline(const Running& running, size_t index) const;
+  // Declares a hang for the first worker past its deadline.
+  void CheckHeartbeats(Running* running, absl::Time now);
   void ForwardSignal(const Running& running, int signal_number);
   void StopGroup(Running* running, absl::Time now);
   // After the workers exited: TERM what they left behind, wait for it up to

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "agent/exit_policy.h"
+#include "agent/signal_names.h"
 #include "common/duration.h"
 #include "common/logging.h"
 
@@ -103,6 +104,27 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
         }
         return absl::OkStatus();
       }));
+  flags->Add(AgentFlag(
+      "hang-timeout", "SECONDS",
+      "Hang watchdog: each worker must touch $DISTJOB_HEARTBEAT_FILE at "
+      "least this often, or it is stopped as a retryable 'hang' failure "
+      "(default 0: off).",
+      NonNegativeDuration(&s->hang_timeout)));
+  flags->Add(AgentFlag("first-heartbeat-timeout", "SECONDS",
+                       "Time allowed before a worker's first heartbeat "
+                       "(default twice --hang-timeout).",
+                       NonNegativeDuration(&s->first_heartbeat_timeout)));
+  flags->Add(AgentFlag("hang-signal", "SIG",
+                       "Signal sent to a hung worker's process group 5 s "
+                       "(at most the shutdown timeout) before it is "
+                       "stopped, e.g. SIGUSR1 for a stack dump (default: "
+                       "none).",
+                       [s](absl::string_view v, absl::string_view) {
+                         auto sig = ParseSignal(v);
+                         if (!sig.ok()) return sig.status();
+                         s->hang_signal = *sig;
+                         return absl::OkStatus();
+                       }));
   flags->Add(AgentFlag("health-port", "PORT",
                        "Serve grpc.health.v1.Health on this port on all "
                        "interfaces (services liveness, readiness, \"\"); 0 "

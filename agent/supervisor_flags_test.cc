@@ -24,8 +24,7 @@ TEST(SupervisorFlagsTest, RestartPolicyAndOverrides) {
       {{"DISTJOB_HEALTH_PORT", "8081"}});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->supervisor.restart_on_any_failure);
-  EXPECT_EQ(o->supervisor.permanent_exit_codes,
-            (std::set<int>{139, 200, 201}));
+  EXPECT_EQ(o->supervisor.permanent_exit_codes, (std::set<int>{139, 200, 201}));
   EXPECT_EQ(o->supervisor.retryable_exit_codes, std::set<int>{1});
   EXPECT_EQ(o->supervisor.restart_backoff, absl::Milliseconds(1500));
   EXPECT_EQ(o->supervisor.health_port, 8081);

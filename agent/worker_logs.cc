@@ -66,12 +66,17 @@ std::string WorkerLogs::ErrorFile(int attempt, int local_rank) const {
   return AttemptDir(attempt, local_rank) + "/error.json";
 }
 
+std::string WorkerLogs::HeartbeatFile(int attempt, int local_rank) const {
+  return AttemptDir(attempt, local_rank) + "/heartbeat";
+}
+
 absl::Status WorkerLogs::PrepareAttempt(int attempt, int nproc) const {
   for (int rank = 0; rank < nproc; ++rank) {
     if (absl::Status made = MakeDirs(AttemptDir(attempt, rank)); !made.ok()) {
       return made;
     }
     unlink(ErrorFile(attempt, rank).c_str());
+    unlink(HeartbeatFile(attempt, rank).c_str());
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,8 @@ class WorkerLogs {
 
   std::string AttemptDir(int attempt, int local_rank) const;
   std::string ErrorFile(int attempt, int local_rank) const;
+  // Given to the worker as DISTJOB_HEARTBEAT_FILE with --hang-timeout.
+  std::string HeartbeatFile(int attempt, int local_rank) const;
 
  private:
   WorkerLogs(std::string dir, bool temporary)
