@@ -58,7 +58,8 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     spec.process.argv = WorkerArgv(options.command, command, local_rank);
     spec.process.env = PyTorchWorkerEnv(
         group, local_rank, env, files.ErrorFile(restart_count, local_rank));
-    if (options.supervisor.hang_timeout > absl::ZeroDuration()) {
+    if (options.supervisor.hang_timeout > absl::ZeroDuration() &&
+        files.enabled()) {
       spec.heartbeat_file = files.HeartbeatFile(restart_count, local_rank);
       spec.process.env["DISTJOB_HEARTBEAT_FILE"] = spec.heartbeat_file;
     }
@@ -168,6 +169,11 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
     DJ_LOG_DEBUG(
         "no cgroup OOM-kill counter found: OOM kills are not "
         "reported");
+  }
+  if (!files->enabled()) {
+    DJ_LOG_WARNING(
+        "no writable temporary directory: workers get no "
+        "TORCHELASTIC_ERROR_FILE and the hang watchdog is off");
   }
   ExitPolicy policy;
   policy.permanent_overrides = options.supervisor.permanent_exit_codes;

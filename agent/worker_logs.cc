@@ -42,7 +42,9 @@ absl::StatusOr<WorkerLogs> WorkerLogs::Create(const std::string& log_dir) {
   std::string templ = absl::StrCat(
       tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/distjob-agent-XXXXXX");
   if (mkdtemp(templ.data()) == nullptr) {
-    return ErrnoError(errno, absl::StrCat("mkdtemp ", templ));
+    // An image without a writable /tmp still runs its job, without error
+    // files and heartbeats.
+    return WorkerLogs("", false);
   }
   return WorkerLogs(templ, true);
 }
@@ -59,18 +61,22 @@ WorkerLogs::~WorkerLogs() {
 }
 
 std::string WorkerLogs::AttemptDir(int attempt, int local_rank) const {
+  if (dir_.empty()) return "";
   return absl::StrCat(dir_, "/attempt_", attempt, "/", local_rank);
 }
 
 std::string WorkerLogs::ErrorFile(int attempt, int local_rank) const {
+  if (dir_.empty()) return "";
   return AttemptDir(attempt, local_rank) + "/error.json";
 }
 
 std::string WorkerLogs::HeartbeatFile(int attempt, int local_rank) const {
+  if (dir_.empty()) return "";
   return AttemptDir(attempt, local_rank) + "/heartbeat";
 }
 
 absl::Status WorkerLogs::PrepareAttempt(int attempt, int nproc) const {
+  if (dir_.empty()) return absl::OkStatus();
   for (int rank = 0; rank < nproc; ++rank) {
     if (absl::Status made = MakeDirs(AttemptDir(attempt, rank)); !made.ok()) {
       return made;

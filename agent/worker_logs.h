@@ -13,7 +13,10 @@ namespace distjob {
 
 class WorkerLogs {
  public:
+  // An error only for an unusable --log-dir; without one, a temporary
+  // directory that cannot be made gives a WorkerLogs with !enabled().
   static absl::StatusOr<WorkerLogs> Create(const std::string& log_dir);
+  bool enabled() const { return !dir_.empty(); }
   WorkerLogs(WorkerLogs&& other) noexcept;
   WorkerLogs& operator=(WorkerLogs&&) = delete;
   ~WorkerLogs();
@@ -22,6 +25,7 @@ class WorkerLogs {
   // stale error.json, so a file found later was written by this attempt.
   absl::Status PrepareAttempt(int attempt, int nproc) const;
 
+  // These are "" when !enabled().
   std::string AttemptDir(int attempt, int local_rank) const;
   std::string ErrorFile(int attempt, int local_rank) const;
   // Given to the worker as DISTJOB_HEARTBEAT_FILE with --hang-timeout.
