@@ -27,8 +27,9 @@ namespace {
 std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const EnvMap& env,
                                      const RendezvousResult& round,
-                                     int restart_count,
-                                     const WorkerLogs& files) {
+                                     int restart_count, WorkerLogs& files,
+                                     const std::vector<int>& redirects,
+                                     const std::vector<int>& tees) {
   const LaunchOptions& launch = options.launch;
   PyTorchGroupInfo group;
   group.group_rank = round.group_rank;
@@ -58,6 +59,21 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     spec.process.argv = WorkerArgv(options.command, command, local_rank);
     spec.process.env = PyTorchWorkerEnv(
         group, local_rank, env, files.ErrorFile(restart_count, local_rank));
+    const int redirect = redirects[static_cast<size_t>(local_rank)];
+    const int tee = tees[static_cast<size_t>(local_rank)];
+    if ((redirect | tee) != 0) {
+      // torchrun's prefix: role name and local rank.
+      auto streams =
+          files.OpenStreams(restart_count, local_rank, redirect, tee,
+                            absl::StrCat("[", launch.role, local_rank, "]:"));
+      if (streams.ok()) {
+        spec.process.stdout_fd = streams->stdout_fd;
+        spec.process.stderr_fd = streams->stderr_fd;
+      } else {
+        DJ_LOG_WARNING("worker output stays on the console: {}",
+                       streams.status());
+      }
+    }
     if (options.supervisor.hang_timeout > absl::ZeroDuration() &&
         files.enabled()) {
       spec.heartbeat_file = files.HeartbeatFile(restart_count, local_rank);
@@ -170,6 +186,16 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
         "no cgroup OOM-kill counter found: OOM kills are not "
         "reported");
   }
+  auto redirects =
+      ParseStreamMask(options.launch.redirects, options.launch.nproc);
+  auto tees = ParseStreamMask(options.launch.tee, options.launch.nproc);
+  if (!redirects.ok() || !tees.ok()) {
+    DJ_LOG_ERROR("{}: {}", !redirects.ok() ? "--redirects" : "--tee",
+                 !redirects.ok() ? redirects.status().message()
+                                 : tees.status().message());
+    Report(MakeReport("error", kExitBadConfig, 0, options), options.supervisor);
+    return kExitBadConfig;
+  }
   if (!files->enabled()) {
     DJ_LOG_WARNING(
         "no writable temporary directory: workers get no "
@@ -197,9 +223,11 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
       DJ_LOG_WARNING("worker error files unavailable: {}", made);
     }
     const std::optional<int64_t> ooms_before = oom_counter.Read();
-    auto group = (*supervisor)
-                     ->RunGroup(BuildWorkers(options, env, *round,
-                                             restart_count, *files));
+    auto group =
+        (*supervisor)
+            ->RunGroup(BuildWorkers(options, env, *round, restart_count, *files,
+                                    *redirects, *tees));
+    files->FinishAttempt();
     if (!group.ok()) {
       DJ_LOG_ERROR("cannot start the workers: {}", group.status().ToString());
       exit_code = 1;

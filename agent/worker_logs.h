@@ -5,11 +5,25 @@
 #ifndef DISTJOB_AGENT_WORKER_LOGS_H_
 #define DISTJOB_AGENT_WORKER_LOGS_H_
 
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace distjob {
+
+// torchrun's --redirects/--tee value: "0".."3" for every rank, or
+// "RANK:MASK,..." (1 = stdout, 2 = stderr, 3 = both); one mask per rank.
+absl::StatusOr<std::vector<int>> ParseStreamMask(const std::string& text,
+                                                 int nproc);
+
+struct WorkerStreams {
+  int stdout_fd = -1;  // -1: the agent's own
+  int stderr_fd = -1;
+};
 
 class WorkerLogs {
  public:
@@ -26,6 +40,17 @@ class WorkerLogs {
   absl::Status PrepareAttempt(int attempt, int nproc) const;
 
   // These are "" when !enabled().
+  // Files for the streams in `redirect` (bits 1 = stdout, 2 = stderr), or
+  // for those in `tee` also copied to the console with `prefix` on every
+  // line: attempt_<n>/<rank>/stdout.log|stderr.log. The fds are the
+  // agent's until FinishAttempt.
+  absl::StatusOr<WorkerStreams> OpenStreams(int attempt, int local_rank,
+                                            int redirect, int tee,
+                                            const std::string& prefix);
+  // Closes the agent's copies of the stream fds and waits for the tee
+  // copiers to reach end of file (every writer of the attempt is gone).
+  void FinishAttempt();
+
   std::string AttemptDir(int attempt, int local_rank) const;
   std::string ErrorFile(int attempt, int local_rank) const;
   // Given to the worker as DISTJOB_HEARTBEAT_FILE with --hang-timeout.
@@ -37,6 +62,8 @@ class WorkerLogs {
 
   std::string dir_;
   bool temporary_ = false;
+  std::vector<int> open_fds_;
+  std::vector<std::thread> copiers_;
 };
 
 }  // namespace distjob

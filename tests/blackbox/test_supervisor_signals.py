@@ -223,6 +223,14 @@ while not os.path.exists(sys.argv[2]):
 """
 
 
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read().replace("\0", " ")
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
 def zombies_and_sleepers(agent_pid, worker_pid):
     out = []
     for entry in os.listdir("/proc"):
@@ -247,8 +255,7 @@ def test_hundred_orphans_leave_no_zombie(start_agent, tmp_path, pid1):
                      str(release)], pid1=pid1)
     wait_for(spawned.exists, 20, what="orphans spawned")
     worker = wait_for(lambda: [p for p in descendants(a.pid)
-                               if f"{script}" in open(f"/proc/{p}/cmdline")
-                               .read().replace("\0", " ")], 10)[0]
+                               if str(script) in cmdline(p)], 10)[0]
     # Every orphan (re-parented to the agent) ends and is reaped, while the
     # worker still runs.
     wait_for(lambda: not zombies_and_sleepers(a.pid, worker), 10,
