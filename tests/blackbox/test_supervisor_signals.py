@@ -275,3 +275,64 @@ def test_stop_signal_before_workers_start_is_not_lost(start_agent, tmp_path):
     assert a.wait() == 143
     assert time.monotonic() - start < 3
     assert len(lines(launches)) == 1
+
+
+# grep, not sh: dash clears its signal mask when it starts.
+SIG_LINES = ["grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"]
+
+
+def test_worker_inherits_the_agents_signal_mask_and_ignores(agent):
+    def preexec():
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTIN})
+    direct = subprocess.run(SIG_LINES, preexec_fn=preexec,
+                            capture_output=True, text=True, timeout=10)
+    via = subprocess.run([agent, "run", "--termination-log", "", "--"]
+                         + SIG_LINES, preexec_fn=preexec,
+                         capture_output=True, text=True, timeout=10)
+    assert via.returncode == 0, via.stderr
+    assert via.stdout == direct.stdout
+    blocked = int(via.stdout.split("SigBlk:")[1].split()[0], 16)
+    assert blocked == 1 << (signal.SIGTTIN - 1)
+
+
+STORM = """
+import os, sys
+for i in range(1000):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(-1, 0)
+open(sys.argv[1], 'w').write('done')
+while not os.path.exists(sys.argv[2]):
+    import time; time.sleep(0.05)
+"""
+
+
+def test_probe_answers_fast_during_an_orphan_storm(start_agent, agent,
+                                                   tmp_path):
+    done, release = tmp_path / "done", tmp_path / "release"
+    script = tmp_path / "storm.py"
+    script.write_text(STORM)
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    a = start_agent(["run", "--health-port", str(port), "--no-python",
+                     PYTHON, str(script), str(done), str(release)])
+    slowest = 0.0
+    probes = 0
+    while not done.exists() or probes < 5:
+        # Signals whose default action is to ignore: the worker may not
+        # have set up handlers yet.
+        a.signal(signal.SIGURG if probes % 2 else signal.SIGWINCH)
+        start = time.monotonic()
+        r = subprocess.run([agent, "health", "--port", str(port), "--service",
+                            "liveness"], capture_output=True, timeout=10)
+        if r.returncode == 0:
+            slowest = max(slowest, time.monotonic() - start)
+            probes += 1
+        assert a.proc.poll() is None, a.stderr()
+    assert slowest < 0.5, slowest
+    release.write_text("go")
+    assert a.wait() == 0
