@@ -1,6 +1,7 @@
 #include "agent/process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -69,6 +70,7 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
 
   // The exec-status pipe: closed on a successful exec, or carrying errno.
   int pipe_fds[2];
+  const pid_t parent = getpid();
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return ErrnoError(errno, "pipe2 for the exec-status pipe");
   }
@@ -82,6 +84,11 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
   if (pid == 0) {
     close(pipe_fds[0]);
     setpgid(0, 0);
+    // If the agent dies without stopping us (kill -9 of a non-PID-1 agent),
+    // the worker must not train on unsupervised. The getppid check closes
+    // the race with an agent that died before the prctl.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(128 + SIGKILL);
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sig == SIGKILL || sig == SIGSTOP) continue;
       signal(sig, sigismember(&state.ignored, sig) ? SIG_IGN : SIG_DFL);

@@ -336,3 +336,15 @@ def test_probe_answers_fast_during_an_orphan_storm(start_agent, agent,
     assert slowest < 0.5, slowest
     release.write_text("go")
     assert a.wait() == 0
+
+
+def test_worker_dies_with_a_killed_agent(start_agent, tmp_path):
+    pidfile = tmp_path / "pid"
+    a = start_agent(["run", "--", "sh", "-c",
+                     f"echo $$ > {pidfile}; exec sleep 1000"])
+    worker = int(wait_for(lambda: pidfile.exists() and pidfile.read_text(),
+                          10, what="worker pid"))
+    a.signal(signal.SIGKILL)
+    a.wait()
+    wait_for(lambda: not pid_alive(worker), 5,
+             what="the worker to die with the agent")
