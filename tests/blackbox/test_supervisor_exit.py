@@ -146,3 +146,12 @@ def test_termination_message_unwritable_path_is_skipped(run_agent):
                   env={"DISTJOB_TERMINATION_LOG": "/nonexistent/dir/tlog"})
     assert r.returncode == 0
     assert "no termination message" in r.stderr
+
+
+def test_orphans_exiting_with_the_worker_do_not_change_its_code(run_agent):
+    # 50 orphans exit 0 at the moment the worker exits 3: the agent must
+    # report the worker's status, not an orphan's.
+    r = run_agent(["run", "--", "sh", "-c",
+                   "for i in $(seq 50); do (sleep 0.3; exit 0) & done; "
+                   "sleep 0.3; exit 3"])
+    assert r.returncode == 3, r.stderr
