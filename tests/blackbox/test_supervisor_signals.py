@@ -348,3 +348,27 @@ def test_worker_dies_with_a_killed_agent(start_agent, tmp_path):
     a.wait()
     wait_for(lambda: not pid_alive(worker), 5,
              what="the worker to die with the agent")
+
+
+@pytest.mark.parametrize("sig", STOP)
+def test_each_stop_signal_ends_the_job_without_restart(start_agent, tmp_path,
+                                                       sig):
+    launches = tmp_path / "launches"
+    a = start_agent(["run", "--max-restarts", "5", "--", "sh", "-c",
+                     f"echo x >> {launches}; exec sleep 1000"])
+    wait_for(launches.exists, 10, what="launch")
+    a.signal(sig)
+    assert a.wait() == 128 + sig
+    assert len(lines(launches)) == 1
+
+
+def test_zero_shutdown_timeout_from_env_kills_at_once(start_agent, tmp_path):
+    ready = tmp_path / "ready"
+    a = start_agent(["run", "--", "sh", "-c",
+                     f"trap '' TERM; touch {ready}; while :; do sleep 0.1; "
+                     "done"], env={"PET_SHUTDOWN_TIMEOUT": "0"})
+    wait_for(ready.exists, 10, what="worker ready")
+    start = time.monotonic()
+    a.signal(signal.SIGTERM)
+    assert a.wait() == 143
+    assert time.monotonic() - start < 1
