@@ -40,9 +40,8 @@ ExitClass ExitPolicy::Classify(int exit_code) const {
 absl::StatusOr<std::set<int>> ParseExitCodeList(absl::string_view text) {
   std::set<int> codes;
   auto bad = [&](absl::string_view part) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", part,
-                     "' is not an exit code 1-255 or a range like 10-20"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", part, "' is not an exit code 1-255 or a range like 10-20"));
   };
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     std::vector<absl::string_view> range = absl::StrSplit(part, '-');

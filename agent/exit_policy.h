@@ -24,8 +24,8 @@ std::string ExitClassName(ExitClass c);
 int ExitCodeFromWaitStatus(int wait_status);
 
 struct ExitPolicy {
-  std::set<int> permanent_overrides;  // codes forced permanent
-  std::set<int> retryable_overrides;  // codes forced retryable
+  std::set<int> permanent_overrides;    // codes forced permanent
+  std::set<int> retryable_overrides;    // codes forced retryable
   bool restart_on_any_failure = false;  // torchrun's policy
 
   ExitClass Classify(int exit_code) const;

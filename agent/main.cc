@@ -4,9 +4,9 @@
 // The story of a run: parse what we were told (flags, PET_*/DISTJOB_* env),
 // then hand over to the agent loop, which finds the peers, agrees on ranks,
 // launches and supervises the workers, and returns the exit code whose
-// class tells the operator what to do next.
-#include <unistd.h>
-
+// class tells the operator what to do next. The other subcommands inspect
+// (env, status, health) or install (install) without launching anything.
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,7 +14,9 @@
 #include "absl/strings/match.h"
 #include "agent/agent_loop.h"
 #include "agent/env_command.h"
+#include "agent/health.h"
 #include "agent/install.h"
+#include "agent/process.h"
 #include "agent/run_flags.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -34,8 +36,10 @@ constexpr char kUsage[] =
     "  env [options] [--json] [--explain] [--] [CMD...]\n"
     "                                    print each worker's environment and\n"
     "                                    where it came from; launch nothing\n"
+    "  health --port N [--service S]     probe a running agent (exit 0/1)\n"
     "  install DIR                       copy this binary to DIR (and link\n"
-    "                                    DIR/torchrun to it): init containers\n\n"
+    "                                    DIR/torchrun to it): init containers\n"
+    "\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version\n";
@@ -51,6 +55,11 @@ bool WantsHelp(const std::vector<std::string>& args) {
 }
 
 int Run(const std::vector<std::string>& args, const EnvMap& env) {
+  // As PID 1 a signal with no handler is dropped, and the supervisor reads
+  // signals only once the options are parsed: block them now, so that one
+  // sent during start-up waits, pending, for the supervisor. The signal
+  // state the agent inherited is captured first, for the workers.
+  BlockAsyncSignalsAtStartup();
   if (WantsHelp(args)) {
     std::fputs(RunHelp().c_str(), stdout);
     return 0;
@@ -65,7 +74,19 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
   return RunAgent(*options, env);
 }
 
-int Install(const std::vector<std::string>& args) {
+int Env(const std::vector<std::string>& args, const EnvMap& env) {
+  if (WantsHelp(args)) {
+    std::fputs(RunHelp().c_str(), stdout);
+    std::fputs(
+        "  --json\n      env: print one JSON object.\n"
+        "  --explain\n      env: say where each value came from.\n",
+        stdout);
+    return 0;
+  }
+  return EnvCommand(args, env);
+}
+
+int Install(const std::vector<std::string>& args, const EnvMap&) {
   if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
     std::fputs(
         "distjob-agent install: expected exactly one argument, the "
@@ -77,10 +98,29 @@ int Install(const std::vector<std::string>& args) {
   if (!status.ok()) {
     std::fprintf(stderr, "distjob-agent install: %s\n",
                  std::string(status.message()).c_str());
-    return kExitBadConfig;
+    return 1;
   }
   return 0;
 }
+
+int Health(const std::vector<std::string>& args, const EnvMap&) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  return HealthMain(static_cast<int>(args.size()), argv.data());
+}
+
+struct Subcommand {
+  const char* name;
+  int (*main)(const std::vector<std::string>& args, const EnvMap& env);
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"run", Run},
+    {"env", Env},
+    {"health", Health},
+    {"install", Install},
+};
 
 int Main(int argc, char** argv) {
   InitLogging(LogLevel::kInfo);
@@ -101,22 +141,17 @@ int Main(int argc, char** argv) {
   }
   const std::string command = args[0];
   args.erase(args.begin());
-  if (command == "run") return Run(args, env);
-  if (command == "install") return Install(args);
-  if (command == "env") {
-    if (WantsHelp(args)) {
-      std::fputs(RunHelp().c_str(), stdout);
-      std::fputs("  --json\n      env: print one JSON object.\n"
-                 "  --explain\n      env: say where each value came from.\n",
-                 stdout);
-      return 0;
-    }
-    return EnvCommand(args, env);
+  for (const Subcommand& sub : kSubcommands) {
+    if (command == sub.name) return sub.main(args, env);
+  }
+  std::string names;
+  for (const Subcommand& sub : kSubcommands) {
+    names += names.empty() ? sub.name : std::string(", ") + sub.name;
   }
   std::fprintf(stderr,
-               "distjob-agent: unknown command '%s'; expected one of: run, env, "
-               "install (see --help)\n",
-               command.c_str());
+               "distjob-agent: unknown command '%s'; expected one of: %s (see "
+               "--help)\n",
+               command.c_str(), names.c_str());
   return kExitBadConfig;
 }
 

@@ -5,6 +5,7 @@
 #define DISTJOB_AGENT_OPTIONS_H_
 
 #include <csignal>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,26 @@ struct SupervisorOptions {
   // terminationGracePeriodSeconds (30 s) so the kubelet never has to.
   absl::Duration shutdown_timeout = absl::Seconds(25);
   std::string termination_log = "/dev/termination-log";
+  // The agent's own torchelastic error file (the root cause, JSON); empty
+  // means none. Defaults from TORCHELASTIC_ERROR_FILE like torchrun.
+  std::string error_file;
+  // Pause between a failed attempt and the next, doubled each restart up
+  // to restart_backoff_max.
+  absl::Duration restart_backoff = absl::ZeroDuration();
+  absl::Duration restart_backoff_max = absl::Seconds(60);
+  // Exit-code class overrides (DESIGN.md 3.5).
+  std::set<int> permanent_exit_codes;
+  std::set<int> retryable_exit_codes;
+  bool restart_on_any_failure = false;  // --restart-policy any
+  // Hang watchdog: a worker whose heartbeat file is older than
+  // hang_timeout (or absent first_heartbeat_timeout after its start) is a
+  // retryable failure. Zero hang_timeout disables it; zero
+  // first_heartbeat_timeout means twice hang_timeout.
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  absl::Duration first_heartbeat_timeout = absl::ZeroDuration();
+  int hang_signal = 0;  // sent first, for a stack dump; 0 = none
+  // grpc.health.v1 port on all interfaces; 0 = no health server.
+  int health_port = 0;
 };
 
 // Who this pod is and who its peers are (agent/discovery_flags.cc), and the

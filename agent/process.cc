@@ -1,6 +1,7 @@
 #include "agent/process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,11 +18,11 @@ namespace {
 // the agent's, and without allocating after fork.
 std::string ResolveExecutable(const std::string& file, const EnvMap& env) {
   if (file.find('/') != std::string::npos) return file;
-  std::string path = Lookup(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  std::string path =
+      Lookup(env, "PATH").value_or("/usr/local/bin:/usr/bin:/bin");
   std::string first_found;
   for (absl::string_view dir : absl::StrSplit(path, ':')) {
-    std::string candidate =
-        absl::StrCat(dir.empty() ? "." : dir, "/", file);
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", file);
     if (access(candidate.c_str(), X_OK) == 0) return candidate;
     if (first_found.empty() && access(candidate.c_str(), F_OK) == 0) {
       first_found = candidate;  // exists but not executable: EACCES later
@@ -32,7 +33,12 @@ std::string ResolveExecutable(const std::string& file, const EnvMap& env) {
 
 }  // namespace
 
-InheritedSignalState InheritedSignalState::Capture() {
+namespace {
+
+bool g_captured_at_startup = false;
+InheritedSignalState g_startup_state;
+
+InheritedSignalState CaptureNow() {
   InheritedSignalState state;
   sigprocmask(SIG_SETMASK, nullptr, &state.mask);
   sigemptyset(&state.ignored);
@@ -43,6 +49,28 @@ InheritedSignalState InheritedSignalState::Capture() {
     }
   }
   return state;
+}
+
+}  // namespace
+
+InheritedSignalState InheritedSignalState::Capture() {
+  return g_captured_at_startup ? g_startup_state : CaptureNow();
+}
+
+sigset_t AsyncSignals() {
+  sigset_t set;
+  sigfillset(&set);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) {
+    sigdelset(&set, sig);
+  }
+  return set;
+}
+
+void BlockAsyncSignalsAtStartup() {
+  g_startup_state = CaptureNow();
+  g_captured_at_startup = true;
+  const sigset_t set = AsyncSignals();
+  sigprocmask(SIG_BLOCK, &set, nullptr);
 }
 
 int ExecFailureExitCode(int exec_errno) {
@@ -58,15 +86,18 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
   // threaded process only async-signal-safe calls are allowed.
   const std::string executable = ResolveExecutable(spec.argv[0], spec.env);
   std::vector<char*> argv;
-  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : spec.argv)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const std::vector<std::string> env_strings = EnvToStrings(spec.env);
   std::vector<char*> envp;
-  for (const std::string& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const std::string& e : env_strings)
+    envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
   // The exec-status pipe: closed on a successful exec, or carrying errno.
   int pipe_fds[2];
+  const pid_t parent = getpid();
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
     return ErrnoError(errno, "pipe2 for the exec-status pipe");
   }
@@ -80,6 +111,11 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
   if (pid == 0) {
     close(pipe_fds[0]);
     setpgid(0, 0);
+    // If the agent dies without stopping us (kill -9 of a non-PID-1 agent),
+    // the worker must not train on unsupervised. The getppid check closes
+    // the race with an agent that died before the prctl.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(128 + SIGKILL);
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sig == SIGKILL || sig == SIGSTOP) continue;
       signal(sig, sigismember(&state.ignored, sig) ? SIG_IGN : SIG_DFL);

@@ -22,8 +22,20 @@ struct InheritedSignalState {
   sigset_t mask;
   sigset_t ignored;
 
+  // The state captured by BlockAsyncSignalsAtStartup() if it ran, else the
+  // current one.
   static InheritedSignalState Capture();
 };
+
+// Every asynchronous signal the agent can catch: all but SIGKILL/SIGSTOP and
+// the synchronous faults (SEGV, BUS, FPE, ILL, TRAP, SYS), which must stay
+// unblocked or a bug would hang the agent instead of crashing it.
+sigset_t AsyncSignals();
+
+// Captures the inherited signal state, then blocks AsyncSignals(). Called
+// first thing by `run`, so no signal is lost before the supervisor reads
+// them from its signalfd.
+void BlockAsyncSignalsAtStartup();
 
 struct ProcessSpec {
   std::vector<std::string> argv;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/discovery_flags.h"
 #include "agent/signal_names.h"
+#include "agent/supervisor_flags.h"
 #include "common/duration.h"
 
 namespace distjob {
@@ -27,7 +28,7 @@ std::string PetVar(absl::string_view name) {
   return var;
 }
 
-std::string DistjobVar(absl::string_view name) {
+[[maybe_unused]] std::string DistjobVar(absl::string_view name) {
   std::string var = "DISTJOB_" + absl::AsciiStrToUpper(name);
   for (char& c : var) {
     if (c == '-') c = '_';
@@ -85,7 +86,7 @@ Flag TorchrunFlag(const std::string& name, std::string metavar,
   return flag;
 }
 
-Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
+[[maybe_unused]] Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
                Setter set, bool is_bool = false) {
   Flag flag = TorchrunFlag(name, std::move(metavar), std::move(help),
                            std::move(set), is_bool);
@@ -294,21 +295,6 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   shutdown.env = {"PET_SHUTDOWN_TIMEOUT", "DISTJOB_SHUTDOWN_TIMEOUT",
                   "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
   flags->Add(std::move(shutdown));
-}
-
-void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
-  flags->Add(AgentFlag("termination-log", "PATH",
-                       "Where the outcome is written on exit (default "
-                       "/dev/termination-log).",
-                       StringSetter(&options->supervisor.termination_log)));
-  flags->Add(AgentFlag("log-level", "debug|info|warning|error|off",
-                       "The agent's own log level (default info).",
-                       [options](absl::string_view v, absl::string_view) {
-                         auto level = ParseLogLevel(v);
-                         if (!level.ok()) return level.status();
-                         options->log_level = *level;
-                         return absl::OkStatus();
-                       }));
 }
 
 std::string RunHelp() {

@@ -15,8 +15,6 @@ namespace distjob {
 
 // Registers torchrun's options, writing into `options->launch`.
 void AddTorchrunFlags(FlagSet* flags, RunOptions* options);
-// Registers the supervisor and reporting options.
-void AddSupervisorFlags(FlagSet* flags, RunOptions* options);
 
 // Parses `args` (after the subcommand) and `env` into options, then checks
 // the combination and resolves derived values (min/max nodes, nproc).

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,12 +27,17 @@ struct Supervisor::Running {
     pid_t pid;
     int exec_errno;
     bool exited = false;
+    std::string heartbeat_file;
+    absl::Time started;
   };
   std::vector<Worker> workers;
   GroupResult result;
   bool stopping = false;
   bool killed = false;
   absl::Time kill_deadline = absl::InfiniteFuture();
+  int hung_rank = -1;
+  // After the diagnostic signal, the group is stopped at this time.
+  absl::Time hang_stop_at = absl::InfiniteFuture();
 
   bool AllExited() const {
     return std::all_of(workers.begin(), workers.end(),
@@ -54,11 +60,7 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
   // Block everything catchable, so every signal waits in the signalfd until
   // the loop reads it. SIGKILL/SIGSTOP cannot be blocked; synchronous
   // faults (SEGV, BUS, FPE, ILL) must not be, or a bug would hang the agent.
-  sigset_t all;
-  sigfillset(&all);
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) {
-    sigdelset(&all, sig);
-  }
+  const sigset_t all = AsyncSignals();
   if (sigprocmask(SIG_BLOCK, &all, nullptr) != 0) {
     return ErrnoError(errno, "sigprocmask(SIG_BLOCK)");
   }
@@ -79,9 +81,10 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
   // As PID 1 the kernel re-parents orphans to us anyway; otherwise ask for
   // them, so no grandchild outlives the agent unreaped.
   if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    DJ_LOG_WARNING("prctl(PR_SET_CHILD_SUBREAPER) failed: {}; orphans of "
-                   "workers will not be reaped by the agent",
-                   std::strerror(errno));
+    DJ_LOG_WARNING(
+        "prctl(PR_SET_CHILD_SUBREAPER) failed: {}; orphans of "
+        "workers will not be reaped by the agent",
+        std::strerror(errno));
   }
   return s;
 }
@@ -124,8 +127,9 @@ void Supervisor::ForwardSignal(const Running& running, int signal_number) {
 void Supervisor::StopGroup(Running* running, absl::Time now) {
   if (running->stopping) return;
   running->stopping = true;
-  running->kill_deadline = std::min(now + options_.shutdown_timeout,
-                                    stop_deadline_);
+  if (on_group_running_) on_group_running_(false);
+  running->kill_deadline =
+      std::min(now + options_.shutdown_timeout, stop_deadline_);
   const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
   DJ_LOG_INFO("stopping the worker group: {} now, SIGKILL in {}",
               SignalName(signal_number),
@@ -183,7 +187,9 @@ void Supervisor::ReapChildren(Running* running) {
       exit.stopped_by_agent = running->stopping;
       exit.time = absl::Now();
       running->result.exits.push_back(exit);
-      if (exit.exit_code != 0 && !running->stopping &&
+      const bool is_hung =
+          running->result.hang && w.local_rank == running->hung_rank;
+      if ((is_hung || (exit.exit_code != 0 && !running->stopping)) &&
           !running->result.first_failure.has_value()) {
         running->result.first_failure = exit;
       }
@@ -215,19 +221,28 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
                    spec.process.argv[0], spec.local_rank,
                    std::strerror(spawned->exec_errno));
     }
-    running.workers.push_back(
-        {spec.local_rank, spawned->pid, spawned->exec_errno});
+    running.workers.push_back({spec.local_rank, spawned->pid,
+                               spawned->exec_errno, false, spec.heartbeat_file,
+                               absl::Now()});
   }
   DJ_LOG_DEBUG("started {} workers", running.workers.size());
 
   // A stop signal that arrived before the workers existed is not lost: it
   // is pending in the signalfd, or already recorded in stop_signal_.
-  if (stop_signal_ != 0) StopGroup(&running, absl::Now());
+  if (stop_signal_ != 0) {
+    StopGroup(&running, absl::Now());
+  } else if (on_group_running_) {
+    on_group_running_(true);
+  }
   for (;;) {
     HandleSignals(&running);
     const absl::Time now = absl::Now();
     if (interrupted_ && !running.stopping) StopGroup(&running, now);
     if (running.result.first_failure.has_value() && !running.stopping) {
+      StopGroup(&running, now);
+    }
+    CheckHeartbeats(&running, now);
+    if (now >= running.hang_stop_at && !running.stopping) {
       StopGroup(&running, now);
     }
     if (running.AllExited()) break;
@@ -237,15 +252,23 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
       ForwardSignal(running, SIGKILL);
       SignalDescendants(getpid(), SIGKILL);
     }
-    WaitForEvent(running.stopping && !running.killed ? running.kill_deadline
-                                                      : absl::InfiniteFuture());
+    absl::Time wake = running.stopping && !running.killed
+                          ? running.kill_deadline
+                          : absl::InfiniteFuture();
+    if (!running.stopping) {
+      wake = std::min(wake, running.hang_stop_at);
+      for (size_t k = 0; k < running.workers.size(); ++k) {
+        wake = std::min(wake, HeartbeatDeadline(running, k));
+      }
+    }
+    WaitForEvent(wake);
   }
-  // Whatever the workers left in their process groups or started with
-  // setsid dies with the attempt: the next attempt starts clean.
-  for (const auto& w : running.workers) killpg(w.pid, SIGKILL);
-  if (running.stopping || running.result.first_failure.has_value()) {
-    SignalDescendants(getpid(), SIGKILL);
-  }
+  // Whatever the workers left behind (in their process groups or escaped
+  // with setsid) is stopped with the attempt, so the next attempt starts
+  // clean; it gets the rest of the grace period to finish its own cleanup
+  // (tini #180) before SIGKILL.
+  DrainAttempt(&running);
+  if (on_group_running_) on_group_running_(false);
 
   GroupResult result = std::move(running.result);
   if (stop_signal_ != 0) {
@@ -258,6 +281,84 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     result.outcome = GroupOutcome::kSucceeded;
   }
   return result;
+}
+
+absl::Time Supervisor::HeartbeatDeadline(const Running& running,
+                                         size_t index) const {
+  const Running::Worker& w = running.workers[index];
+  if (options_.hang_timeout <= absl::ZeroDuration() || w.exited ||
+      w.heartbeat_file.empty() || running.hung_rank >= 0) {
+    return absl::InfiniteFuture();
+  }
+  struct stat st;
+  if (stat(w.heartbeat_file.c_str(), &st) == 0) {
+    return absl::TimeFromTimespec(st.st_mtim) + options_.hang_timeout;
+  }
+  const absl::Duration first =
+      options_.first_heartbeat_timeout > absl::ZeroDuration()
+          ? options_.first_heartbeat_timeout
+          : 2 * options_.hang_timeout;
+  return w.started + first;
+}
+
+void Supervisor::CheckHeartbeats(Running* running, absl::Time now) {
+  if (running->stopping) return;
+  for (size_t k = 0; k < running->workers.size(); ++k) {
+    if (now < HeartbeatDeadline(*running, k)) continue;
+    const Running::Worker& w = running->workers[k];
+    running->hung_rank = w.local_rank;
+    running->result.hang = true;
+    DJ_LOG_ERROR(
+        "worker local_rank={} (pid {}) made no progress: {} not "
+        "refreshed in time; treating it as hung",
+        w.local_rank, w.pid, w.heartbeat_file);
+    if (options_.hang_signal != 0) {
+      // Give a stack dumper (py-spy, faulthandler) a moment first.
+      killpg(w.pid, options_.hang_signal);
+      running->hang_stop_at =
+          now + std::min(absl::Seconds(5), options_.shutdown_timeout);
+    } else {
+      StopGroup(running, now);
+    }
+    return;
+  }
+}
+
+void Supervisor::DrainAttempt(Running* running) {
+  if (ListDescendants(getpid()).empty()) return;
+  if (!running->stopping) {
+    // The workers exited on their own: their leftovers get the full grace
+    // period, as dumb-init does after its child exits.
+    running->stopping = true;
+    running->kill_deadline =
+        std::min(absl::Now() + options_.shutdown_timeout, stop_deadline_);
+  }
+  const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
+  if (!running->killed) {
+    // Escaped processes never saw the group signal.
+    SignalDescendants(getpid(), signal_number);
+  }
+  while (!running->killed && absl::Now() < running->kill_deadline &&
+         !ListDescendants(getpid()).empty()) {
+    WaitForEvent(
+        std::min(running->kill_deadline, absl::Now() + absl::Milliseconds(20)));
+    HandleSignals(running);
+  }
+  if (SignalDescendants(getpid(), SIGKILL) > 0) {
+    DJ_LOG_WARNING("killed leftover worker processes at the deadline");
+  }
+  // Reap them, so none is mistaken for a later attempt's worker.
+  const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
+  while (!ListDescendants(getpid()).empty() && absl::Now() < reap_deadline) {
+    WaitForEvent(absl::Now() + absl::Milliseconds(20));
+    HandleSignals(running);
+  }
+  HandleSignals(running);
+}
+
+int Supervisor::PollStopSignal() {
+  HandleSignals(nullptr);
+  return stop_signal_;
 }
 
 bool Supervisor::Sleep(absl::Duration duration) {

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,14 +29,17 @@ namespace distjob {
 struct WorkerSpec {
   int local_rank = 0;
   ProcessSpec process;
+  // The file the worker touches to show progress (hang watchdog); the
+  // agent removes it before the start.
+  std::string heartbeat_file;
 };
 
 struct WorkerExit {
   int local_rank = 0;
   pid_t pid = -1;
-  int exit_code = 0;    // exit status, or 128+signal
-  int term_signal = 0;  // the signal that killed it, 0 if it exited
-  int exec_errno = 0;   // exec failed: the worker never ran
+  int exit_code = 0;              // exit status, or 128+signal
+  int term_signal = 0;            // the signal that killed it, 0 if it exited
+  int exec_errno = 0;             // exec failed: the worker never ran
   bool stopped_by_agent = false;  // it died after the agent told it to stop
   absl::Time time;
 };
@@ -49,8 +53,9 @@ enum class GroupOutcome {
 
 struct GroupResult {
   GroupOutcome outcome = GroupOutcome::kSucceeded;
-  std::vector<WorkerExit> exits;          // in order of exit
+  std::vector<WorkerExit> exits;            // in order of exit
   std::optional<WorkerExit> first_failure;  // the root cause, if failed
+  bool hang = false;  // the failure is a worker that stopped heartbeating
 };
 
 class Supervisor {
@@ -82,6 +87,18 @@ class Supervisor {
   // reaping, then SIGKILL and reap. Called before the agent exits.
   void DrainDescendants();
 
+  // Called from the loop with true once every worker of an attempt has
+  // started, and with false when the group starts stopping or has ended:
+  // readiness follows it.
+  void set_on_group_running(std::function<void(bool)> callback) {
+    on_group_running_ = std::move(callback);
+  }
+
+  // Handles the signals pending now (reaping, recording a stop signal)
+  // without waiting, and returns stop_signal(). For long waits outside
+  // RunGroup, such as DNS, that must end on a stop signal.
+  int PollStopSignal();
+
   // The first stop signal received, 0 if none.
   int stop_signal() const { return stop_signal_; }
 
@@ -95,8 +112,15 @@ class Supervisor {
   // Reads pending signals; returns after handling what was read.
   void HandleSignals(Running* running);
   void ReapChildren(Running* running);
+  // When a worker's heartbeat is due; InfiniteFuture without a watchdog.
+  absl::Time HeartbeatDeadline(const Running& running, size_t index) const;
+  // Declares a hang for the first worker past its deadline.
+  void CheckHeartbeats(Running* running, absl::Time now);
   void ForwardSignal(const Running& running, int signal_number);
   void StopGroup(Running* running, absl::Time now);
+  // After the workers exited: TERM what they left behind, wait for it up to
+  // the deadline while reaping, then SIGKILL and reap.
+  void DrainAttempt(Running* running);
   // epoll_wait until `deadline`; returns after an event or the deadline.
   void WaitForEvent(absl::Time deadline);
 
@@ -108,6 +132,7 @@ class Supervisor {
   int stop_signal_ = 0;
   absl::Time stop_deadline_ = absl::InfiniteFuture();
   std::atomic<bool> interrupted_{false};
+  std::function<void(bool)> on_group_running_;
 };
 
 }  // namespace distjob

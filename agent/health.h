@@ -1,0 +1,53 @@
+// The agent's probes over the standard gRPC health protocol
+// (grpc.health.v1.Health/Check), so Kubernetes gRPC probes work as is:
+//   "liveness"   SERVING while the agent's loop is alive
+//   "readiness"  SERVING only while the workers run
+//   ""           the overall state (the same as liveness)
+// Any other service answers NOT_FOUND. The server runs on gRPC's own
+// threads, so a probe is answered however busy the supervision loop is.
+#ifndef DISTJOB_AGENT_HEALTH_H_
+#define DISTJOB_AGENT_HEALTH_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace distjob {
+
+class HealthServer {
+ public:
+  // Plaintext on all interfaces, `port` numeric (0 picks a free one).
+  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(int port);
+  ~HealthServer();
+
+  int port() const { return port_; }
+  void SetLive(bool live);
+  void SetReady(bool ready);
+  void Shutdown();
+
+ private:
+  HealthServer() = default;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+// The `health` subcommand: one Check against 127.0.0.1:port. Returns 0 when
+// SERVING, 1 otherwise (NOT_SERVING, NOT_FOUND, unreachable), for exec
+// probes on clusters without gRPC probes.
+int HealthMain(int argc_after_command, char** args_after_command);
+
+// Check `service` on host:port; the status name ("SERVING", "NOT_SERVING",
+// "NOT_FOUND", ...) or an error.
+absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
+                                        const std::string& service,
+                                        absl::Duration timeout);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_HEALTH_H_

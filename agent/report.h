@@ -1,0 +1,66 @@
+// What the agent leaves behind when it exits (DESIGN.md 3.6): the
+// Kubernetes termination message and torchelastic's root-cause error file.
+#ifndef DISTJOB_AGENT_REPORT_H_
+#define DISTJOB_AGENT_REPORT_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace distjob {
+
+// The kubelet keeps at most 4096 bytes of a container's message.
+inline constexpr size_t kTerminationMessageLimit = 4096;
+
+struct RootCause {
+  int local_rank = 0;
+  int pid = -1;
+  int exit_code = 0;
+  int term_signal = 0;
+  absl::Time time;
+  std::string error_file;  // the worker's TORCHELASTIC_ERROR_FILE
+  std::string reason;      // e.g. "cannot execute 'x': No such file"
+};
+
+struct RunReport {
+  // success, permanent, retryable, stopped, exec-failed, rendezvous, error
+  std::string outcome;
+  int exit_code = 0;
+  int stop_signal = 0;  // the signal that stopped the agent, 0 if none
+  int restarts = 0;
+  int max_restarts = 0;
+  bool oom = false;
+  bool hang = false;
+  std::optional<RootCause> root_cause;
+};
+
+// `text` cut to at most `limit` bytes without splitting a UTF-8 sequence;
+// invalid bytes are replaced by '?' so the result is always valid UTF-8.
+std::string Utf8Truncate(absl::string_view text, size_t limit);
+
+// The human-readable message: one summary line, then the root cause and
+// the tail of its error, at most kTerminationMessageLimit bytes.
+std::string FormatTerminationMessage(const RunReport& report);
+
+// Writes `message` to `path`, replacing it. Errors name the path.
+absl::Status WriteTerminationMessage(const std::string& path,
+                                     absl::string_view message);
+
+// The message torchelastic's @record wrote into `error_file`, or "" when
+// there is none.
+std::string ReadWorkerErrorMessage(const std::string& error_file);
+
+// Writes the root cause into `path` in torchelastic's error-file shape:
+// the worker's own JSON if it wrote one, else a synthesised
+// {"message": {"message": ..., "extraInfo": {...}}}, with
+// message.errorCode set to the worker's exit code, as torchelastic's
+// ErrorHandler.dump_error_file does.
+absl::Status WriteRootCauseErrorFile(const std::string& path,
+                                     const RootCause& cause);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_REPORT_H_

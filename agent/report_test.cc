@@ -1,0 +1,95 @@
+#include "agent/report.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/" + name;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+TEST(ReportTest, Utf8TruncateNeverSplitsASequence) {
+  const std::string euro = "\xE2\x82\xAC";  // 3 bytes
+  EXPECT_EQ(Utf8Truncate(euro + euro, 5), euro);
+  EXPECT_EQ(Utf8Truncate("ab\xFF"
+                         "c",
+                         10),
+            "ab?c");
+  EXPECT_EQ(Utf8Truncate("abc", 2), "ab");
+}
+
+TEST(ReportTest, MessageIsBoundedAndKeepsTheTail) {
+  const std::string error_file = TempPath("big_error.json");
+  std::ofstream(error_file)
+      << "{\"message\": {\"message\": \"" << std::string(10000, 'x') << "\u20ac"
+      << "THE END\", \"extraInfo\": {}}}";
+  RunReport report;
+  report.outcome = "permanent";
+  report.exit_code = 1;
+  report.root_cause = RootCause{};
+  report.root_cause->exit_code = 1;
+  report.root_cause->error_file = error_file;
+  const std::string message = FormatTerminationMessage(report);
+  EXPECT_LE(message.size(), kTerminationMessageLimit);
+  EXPECT_EQ(message.rfind("distjob-agent: permanent exit_code=1 restarts=0/0 "
+                          "oom=false hang=false\n",
+                          0),
+            0u)
+      << message;
+  EXPECT_NE(message.find("THE END"), std::string::npos);
+  EXPECT_EQ(Utf8Truncate(message, message.size()), message);
+}
+
+TEST(ReportTest, ErrorFileAddsErrorCodeToWorkerJson) {
+  const std::string worker = TempPath("worker_error.json");
+  const std::string agent = TempPath("agent_error.json");
+  std::ofstream(worker) << R"({"message": {"message": "ValueError: boom",
+      "extraInfo": {"py_callstack": "Traceback", "timestamp": "1"}}})";
+  RootCause cause;
+  cause.exit_code = 139;
+  cause.error_file = worker;
+  ASSERT_TRUE(WriteRootCauseErrorFile(agent, cause).ok());
+  const std::string json = Slurp(agent);
+  EXPECT_NE(json.find("\"errorCode\":139"), std::string::npos) << json;
+  EXPECT_NE(json.find("ValueError: boom"), std::string::npos) << json;
+  EXPECT_EQ(ReadWorkerErrorMessage(agent), "ValueError: boom\nTraceback");
+}
+
+TEST(ReportTest, ErrorFileSynthesisedForASignalDeath) {
+  const std::string agent = TempPath("agent_error2.json");
+  RootCause cause;
+  cause.pid = 42;
+  cause.exit_code = 137;
+  cause.term_signal = 9;
+  cause.error_file = TempPath("does_not_exist.json");
+  ASSERT_TRUE(WriteRootCauseErrorFile(agent, cause).ok());
+  const std::string json = Slurp(agent);
+  EXPECT_NE(json.find("Signal 9 (SIGKILL) received by PID 42"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"errorCode\":137"), std::string::npos) << json;
+}
+
+TEST(ReportTest, UnwritablePathIsAnErrorNamingIt) {
+  absl::Status s = WriteTerminationMessage("/nonexistent/dir/log", "x");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("/nonexistent/dir/log"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace distjob

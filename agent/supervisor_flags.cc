@@ -1,0 +1,148 @@
+#include "agent/supervisor_flags.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "agent/exit_policy.h"
+#include "agent/signal_names.h"
+#include "common/duration.h"
+#include "common/logging.h"
+
+namespace distjob {
+namespace {
+
+using Setter =
+    std::function<absl::Status(absl::string_view, absl::string_view)>;
+
+Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
+               Setter set) {
+  Flag flag;
+  flag.names = {name};
+  std::string var = "DISTJOB_" + absl::AsciiStrToUpper(name);
+  for (char& c : var) {
+    if (c == '-') c = '_';
+  }
+  flag.env = {var};
+  flag.metavar = std::move(metavar);
+  flag.help = std::move(help);
+  flag.set = std::move(set);
+  return flag;
+}
+
+Setter NonNegativeDuration(absl::Duration* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    auto d = ParseDuration(v, "value");
+    if (!d.ok()) return d.status();
+    if (*d < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", v, "' is negative; expected SECONDS >= 0"));
+    }
+    *out = *d;
+    return absl::OkStatus();
+  };
+}
+
+Setter CodeList(std::set<int>* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    auto codes = ParseExitCodeList(v);
+    if (!codes.ok()) return codes.status();
+    *out = *std::move(codes);
+    return absl::OkStatus();
+  };
+}
+
+}  // namespace
+
+void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
+  SupervisorOptions* s = &options->supervisor;
+  flags->Add(AgentFlag("termination-log", "PATH",
+                       "Where the outcome is written on exit (default "
+                       "/dev/termination-log; skipped if not writable).",
+                       [s](absl::string_view v, absl::string_view) {
+                         s->termination_log = std::string(v);
+                         return absl::OkStatus();
+                       }));
+  Flag error_file = AgentFlag(
+      "error-file", "PATH",
+      "Where the root-cause worker error is written in torchelastic's JSON "
+      "shape, with errorCode (default $TORCHELASTIC_ERROR_FILE; none if "
+      "unset).",
+      [s](absl::string_view v, absl::string_view) {
+        s->error_file = std::string(v);
+        return absl::OkStatus();
+      });
+  error_file.env.push_back("TORCHELASTIC_ERROR_FILE");
+  flags->Add(std::move(error_file));
+  flags->Add(AgentFlag(
+      "restart-backoff", "SECONDS",
+      "Pause before the first restart, doubled on each further one (default "
+      "0).",
+      NonNegativeDuration(&s->restart_backoff)));
+  flags->Add(AgentFlag("restart-backoff-max", "SECONDS",
+                       "Upper bound of the restart pause (default 60).",
+                       NonNegativeDuration(&s->restart_backoff_max)));
+  flags->Add(AgentFlag("permanent-exit-codes", "CODE[,LO-HI...]",
+                       "Exit codes never restarted, whatever their class.",
+                       CodeList(&s->permanent_exit_codes)));
+  flags->Add(AgentFlag("retryable-exit-codes", "CODE[,LO-HI...]",
+                       "Exit codes restarted, whatever their class.",
+                       CodeList(&s->retryable_exit_codes)));
+  flags->Add(AgentFlag(
+      "restart-policy", "classes|any",
+      "classes (default): restart only retryable exits (128-255); any: "
+      "restart on any failure, as torchrun does.",
+      [s](absl::string_view v, absl::string_view) {
+        if (v == "classes") {
+          s->restart_on_any_failure = false;
+        } else if (v == "any") {
+          s->restart_on_any_failure = true;
+        } else {
+          return absl::InvalidArgumentError(
+              absl::StrCat("'", v, "' is not one of classes, any"));
+        }
+        return absl::OkStatus();
+      }));
+  flags->Add(AgentFlag(
+      "hang-timeout", "SECONDS",
+      "Hang watchdog: each worker must touch $DISTJOB_HEARTBEAT_FILE at "
+      "least this often, or it is stopped as a retryable 'hang' failure "
+      "(default 0: off).",
+      NonNegativeDuration(&s->hang_timeout)));
+  flags->Add(AgentFlag("first-heartbeat-timeout", "SECONDS",
+                       "Time allowed before a worker's first heartbeat "
+                       "(default twice --hang-timeout).",
+                       NonNegativeDuration(&s->first_heartbeat_timeout)));
+  flags->Add(AgentFlag("hang-signal", "SIG",
+                       "Signal sent to a hung worker's process group 5 s "
+                       "(at most the shutdown timeout) before it is "
+                       "stopped, e.g. SIGUSR1 for a stack dump (default: "
+                       "none).",
+                       [s](absl::string_view v, absl::string_view) {
+                         auto sig = ParseSignal(v);
+                         if (!sig.ok()) return sig.status();
+                         s->hang_signal = *sig;
+                         return absl::OkStatus();
+                       }));
+  flags->Add(AgentFlag("health-port", "PORT",
+                       "Serve grpc.health.v1.Health on this port on all "
+                       "interfaces (services liveness, readiness, \"\"); 0 "
+                       "(default) serves nothing.",
+                       [s](absl::string_view v, absl::string_view) {
+                         auto port = ParseInt(v, 0, 65535);
+                         if (!port.ok()) return port.status();
+                         s->health_port = *port;
+                         return absl::OkStatus();
+                       }));
+  flags->Add(AgentFlag("log-level", "debug|info|warning|error|off",
+                       "The agent's own log level (default info).",
+                       [options](absl::string_view v, absl::string_view) {
+                         auto level = ParseLogLevel(v);
+                         if (!level.ok()) return level.status();
+                         options->log_level = *level;
+                         return absl::OkStatus();
+                       }));
+}
+
+}  // namespace distjob

@@ -1,0 +1,55 @@
+#include "agent/supervisor_flags.h"
+
+#include "agent/run_flags.h"
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+TEST(SupervisorFlagsTest, Defaults) {
+  auto o = ParseRunOptions({"x"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->supervisor.restart_backoff, absl::ZeroDuration());
+  EXPECT_FALSE(o->supervisor.restart_on_any_failure);
+  EXPECT_TRUE(o->supervisor.permanent_exit_codes.empty());
+  EXPECT_EQ(o->supervisor.health_port, 0);
+  EXPECT_EQ(o->supervisor.error_file, "");
+  EXPECT_EQ(o->supervisor.termination_log, "/dev/termination-log");
+}
+
+TEST(SupervisorFlagsTest, RestartPolicyAndOverrides) {
+  auto o = ParseRunOptions(
+      {"--restart-policy", "any", "--permanent-exit-codes", "139,200-201",
+       "--retryable_exit_codes=1", "--restart-backoff", "1.5", "x"},
+      {{"DISTJOB_HEALTH_PORT", "8081"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->supervisor.restart_on_any_failure);
+  EXPECT_EQ(o->supervisor.permanent_exit_codes, (std::set<int>{139, 200, 201}));
+  EXPECT_EQ(o->supervisor.retryable_exit_codes, std::set<int>{1});
+  EXPECT_EQ(o->supervisor.restart_backoff, absl::Milliseconds(1500));
+  EXPECT_EQ(o->supervisor.health_port, 8081);
+}
+
+TEST(SupervisorFlagsTest, ErrorFileDefaultsFromTorchelasticVariable) {
+  auto o = ParseRunOptions({"x"}, {{"TORCHELASTIC_ERROR_FILE", "/e.json"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->supervisor.error_file, "/e.json");
+}
+
+TEST(SupervisorFlagsTest, BadValuesNameTheFlag) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--restart-policy", "sometimes", "x"},
+           {"--permanent-exit-codes", "0", "x"},
+           {"--restart-backoff", "-1", "x"},
+           {"--health-port", "70000", "x"}}) {
+    auto o = ParseRunOptions(args, {});
+    ASSERT_FALSE(o.ok()) << args[0];
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find(args[0].substr(2)),
+              absl::string_view::npos)
+        << o.status();
+  }
+}
+
+}  // namespace
+}  // namespace distjob

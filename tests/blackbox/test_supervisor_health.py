@@ -1,0 +1,93 @@
+"""grpc.health.v1 probes of `distjob-agent run --health-port`, checked with
+the agent's own gRPC client (`distjob-agent health`) across start, run,
+restart and shutdown."""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from harness import descendants, wait_for
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def probe(agent, port, service=None):
+    args = [agent, "health", "--port", str(port)]
+    if service is not None:
+        args += ["--service", service]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=10)
+    return r.returncode, r.stdout.strip()
+
+
+@pytest.fixture
+def background(agent, tmp_path):
+    procs = []
+
+    def start(args):
+        env = dict(os.environ, DISTJOB_TERMINATION_LOG=str(tmp_path / "tlog"))
+        p = subprocess.Popen([agent] + args, env=env,
+                             stdout=subprocess.DEVNULL,
+                             stderr=open(tmp_path / "agent.stderr", "w"))
+        procs.append(p)
+        return p
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            for pid in [p.pid] + descendants(p.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.wait(timeout=10)
+
+
+def test_health_states_across_restart_and_shutdown(agent, background,
+                                                    tmp_path):
+    port = free_port()
+    first, second = tmp_path / "first", tmp_path / "second"
+    p = background([
+        "run", "--health-port", str(port), "--max-restarts", "1",
+        "--restart-backoff", "3", "--shutdown-timeout", "3", "--", "sh", "-c",
+        f'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then touch {first}; '
+        f'exit 200; fi; trap "" TERM; touch {second}; '
+        f'while :; do sleep 0.1; done'])
+    wait_for(first.exists, 10, what="first attempt")
+    # Restart backoff: alive, not ready.
+    wait_for(lambda: probe(agent, port, "readiness")
+             == (1, "NOT_SERVING"), 5, what="readiness NOT_SERVING")
+    assert probe(agent, port, "liveness") == (0, "SERVING")
+    assert probe(agent, port) == (0, "SERVING")
+    assert probe(agent, port, "no-such-service") == (1, "NOT_FOUND")
+    # The second attempt runs: ready.
+    wait_for(second.exists, 10, what="second attempt")
+    wait_for(lambda: probe(agent, port, "readiness") == (0, "SERVING"), 5,
+             what="readiness SERVING")
+    start = time.monotonic()
+    assert probe(agent, port, "readiness") == (0, "SERVING")
+    assert time.monotonic() - start < 1
+    # Shutdown: the worker ignores TERM for the 3 s grace period.
+    p.send_signal(signal.SIGTERM)
+    wait_for(lambda: probe(agent, port, "readiness") == (1, "NOT_SERVING"),
+             2, what="readiness NOT_SERVING at shutdown")
+    assert probe(agent, port, "liveness") == (0, "SERVING")
+    assert p.wait(timeout=20) == 143
+
+
+def test_health_client_fails_when_nothing_listens(agent):
+    rc, _ = probe(agent, free_port())
+    assert rc == 1
+
+
+def test_health_client_rejects_bad_port(agent):
+    r = subprocess.run([agent, "health", "--port", "x"], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 2
+    assert "--port" in r.stderr
