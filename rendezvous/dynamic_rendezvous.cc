@@ -1,5 +1,7 @@
 #include "rendezvous/dynamic_rendezvous.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <set>
 
@@ -255,7 +257,12 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(const RdzvState& st,
   r.restart_count = st.restart_count;
   const std::string master_key = Key(absl::StrCat("master/", st.round));
   if (me == 0) {
-    auto port = FindFreePort(options_.addr);
+    // A name may not resolve inside a static binary (no NSS): probe the
+    // wildcard address then; the port is free on every interface.
+    unsigned char buf[16];
+    const bool numeric = inet_pton(AF_INET, options_.addr.c_str(), buf) == 1 ||
+                         inet_pton(AF_INET6, options_.addr.c_str(), buf) == 1;
+    auto port = FindFreePort(numeric ? options_.addr : "0.0.0.0");
     if (!port.ok()) return port.status();
     r.master_addr = options_.addr;
     r.master_port = *port;

@@ -109,8 +109,8 @@ class Job:
         def formed():
             recs = self.latest(
                 lambda r: r["GROUP_WORLD_SIZE"] == str(len(nodes)))
-            got = {n for (n, _) in recs}
-            return recs if got >= set(nodes) else None
+            want = {(n, str(lr)) for n in nodes for lr in range(self.nproc)}
+            return recs if set(recs) >= want else None
         return wait_for(formed, timeout, interval=0.05,
                         what=f"a round of {nodes}")
 
@@ -164,6 +164,21 @@ def test_four_agents_form_one_round(job_factory):
     assert {r["WORLD_SIZE"] for r in recs.values()} == {"8"}
     for (n, lr), r in recs.items():
         assert int(r["RANK"]) == 2 * int(r["GROUP_RANK"]) + int(lr)
+    status = subprocess.run(
+        [job.agent, "status", "--rdzv-endpoint", f"127.0.0.1:{job.port}",
+         "--rdzv-id", "testjob", "--json"],
+        capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0, status.stderr
+    [state] = json.loads(status.stdout)
+    assert state["closed"] and state["round"] == 0
+    assert [p["rank"] for p in state["participants"]] == [0, 1, 2, 3]
+    assert state["participants"][0]["addr"] == "127.0.0.1"
+    assert all(p["heartbeat_age_s"] is not None
+               for p in state["participants"])
+    table = subprocess.run(
+        [job.agent, "status", f"--rdzv-endpoint=127.0.0.1:{job.port}"],
+        capture_output=True, text=True, timeout=30)
+    assert "round 0 closed" in table.stdout, table.stderr
     job.go()
     for i in range(4):
         assert job.procs[i].wait(60) == 0, job.log(i)
