@@ -78,7 +78,10 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   if (try_host) {
     std::string bind = endpoint->host;
     if (bind == "localhost") bind = "127.0.0.1";
-    if (!IsNumeric(bind)) bind = "::";
+    if (!IsNumeric(bind)) {
+      // A name: listen where this node says it is, else everywhere.
+      bind = IsNumeric(options.addr) ? options.addr : "::";
+    }
     auto started = StoreServer::Start(bind, endpoint->port);
     if (started.ok()) {
       server = std::move(*started);

@@ -243,3 +243,39 @@ def test_host_killed_makes_the_others_exit_retryable(job_factory):
     rc = job.procs[1].wait(30)
     assert rc == 138, job.log(1)
     assert "store" in job.log(1)
+
+
+def test_endpoint_name_that_resolves_late(job_factory, tmp_path):
+    """The joining agent sees an endpoint name that is not in its hosts
+    file yet (a private mount namespace gives it its own /etc/hosts); it
+    keeps retrying through gRPC's c-ares resolver until the name appears."""
+    if subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("no mount namespaces here")
+    job = job_factory(nnodes="2", conf="read_timeout=2,keep_alive_interval=1")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    name = "rdzv-late.distjob-test"
+    job.start(0)
+    # Node 1 reaches the store by name only.
+    real_port = job.port
+    args_env = {"TEST_NODE": "node1"}
+    full_env = dict(os.environ, **args_env,
+                    DISTJOB_TERMINATION_LOG=str(tmp_path / "t1"))
+    cmd = (f"mount --bind {hosts} /etc/hosts && exec {job.agent} run "
+           f"--nnodes 2 --rdzv-backend c10d "
+           f"--rdzv-endpoint {name}:{real_port} --rdzv-id testjob "
+           f"--rdzv-conf is_host=0,read_timeout=2,keep_alive_interval=1 "
+           f"--local-addr 127.0.0.2 --no-python {PYTHON} "
+           f"{job.dir / 'worker.py'} {job.out}")
+    log = open(tmp_path / "agent1.log", "w")
+    job.procs[1] = subprocess.Popen(["unshare", "-m", "sh", "-c", cmd],
+                                    env=full_env, stdout=log,
+                                    stderr=subprocess.STDOUT)
+    wait_for(lambda: "waiting for the rendezvous store" in job.log(1), 30,
+             interval=0.1, what="node1 to wait for the unresolvable name")
+    with open(hosts, "a") as f:  # in place: the bind mount keeps the inode
+        f.write(f"127.0.0.1 {name}\n")
+    job.wait_round(["node0", "node1"], timeout=60)
+    job.go()
+    for i in range(2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
