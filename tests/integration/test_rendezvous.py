@@ -279,3 +279,38 @@ def test_endpoint_name_that_resolves_late(job_factory, tmp_path):
     job.go()
     for i in range(2):
         assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
+    """Kubeflow's elastic PyTorchJob drives the agent through PET_* only."""
+    port = free_port()
+    out = tmp_path / "out"
+    out.mkdir()
+    procs = []
+    try:
+        for i in range(2):
+            env = dict(os.environ,
+                       PET_NNODES="2:4",
+                       PET_NPROC_PER_NODE="1",
+                       PET_RDZV_ENDPOINT=f"127.0.0.1:{port}",
+                       PET_RDZV_BACKEND="c10d",
+                       PET_RDZV_ID="kf",
+                       PET_MAX_RESTARTS="3",
+                       PET_LOCAL_ADDR=f"127.0.0.{i + 1}",
+                       PET_RDZV_CONF=f"is_host={1 if i == 0 else 0},"
+                                     "last_call_timeout=1",
+                       DISTJOB_TERMINATION_LOG=str(tmp_path / f"t{i}"))
+            procs.append(subprocess.Popen(
+                [agent, "run", "--no-python", "sh", "-c",
+                 f"echo $GROUP_RANK $WORLD_SIZE $TORCHELASTIC_MAX_RESTARTS "
+                 f"> {out}/$RANK"], env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True))
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert (out / "0").read_text().split() == ["0", "2", "3"]
+    assert (out / "1").read_text().split() == ["1", "2", "3"]
