@@ -430,10 +430,8 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     (void)store_->Set(Key("aborted"),
                       absl::StrCat("node ", options_.node, " exited"));
   }
+  store_->Close();
   StopThreads();
-  if (!store_lost_ && !options_.hosting) {
-    (void)store_->Delete({Key("alive/" + options_.node)});
-  }
   keep_alive_.reset();
 }
 

@@ -305,7 +305,9 @@ def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
                  f"echo $GROUP_RANK $WORLD_SIZE $TORCHELASTIC_MAX_RESTARTS "
                  f"> {out}/$RANK"], env=env, stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT, text=True))
-        outs = [p.communicate(timeout=60)[0] for p in procs]
+        # Leaving is prompt: no agent waits out read_timeout (60 s) on a
+        # store host that already left.
+        outs = [p.communicate(timeout=30)[0] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
     finally:
         for p in procs:
