@@ -95,6 +95,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     absl::MutexLock lock(&mu_);
     monitoring_ = false;
   }
+  if (store_lost_) {
+    return absl::UnavailableError(absl::StrCat(
+        "lost the rendezvous store: no answer within read_timeout (",
+        absl::FormatDuration(c.read_timeout), ")"));
+  }
   if (auto s = Heartbeat(); !s.ok()) {
     // The first contact: the store may not be up yet; keep trying below.
     DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
@@ -353,10 +358,12 @@ void DynamicRendezvous::MonitorLoop() {
       if (stop_) return;
       revision = current_revision_;
     }
+    const absl::Time call_start = absl::Now();
     auto w = store_->Watch(Prefix(options_.run_id), revision,
                            options_.config.keep_alive_interval);
     if (!w.ok()) {
-      if (failing_since == absl::InfiniteFuture()) failing_since = absl::Now();
+      // Unreachable since the call that failed began, not since it ended.
+      failing_since = std::min(failing_since, call_start);
       DJ_LOG_WARNING("rendezvous store unreachable: {}", w.status().message());
       if (absl::Now() - failing_since >= options_.config.read_timeout) {
         store_lost_ = true;

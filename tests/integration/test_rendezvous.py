@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -239,8 +240,11 @@ def test_host_killed_makes_the_others_exit_retryable(job_factory):
     for i in range(2):
         job.start(i)
     job.wait_round(["node0", "node1"])
+    killed = time.monotonic()
     job.kill9(0)
     rc = job.procs[1].wait(30)
+    # read_timeout (3 s) plus at most one watch interval and slack.
+    assert time.monotonic() - killed < 3 + 0.5 + 2.5, job.log(1)
     assert rc == 138, job.log(1)
     assert "store" in job.log(1)
 
