@@ -38,7 +38,7 @@ WORKER = textwrap.dedent("""
     if (fail == node and rec["LOCAL_RANK"] == "0"
             and not (out / "failed").exists()):
         (out / "failed").write_text("x")
-        sys.exit(137)
+        sys.exit(int(os.environ.get("TEST_FAIL_CODE", "137")))
     while not (out / "go").exists():
         time.sleep(0.05)
 """)
@@ -320,3 +320,14 @@ def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
                 p.wait()
     assert (out / "0").read_text().split() == ["0", "2", "3"]
     assert (out / "1").read_text().split() == ["1", "2", "3"]
+
+
+def test_agent_leaving_for_good_tells_the_others(job_factory):
+    """A permanent worker failure ends node1's agent; node0 is told at once
+    instead of waiting for node1's lease and then for join_timeout."""
+    job = job_factory(nnodes="2", conf=FAST)
+    for i in range(2):
+        job.start(i, env={"TEST_FAIL_ONCE": "node1", "TEST_FAIL_CODE": "1"})
+    assert job.procs[1].wait(60) == 1, job.log(1)
+    assert job.procs[0].wait(20) == 138, job.log(0)
+    assert "ended" in job.log(0)
