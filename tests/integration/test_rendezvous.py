@@ -67,7 +67,7 @@ class Job:
         self.max_restarts = max_restarts
         self.procs = {}
 
-    def start(self, i, env=None):
+    def start(self, i, env=None, nproc=None):
         node = f"node{i}"
         conf = ("is_host=1" if i == 0 else "is_host=0") + (
             "," + self.conf if self.conf else "")
@@ -76,7 +76,7 @@ class Job:
                          "DISTJOB_TERMINATION_LOG": str(self.dir / f"t{i}")})
         full_env.update(env or {})
         args = [self.agent, "run", "--nnodes", self.nnodes,
-                "--nproc-per-node", str(self.nproc),
+                "--nproc-per-node", str(nproc or self.nproc),
                 "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", f"127.0.0.1:{self.port}",
                 "--rdzv-id", "testjob", "--rdzv-conf", conf,
@@ -331,3 +331,19 @@ def test_agent_leaving_for_good_tells_the_others(job_factory):
     assert job.procs[1].wait(60) == 1, job.log(1)
     assert job.procs[0].wait(20) == 138, job.log(0)
     assert "ended" in job.log(0)
+
+
+def test_heterogeneous_nproc_ranks(job_factory):
+    job = job_factory(nnodes="2", conf=FAST)
+    job.start(0, nproc=1)
+    job.start(1, nproc=3)
+    recs = wait_for(lambda: (lambda r: r if len(r) == 4 else None)(
+        job.latest()), 60, interval=0.05, what="4 workers")
+    assert {r["WORLD_SIZE"] for r in recs.values()} == {"4"}
+    assert recs[("node0", "0")]["RANK"] == "0"
+    assert sorted(recs[("node1", str(lr))]["RANK"] for lr in range(3)) == [
+        "1", "2", "3"]
+    assert recs[("node1", "0")]["LOCAL_WORLD_SIZE"] == "3"
+    job.go()
+    for i in range(2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
