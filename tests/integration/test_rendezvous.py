@@ -347,3 +347,24 @@ def test_heterogeneous_nproc_ranks(job_factory):
     job.go()
     for i in range(2):
         assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_static_backend_fixed_ranks(agent, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    port = free_port()
+    for node_rank in (1, 0):
+        r = subprocess.run(
+            [agent, "run", "--nnodes", "2", "--nproc-per-node", "2",
+             "--rdzv-backend", "static", "--node-rank", str(node_rank),
+             "--master-addr", "127.0.0.1", "--master-port", str(port),
+             "--no-python", "sh", "-c",
+             f"echo $GROUP_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
+             f"> {out}/$RANK"],
+            env=dict(os.environ,
+                     DISTJOB_TERMINATION_LOG=str(tmp_path / "t")),
+            capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    for rank in range(4):
+        assert (out / str(rank)).read_text().split() == [
+            str(rank // 2), "4", "127.0.0.1", str(port)]
