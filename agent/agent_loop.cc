@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
+#include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/standalone_rendezvous.h"
 
 namespace distjob {
@@ -93,9 +94,18 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
     return std::make_unique<StandaloneRendezvous>(
         launch.local_addr, launch.standalone ? "" : launch.rdzv_id);
   }
-  return absl::UnimplementedError(
-      "multi-node rendezvous is not available in this build; use "
-      "--standalone or --nnodes 1");
+  RendezvousParams params;
+  params.backend = launch.rdzv_backend;
+  params.endpoint = launch.rdzv_endpoint;
+  params.run_id = launch.rdzv_id;
+  params.conf = launch.rdzv_conf;
+  params.min_nodes = launch.min_nodes;
+  params.max_nodes = launch.max_nodes;
+  params.local_addr = launch.local_addr;
+  params.node_rank = launch.node_rank;
+  params.master_addr = launch.master_addr;
+  params.master_port = launch.master_port;
+  return MakeRendezvousFor(params);
 }
 
 // The outcome of the run, for the termination message and error file.
@@ -177,9 +187,16 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
   auto rendezvous = MakeRendezvous(options);
   if (!rendezvous.ok()) {
     DJ_LOG_ERROR("{}", rendezvous.status().message());
-    Report(MakeReport("error", kExitBadConfig, 0, options), options.supervisor);
-    return kExitBadConfig;
+    const int code = absl::IsInvalidArgument(rendezvous.status())
+                         ? kExitBadConfig
+                         : kExitRendezvousUnavailable;
+    Report(MakeReport("error", code, 0, options), options.supervisor);
+    return code;
   }
+  // Membership changes are seen on the rendezvous' own thread; they stop
+  // the running group so the loop re-rendezvouses.
+  Supervisor* sup = supervisor->get();
+  (*rendezvous)->SetOnMembershipChange([sup] { sup->Interrupt(); });
   auto files = WorkerLogs::Create(options.launch.log_dir);
   if (!files.ok()) {
     DJ_LOG_ERROR("{}", files.status().message());
@@ -238,6 +255,7 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       report = MakeReport("rendezvous", exit_code, restart_count, options);
       break;
     }
+    restart_count = std::max(restart_count, round->restart_count);
     if (absl::Status made =
             files->PrepareAttempt(restart_count, options.launch.nproc);
         !made.ok()) {
@@ -277,6 +295,11 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       break;
     }
     if (group->outcome == GroupOutcome::kInterrupted) continue;
+    if ((*rendezvous)->MembershipChanged()) {
+      // The failure follows a peer loss the agent saw: part of that change.
+      DJ_LOG_INFO("worker failure after a membership change; re-forming");
+      continue;
+    }
     const WorkerExit& failure = *group->first_failure;
     exit_code = failure.exit_code;
     // A hung worker may exit 0 on SIGTERM: it still failed, retryably.
@@ -304,6 +327,7 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       break;
     }
     ++restart_count;
+    (*rendezvous)->NoteFailureRestart(restart_count);
     if (backoff > absl::ZeroDuration()) {
       DJ_LOG_INFO("restarting the worker group ({}/{}) in {}", restart_count,
                   options.launch.max_restarts, absl::FormatDuration(backoff));
@@ -324,7 +348,7 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       break;
     }
   }
-  (*rendezvous)->Shutdown();
+  (*rendezvous)->Shutdown(exit_code == 0);
   (*supervisor)->DrainDescendants();
   if ((*supervisor)->stop_signal() != 0 && exit_code == 0) {
     exit_code = 128 + (*supervisor)->stop_signal();

@@ -18,6 +18,7 @@
 #include "agent/install.h"
 #include "agent/process.h"
 #include "agent/run_flags.h"
+#include "agent/status_command.h"
 #include "common/environment.h"
 #include "common/logging.h"
 
@@ -36,6 +37,8 @@ constexpr char kUsage[] =
     "  env [options] [--json] [--explain] [--] [CMD...]\n"
     "                                    print each worker's environment and\n"
     "                                    where it came from; launch nothing\n"
+    "  status --rdzv-endpoint HOST[:PORT] [--rdzv-id ID] [--json]\n"
+    "                                    the live state of a rendezvous\n"
     "  health --port N [--service S]     probe a running agent (exit 0/1)\n"
     "  install DIR                       copy this binary to DIR (and link\n"
     "                                    DIR/torchrun to it): init containers\n"
@@ -118,6 +121,7 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"run", Run},
     {"env", Env},
+    {"status", StatusCommand},
     {"health", Health},
     {"install", Install},
 };

@@ -5,6 +5,7 @@
 #define DISTJOB_RENDEZVOUS_RENDEZVOUS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,9 @@ struct RendezvousResult {
   int master_port = 0;
   std::string run_id;
   bool use_agent_store = false;
+  // Failure restarts the job has made so far (the same on every node, so
+  // TORCHELASTIC_RESTART_COUNT agrees across nodes).
+  int restart_count = 0;
 };
 
 class Rendezvous {
@@ -32,8 +36,26 @@ class Rendezvous {
   // store cannot be reached in time (the agent exits retryable).
   virtual absl::StatusOr<RendezvousResult> Next(int local_world_size) = 0;
 
-  // Called once when the agent is done with the job.
-  virtual void Shutdown() {}
+  // The agent restarts its group after a worker failure (restart number
+  // `restart_count`): the next round carries the count to every node.
+  virtual void NoteFailureRestart(int restart_count) { (void)restart_count; }
+
+  // Called (from another thread) when the current round stops being the
+  // job's round: a peer was lost, a node waits to join, another node began
+  // a new round, or the store became unreachable. Set before Next.
+  virtual void SetOnMembershipChange(std::function<void()> callback) {
+    (void)callback;
+  }
+
+  // True once the change callback fired for the current round: a worker
+  // failure seen after it belongs to that change, not to the workers.
+  virtual bool MembershipChanged() const { return false; }
+
+  // Called once when the agent is done with the job. `succeeded`: its
+  // workers all succeeded, so it waits (exit barrier) for the other nodes
+  // to finish rather than tearing the store down under them; otherwise the
+  // other nodes are told the job ended.
+  virtual void Shutdown(bool succeeded) { (void)succeeded; }
 };
 
 }  // namespace distjob

@@ -1,0 +1,166 @@
+#include "rendezvous/rdzv_config.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace distjob {
+
+std::string Endpoint::ToString() const {
+  if (host.find(':') != std::string::npos) {
+    return absl::StrCat("[", host, "]:", port);
+  }
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<Endpoint> ParseEndpoint(const std::string& text,
+                                       int default_port) {
+  Endpoint ep;
+  ep.port = default_port;
+  std::string port_text;
+  if (text.empty()) {
+    ep.host = "localhost";
+    return ep;
+  }
+  if (text[0] == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-endpoint '", text, "': unclosed '['; expected [V6]:PORT"));
+    }
+    ep.host = text.substr(1, close - 1);
+    if (close + 1 < text.size()) {
+      if (text[close + 1] != ':') {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--rdzv-endpoint '", text, "': expected [V6]:PORT"));
+      }
+      port_text = text.substr(close + 2);
+    }
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon != std::string::npos && text.find(':') != colon) {
+      ep.host = text;  // a bare IPv6 literal
+    } else if (colon != std::string::npos) {
+      ep.host = text.substr(0, colon);
+      port_text = text.substr(colon + 1);
+    } else {
+      ep.host = text;
+    }
+  }
+  if (!port_text.empty()) {
+    if (!absl::SimpleAtoi(port_text, &ep.port) || ep.port < 0 ||
+        ep.port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rdzv-endpoint '", text,
+                       "': the port must be 0..65535 (HOST[:PORT])"));
+    }
+  }
+  if (ep.host.empty()) ep.host = "localhost";
+  return ep;
+}
+
+namespace {
+
+absl::StatusOr<absl::Duration> Seconds(absl::string_view key,
+                                       absl::string_view value) {
+  double s = 0;
+  if (!absl::SimpleAtod(value, &s) || s < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv-conf ", key, "=", value,
+                     ": expected a non-negative number of seconds"));
+  }
+  return absl::Seconds(s);
+}
+
+}  // namespace
+
+absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text) {
+  RdzvConfig c;
+  if (text.empty()) return c;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(item, absl::MaxSplits('=', 1));
+    const std::string key(absl::StripAsciiWhitespace(kv.first));
+    const std::string value(absl::StripAsciiWhitespace(kv.second));
+    if (key.empty() || value.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-conf '", text, "': each item must be KEY=VALUE"));
+    }
+    absl::Duration* d = nullptr;
+    if (key == "join_timeout") d = &c.join_timeout;
+    if (key == "last_call_timeout") d = &c.last_call_timeout;
+    if (key == "close_timeout") d = &c.close_timeout;
+    if (key == "heartbeat_timeout") d = &c.heartbeat_timeout;
+    if (key == "keep_alive_interval") d = &c.keep_alive_interval;
+    if (key == "read_timeout") d = &c.read_timeout;
+    if (key == "exit_barrier_timeout") d = &c.exit_barrier_timeout;
+    if (d != nullptr) {
+      auto v = Seconds(key, value);
+      if (!v.ok()) return v.status();
+      *d = *v;
+    } else if (key == "keep_alive_max_attempt") {
+      if (!absl::SimpleAtoi(value, &c.keep_alive_max_attempt) ||
+          c.keep_alive_max_attempt < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--rdzv-conf keep_alive_max_attempt=", value,
+                         ": expected a positive integer"));
+      }
+    } else if (key == "is_host") {
+      const std::string v = absl::AsciiStrToLower(value);
+      if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
+        c.is_host = true;
+      } else if (v == "0" || v == "false" || v == "f" || v == "no" ||
+                 v == "n") {
+        c.is_host = false;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--rdzv-conf is_host=", value, ": expected true|false|1|0"));
+      }
+    }
+  }
+  return c;
+}
+
+bool IsLocalHost(const std::string& host_in) {
+  const std::string host = absl::AsciiStrToLower(host_in);
+  if (host == "localhost" || absl::StartsWith(host, "127.") || host == "::1" ||
+      host == "0.0.0.0" || host == "::") {
+    return true;
+  }
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
+    const std::string me = absl::AsciiStrToLower(name);
+    // The FQDN and Volcano's <hostname>.<subdomain> both start with it.
+    if (host == me || absl::StartsWith(host, me + ".")) return true;
+  }
+  ifaddrs* addrs = nullptr;
+  if (getifaddrs(&addrs) != 0) return false;
+  bool match = false;
+  for (ifaddrs* a = addrs; a != nullptr && !match; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr,
+                text, sizeof(text));
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6,
+                &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, text,
+                sizeof(text));
+    } else {
+      continue;
+    }
+    match = host == text;
+  }
+  freeifaddrs(addrs);
+  return match;
+}
+
+}  // namespace distjob

@@ -1,0 +1,51 @@
+// --rdzv-endpoint and --rdzv-conf as torchrun reads them (same keys, same
+// defaults), and the "is this endpoint me?" decision for hosting the store.
+#ifndef DISTJOB_RENDEZVOUS_RDZV_CONFIG_H_
+#define DISTJOB_RENDEZVOUS_RDZV_CONFIG_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace distjob {
+
+inline constexpr int kDefaultC10dPort = 29400;
+
+struct Endpoint {
+  std::string host;  // without brackets
+  int port = kDefaultC10dPort;
+  // HOST:PORT with an IPv6 host bracketed.
+  std::string ToString() const;
+};
+
+// HOST, HOST:PORT, [V6] or [V6]:PORT; empty means localhost.
+absl::StatusOr<Endpoint> ParseEndpoint(const std::string& text,
+                                       int default_port = kDefaultC10dPort);
+
+struct RdzvConfig {
+  absl::Duration join_timeout = absl::Seconds(600);
+  absl::Duration last_call_timeout = absl::Seconds(30);
+  absl::Duration close_timeout = absl::Seconds(30);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration keep_alive_interval = absl::Seconds(5);
+  int keep_alive_max_attempt = 3;
+  absl::Duration read_timeout = absl::Seconds(60);
+  std::optional<bool> is_host;
+  // Not a torchrun key (torchrun fixes it at 300 s); accepted here too.
+  absl::Duration exit_barrier_timeout = absl::Seconds(300);
+};
+
+// k1=v1,k2=v2. Durations in seconds (fractions allowed); unknown keys are
+// ignored as torchrun does (other backends' keys: store_type, timeout...).
+absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text);
+
+// True if `host` names this machine: localhost, a loopback literal, the
+// hostname, any name under it (FQDN, <hostname>.<subdomain>), or an
+// address of a local interface. Uses no NSS.
+bool IsLocalHost(const std::string& host);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_RDZV_CONFIG_H_
