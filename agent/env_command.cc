@@ -102,6 +102,15 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const RunOptions& options,
                               d.framework != "auto" || !d.job_name.empty() ||
                               !d.task.empty();
   if (!wants_identity) {
+    // torchrun's PET_* alone (Kubeflow's elastic PyTorchJob) say PyTorch;
+    // the rendezvous, not the operator's layout, places the node.
+    FrameworkChoice choice =
+        ChooseFramework(d.framework, job.cluster, env, tf.roles);
+    if (choice.framework == "pytorch") {
+      job.framework = choice.framework;
+      job.framework_reason = choice.reason;
+      return job;
+    }
     job.framework_reason = "no peers found";
     // A kept TF_CONFIG must still be sane: a garbage one is a config error.
     if (Lookup(env, "TF_CONFIG")) {
@@ -170,7 +179,9 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const RunOptions& options,
     auto out = MXNetEnv(self, job.cluster, mx);
     if (!out.ok()) return out.status();
     job.extra = std::move(*out);
-  } else if (job.framework == "pytorch") {
+  } else if (job.framework == "pytorch" && job.cluster.Find("master")) {
+    // The operators' non-elastic master/worker layout. Without a master
+    // task (Kubeflow's elastic PyTorchJob) the rendezvous places the node.
     auto layout = PyTorchOperatorNodes(self, job.cluster);
     if (!layout.ok()) return layout.status();
     job.pytorch_layout = true;

@@ -18,6 +18,11 @@ FrameworkChoice ChooseFramework(
     }
   }
   if (cluster.Find("master")) return {"pytorch", "a 'master' task"};
+  for (const char* var : {"PET_NNODES", "PET_RDZV_ENDPOINT"}) {
+    if (Lookup(env, var)) {
+      return {"pytorch", absl::StrCat("env ", var, " (Kubeflow PyTorchJob)")};
+    }
+  }
   if (Lookup(env, "TF_CONFIG")) return {"tensorflow", "env TF_CONFIG"};
   if (Lookup(env, "DMLC_ROLE")) return {"mxnet", "env DMLC_ROLE"};
   return {"none", cluster.tasks.empty()

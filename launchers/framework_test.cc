@@ -20,6 +20,9 @@ TEST(ChooseFrameworkTest, FromTaskNamesAndEnv) {
   EXPECT_EQ(pick("worker=2"), "none");
   EXPECT_EQ(pick("worker=2", {{"TF_CONFIG", "{}"}}), "tensorflow");
   EXPECT_EQ(pick("", {{"DMLC_ROLE", "worker"}}), "mxnet");
+  // Kubeflow's elastic PyTorchJob: worker replicas only, torchrun's PET_*.
+  EXPECT_EQ(pick("worker=2", {{"PET_NNODES", "2:4"}}), "pytorch");
+  EXPECT_EQ(pick("", {{"PET_RDZV_ENDPOINT", "j-worker-0:23456"}}), "pytorch");
   EXPECT_EQ(ChooseFramework("tensorflow", {}, {}, kRoles).framework,
             "tensorflow");
 }

@@ -201,6 +201,10 @@ def agent_env(agent, pod, tmp_path):
     env = {"PATH": os.environ["PATH"],
            "DISTJOB_TERMINATION_LOG": str(tmp_path / "termination-log")}
     env.update(pod.env)
+    # The peers' names exist only in the cluster's DNS; this test checks what
+    # the agent derives from the operator's input, so it does not wait for
+    # them (tests/integration/test_discovery.py covers the DNS wait).
+    env["DISTJOB_DNS_TIMEOUT"] = "0"
     result = subprocess.run(
         ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"',
          pod.name, agent, "env", "--json", *extra, *rest],
