@@ -144,6 +144,7 @@ struct EtcdStore::Impl {
   std::string meta;  // <prefix>/<run_id>/agent/
   struct Member {
     std::string endpoint;
+    std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
@@ -490,9 +491,13 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    // A starting etcd accepts connections before it serves them; gRPC's
+    // default 20 s connect timeout would hold such a connection that long.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
     auto channel = grpc::CreateCustomChannel(ep, creds, args);
     Impl::Member m;
     m.endpoint = ep;
+    m.channel = channel;
     m.kv = etcdserverpb::KV::NewStub(channel);
     m.lease = etcdserverpb::Lease::NewStub(channel);
     m.watch = etcdserverpb::Watch::NewStub(channel);
