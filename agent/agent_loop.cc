@@ -1,5 +1,6 @@
 #include "agent/agent_loop.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
+#include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/standalone_rendezvous.h"
 
 namespace distjob {
@@ -59,9 +61,18 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
     return std::make_unique<StandaloneRendezvous>(
         launch.local_addr, launch.standalone ? "" : launch.rdzv_id);
   }
-  return absl::UnimplementedError(
-      "multi-node rendezvous is not available in this build; use "
-      "--standalone or --nnodes 1");
+  RendezvousParams params;
+  params.backend = launch.rdzv_backend;
+  params.endpoint = launch.rdzv_endpoint;
+  params.run_id = launch.rdzv_id;
+  params.conf = launch.rdzv_conf;
+  params.min_nodes = launch.min_nodes;
+  params.max_nodes = launch.max_nodes;
+  params.local_addr = launch.local_addr;
+  params.node_rank = launch.node_rank;
+  params.master_addr = launch.master_addr;
+  params.master_port = launch.master_port;
+  return MakeRendezvousFor(params);
 }
 
 }  // namespace
@@ -76,8 +87,14 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
   auto rendezvous = MakeRendezvous(options);
   if (!rendezvous.ok()) {
     DJ_LOG_ERROR("{}", rendezvous.status().message());
-    return kExitBadConfig;
+    return absl::IsInvalidArgument(rendezvous.status())
+               ? kExitBadConfig
+               : kExitRendezvousUnavailable;
   }
+  // Membership changes are seen on the rendezvous' own thread; they stop
+  // the running group so the loop re-rendezvouses.
+  Supervisor* sup = supervisor->get();
+  (*rendezvous)->SetOnMembershipChange([sup] { sup->Interrupt(); });
   const ExitPolicy policy;
   int restart_count = 0;
   int exit_code = 0;
@@ -88,6 +105,7 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
       exit_code = kExitRendezvousUnavailable;
       break;
     }
+    restart_count = std::max(restart_count, round->restart_count);
     auto group = (*supervisor)->RunGroup(
         BuildWorkers(options, env, *round, restart_count));
     if (!group.ok()) {
@@ -104,6 +122,11 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
       break;
     }
     if (group->outcome == GroupOutcome::kInterrupted) continue;
+    if ((*rendezvous)->MembershipChanged()) {
+      // The failure follows a peer loss the agent saw: part of that change.
+      DJ_LOG_INFO("worker failure after a membership change; re-forming");
+      continue;
+    }
     const WorkerExit& failure = *group->first_failure;
     exit_code = failure.exit_code;
     const ExitClass exit_class = policy.Classify(exit_code);
@@ -116,10 +139,11 @@ int RunAgent(const RunOptions& options, const EnvMap& env) {
       break;
     }
     ++restart_count;
+    (*rendezvous)->NoteFailureRestart(restart_count);
     DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count,
                 options.launch.max_restarts);
   }
-  (*rendezvous)->Shutdown();
+  (*rendezvous)->Shutdown(exit_code == 0);
   (*supervisor)->DrainDescendants();
   if ((*supervisor)->stop_signal() != 0 && exit_code == 0) {
     exit_code = 128 + (*supervisor)->stop_signal();

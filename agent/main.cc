@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "agent/agent_loop.h"
 #include "agent/run_flags.h"
+#include "agent/status_command.h"
 #include "common/environment.h"
 #include "common/logging.h"
 
@@ -28,7 +29,9 @@ constexpr char kUsage[] =
     "Usage: distjob-agent COMMAND [options]\n\n"
     "Commands:\n"
     "  run [options] [--] CMD [ARGS...]  launch and supervise the workers\n"
-    "                                    (also: invoked as `torchrun`)\n\n"
+    "                                    (also: invoked as `torchrun`)\n"
+    "  status --rdzv-endpoint HOST[:PORT] [--rdzv-id ID] [--json]\n"
+    "                                    show a live rendezvous\n\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version\n";
@@ -78,10 +81,12 @@ int Main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   if (command == "run") return Run(args, env);
-  std::fprintf(stderr,
-               "distjob-agent: unknown command '%s'; expected one of: run "
-               "(see --help)\n",
-               command.c_str());
+  if (command == "status") return StatusCommand(args, env);
+  std::fprintf(
+      stderr,
+      "distjob-agent: unknown command '%s'; expected one of: run, status "
+      "(see --help)\n",
+      command.c_str());
   return kExitBadConfig;
 }
 

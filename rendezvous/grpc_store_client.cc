@@ -2,7 +2,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/store.grpc.pb.h"
 
 namespace distjob {
@@ -30,7 +33,42 @@ struct GrpcStoreClient::Impl {
     ctx->set_wait_for_ready(true);
     ctx->set_deadline(absl::ToChronoTime(absl::Now() + blocking + rpc_timeout));
   }
+
+  absl::Mutex mu;
+  std::set<grpc::ClientContext*> active ABSL_GUARDED_BY(mu);
+  bool closed ABSL_GUARDED_BY(mu) = false;
 };
+
+namespace {
+
+// Registers a call so Close() can cancel it.
+class Tracked {
+ public:
+  Tracked(absl::Mutex* mu, std::set<grpc::ClientContext*>* active, bool* closed,
+          grpc::ClientContext* ctx)
+      : mu_(mu), active_(active), ctx_(ctx) {
+    absl::MutexLock lock(mu_);
+    if (*closed) ctx_->TryCancel();
+    active_->insert(ctx_);
+  }
+  ~Tracked() {
+    absl::MutexLock lock(mu_);
+    active_->erase(ctx_);
+  }
+
+ private:
+  absl::Mutex* mu_;
+  std::set<grpc::ClientContext*>* active_;
+  grpc::ClientContext* ctx_;
+};
+
+}  // namespace
+
+void GrpcStoreClient::Close() {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->closed = true;
+  for (auto* ctx : impl_->active) ctx->TryCancel();
+}
 
 GrpcStoreClient::GrpcStoreClient(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)) {}
@@ -74,6 +112,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
     absl::Duration ttl) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::SetRequest req;
   for (const auto& [k, v] : kvs) {
     auto* kv = req.add_kvs();
@@ -91,6 +130,7 @@ absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
     const std::vector<std::string>& keys, absl::Duration timeout) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, timeout);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::GetRequest req;
   for (const auto& k : keys) req.add_keys(k);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
@@ -104,6 +144,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
                                              int64_t delta) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::AddRequest req;
   req.set_key(key);
   req.set_delta(delta);
@@ -118,6 +159,7 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
     const std::string& desired) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::CompareSetRequest req;
   req.set_key(key);
   req.set_expected(expected);
@@ -133,6 +175,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Append(const std::string& key,
                                                 const std::string& value) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::AppendRequest req;
   req.set_key(key);
   req.set_value(value);
@@ -147,6 +190,7 @@ absl::StatusOr<bool> GrpcStoreClient::Check(
     const std::vector<std::string>& keys) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::CheckRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::CheckResponse resp;
@@ -160,6 +204,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
     const std::vector<std::string>& keys) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::DeleteRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::DeleteResponse resp;
@@ -172,6 +217,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
 absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
   auto s = FromGrpc(impl_->stub->NumKeys(&ctx, req, &resp), "num-keys",
@@ -183,6 +229,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
 absl::StatusOr<StoreListing> GrpcStoreClient::List(const std::string& prefix) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, absl::ZeroDuration());
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::ListRequest req;
   req.set_prefix(prefix);
   pb::ListResponse resp;
@@ -203,6 +250,7 @@ absl::StatusOr<std::pair<bool, int64_t>> GrpcStoreClient::Watch(
     const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
   grpc::ClientContext ctx;
   impl_->Prepare(&ctx, timeout);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::WatchRequest req;
   req.set_prefix(prefix);
   req.set_after_revision(after_revision);

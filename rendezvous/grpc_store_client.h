@@ -38,6 +38,7 @@ class GrpcStoreClient : public StoreInterface {
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> NumKeys() override;
   absl::StatusOr<StoreListing> List(const std::string& prefix) override;
+  void Close() override;
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,
       absl::Duration timeout) override;

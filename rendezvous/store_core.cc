@@ -148,7 +148,22 @@ absl::StatusOr<int64_t> StoreCore::MultiSet(
     if (total_bytes_ + added > limits_.max_total_bytes) {
       return absl::ResourceExhaustedError("the store is full");
     }
-    for (const auto& [key, value] : kvs) Write(key, value, exp);
+    bool changed = false;
+    for (const auto& [key, value] : kvs) {
+      auto it = data_.find(key);
+      // Renewing a lease with the same value is a keep-alive, not a change:
+      // watchers are not woken, so heartbeats cost O(1) each.
+      if (it != data_.end() && exp != Clock::time_point::max() &&
+          it->second.expires != Clock::time_point::max() &&
+          it->second.data == value) {
+        it->second.expires = exp;
+        it->second.written = Clock::now();
+        continue;
+      }
+      Write(key, value, exp);
+      changed = true;
+    }
+    if (!changed) return revision_;
     rev = revision_;
     Resolve(&ready);
   }

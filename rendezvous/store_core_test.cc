@@ -108,3 +108,19 @@ TEST(StoreCoreTest, ThousandsOfParkedWaitsNeedNoThreads) {
 
 }  // namespace
 }  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(StoreCoreTest, LeaseRenewalIsNotAChange) {
+  StoreCore core;
+  LocalStore store(&core);
+  auto rev = store.Set("p/alive", "1", absl::Seconds(10));
+  ASSERT_TRUE(store.Set("p/alive", "1", absl::Seconds(10)).ok());
+  auto w = store.Watch("p/", *rev, absl::Milliseconds(50));
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w->first);
+}
+
+}  // namespace
+}  // namespace distjob

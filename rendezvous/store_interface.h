@@ -75,6 +75,9 @@ class StoreInterface {
   virtual absl::StatusOr<StoreListing> List(const std::string& prefix) = 0;
   // Returns the store revision once a key under `prefix` changed after
   // `after_revision`, or nullopt-like: changed=false at `timeout`.
+  // Cancels calls in flight and fails later ones at once: a leaving agent
+  // must not wait out read_timeout on a store that is already gone.
+  virtual void Close() {}
   virtual absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,
       absl::Duration timeout) = 0;

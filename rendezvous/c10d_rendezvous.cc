@@ -1,0 +1,113 @@
+#include "rendezvous/c10d_rendezvous.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/grpc_store_client.h"
+#include "rendezvous/rdzv_config.h"
+#include "rendezvous/store_server.h"
+
+namespace distjob {
+namespace {
+
+bool IsNumeric(const std::string& host) {
+  unsigned char buf[16];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+}  // namespace
+
+std::string LocalNodeAddress(const std::string& local_addr) {
+  if (!local_addr.empty()) return local_addr;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') return name;
+  return "127.0.0.1";
+}
+
+absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
+  RendezvousResult r;
+  r.round = round_++;
+  r.group_rank = node_rank_;
+  r.group_world_size = nnodes_;
+  r.base_rank = node_rank_ * local_world_size;
+  r.world_size = nnodes_ * local_world_size;
+  r.master_addr = master_addr_;
+  r.master_port = master_port_;
+  r.run_id = run_id_;
+  return r;
+}
+
+absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
+    const RendezvousParams& p) {
+  if (p.backend == "static") {
+    if (p.node_rank >= p.max_nodes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--node-rank ", p.node_rank, " is not below --nnodes ", p.max_nodes));
+    }
+    if (p.min_nodes != p.max_nodes) {
+      return absl::InvalidArgumentError(
+          "--rdzv-backend static needs a fixed --nnodes N, not MIN:MAX");
+    }
+    return std::make_unique<StaticRendezvous>(
+        p.node_rank, p.max_nodes, p.master_addr, p.master_port, p.run_id);
+  }
+  if (p.backend != "c10d") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv-backend '", p.backend,
+                     "' is not supported; expected c10d or static"));
+  }
+  auto endpoint = ParseEndpoint(p.endpoint);
+  if (!endpoint.ok()) return endpoint.status();
+  auto config = ParseRdzvConf(p.conf);
+  if (!config.ok()) return config.status();
+
+  DynamicRendezvousOptions options;
+  options.run_id = p.run_id;
+  options.min_nodes = p.min_nodes;
+  options.max_nodes = p.max_nodes;
+  options.addr = LocalNodeAddress(p.local_addr);
+  options.node = absl::StrCat(options.addr, "-", getpid());
+  options.config = *config;
+
+  const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));
+  std::shared_ptr<StoreServer> server;
+  if (try_host) {
+    std::string bind = endpoint->host;
+    if (bind == "localhost") bind = "127.0.0.1";
+    if (!IsNumeric(bind)) {
+      // A name: listen where this node says it is, else everywhere.
+      bind = IsNumeric(options.addr) ? options.addr : "::";
+    }
+    auto started = StoreServer::Start(bind, endpoint->port);
+    if (started.ok()) {
+      server = std::move(*started);
+    } else if (config->is_host.value_or(false)) {
+      return started.status();
+    } else {
+      DJ_LOG_INFO("not hosting the store ({}); joining {}",
+                  started.status().message(), endpoint->ToString());
+    }
+  }
+  std::unique_ptr<StoreInterface> store;
+  if (server != nullptr) {
+    options.hosting = true;
+    store = std::make_unique<LocalStore>(server->core());
+    if (auto s = store->Set(DynamicRendezvous::Prefix(p.run_id) + "host",
+                            options.node);
+        !s.ok()) {
+      return s.status();
+    }
+  } else {
+    DJ_LOG_INFO("joining the rendezvous store at {}", endpoint->ToString());
+    store =
+        GrpcStoreClient::Connect(endpoint->ToString(), config->read_timeout);
+  }
+  return std::unique_ptr<Rendezvous>(new DynamicRendezvous(
+      std::move(options), std::move(store), std::move(server)));
+}
+
+}  // namespace distjob

@@ -1,0 +1,60 @@
+// Builds the rendezvous a `run` asks for: the elastic one over the embedded
+// gRPC store (--rdzv-backend c10d), hosting the store or joining it, and
+// the fixed-size static one (--rdzv-backend static).
+#ifndef DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_
+#define DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "rendezvous/rendezvous.h"
+
+namespace distjob {
+
+struct RendezvousParams {
+  std::string backend = "c10d";
+  std::string endpoint;
+  std::string run_id = "none";
+  std::string conf;
+  int min_nodes = 1;
+  int max_nodes = 1;
+  std::string local_addr;
+  // static backend
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+
+// InvalidArgument for bad endpoint / conf / backend values (exit 2);
+// Unavailable when is_host is forced and the port cannot be bound.
+absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
+    const RendezvousParams& params);
+
+// The address this node is known by: --local-addr, else the hostname.
+std::string LocalNodeAddress(const std::string& local_addr);
+
+// Fixed membership: node `node_rank` of `nnodes`, every node with the
+// same nproc, the master given by flags, as torchrun's static handler.
+class StaticRendezvous : public Rendezvous {
+ public:
+  StaticRendezvous(int node_rank, int nnodes, std::string master_addr,
+                   int master_port, std::string run_id)
+      : node_rank_(node_rank),
+        nnodes_(nnodes),
+        master_addr_(std::move(master_addr)),
+        master_port_(master_port),
+        run_id_(std::move(run_id)) {}
+  absl::StatusOr<RendezvousResult> Next(int local_world_size) override;
+
+ private:
+  int node_rank_, nnodes_;
+  std::string master_addr_;
+  int master_port_;
+  std::string run_id_;
+  int64_t round_ = 0;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_

@@ -1,0 +1,445 @@
+#include "rendezvous/dynamic_rendezvous.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "rendezvous/standalone_rendezvous.h"
+
+namespace distjob {
+
+DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
+                                     std::unique_ptr<StoreInterface> store,
+                                     std::shared_ptr<void> keep_alive)
+    : options_(std::move(options)),
+      lease_(options_.config.keep_alive_interval *
+             options_.config.keep_alive_max_attempt),
+      store_(std::move(store)),
+      keep_alive_(std::move(keep_alive)) {
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  monitor_ = std::thread([this] { MonitorLoop(); });
+}
+
+DynamicRendezvous::~DynamicRendezvous() { StopThreads(); }
+
+void DynamicRendezvous::StopThreads() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  heartbeat_.join();
+  monitor_.join();
+}
+
+void DynamicRendezvous::NoteFailureRestart(int restart_count) {
+  pending_restarts_ = std::max(pending_restarts_, restart_count);
+}
+
+void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
+  absl::MutexLock lock(&mu_);
+  on_change_ = std::move(callback);
+}
+
+absl::Status DynamicRendezvous::Heartbeat() {
+  std::vector<std::pair<std::string, std::string>> kvs = {
+      {Key("alive/" + options_.node), "1"}};
+  if (waiting_) kvs.emplace_back(Key("waiting/" + options_.node), "1");
+  return store_->MultiSet(kvs, lease_).status();
+}
+
+void DynamicRendezvous::HeartbeatLoop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_),
+                               options_.config.keep_alive_interval)) {
+        return;
+      }
+    }
+    if (auto s = Heartbeat(); !s.ok()) {
+      DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
+    }
+  }
+}
+
+absl::StatusOr<DynamicRendezvous::Read> DynamicRendezvous::ReadState() {
+  auto listing = store_->List(Key("state"));
+  if (!listing.ok()) return listing.status();
+  Read r;
+  r.revision = listing->revision;
+  for (const auto& e : listing->entries) {
+    if (e.key != Key("state")) continue;
+    r.raw = e.value;
+    auto st = RdzvState::Decode(e.value);
+    if (!st.ok()) return st.status();
+    r.state = std::move(*st);
+  }
+  return r;
+}
+
+absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
+  const RdzvConfig& c = options_.config;
+  const absl::Time deadline = absl::Now() + c.join_timeout;
+  int64_t min_round = -1;
+  absl::Time min_reached_at;
+  bool announced_wait = false;
+  changed_ = false;
+  {
+    absl::MutexLock lock(&mu_);
+    monitoring_ = false;
+  }
+  if (store_lost_) {
+    return absl::UnavailableError(absl::StrCat(
+        "lost the rendezvous store: no answer within read_timeout (",
+        absl::FormatDuration(c.read_timeout), ")"));
+  }
+  if (auto s = Heartbeat(); !s.ok()) {
+    // The first contact: the store may not be up yet; keep trying below.
+    DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
+  }
+  std::string host;
+  for (;;) {
+    if (store_lost_) {
+      return absl::UnavailableError(
+          "lost the rendezvous store (read_timeout passed without an answer)");
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rendezvous '", options_.run_id, "' did not complete within ",
+          absl::FormatDuration(c.join_timeout), " (join_timeout)"));
+    }
+    if (auto aborted = store_->Get(Key("aborted"), absl::ZeroDuration());
+        aborted.ok()) {
+      return absl::AbortedError(absl::StrCat("the job ended: ", *aborted));
+    }
+    auto read = ReadState();
+    if (!read.ok()) {
+      if (absl::IsInvalidArgument(read.status()) ||
+          absl::IsDataLoss(read.status())) {
+        return read.status();
+      }
+      DJ_LOG_WARNING("rendezvous store not reachable yet: {}",
+                     read.status().message());
+      if (auto s = Heartbeat(); !s.ok() && absl::Now() >= deadline) return s;
+      continue;
+    }
+    if (host.empty()) {
+      auto h = store_->Get(Key("host"), absl::ZeroDuration());
+      if (h.ok()) host = *h;
+    }
+    RdzvState& st = read->state;
+    const int me = st.Find(options_.node);
+    auto cas = [&](const RdzvState& next) -> absl::Status {
+      auto r = store_->CompareSet(Key("state"), read->raw, next.Encode());
+      return r.status();
+    };
+    auto wait_change = [&](absl::Duration timeout) -> absl::Status {
+      timeout =
+          std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
+      return store_->Watch(Key("state"), read->revision, timeout).status();
+    };
+    if (st.closed && me >= 0 && st.round > last_round_) {
+      waiting_ = false;
+      (void)store_->Delete({Key("waiting/" + options_.node)});
+      return Result(st, me);
+    }
+    bool open_next = false;
+    if (st.closed && me >= 0) {
+      open_next = true;  // our own round ended: start the next one
+    } else if (st.closed || (!st.closed && me < 0 &&
+                             static_cast<int>(st.participants.size()) >=
+                                 options_.max_nodes)) {
+      // Someone else's round: ask for the next one. The members see the
+      // waiting lease and re-form; if none of them is alive any more, the
+      // waiting node opens the round itself.
+      auto alive = store_->List(Key("alive/"));
+      bool any_alive = false;
+      if (alive.ok()) {
+        for (const auto& p : st.participants) {
+          for (const auto& e : alive->entries) {
+            any_alive |= e.key == Key("alive/" + p.node);
+          }
+        }
+      }
+      if (st.closed && alive.ok() && !any_alive) {
+        open_next = true;
+      } else {
+        if (!waiting_) {
+          waiting_ = true;
+          (void)Heartbeat();
+        }
+        if (!announced_wait) {
+          DJ_LOG_INFO("round {} of '{}' is {}; waiting for the next round",
+                      st.round, options_.run_id, st.closed ? "closed" : "full");
+          announced_wait = true;
+        }
+        if (auto s = wait_change(left); !s.ok()) {
+          DJ_LOG_WARNING("rendezvous wait: {}", s.message());
+        }
+        continue;
+      }
+    }
+    if (open_next) {
+      RdzvState next;
+      next.round = st.round + 1;
+      next.restart_count = std::max(st.restart_count, pending_restarts_);
+      for (const auto& p : st.participants) next.previous.push_back(p.node);
+      if (st.previous.size() > next.previous.size() && !st.closed) {
+        next.previous = st.previous;
+      }
+      next.participants.push_back(
+          {options_.node, local_world_size, options_.addr});
+      if (cas(next).ok()) {
+        DJ_LOG_INFO("opened round {} of '{}'", next.round, options_.run_id);
+      }
+      continue;
+    }
+    // An open round.
+    if (me < 0) {
+      RdzvState next = st;
+      next.restart_count = std::max(st.restart_count, pending_restarts_);
+      next.participants.push_back(
+          {options_.node, local_world_size, options_.addr});
+      (void)cas(next);
+      continue;
+    }
+    if (pending_restarts_ > st.restart_count) {
+      RdzvState next = st;
+      next.restart_count = pending_restarts_;
+      (void)cas(next);
+      continue;
+    }
+    const int n = static_cast<int>(st.participants.size());
+    bool close = n >= options_.max_nodes;
+    if (!close && n >= options_.min_nodes) {
+      if (min_round != st.round) {
+        min_round = st.round;
+        min_reached_at = absl::Now();
+        DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}",
+                    st.round, n, options_.min_nodes, options_.max_nodes,
+                    absl::FormatDuration(c.last_call_timeout));
+      }
+      const absl::Duration remaining =
+          min_reached_at + c.last_call_timeout - absl::Now();
+      if (remaining <= absl::ZeroDuration()) {
+        close = true;
+      } else {
+        (void)wait_change(remaining);
+        continue;
+      }
+    }
+    if (close) {
+      RdzvState next = st;
+      next.closed = true;
+      next.AssignRanks(host);
+      (void)cas(next);
+      continue;
+    }
+    (void)wait_change(left);
+  }
+}
+
+absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(const RdzvState& st,
+                                                           int me) {
+  RendezvousResult r;
+  r.round = st.round;
+  r.group_rank = me;
+  r.group_world_size = static_cast<int>(st.participants.size());
+  r.world_size = 0;
+  for (int i = 0; i < r.group_world_size; ++i) {
+    if (i < me) r.base_rank += st.participants[i].nproc;
+    r.world_size += st.participants[i].nproc;
+  }
+  r.run_id = options_.run_id;
+  r.restart_count = st.restart_count;
+  const std::string master_key = Key(absl::StrCat("master/", st.round));
+  if (me == 0) {
+    // A name may not resolve inside a static binary (no NSS): probe the
+    // wildcard address then; the port is free on every interface.
+    unsigned char buf[16];
+    const bool numeric = inet_pton(AF_INET, options_.addr.c_str(), buf) == 1 ||
+                         inet_pton(AF_INET6, options_.addr.c_str(), buf) == 1;
+    auto port = FindFreePort(numeric ? options_.addr : "0.0.0.0");
+    if (!port.ok()) return port.status();
+    r.master_addr = options_.addr;
+    r.master_port = *port;
+    auto s = store_->Set(master_key,
+                         absl::StrCat(r.master_port, " ", r.master_addr));
+    if (!s.ok()) return s.status();
+  } else {
+    auto v = store_->Get(master_key, options_.config.close_timeout);
+    if (!v.ok()) return v.status();
+    const size_t space = v->find(' ');
+    if (space == std::string::npos ||
+        !absl::SimpleAtoi(v->substr(0, space), &r.master_port)) {
+      return absl::DataLossError(
+          absl::StrCat("malformed master record '", *v, "'"));
+    }
+    r.master_addr = v->substr(space + 1);
+  }
+  last_round_ = st.round;
+  std::vector<std::string> names;
+  for (const auto& p : st.participants) names.push_back(p.node);
+  DJ_LOG_INFO(
+      "round {} of '{}': group rank {} of {} [{}], master {}:{}, restarts {}",
+      st.round, options_.run_id, me, r.group_world_size,
+      absl::StrJoin(names, ","), r.master_addr, r.master_port,
+      st.restart_count);
+  auto listing = store_->List(Prefix(options_.run_id));
+  absl::MutexLock lock(&mu_);
+  current_ = st;
+  current_revision_ = listing.ok() ? listing->revision : 0;
+  monitoring_ = true;
+  return r;
+}
+
+std::string DynamicRendezvous::RoundChange(const StoreListing& listing) {
+  absl::MutexLock lock(&mu_);
+  std::set<std::string> keys;
+  std::string state_raw;
+  for (const auto& e : listing.entries) {
+    keys.insert(e.key);
+    if (e.key == Key("state")) state_raw = e.value;
+  }
+  if (keys.count(Key("aborted"))) return "the job was ended by another node";
+  auto st = RdzvState::Decode(state_raw);
+  if (st.ok() && (st->round != current_.round || !st->closed)) {
+    return absl::StrCat("round ", st->round, " began");
+  }
+  for (const auto& p : current_.participants) {
+    if (!keys.count(Key("alive/" + p.node)) &&
+        !keys.count(Key(absl::StrCat("done/", current_.round, "/", p.node)))) {
+      return absl::StrCat("peer ", p.node, " lost (no heartbeat for ",
+                          absl::FormatDuration(lease_), ")");
+    }
+  }
+  if (static_cast<int>(current_.participants.size()) < options_.max_nodes) {
+    for (const auto& k : keys) {
+      if (absl::StartsWith(k, Key("waiting/"))) {
+        return absl::StrCat("node ", k.substr(Key("waiting/").size()),
+                            " waits to join");
+      }
+    }
+  }
+  return "";
+}
+
+void DynamicRendezvous::Fire(const std::string& why) {
+  std::function<void()> callback;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!monitoring_) return;
+    monitoring_ = false;
+    callback = on_change_;
+  }
+  DJ_LOG_WARNING("rendezvous membership changed: {}", why);
+  changed_ = true;
+  if (callback) callback();
+}
+
+void DynamicRendezvous::MonitorLoop() {
+  absl::Time failing_since = absl::InfiniteFuture();
+  for (;;) {
+    int64_t revision;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || monitoring_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      revision = current_revision_;
+    }
+    const absl::Time call_start = absl::Now();
+    auto w = store_->Watch(Prefix(options_.run_id), revision,
+                           options_.config.keep_alive_interval);
+    if (!w.ok()) {
+      // Unreachable since the call that failed began, not since it ended.
+      failing_since = std::min(failing_since, call_start);
+      DJ_LOG_WARNING("rendezvous store unreachable: {}", w.status().message());
+      if (absl::Now() - failing_since >= options_.config.read_timeout) {
+        store_lost_ = true;
+        Fire(absl::StrCat("the rendezvous store is unreachable: ",
+                          w.status().message()));
+      }
+      continue;
+    }
+    failing_since = absl::InfiniteFuture();
+    if (!w->first) continue;
+    auto listing = store_->List(Prefix(options_.run_id));
+    if (!listing.ok()) continue;
+    {
+      absl::MutexLock lock(&mu_);
+      current_revision_ = listing->revision;
+    }
+    const std::string why = RoundChange(*listing);
+    if (!why.empty()) Fire(why);
+  }
+}
+
+void DynamicRendezvous::Shutdown(bool succeeded) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  RdzvState round;
+  {
+    absl::MutexLock lock(&mu_);
+    monitoring_ = false;
+    round = current_;
+  }
+  if (!store_lost_ && last_round_ >= 0 && succeeded) {
+    // Exit barrier: stay (and keep hosting the store) until every live
+    // member of the round finished, so no node is torn down by another.
+    (void)store_->Set(
+        Key(absl::StrCat("done/", round.round, "/", options_.node)), "1");
+    const absl::Time deadline =
+        absl::Now() + options_.config.exit_barrier_timeout;
+    for (;;) {
+      auto listing = store_->List(Prefix(options_.run_id));
+      if (!listing.ok()) break;
+      std::set<std::string> keys;
+      for (const auto& e : listing->entries) keys.insert(e.key);
+      bool all = true;
+      for (const auto& p : round.participants) {
+        all &= keys.count(
+                   Key(absl::StrCat("done/", round.round, "/", p.node))) > 0 ||
+               keys.count(Key("alive/" + p.node)) == 0;
+      }
+      if (all || absl::Now() >= deadline) break;
+      (void)store_->Watch(Prefix(options_.run_id), listing->revision,
+                          deadline - absl::Now());
+    }
+    const std::string left = Key(absl::StrCat("left/", round.round));
+    if (options_.hosting) {
+      // Let the others read the barrier's outcome before the store goes.
+      const int others = static_cast<int>(round.participants.size()) - 1;
+      const absl::Time until = absl::Now() + absl::Seconds(5);
+      while (absl::Now() < until) {
+        auto v = store_->Get(left, absl::ZeroDuration());
+        int64_t n = 0;
+        if (others <= 0 || (v.ok() && absl::SimpleAtoi(*v, &n) && n >= others))
+          break;
+        auto l = store_->List(left);
+        if (!l.ok()) break;
+        (void)store_->Watch(left, l->revision, until - absl::Now());
+      }
+    } else {
+      (void)store_->Add(left, 1);
+    }
+  } else if (!store_lost_ && last_round_ >= 0) {
+    (void)store_->Set(Key("aborted"),
+                      absl::StrCat("node ", options_.node, " exited"));
+  }
+  store_->Close();
+  StopThreads();
+  keep_alive_.reset();
+}
+
+}  // namespace distjob

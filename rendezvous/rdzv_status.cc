@@ -1,0 +1,119 @@
+#include "rendezvous/rdzv_status.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/rdzv_state.h"
+
+namespace distjob {
+namespace {
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string Age(const std::map<std::string, absl::Duration>& ages,
+                const std::string& key) {
+  auto it = ages.find(key);
+  if (it == ages.end()) return "-";
+  return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(it->second));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
+                                                   const std::string& run_id,
+                                                   bool json) {
+  auto listing =
+      store->List(run_id.empty() ? "rdzv/" : DynamicRendezvous::Prefix(run_id));
+  if (!listing.ok()) return listing.status();
+  std::set<std::string> ids;
+  std::map<std::string, std::string> values;
+  std::map<std::string, absl::Duration> ages;
+  for (const auto& e : listing->entries) {
+    values[e.key] = e.value;
+    ages[e.key] = e.age;
+    if (absl::EndsWith(e.key, "/state")) {
+      ids.insert(e.key.substr(5, e.key.size() - 5 - 6));
+    }
+  }
+  if (ids.empty()) {
+    return absl::NotFoundError(
+        run_id.empty() ? "no rendezvous in the store"
+                       : absl::StrCat("no rendezvous '", run_id, "'"));
+  }
+  std::string text, js = "[";
+  for (const std::string& id : ids) {
+    const std::string prefix = DynamicRendezvous::Prefix(id);
+    auto st = RdzvState::Decode(values[prefix + "state"]);
+    if (!st.ok()) return st.status();
+    std::vector<std::string> waiting;
+    for (const auto& [k, v] : values) {
+      if (absl::StartsWith(k, prefix + "waiting/")) {
+        waiting.push_back(k.substr(prefix.size() + 8));
+      }
+    }
+    const std::string host = values[prefix + "host"];
+    absl::StrAppend(&text, "rendezvous ", id, ": round ", st->round, " ",
+                    st->closed ? "closed" : "open", ", restarts ",
+                    st->restart_count, ", store host ",
+                    host.empty() ? "-" : host, "\n");
+    absl::StrAppend(
+        &text, absl::StrFormat("  %-5s %-28s %-6s %-18s %s\n", "RANK", "NODE",
+                               "NPROC", "ADDR", "HEARTBEAT_AGE"));
+    if (js.size() > 1) js += ",";
+    absl::StrAppend(&js, "{\"run_id\":", Quote(id), ",\"round\":", st->round,
+                    ",\"closed\":", st->closed ? "true" : "false",
+                    ",\"restart_count\":", st->restart_count,
+                    ",\"store_host\":", Quote(host), ",\"participants\":[");
+    for (size_t i = 0; i < st->participants.size(); ++i) {
+      const auto& p = st->participants[i];
+      const std::string alive = prefix + "alive/" + p.node;
+      absl::StrAppend(
+          &text, absl::StrFormat("  %-5s %-28s %-6d %-18s %s\n",
+                                 st->closed ? absl::StrCat(i) : "-", p.node,
+                                 p.nproc, p.addr, Age(ages, alive)));
+      auto age = ages.find(alive);
+      absl::StrAppend(
+          &js, i ? "," : "",
+          "{\"rank\":", st->closed ? absl::StrCat(i) : "null",
+          ",\"node\":", Quote(p.node), ",\"nproc\":", p.nproc,
+          ",\"addr\":", Quote(p.addr), ",\"heartbeat_age_s\":",
+          age == ages.end()
+              ? "null"
+              : absl::StrFormat("%.3f", absl::ToDoubleSeconds(age->second)),
+          "}");
+    }
+    js += "],\"waiting\":[";
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      const std::string key = prefix + "waiting/" + waiting[i];
+      absl::StrAppend(&text, "  waiting: ", waiting[i], " (heartbeat ",
+                      Age(ages, key), " ago)\n");
+      absl::StrAppend(&js, i ? "," : "", "{\"node\":", Quote(waiting[i]),
+                      ",\"heartbeat_age_s\":",
+                      absl::StrFormat("%.3f", absl::ToDoubleSeconds(ages[key])),
+                      "}");
+    }
+    js += "]}";
+  }
+  js += "]\n";
+  return json ? js : text;
+}
+
+}  // namespace distjob

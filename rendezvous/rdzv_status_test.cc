@@ -1,0 +1,34 @@
+#include "rendezvous/rdzv_status.h"
+
+#include "gtest/gtest.h"
+#include "rendezvous/rdzv_state.h"
+#include "rendezvous/store_core.h"
+
+namespace distjob {
+namespace {
+
+TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
+  StoreCore core;
+  LocalStore store(&core);
+  RdzvState st;
+  st.round = 2;
+  st.closed = true;
+  st.participants = {{"a-1", 2, "10.0.0.1"}, {"b-2", 2, "10.0.0.2"}};
+  ASSERT_TRUE(store.Set("rdzv/j/state", st.Encode()).ok());
+  ASSERT_TRUE(store.Set("rdzv/j/alive/a-1", "1", absl::Seconds(10)).ok());
+  ASSERT_TRUE(store.Set("rdzv/j/waiting/c-3", "1", absl::Seconds(10)).ok());
+  auto text = RenderRendezvousStatus(&store, "j", false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("round 2 closed"), std::string::npos) << *text;
+  EXPECT_NE(text->find("b-2"), std::string::npos);
+  EXPECT_NE(text->find("waiting: c-3"), std::string::npos);
+  auto json = RenderRendezvousStatus(&store, "", true);
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find("\"run_id\":\"j\""), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"rank\":1,\"node\":\"b-2\""), std::string::npos);
+  EXPECT_EQ(RenderRendezvousStatus(&store, "nope", false).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace distjob

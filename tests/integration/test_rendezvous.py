@@ -1,0 +1,322 @@
+"""Elastic rendezvous across several real agents on loopback.
+
+Each agent gets its own --local-addr (127.0.0.x) and the first one hosts
+the store (is_host=1). Workers are a tiny script that records its env and
+waits for a `go` file, so the tests decide when a round may finish.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from harness import PYTHON, descendants, wait_for  # noqa: E402
+
+WORKER = textwrap.dedent("""
+    import json, os, pathlib, sys, time
+    out = pathlib.Path(sys.argv[1])
+    node = os.environ["TEST_NODE"]
+    rec = {k: v for k, v in os.environ.items()
+           if k in ("LOCAL_RANK", "RANK", "GROUP_RANK", "WORLD_SIZE",
+                    "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                    "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+                    "TORCHELASTIC_RUN_ID", "ROLE_RANK", "ROLE_WORLD_SIZE")}
+    rec["node"] = node
+    rec["pid"] = os.getpid()
+    tmp = out / f".{node}-{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(rec))
+    tmp.rename(out / f"{node}-{os.getpid()}.json")
+    fail = os.environ.get("TEST_FAIL_ONCE")
+    if (fail == node and rec["LOCAL_RANK"] == "0"
+            and not (out / "failed").exists()):
+        (out / "failed").write_text("x")
+        sys.exit(137)
+    while not (out / "go").exists():
+        time.sleep(0.05)
+""")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Job:
+    """Agents of one job, cleaned up whatever happens."""
+
+    def __init__(self, agent, tmp_path, nnodes, conf="", nproc=1,
+                 max_restarts=0):
+        self.agent = agent
+        self.dir = tmp_path
+        self.out = tmp_path / "out"
+        self.out.mkdir()
+        (tmp_path / "worker.py").write_text(WORKER)
+        self.port = free_port()
+        self.nnodes = nnodes
+        self.conf = conf
+        self.nproc = nproc
+        self.max_restarts = max_restarts
+        self.procs = {}
+
+    def start(self, i, env=None):
+        node = f"node{i}"
+        conf = ("is_host=1" if i == 0 else "is_host=0") + (
+            "," + self.conf if self.conf else "")
+        full_env = dict(os.environ)
+        full_env.update({"TEST_NODE": node,
+                         "DISTJOB_TERMINATION_LOG": str(self.dir / f"t{i}")})
+        full_env.update(env or {})
+        args = [self.agent, "run", "--nnodes", self.nnodes,
+                "--nproc-per-node", str(self.nproc),
+                "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"127.0.0.1:{self.port}",
+                "--rdzv-id", "testjob", "--rdzv-conf", conf,
+                "--local-addr", f"127.0.0.{i + 1}",
+                "--max-restarts", str(self.max_restarts),
+                "--no-python", PYTHON, str(self.dir / "worker.py"),
+                str(self.out)]
+        log = open(self.dir / f"agent{i}.log", "w")
+        self.procs[i] = subprocess.Popen(args, env=full_env, stdout=log,
+                                         stderr=subprocess.STDOUT)
+        return self.procs[i]
+
+    def log(self, i):
+        return (self.dir / f"agent{i}.log").read_text()
+
+    def records(self):
+        out = []
+        for p in self.out.glob("*.json"):
+            out.append(json.loads(p.read_text()))
+        return out
+
+    def latest(self, pred=lambda r: True):
+        """The newest record of each (node, local rank) matching `pred`."""
+        by = {}
+        for r in sorted(self.records(), key=lambda r: r["pid"]):
+            if pred(r):
+                by[(r["node"], r["LOCAL_RANK"])] = r
+        return by
+
+    def wait_round(self, nodes, timeout=60):
+        def formed():
+            recs = self.latest(
+                lambda r: r["GROUP_WORLD_SIZE"] == str(len(nodes)))
+            want = {(n, str(lr)) for n in nodes for lr in range(self.nproc)}
+            return recs if set(recs) >= want else None
+        return wait_for(formed, timeout, interval=0.05,
+                        what=f"a round of {nodes}")
+
+    def kill9(self, i):
+        p = self.procs[i]
+        kids = descendants(p.pid)
+        p.kill()
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait(10)
+
+    def go(self):
+        (self.out / "go").write_text("go")
+
+    def cleanup(self):
+        for i in list(self.procs):
+            if self.procs[i].poll() is None:
+                self.kill9(i)
+
+
+@pytest.fixture
+def job_factory(agent, tmp_path):
+    jobs = []
+
+    def make(**kw):
+        j = Job(agent, tmp_path, **kw)
+        jobs.append(j)
+        return j
+    yield make
+    for j in jobs:
+        j.cleanup()
+
+
+FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=2,read_timeout=5"
+
+
+def test_four_agents_form_one_round(job_factory):
+    job = job_factory(nnodes="4", nproc=2, conf=FAST)
+    for i in range(4):
+        job.start(i)
+    recs = job.wait_round([f"node{i}" for i in range(4)])
+    group = {n: r["GROUP_RANK"] for (n, _), r in recs.items()}
+    assert sorted(set(group.values())) == ["0", "1", "2", "3"]
+    assert group["node0"] == "0"  # the store host
+    assert sorted(int(r["RANK"]) for r in recs.values()) == list(range(8))
+    assert {(r["MASTER_ADDR"], r["MASTER_PORT"]) for r in recs.values()} == {
+        ("127.0.0.1", recs[("node0", "0")]["MASTER_PORT"])}
+    assert {r["WORLD_SIZE"] for r in recs.values()} == {"8"}
+    for (n, lr), r in recs.items():
+        assert int(r["RANK"]) == 2 * int(r["GROUP_RANK"]) + int(lr)
+    status = subprocess.run(
+        [job.agent, "status", "--rdzv-endpoint", f"127.0.0.1:{job.port}",
+         "--rdzv-id", "testjob", "--json"],
+        capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0, status.stderr
+    [state] = json.loads(status.stdout)
+    assert state["closed"] and state["round"] == 0
+    assert [p["rank"] for p in state["participants"]] == [0, 1, 2, 3]
+    assert state["participants"][0]["addr"] == "127.0.0.1"
+    assert all(p["heartbeat_age_s"] is not None
+               for p in state["participants"])
+    table = subprocess.run(
+        [job.agent, "status", f"--rdzv-endpoint=127.0.0.1:{job.port}"],
+        capture_output=True, text=True, timeout=30)
+    assert "round 0 closed" in table.stdout, table.stderr
+    job.go()
+    for i in range(4):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_elastic_late_joiner_reforms_without_a_restart(job_factory):
+    job = job_factory(nnodes="2:4", conf=FAST + ",last_call_timeout=1")
+    for i in range(3):
+        job.start(i)
+    first = job.wait_round(["node0", "node1", "node2"])
+    assert {r["GROUP_WORLD_SIZE"] for r in first.values()} == {"3"}
+    job.start(3)
+    recs = job.wait_round([f"node{i}" for i in range(4)])
+    assert {r["TORCHELASTIC_RESTART_COUNT"] for r in recs.values()} == {"0"}
+    assert sorted(r["GROUP_RANK"] for r in recs.values()) == [
+        "0", "1", "2", "3"]
+    # Ranks are stable where membership allows.
+    for n in ("node0", "node1", "node2"):
+        assert recs[(n, "0")]["GROUP_RANK"] == first[(n, "0")]["GROUP_RANK"]
+    job.go()
+    for i in range(4):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_dead_peer_moves_survivors_to_a_new_round(job_factory):
+    job = job_factory(nnodes="2:3", conf=FAST + ",last_call_timeout=0.5")
+    for i in range(3):
+        job.start(i)
+    job.wait_round(["node0", "node1", "node2"])
+    job.kill9(2)
+    # Liveness timeout 1 s (0.5 s x 2), plus last call: well within 15 s,
+    # while the survivors' workers keep running and never fail.
+    recs = job.wait_round(["node0", "node1"], timeout=15)
+    assert {r["TORCHELASTIC_RESTART_COUNT"] for r in recs.values()} == {"0"}
+    assert "lost" in job.log(0) + job.log(1)
+    job.go()
+    for i in range(2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_worker_failure_restarts_every_node_into_a_new_round(job_factory):
+    job = job_factory(nnodes="2", conf=FAST, max_restarts=1)
+    for i in range(2):
+        job.start(i, env={"TEST_FAIL_ONCE": "node1"})
+    recs = wait_for(
+        lambda: (lambda r: r if len(r) == 2 else None)(job.latest(
+            lambda r: r["TORCHELASTIC_RESTART_COUNT"] == "1")),
+        60, interval=0.05, what="both nodes restarted")
+    assert {r["GROUP_WORLD_SIZE"] for r in recs.values()} == {"2"}
+    job.go()
+    for i in range(2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_host_killed_makes_the_others_exit_retryable(job_factory):
+    job = job_factory(nnodes="2",
+                      conf="keep_alive_interval=0.5,read_timeout=3")
+    for i in range(2):
+        job.start(i)
+    job.wait_round(["node0", "node1"])
+    killed = time.monotonic()
+    job.kill9(0)
+    rc = job.procs[1].wait(30)
+    # read_timeout (3 s) plus at most one watch interval and slack.
+    assert time.monotonic() - killed < 3 + 0.5 + 2.5, job.log(1)
+    assert rc == 138, job.log(1)
+    assert "store" in job.log(1)
+
+
+def test_endpoint_name_that_resolves_late(job_factory, tmp_path):
+    """The joining agent sees an endpoint name that is not in its hosts
+    file yet (a private mount namespace gives it its own /etc/hosts); it
+    keeps retrying through gRPC's c-ares resolver until the name appears."""
+    if subprocess.run(["unshare", "-m", "true"]).returncode != 0:
+        pytest.skip("no mount namespaces here")
+    job = job_factory(nnodes="2", conf="read_timeout=2,keep_alive_interval=1")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    name = "rdzv-late.distjob-test"
+    job.start(0)
+    # Node 1 reaches the store by name only.
+    real_port = job.port
+    args_env = {"TEST_NODE": "node1"}
+    full_env = dict(os.environ, **args_env,
+                    DISTJOB_TERMINATION_LOG=str(tmp_path / "t1"))
+    cmd = (f"mount --bind {hosts} /etc/hosts && exec {job.agent} run "
+           f"--nnodes 2 --rdzv-backend c10d "
+           f"--rdzv-endpoint {name}:{real_port} --rdzv-id testjob "
+           f"--rdzv-conf is_host=0,read_timeout=2,keep_alive_interval=1 "
+           f"--local-addr 127.0.0.2 --no-python {PYTHON} "
+           f"{job.dir / 'worker.py'} {job.out}")
+    log = open(tmp_path / "agent1.log", "w")
+    job.procs[1] = subprocess.Popen(["unshare", "-m", "sh", "-c", cmd],
+                                    env=full_env, stdout=log,
+                                    stderr=subprocess.STDOUT)
+    wait_for(lambda: "waiting for the rendezvous store" in job.log(1), 30,
+             interval=0.1, what="node1 to wait for the unresolvable name")
+    with open(hosts, "a") as f:  # in place: the bind mount keeps the inode
+        f.write(f"127.0.0.1 {name}\n")
+    job.wait_round(["node0", "node1"], timeout=60)
+    job.go()
+    for i in range(2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
+    """Kubeflow's elastic PyTorchJob drives the agent through PET_* only."""
+    port = free_port()
+    out = tmp_path / "out"
+    out.mkdir()
+    procs = []
+    try:
+        for i in range(2):
+            env = dict(os.environ,
+                       PET_NNODES="2:4",
+                       PET_NPROC_PER_NODE="1",
+                       PET_RDZV_ENDPOINT=f"127.0.0.1:{port}",
+                       PET_RDZV_BACKEND="c10d",
+                       PET_RDZV_ID="kf",
+                       PET_MAX_RESTARTS="3",
+                       PET_LOCAL_ADDR=f"127.0.0.{i + 1}",
+                       PET_RDZV_CONF=f"is_host={1 if i == 0 else 0},"
+                                     "last_call_timeout=1",
+                       DISTJOB_TERMINATION_LOG=str(tmp_path / f"t{i}"))
+            procs.append(subprocess.Popen(
+                [agent, "run", "--no-python", "sh", "-c",
+                 f"echo $GROUP_RANK $WORLD_SIZE $TORCHELASTIC_MAX_RESTARTS "
+                 f"> {out}/$RANK"], env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True))
+        # Leaving is prompt: no agent waits out read_timeout (60 s) on a
+        # store host that already left.
+        outs = [p.communicate(timeout=30)[0] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert (out / "0").read_text().split() == ["0", "2", "3"]
+    assert (out / "1").read_text().split() == ["1", "2", "3"]
