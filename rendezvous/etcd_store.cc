@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -157,6 +159,14 @@ struct EtcdStore::Impl {
   int64_t own_lease ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> ttl_leases ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;
+  // TTL'd writes get leases that are never renewed, so one look-up per
+  // lease gives its expiry for good: listings cost one RPC per new
+  // heartbeat, not one per key per listing.
+  struct LeaseInfo {
+    absl::Time expires;  // on this process' clock, from etcd's remaining TTL
+    absl::Duration granted;
+  };
+  std::unordered_map<int64_t, LeaseInfo> lease_info ABSL_GUARDED_BY(mu);
   absl::CondVar stop_cv;
   std::thread keeper;
 
@@ -758,10 +768,26 @@ absl::StatusOr<StoreListing> EtcdStore::List(const std::string& prefix) {
     // Every TTL'd write gets a fresh lease, so the lease's age is the
     // key's age on etcd's clock (to the second).
     if (kv.lease() != 0 && kv.lease() != job) {
-      auto ttl = impl_->TimeToLive(kv.lease());
-      if (ttl.ok() && ttl->first > 0) {
-        e.ttl_left = absl::Seconds(ttl->first);
-        e.age = absl::Seconds(std::max<int64_t>(0, ttl->second - ttl->first));
+      std::optional<Impl::LeaseInfo> info;
+      {
+        absl::MutexLock lock(&impl_->mu);
+        auto it = impl_->lease_info.find(kv.lease());
+        if (it != impl_->lease_info.end()) info = it->second;
+      }
+      if (!info.has_value()) {
+        auto ttl = impl_->TimeToLive(kv.lease());
+        if (ttl.ok() && ttl->first > 0) {
+          info = Impl::LeaseInfo{absl::Now() + absl::Seconds(ttl->first),
+                                 absl::Seconds(ttl->second)};
+          absl::MutexLock lock(&impl_->mu);
+          if (impl_->lease_info.size() > 4096) impl_->lease_info.clear();
+          impl_->lease_info[kv.lease()] = *info;
+        }
+      }
+      if (info.has_value()) {
+        e.ttl_left =
+            std::max(absl::ZeroDuration(), info->expires - absl::Now());
+        e.age = std::max(absl::ZeroDuration(), info->granted - e.ttl_left);
       }
     }
     out.entries.push_back(std::move(e));
@@ -772,8 +798,18 @@ absl::StatusOr<StoreListing> EtcdStore::List(const std::string& prefix) {
 absl::StatusOr<std::pair<bool, int64_t>> EtcdStore::Watch(
     const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
   const std::string p = impl_->data + prefix;
-  return impl_->WatchRange(p, PrefixEnd(p), after_revision,
-                           std::max(timeout, absl::Milliseconds(1)));
+  if (timeout <= absl::ZeroDuration()) {
+    // No time to open a watch: answer from a read (a deletion since
+    // `after_revision` shows only as a later revision of another key).
+    auto r = impl_->Range(p, PrefixEnd(p));
+    if (!r.ok()) return r.status();
+    bool changed = false;
+    for (const auto& kv : r->kvs()) {
+      changed = changed || kv.mod_revision() > after_revision;
+    }
+    return std::make_pair(changed, r->header().revision());
+  }
+  return impl_->WatchRange(p, PrefixEnd(p), after_revision, timeout);
 }
 
 }  // namespace distjob

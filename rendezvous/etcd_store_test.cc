@@ -127,6 +127,8 @@ TEST_F(EtcdStoreTest, CompareSetFollowsTcpStoreSemantics) {
 
 TEST_F(EtcdStoreTest, BlockingGetAndWatchWakeOnAnotherClientsWrite) {
   auto store = Open("job");
+  // A writer: it holds the job's lease, so the keys outlive `other`.
+  ASSERT_TRUE(store->Set("mine", "x").ok());
   auto listing = store->List("");
   std::thread setter([&] {
     auto other = Open("job");
@@ -141,6 +143,10 @@ TEST_F(EtcdStoreTest, BlockingGetAndWatchWakeOnAnotherClientsWrite) {
   auto quiet = store->Watch("", w->second, absl::Milliseconds(300));
   ASSERT_TRUE(quiet.ok());
   EXPECT_FALSE(quiet->first);
+  auto now = store->Watch("", listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE(now->first);
+  EXPECT_FALSE(store->Watch("", w->second, absl::ZeroDuration())->first);
 }
 
 TEST_F(EtcdStoreTest, TtlKeysExpireOnEtcdsClockAndTheWatchSeesIt) {
@@ -149,6 +155,8 @@ TEST_F(EtcdStoreTest, TtlKeysExpireOnEtcdsClockAndTheWatchSeesIt) {
   auto listing = store->List("alive/");
   ASSERT_EQ(listing->entries.size(), 1u);
   EXPECT_GT(listing->entries[0].ttl_left, absl::ZeroDuration());
+  EXPECT_LE(listing->entries[0].ttl_left, absl::Seconds(2));
+  EXPECT_LT(listing->entries[0].age, absl::Seconds(2));
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   int64_t rev = listing->revision;
   while (*store->Check({"alive/n1"}) && absl::Now() < deadline) {
