@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "agent/agent_loop.h"
+#include "agent/install.h"
 #include "agent/run_flags.h"
 #include "agent/status_command.h"
 #include "common/environment.h"
@@ -31,7 +32,12 @@ constexpr char kUsage[] =
     "  run [options] [--] CMD [ARGS...]  launch and supervise the workers\n"
     "                                    (also: invoked as `torchrun`)\n"
     "  status --rdzv-endpoint HOST[:PORT] [--rdzv-id ID] [--json]\n"
-    "                                    show a live rendezvous\n\n"
+    "                                    show a live rendezvous\n"
+    "  install DIR                       copy this binary to "
+    "DIR/distjob-agent\n"
+    "                                    and link DIR/torchrun to it (init\n"
+    "                                    containers of the agent-only "
+    "image)\n\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version\n";
@@ -61,6 +67,23 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
   return RunAgent(*options, env);
 }
 
+int Install(const std::vector<std::string>& args) {
+  if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
+    std::fputs(
+        "distjob-agent install: expected exactly one argument, the "
+        "target directory (e.g. `install /opt/distjob`)\n",
+        stderr);
+    return kExitBadConfig;
+  }
+  const absl::Status status = InstallAgent("/proc/self/exe", args[0]);
+  if (!status.ok()) {
+    std::fprintf(stderr, "distjob-agent install: %s\n",
+                 std::string(status.message()).c_str());
+    return kExitBadConfig;
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   InitLogging(LogLevel::kInfo);
   const EnvMap env = EnvFromEnvp(environ);
@@ -82,11 +105,11 @@ int Main(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "run") return Run(args, env);
   if (command == "status") return StatusCommand(args, env);
-  std::fprintf(
-      stderr,
-      "distjob-agent: unknown command '%s'; expected one of: run, status "
-      "(see --help)\n",
-      command.c_str());
+  if (command == "install") return Install(args);
+  std::fprintf(stderr,
+               "distjob-agent: unknown command '%s'; expected one of: run, "
+               "status, install (see --help)\n",
+               command.c_str());
   return kExitBadConfig;
 }
 

@@ -39,7 +39,7 @@ WORKER = textwrap.dedent("""
     if (fail == node and rec["LOCAL_RANK"] == "0"
             and not (out / "failed").exists()):
         (out / "failed").write_text("x")
-        sys.exit(137)
+        sys.exit(int(os.environ.get("TEST_FAIL_CODE", "137")))
     while not (out / "go").exists():
         time.sleep(0.05)
 """)
@@ -70,7 +70,7 @@ class Job:
         self.max_restarts = max_restarts
         self.procs = {}
 
-    def start(self, i, env=None):
+    def start(self, i, env=None, nproc=None):
         node = f"node{i}"
         conf = ("is_host=1" if i == 0 else "is_host=0") + (
             "," + self.conf if self.conf else "")
@@ -84,7 +84,7 @@ class Job:
                          "DISTJOB_TERMINATION_LOG": str(self.dir / f"t{i}")})
         full_env.update(env or {})
         args = [self.agent, "run", "--nnodes", self.nnodes,
-                "--nproc-per-node", str(self.nproc),
+                "--nproc-per-node", str(nproc or self.nproc),
                 "--rdzv-backend", self.backend,
                 "--rdzv-endpoint", endpoint,
                 "--rdzv-id", "testjob", "--rdzv-conf", conf,
@@ -347,3 +347,51 @@ def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
                 p.wait()
     assert (out / "0").read_text().split() == ["0", "2", "3"]
     assert (out / "1").read_text().split() == ["1", "2", "3"]
+
+
+def test_agent_leaving_for_good_tells_the_others(job_factory):
+    """A permanent worker failure ends node1's agent; node0 is told at once
+    instead of waiting for node1's lease and then for join_timeout."""
+    job = job_factory(nnodes="2", conf=FAST)
+    for i in range(2):
+        job.start(i, env={"TEST_FAIL_ONCE": "node1", "TEST_FAIL_CODE": "1"})
+    assert job.procs[1].wait(60) == 1, job.log(1)
+    assert job.procs[0].wait(20) == 138, job.log(0)
+    assert "ended" in job.log(0)
+
+
+def test_heterogeneous_nproc_ranks(job_factory):
+    job = job_factory(nnodes="2", conf=FAST)
+    job.start(0, nproc=1)
+    job.start(1, nproc=3)
+    recs = wait_for(lambda: (lambda r: r if len(r) == 4 else None)(
+        job.latest()), 60, interval=0.05, what="4 workers")
+    assert {r["WORLD_SIZE"] for r in recs.values()} == {"4"}
+    assert recs[("node0", "0")]["RANK"] == "0"
+    assert sorted(recs[("node1", str(lr))]["RANK"] for lr in range(3)) == [
+        "1", "2", "3"]
+    assert recs[("node1", "0")]["LOCAL_WORLD_SIZE"] == "3"
+    job.go()
+    for i in range(2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_static_backend_fixed_ranks(agent, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    port = free_port()
+    for node_rank in (1, 0):
+        r = subprocess.run(
+            [agent, "run", "--nnodes", "2", "--nproc-per-node", "2",
+             "--rdzv-backend", "static", "--node-rank", str(node_rank),
+             "--master-addr", "127.0.0.1", "--master-port", str(port),
+             "--no-python", "sh", "-c",
+             f"echo $GROUP_RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT "
+             f"> {out}/$RANK"],
+            env=dict(os.environ,
+                     DISTJOB_TERMINATION_LOG=str(tmp_path / "t")),
+            capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    for rank in range(4):
+        assert (out / str(rank)).read_text().split() == [
+            str(rank // 2), "4", "127.0.0.1", str(port)]

@@ -1,0 +1,83 @@
+#include "agent/install.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "common/errno_status.h"
+
+namespace distjob {
+namespace {
+
+absl::Status CopyFile(const std::string& source, const std::string& target) {
+  const int in = open(source.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return ErrnoError(errno, absl::StrCat("open ", source));
+  absl::Cleanup close_in = [in] { close(in); };
+  const int out =
+      open(target.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+  if (out < 0) return ErrnoError(errno, absl::StrCat("create ", target));
+  absl::Cleanup close_out = [out] { close(out); };
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = read(in, buffer, sizeof(buffer));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, absl::StrCat("read ", source));
+    }
+    for (ssize_t done = 0; done < n;) {
+      const ssize_t w = write(out, buffer + done, n - done);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoError(errno, absl::StrCat("write ", target));
+      }
+      done += w;
+    }
+  }
+  // The umask may have narrowed the mode given to open().
+  if (fchmod(out, 0755) != 0) {
+    return ErrnoError(errno, absl::StrCat("chmod ", target));
+  }
+  if (fsync(out) != 0) return ErrnoError(errno, absl::StrCat("fsync ", target));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status InstallAgent(const std::string& source, const std::string& dir) {
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(
+        "install: expected a target directory, e.g. `install /opt/distjob`");
+  }
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoError(errno, absl::StrCat("mkdir ", dir));
+  }
+  const std::string target = absl::StrCat(dir, "/distjob-agent");
+  const std::string temporary = absl::StrCat(target, ".tmp");
+  absl::Status copied = CopyFile(source, temporary);
+  if (!copied.ok()) {
+    unlink(temporary.c_str());
+    return copied;
+  }
+  if (rename(temporary.c_str(), target.c_str()) != 0) {
+    const int error = errno;
+    unlink(temporary.c_str());
+    return ErrnoError(error, absl::StrCat("rename to ", target));
+  }
+  const std::string link = absl::StrCat(dir, "/torchrun");
+  if (unlink(link.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError(errno, absl::StrCat("unlink ", link));
+  }
+  // Relative, so the link stays valid wherever the volume is mounted.
+  if (symlink("distjob-agent", link.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("symlink ", link));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace distjob

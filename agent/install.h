@@ -1,0 +1,21 @@
+// `distjob-agent install DIR`: the init-container half of the "agent from a
+// shared emptyDir" pattern. The agent-only image is FROM scratch, so it has
+// no `cp`; the binary copies itself instead.
+#ifndef DISTJOB_AGENT_INSTALL_H_
+#define DISTJOB_AGENT_INSTALL_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace distjob {
+
+// Copies the file at `source` (normally /proc/self/exe) to
+// `dir`/distjob-agent with mode 0755 and creates `dir`/torchrun as a
+// relative symlink to it. The copy goes through a temporary name and a
+// rename, so a container started concurrently never sees half a binary.
+absl::Status InstallAgent(const std::string& source, const std::string& dir);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_INSTALL_H_

@@ -1,0 +1,250 @@
+"""What the job operators inject into each pod of a manifest.
+
+A model of /work/shared/reference/operators.md (Volcano v1.9 `env`, `svc`
+and `pytorch` plugins; Kubeflow training-operator v1.8 PyTorchJob, TFJob and
+MXJob), enough to give `distjob-agent env` exactly the input a pod would
+see: environment, hostname and the /etc/volcano files. Anything the model
+does not know (an unsimulated plugin, a replica type) raises, so a manifest
+never passes by being ignored.
+"""
+
+import dataclasses
+import json
+import re
+
+# The ENTRYPOINT of images built with images/Containerfile.
+IMAGE_ENTRYPOINT = ["/usr/local/bin/distjob-agent", "run", "--"]
+
+
+@dataclasses.dataclass
+class Pod:
+    name: str            # pod name == hostname
+    kind: str            # "volcano" or the Kubeflow kind
+    task: str            # Volcano task or lower-case replica type
+    index: int
+    container: dict      # the container whose exit code the operator reads
+    env: dict            # the container's final environment
+    volcano_files: dict  # /etc/volcano/<file> -> content (Volcano only)
+    spec: dict           # the pod template spec
+
+
+def _annotations_volcano(job, task, index):
+    return {"volcano.sh/job-name": job, "volcano.sh/task-spec": task,
+            "volcano.sh/task-index": str(index)}
+
+
+def _field_ref(path, name, annotations):
+    if path == "metadata.name":
+        return name
+    m = re.fullmatch(r"metadata\.annotations\['([^']+)'\]", path)
+    if m:
+        return annotations.get(m.group(1), "")
+    raise NotImplementedError(f"fieldRef {path} is not simulated")
+
+
+def _user_env(container, name, annotations):
+    env = {}
+    for item in container.get("env", []):
+        if "value" in item:
+            env[item["name"]] = str(item["value"])
+        elif "fieldRef" in item.get("valueFrom", {}):
+            env[item["name"]] = _field_ref(
+                item["valueFrom"]["fieldRef"]["fieldPath"], name, annotations)
+        else:
+            raise NotImplementedError(f"env source of {item['name']}")
+    return env
+
+
+def volcano_pods(job):
+    name = job["metadata"]["name"]
+    plugins = job["spec"].get("plugins", {})
+    unknown = set(plugins) - {"env", "svc", "pytorch"}
+    if unknown:
+        raise NotImplementedError(f"Volcano plugins {sorted(unknown)}")
+    tasks = job["spec"]["tasks"]
+    hosts = {}
+    for task in tasks:
+        spec = task["template"]["spec"]
+        if "hostname" in spec:
+            hosts[task["name"]] = [f"{spec['hostname']}.{name}"]
+        else:
+            hosts[task["name"]] = [f"{name}-{task['name']}-{i}.{name}"
+                                   for i in range(task.get("replicas", 1))]
+    svc_env, files = {}, {}
+    if "svc" in plugins:
+        for task, task_hosts in hosts.items():
+            upper = task.replace("-", "_").upper()
+            svc_env[f"VC_{upper}_HOSTS"] = ",".join(task_hosts)
+            svc_env[f"VC_{upper}_NUM"] = str(len(task_hosts))
+            files[task.replace("-", "_") + ".host"] = "\n".join(task_hosts)
+        files.update(svc_env)  # the whole ConfigMap is mounted
+    pt_args = dict(a.lstrip("-").split("=", 1)
+                   for a in plugins.get("pytorch", []) or [])
+    master = pt_args.get("master", "master")
+    worker = pt_args.get("worker", "worker")
+    pods = []
+    for task in tasks:
+        spec = task["template"]["spec"]
+        for index in range(task.get("replicas", 1)):
+            pod_name = f"{name}-{task['name']}-{index}"
+            container = spec["containers"][0]
+            annotations = _annotations_volcano(name, task["name"], index)
+            env = _user_env(container, pod_name, annotations)
+            env.update(svc_env)
+            if "env" in plugins:
+                env["VK_TASK_INDEX"] = env["VC_TASK_INDEX"] = str(index)
+            if "pytorch" in plugins:
+                env.update(_volcano_pytorch(name, tasks, master, worker,
+                                            pt_args, task["name"], index))
+            pods.append(Pod(pod_name, "volcano", task["name"], index,
+                            container, env, files if "svc" in plugins else {},
+                            spec))
+    return pods
+
+
+def _volcano_pytorch(job, tasks, master, worker, args, task, index):
+    replicas = {t["name"]: t.get("replicas", 1) for t in tasks}
+    if master not in replicas:
+        return {}
+    env = {"MASTER_ADDR": f"{job}-{master}-0.{job}",
+           "MASTER_PORT": args.get("port", "23456"),
+           "WORLD_SIZE": str(replicas[master] + replicas.get(worker, 0))}
+    if task == master:
+        env["RANK"] = "0"
+    elif task == worker:
+        env["RANK"] = str(index + 1)
+    return env
+
+
+KUBEFLOW = {
+    "PyTorchJob": ("pytorchReplicaSpecs", "pytorch", "pytorchjob-port",
+                   23456),
+    "TFJob": ("tfReplicaSpecs", "tensorflow", "tfjob-port", 2222),
+    "MXJob": ("mxReplicaSpecs", "mxnet", "mxjob-port", 9091),
+}
+
+
+def _port(spec, container_name, port_name, default):
+    for c in spec["containers"]:
+        if c["name"] == container_name:
+            for p in c.get("ports", []):
+                if p.get("name") == port_name:
+                    return p["containerPort"]
+    return default
+
+
+def kubeflow_pods(job):
+    kind = job["kind"]
+    field, container_name, port_name, default_port = KUBEFLOW[kind]
+    name = job["metadata"]["name"]
+    namespace = job["metadata"].get("namespace", "default")
+    specs = job["spec"][field]
+    replicas = {rt: s.get("replicas", 1) for rt, s in specs.items()}
+    ports = {rt: _port(s["template"]["spec"], container_name, port_name,
+                       default_port) for rt, s in specs.items()}
+    pods = []
+    for rt, rspec in specs.items():
+        spec = rspec["template"]["spec"]
+        for index in range(replicas[rt]):
+            pod_name = f"{name}-{rt.lower()}-{index}"
+            # The exit code comes from the default-named container only;
+            # a manifest without one fails here.
+            matches = [c for c in spec["containers"]
+                       if c["name"] == container_name]
+            if not matches:
+                raise AssertionError(
+                    f"{kind} {name}/{rt}: no container named "
+                    f"{container_name!r}; the operator reads the exit code "
+                    "(and TFJob writes TF_CONFIG) there only")
+            container = matches[0]
+            env = _user_env(container, pod_name, {})
+            if kind == "PyTorchJob":
+                env.update(_kubeflow_pytorch(job, name, replicas, ports, rt,
+                                             index))
+            elif kind == "TFJob":
+                env.update(_kubeflow_tf(name, namespace, replicas, ports, rt,
+                                        index))
+            else:
+                env.update(_kubeflow_mx(name, replicas, ports, rt, index))
+            pods.append(Pod(pod_name, kind, rt.lower(), index, container,
+                            env, {}, spec))
+    return pods
+
+
+def _kubeflow_pytorch(job, name, replicas, ports, rt, index):
+    spec = job["spec"]
+    env = {"PYTHONUNBUFFERED": "1"}
+    nproc = str(spec.get("nprocPerNode", "auto"))
+    total = sum(replicas.values())
+    if "Master" in replicas:
+        env["MASTER_PORT"] = env["PET_MASTER_PORT"] = str(ports["Master"])
+        env["MASTER_ADDR"] = env["PET_MASTER_ADDR"] = f"{name}-master-0"
+        factor = int(nproc) if nproc.isdigit() else 1
+        env["WORLD_SIZE"] = str(total * factor)
+        rank = 0 if rt == "Master" else index + 1
+        env["RANK"] = env["PET_NODE_RANK"] = str(rank)
+    env["PET_NPROC_PER_NODE"] = nproc
+    elastic = spec.get("elasticPolicy")
+    if elastic is None:
+        env["PET_NNODES"] = str(total)
+        return env
+    if "Worker" not in replicas:
+        raise AssertionError(f"PyTorchJob {name}: elastic needs a Worker")
+    low = elastic.get("minReplicas", elastic.get("maxReplicas",
+                                                 replicas["Worker"]))
+    high = elastic.get("maxReplicas", low)
+    env["PET_NNODES"] = f"{low}:{high}"
+    env["PET_RDZV_ENDPOINT"] = (
+        f"{elastic.get('rdzvHost', name + '-worker-0')}:"
+        f"{elastic.get('rdzvPort', ports['Worker'])}")
+    env["PET_RDZV_BACKEND"] = elastic.get("rdzvBackend", "c10d")
+    if "maxRestarts" in elastic:
+        env["PET_MAX_RESTARTS"] = str(elastic["maxRestarts"])
+    if "rdzvId" in elastic:
+        env["PET_RDZV_ID"] = elastic["rdzvId"]
+    if "rdzvConf" in elastic:
+        env["PET_RDZV_CONF"] = ",".join(f"{c['key']}={c['value']}"
+                                        for c in elastic["rdzvConf"])
+    return env
+
+
+def tf_cluster_kubeflow(name, namespace, replicas, ports):
+    return {rt.lower(): [f"{name}-{rt.lower()}-{i}.{namespace}.svc:{ports[rt]}"
+                         for i in range(n)]
+            for rt, n in replicas.items()}
+
+
+def _kubeflow_tf(name, namespace, replicas, ports, rt, index):
+    if sum(replicas.values()) == 1:
+        return {}
+    config = {"cluster": tf_cluster_kubeflow(name, namespace, replicas, ports),
+              "task": {"type": rt.lower(), "index": index},
+              "environment": "cloud"}
+    return {"TF_CONFIG": json.dumps(config, sort_keys=False)}
+
+
+def _kubeflow_mx(name, replicas, ports, rt, index):
+    env = {"DMLC_PS_ROOT_PORT": str(ports.get("Scheduler", 0)),
+           "DMLC_PS_ROOT_URI": (f"{name}-scheduler-0"
+                                if "Scheduler" in replicas else ""),
+           "DMLC_NUM_SERVER": str(replicas.get("Server", 0)),
+           "DMLC_NUM_WORKER": str(replicas.get("Worker", 0)),
+           "DMLC_ROLE": rt.lower(), "DMLC_USE_KUBERNETES": "1"}
+    if rt == "Worker":
+        env["DMLC_WORKER_ID"] = str(index)
+    return env
+
+
+def pods_of(manifest):
+    if manifest["apiVersion"].startswith("batch.volcano.sh/"):
+        return volcano_pods(manifest)
+    if manifest["kind"] in KUBEFLOW:
+        return kubeflow_pods(manifest)
+    raise NotImplementedError(f"{manifest['apiVersion']} {manifest['kind']}")
+
+
+def container_argv(container):
+    """What the container runs: command replaces the image ENTRYPOINT, args
+    replace its CMD (the images built here set no CMD)."""
+    command = container.get("command", IMAGE_ENTRYPOINT)
+    return list(command) + list(container.get("args", []))
