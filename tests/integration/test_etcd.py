@@ -13,7 +13,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from etcd_cluster import own_etcd_cluster, etcd_cluster  # noqa: E402,F401
-from test_rendezvous import FAST, PYTHON, Job  # noqa: E402
+from harness import wait_for  # noqa: E402
+from test_rendezvous import FAST, Job  # noqa: E402
 
 
 @pytest.fixture
@@ -97,3 +98,73 @@ def test_rerun_with_the_same_id_starts_clean(etcd_job, etcd_cluster):
             "0"}
         # Both agents left: their leases are revoked, no key remains.
         assert etcd_cluster.keys(prefix) == [], job.log(0)
+
+
+def _make_certs(d):
+    """A throw-away CA, a server certificate for 127.0.0.1 and a client
+    certificate, with the openssl CLI."""
+    def ssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        "-subj", "/CN=test-ca", "-keyout", str(d / "ca.key"),
+        "-out", str(d / "ca.pem"))
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1"),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", str(d / f"{name}.key"), "-out", str(d / f"{name}.csr"))
+        (d / f"{name}.ext").write_text(ext + "\n")
+        ssl("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA",
+            str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
+            "-CAcreateserial", "-days", "1", "-extfile", str(d / f"{name}.ext"),
+            "-out", str(d / f"{name}.pem"))
+
+
+def test_tls_with_client_certificates(agent, tmp_path):
+    if not os.access("/usr/bin/etcd", os.X_OK):
+        pytest.skip("etcd-server is not installed")
+    _make_certs(tmp_path)
+    from etcd_cluster import _free_ports
+    client, peer = _free_ports(2)
+    url = f"https://127.0.0.1:{client}"
+    purl = f"http://127.0.0.1:{peer}"
+    etcd = subprocess.Popen(
+        ["/usr/bin/etcd", "--name", "tls", "--data-dir",
+         str(tmp_path / "data"), "--listen-client-urls", url,
+         "--advertise-client-urls", url, "--listen-peer-urls", purl,
+         "--initial-advertise-peer-urls", purl,
+         "--initial-cluster", f"tls={purl}",
+         "--cert-file", str(tmp_path / "server.pem"),
+         "--key-file", str(tmp_path / "server.key"),
+         "--client-cert-auth", "--trusted-ca-file", str(tmp_path / "ca.pem")],
+        stdout=open(tmp_path / "etcd.log", "w"), stderr=subprocess.STDOUT)
+    try:
+        tls = (f"ca_cert={tmp_path / 'ca.pem'},"
+               f"cert={tmp_path / 'client.pem'},"
+               f"key={tmp_path / 'client.key'}")
+
+        def run(conf):
+            return subprocess.run(
+                [agent, "run", "--nnodes", "1", "--rdzv-backend", "etcd",
+                 "--rdzv-endpoint", f"127.0.0.1:{client}", "--rdzv-id", "tls",
+                 "--rdzv-conf", conf, "--no-python", "true"],
+                capture_output=True, text=True, timeout=60,
+                env=dict(os.environ,
+                         DISTJOB_TERMINATION_LOG=str(tmp_path / "t")))
+        def healthy():
+            return subprocess.run(
+                ["/usr/bin/etcdctl", "--endpoints", url, "--cacert",
+                 str(tmp_path / "ca.pem"), "--cert",
+                 str(tmp_path / "client.pem"), "--key",
+                 str(tmp_path / "client.key"), "endpoint", "health"],
+                capture_output=True,
+                env=dict(os.environ, ETCDCTL_API="3")).returncode == 0
+        wait_for(healthy, 60, interval=0.2, what="etcd with TLS")
+        ok = run(tls + ",join_timeout=30,read_timeout=5")
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        # Without a client certificate the server refuses the agent.
+        no_cert = run(f"ca_cert={tmp_path / 'ca.pem'},join_timeout=3,"
+                      "read_timeout=1")
+        assert no_cert.returncode == 138, no_cert.stdout + no_cert.stderr
+    finally:
+        etcd.kill()
+        etcd.wait(10)
