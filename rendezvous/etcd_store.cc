@@ -144,15 +144,57 @@ struct EtcdStore::Impl {
   EtcdStoreOptions options;
   std::string data;  // <prefix>/<run_id>/kv/
   std::string meta;  // <prefix>/<run_id>/agent/
-  struct Member {
-    std::string endpoint;
+  struct Stubs {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   };
+  struct Member {
+    std::string endpoint;
+    std::shared_ptr<Stubs> stubs;  // guarded by members_mu
+    int failures = 0;              // guarded by members_mu
+  };
   std::vector<Member> members;
   std::atomic<size_t> current{0};
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  absl::Mutex members_mu;
+
+  std::shared_ptr<Stubs> NewStubs(const std::string& ep) {
+    grpc::ChannelArguments args;
+    // Each member gets its own connection: fail-over is ours.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    // A starting etcd accepts connections before it serves them; gRPC's
+    // default 20 s connect timeout would hold such a connection that long.
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
+    auto s = std::make_shared<Stubs>();
+    s->channel = grpc::CreateCustomChannel(ep, creds, args);
+    s->kv = etcdserverpb::KV::NewStub(s->channel);
+    s->lease = etcdserverpb::Lease::NewStub(s->channel);
+    s->watch = etcdserverpb::Watch::NewStub(s->channel);
+    return s;
+  }
+
+  std::shared_ptr<Stubs> StubsOf(size_t i) {
+    absl::MutexLock lock(&members_mu);
+    return members[i].stubs;
+  }
+
+  // A channel that connected while its member was starting up can stay
+  // broken after the member is up; a fresh one after a few failures in a
+  // row recovers at once.
+  void NoteResult(size_t i, bool ok) {
+    absl::MutexLock lock(&members_mu);
+    Member& m = members[i];
+    if (ok) {
+      m.failures = 0;
+    } else if (++m.failures >= 3) {
+      m.failures = 0;
+      m.stubs = NewStubs(m.endpoint);
+    }
+  }
 
   absl::Mutex mu;
   int64_t job_lease ABSL_GUARDED_BY(mu) = 0;
@@ -189,12 +231,15 @@ struct EtcdStore::Impl {
       const absl::Time attempt_deadline =
           std::min(deadline, absl::Now() + absl::Seconds(5));
       ctx.set_deadline(absl::ToChronoTime(attempt_deadline));
-      last = call(*members[i].kv, *members[i].lease, &ctx);
+      auto stubs = StubsOf(i);
+      last = call(*stubs->kv, *stubs->lease, &ctx);
+      NoteResult(i, last.ok() || !Retryable(last));
       if (last.ok()) return absl::OkStatus();
       if (!Retryable(last)) return FromGrpc(last);
       DJ_LOG_DEBUG("etcd {} at {}: {}", what, members[i].endpoint,
                    last.error_message());
-      current.compare_exchange_strong(const_cast<size_t&>(i), i + 1);
+      size_t seen = i;
+      current.compare_exchange_strong(seen, i + 1);
       if (absl::Now() >= deadline) break;
       if (attempt % members.size() == 0) {
         absl::SleepFor(std::min(backoff, deadline - absl::Now()));
@@ -412,7 +457,8 @@ struct EtcdStore::Impl {
     for (size_t attempt = 1;; ++attempt) {
       const size_t i = current.load() % members.size();
       grpc::ClientContext ctx;
-      auto stream = members[i].watch->Watch(&ctx);
+      auto stubs = StubsOf(i);
+      auto stream = stubs->watch->Watch(&ctx);
       etcdserverpb::WatchRequest req;
       auto* create = req.mutable_create_request();
       create->set_key(key);
@@ -443,6 +489,7 @@ struct EtcdStore::Impl {
       timer.join();
       ctx.TryCancel();
       last = stream->Finish();
+      NoteResult(i, changed || !Retryable(last));
       if (changed) return std::make_pair(true, revision);
       if (absl::Now() >= deadline) return std::make_pair(false, revision);
       if (!Retryable(last) &&
@@ -451,7 +498,8 @@ struct EtcdStore::Impl {
       }
       DJ_LOG_DEBUG("etcd watch at {}: {}", members[i].endpoint,
                    last.error_message());
-      current.compare_exchange_strong(const_cast<size_t&>(i), i + 1);
+      size_t seen = i;
+      current.compare_exchange_strong(seen, i + 1);
       if (attempt % members.size() == 0) {
         absl::SleepFor(
             std::min(absl::Milliseconds(200), deadline - absl::Now()));
@@ -495,22 +543,11 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
   const std::string ns = absl::StrCat(options.prefix, "/", options.run_id, "/");
   impl->data = ns + "kv/";
   impl->meta = ns + "agent/";
+  impl->creds = creds;
   for (const auto& ep : options.endpoints) {
-    grpc::ChannelArguments args;
-    // Each member gets its own connection: fail-over is ours.
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    // A starting etcd accepts connections before it serves them; gRPC's
-    // default 20 s connect timeout would hold such a connection that long.
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
-    auto channel = grpc::CreateCustomChannel(ep, creds, args);
     Impl::Member m;
     m.endpoint = ep;
-    m.channel = channel;
-    m.kv = etcdserverpb::KV::NewStub(channel);
-    m.lease = etcdserverpb::Lease::NewStub(channel);
-    m.watch = etcdserverpb::Watch::NewStub(channel);
+    m.stubs = impl->NewStubs(ep);
     impl->members.push_back(std::move(m));
   }
   return std::unique_ptr<EtcdStore>(new EtcdStore(std::move(impl)));
