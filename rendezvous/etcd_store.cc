@@ -6,10 +6,12 @@
 #include <atomic>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -160,6 +162,30 @@ struct EtcdStore::Impl {
   std::shared_ptr<grpc::ChannelCredentials> creds;
   absl::Mutex members_mu;
 
+  // Calls in flight, so Close can cancel them: a leaving agent must not
+  // wait out a blocked watch. Only the closing thread may call afterwards.
+  absl::Mutex calls_mu;
+  std::set<grpc::ClientContext*> calls ABSL_GUARDED_BY(calls_mu);
+  bool cancelled ABSL_GUARDED_BY(calls_mu) = false;
+  std::thread::id closer ABSL_GUARDED_BY(calls_mu);
+
+  bool Register(grpc::ClientContext* ctx) {
+    absl::MutexLock lock(&calls_mu);
+    if (cancelled && std::this_thread::get_id() != closer) return false;
+    calls.insert(ctx);
+    return true;
+  }
+  void Unregister(grpc::ClientContext* ctx) {
+    absl::MutexLock lock(&calls_mu);
+    calls.erase(ctx);
+  }
+  void CancelAll() {
+    absl::MutexLock lock(&calls_mu);
+    cancelled = true;
+    closer = std::this_thread::get_id();
+    for (auto* ctx : calls) ctx->TryCancel();
+  }
+
   std::shared_ptr<Stubs> NewStubs(const std::string& ep) {
     grpc::ChannelArguments args;
     // Each member gets its own connection: fail-over is ours.
@@ -232,7 +258,12 @@ struct EtcdStore::Impl {
           std::min(deadline, absl::Now() + absl::Seconds(5));
       ctx.set_deadline(absl::ToChronoTime(attempt_deadline));
       auto stubs = StubsOf(i);
+      if (!Register(&ctx)) {
+        return absl::CancelledError(
+            absl::StrCat("etcd ", what, ": the store was closed"));
+      }
       last = call(*stubs->kv, *stubs->lease, &ctx);
+      Unregister(&ctx);
       NoteResult(i, last.ok() || !Retryable(last));
       if (last.ok()) return absl::OkStatus();
       if (!Retryable(last)) return FromGrpc(last);
@@ -458,6 +489,9 @@ struct EtcdStore::Impl {
       const size_t i = current.load() % members.size();
       grpc::ClientContext ctx;
       auto stubs = StubsOf(i);
+      if (!Register(&ctx)) {
+        return absl::CancelledError("etcd watch: the store was closed");
+      }
       auto stream = stubs->watch->Watch(&ctx);
       etcdserverpb::WatchRequest req;
       auto* create = req.mutable_create_request();
@@ -489,6 +523,7 @@ struct EtcdStore::Impl {
       timer.join();
       ctx.TryCancel();
       last = stream->Finish();
+      Unregister(&ctx);
       NoteResult(i, changed || !Retryable(last));
       if (changed) return std::make_pair(true, revision);
       if (absl::Now() >= deadline) return std::make_pair(false, revision);
@@ -565,9 +600,15 @@ void EtcdStore::Close() {
     own = impl_->own_lease;
     ttl = impl_->ttl_leases;
   }
+  impl_->CancelAll();
   if (impl_->keeper.joinable()) impl_->keeper.join();
   for (int64_t id : ttl) impl_->Revoke(id);
   if (own != 0) impl_->Revoke(own);
+  // Later calls, from any thread, fail at once.
+  absl::Cleanup done = [this] {
+    absl::MutexLock lock(&impl_->calls_mu);
+    impl_->closer = std::thread::id();
+  };
   if (job == 0) return;
   auto holders = impl_->Range(impl_->meta + "holders/",
                               PrefixEnd(impl_->meta + "holders/"), true);

@@ -189,6 +189,23 @@ TEST_F(EtcdStoreTest, LastAgentOutRevokesTheJobsKeysSoARerunStartsClean) {
   EXPECT_EQ(*rerun->Get("state", absl::ZeroDuration()), "round 0");
 }
 
+TEST_F(EtcdStoreTest, CloseCancelsABlockedWatchAndLaterCalls) {
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("k", "v").ok());
+  auto listing = store->List("");
+  absl::StatusOr<std::pair<bool, int64_t>> w;
+  const absl::Time start = absl::Now();
+  std::thread watcher(
+      [&] { w = store->Watch("", listing->revision, absl::Seconds(60)); });
+  absl::SleepFor(absl::Milliseconds(300));  // let the watch block first
+  store->Close();
+  watcher.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kCancelled) << w.status();
+  EXPECT_EQ(store->Get("k", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
 TEST_F(EtcdStoreTest, DeadEndpointsAreSkipped) {
   auto o = ParseEtcdOptions("127.0.0.1:1," + endpoint_, "", "job");
   ASSERT_TRUE(o.ok());
