@@ -12,7 +12,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from etcd_cluster import own_etcd_cluster, etcd_cluster  # noqa: E402,F401
+from etcd_cluster import (  # noqa: E402,F401
+    _free_ports, etcd_cluster, own_etcd_cluster)
 from harness import wait_for  # noqa: E402
 from test_rendezvous import FAST, Job  # noqa: E402
 
@@ -115,15 +116,14 @@ def _make_certs(d):
         (d / f"{name}.ext").write_text(ext + "\n")
         ssl("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA",
             str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
-            "-CAcreateserial", "-days", "1", "-extfile", str(d / f"{name}.ext"),
-            "-out", str(d / f"{name}.pem"))
+            "-CAcreateserial", "-days", "1",
+            "-extfile", str(d / f"{name}.ext"), "-out", str(d / f"{name}.pem"))
 
 
 def test_tls_with_client_certificates(agent, tmp_path):
     if not os.access("/usr/bin/etcd", os.X_OK):
         pytest.skip("etcd-server is not installed")
     _make_certs(tmp_path)
-    from etcd_cluster import _free_ports
     client, peer = _free_ports(2)
     url = f"https://127.0.0.1:{client}"
     purl = f"http://127.0.0.1:{peer}"
