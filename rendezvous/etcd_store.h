@@ -46,9 +46,10 @@ class EtcdStore : public StoreInterface {
   // Closes (see Close) if not closed yet.
   ~EtcdStore() override;
 
-  // Stops keeping leases alive and revokes this agent's leases; the last
-  // agent of the job also revokes the job lease, deleting every key.
-  void Close();
+  // Cancels calls in flight (later ones fail at once), stops keeping
+  // leases alive and revokes this agent's leases; the last agent of the
+  // job also revokes the job lease, deleting every key.
+  void Close() override;
 
   // Waits until some endpoint answers, for at most `timeout`; Unavailable
   // naming every endpoint otherwise.
