@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/grpc_store_client.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/store_server.h"
@@ -55,10 +56,29 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     return std::make_unique<StaticRendezvous>(
         p.node_rank, p.max_nodes, p.master_addr, p.master_port, p.run_id);
   }
+  if (p.backend == "etcd" || p.backend == "etcd-v3") {
+    // Same algorithm, external store: no host, every node a client.
+    auto config = ParseRdzvConf(p.conf);
+    if (!config.ok()) return config.status();
+    auto etcd = ParseEtcdOptions(p.endpoint, p.conf, p.run_id);
+    if (!etcd.ok()) return etcd.status();
+    auto store = EtcdStore::Connect(*etcd);
+    if (!store.ok()) return store.status();
+    DynamicRendezvousOptions options;
+    options.run_id = p.run_id;
+    options.min_nodes = p.min_nodes;
+    options.max_nodes = p.max_nodes;
+    options.addr = LocalNodeAddress(p.local_addr);
+    options.node = absl::StrCat(options.addr, "-", getpid());
+    options.config = *config;
+    DJ_LOG_INFO("rendezvous over etcd at {}", p.endpoint);
+    return std::unique_ptr<Rendezvous>(
+        new DynamicRendezvous(std::move(options), std::move(*store)));
+  }
   if (p.backend != "c10d") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--rdzv-backend '", p.backend,
-                     "' is not supported; expected c10d or static"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-backend '", p.backend,
+        "' is not supported; expected c10d, etcd, etcd-v3 or static"));
   }
   auto endpoint = ParseEndpoint(p.endpoint);
   if (!endpoint.ok()) return endpoint.status();

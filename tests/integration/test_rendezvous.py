@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from harness import PYTHON, descendants, wait_for  # noqa: E402
+from etcd_cluster import etcd_cluster  # noqa: E402,F401
 
 WORKER = textwrap.dedent("""
     import json, os, pathlib, sys, time
@@ -54,8 +55,10 @@ class Job:
     """Agents of one job, cleaned up whatever happens."""
 
     def __init__(self, agent, tmp_path, nnodes, conf="", nproc=1,
-                 max_restarts=0):
+                 max_restarts=0, backend="c10d", etcd=None):
         self.agent = agent
+        self.backend = backend
+        self.etcd = etcd
         self.dir = tmp_path
         self.out = tmp_path / "out"
         self.out.mkdir()
@@ -71,14 +74,19 @@ class Job:
         node = f"node{i}"
         conf = ("is_host=1" if i == 0 else "is_host=0") + (
             "," + self.conf if self.conf else "")
+        endpoint = f"127.0.0.1:{self.port}"
+        if self.backend == "etcd":
+            # Every test its own namespace in the shared cluster.
+            conf += f",etcd_prefix=/{self.dir.name}"
+            endpoint = self.etcd.endpoints
         full_env = dict(os.environ)
         full_env.update({"TEST_NODE": node,
                          "DISTJOB_TERMINATION_LOG": str(self.dir / f"t{i}")})
         full_env.update(env or {})
         args = [self.agent, "run", "--nnodes", self.nnodes,
                 "--nproc-per-node", str(nproc or self.nproc),
-                "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"127.0.0.1:{self.port}",
+                "--rdzv-backend", self.backend,
+                "--rdzv-endpoint", endpoint,
                 "--rdzv-id", "testjob", "--rdzv-conf", conf,
                 "--local-addr", f"127.0.0.{i + 1}",
                 "--max-restarts", str(self.max_restarts),
@@ -135,12 +143,21 @@ class Job:
                 self.kill9(i)
 
 
+@pytest.fixture(params=["c10d", "etcd"])
+def rdzv_backend(request):
+    """Every job_factory test runs against the embedded store and etcd."""
+    if request.param == "etcd":
+        return "etcd", request.getfixturevalue("etcd_cluster")
+    return "c10d", None
+
+
 @pytest.fixture
-def job_factory(agent, tmp_path):
+def job_factory(agent, tmp_path, rdzv_backend):
     jobs = []
 
     def make(**kw):
-        j = Job(agent, tmp_path, **kw)
+        j = Job(agent, tmp_path, backend=rdzv_backend[0],
+                etcd=rdzv_backend[1], **kw)
         jobs.append(j)
         return j
     yield make
@@ -158,13 +175,19 @@ def test_four_agents_form_one_round(job_factory):
     recs = job.wait_round([f"node{i}" for i in range(4)])
     group = {n: r["GROUP_RANK"] for (n, _), r in recs.items()}
     assert sorted(set(group.values())) == ["0", "1", "2", "3"]
-    assert group["node0"] == "0"  # the store host
     assert sorted(int(r["RANK"]) for r in recs.values()) == list(range(8))
+    rank0 = next(n for n, g in group.items() if g == "0")
     assert {(r["MASTER_ADDR"], r["MASTER_PORT"]) for r in recs.values()} == {
-        ("127.0.0.1", recs[("node0", "0")]["MASTER_PORT"])}
+        (f"127.0.0.{int(rank0[4:]) + 1}", recs[(rank0, "0")]["MASTER_PORT"])}
     assert {r["WORLD_SIZE"] for r in recs.values()} == {"8"}
     for (n, lr), r in recs.items():
         assert int(r["RANK"]) == 2 * int(r["GROUP_RANK"]) + int(lr)
+    if job.backend != "c10d":  # `status` reads the embedded store only
+        job.go()
+        for i in range(4):
+            assert job.procs[i].wait(60) == 0, job.log(i)
+        return
+    assert group["node0"] == "0"  # the store host
     status = subprocess.run(
         [job.agent, "status", "--rdzv-endpoint", f"127.0.0.1:{job.port}",
          "--rdzv-id", "testjob", "--json"],
@@ -237,6 +260,8 @@ def test_worker_failure_restarts_every_node_into_a_new_round(job_factory):
 def test_host_killed_makes_the_others_exit_retryable(job_factory):
     job = job_factory(nnodes="2",
                       conf="keep_alive_interval=0.5,read_timeout=3")
+    if job.backend != "c10d":
+        pytest.skip("etcd has no store host; see test_etcd.py")
     for i in range(2):
         job.start(i)
     job.wait_round(["node0", "node1"])
@@ -256,6 +281,8 @@ def test_endpoint_name_that_resolves_late(job_factory, tmp_path):
     if subprocess.run(["unshare", "-m", "true"]).returncode != 0:
         pytest.skip("no mount namespaces here")
     job = job_factory(nnodes="2", conf="read_timeout=2,keep_alive_interval=1")
+    if job.backend != "c10d":
+        pytest.skip("c10d store host only")
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 localhost\n")
     name = "rdzv-late.distjob-test"
@@ -340,9 +367,13 @@ def test_heterogeneous_nproc_ranks(job_factory):
     recs = wait_for(lambda: (lambda r: r if len(r) == 4 else None)(
         job.latest()), 60, interval=0.05, what="4 workers")
     assert {r["WORLD_SIZE"] for r in recs.values()} == {"4"}
-    assert recs[("node0", "0")]["RANK"] == "0"
+    # node0 (the c10d store host) is group rank 0; over etcd, whoever
+    # joined first is.
+    base1 = 1 if recs[("node0", "0")]["GROUP_RANK"] == "0" else 0
+    assert base1 == 1 or job.backend != "c10d"
+    assert recs[("node0", "0")]["RANK"] == str(3 * (1 - base1))
     assert sorted(recs[("node1", str(lr))]["RANK"] for lr in range(3)) == [
-        "1", "2", "3"]
+        str(base1 + lr) for lr in range(3)]
     assert recs[("node1", "0")]["LOCAL_WORLD_SIZE"] == "3"
     job.go()
     for i in range(2):

@@ -1,0 +1,170 @@
+"""What only the etcd backend promises: the job survives the loss of an
+etcd member, an unreachable cluster is a retryable exit that names the
+endpoints, and a finished job leaves no keys behind, so a rerun with the
+same --rdzv-id starts clean. The rest of the rendezvous behaviour is the
+parameterised suite in test_rendezvous.py."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from etcd_cluster import (  # noqa: E402,F401
+    _free_ports, etcd_cluster, own_etcd_cluster)
+from harness import wait_for  # noqa: E402
+from test_rendezvous import FAST, Job  # noqa: E402
+
+
+@pytest.fixture
+def etcd_job(agent, tmp_path):
+    jobs = []
+
+    def make(cluster, **kw):
+        j = Job(agent, tmp_path, backend="etcd", etcd=cluster, **kw)
+        jobs.append(j)
+        return j
+    yield make
+    for j in jobs:
+        j.cleanup()
+
+
+def test_losing_an_etcd_member_loses_nothing(etcd_job, own_etcd_cluster):
+    cluster = own_etcd_cluster
+    job = etcd_job(cluster, nnodes="2:3", conf=FAST + ",last_call_timeout=1")
+    for i in range(2):
+        job.start(i)
+    first = job.wait_round(["node0", "node1"])
+    # Member 0 is the first endpoint every agent talks to.
+    cluster.kill(0)
+    # The store still takes writes and wakes watchers: a third node joins
+    # and the round re-forms without anyone being declared lost.
+    job.start(2)
+    recs = job.wait_round(["node0", "node1", "node2"], timeout=60)
+    assert {r["TORCHELASTIC_RESTART_COUNT"] for r in recs.values()} == {"0"}
+    for n in ("node0", "node1"):
+        assert recs[(n, "0")]["GROUP_RANK"] == first[(n, "0")]["GROUP_RANK"]
+    assert "lost" not in job.log(0) + job.log(1)
+    job.go()
+    for i in range(3):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_losing_the_first_agent_is_a_peer_loss(etcd_job, etcd_cluster):
+    job = etcd_job(etcd_cluster, nnodes="2:3",
+                   conf=FAST + ",last_call_timeout=0.5")
+    for i in range(3):
+        job.start(i)
+    job.wait_round(["node0", "node1", "node2"])
+    job.kill9(0)
+    recs = job.wait_round(["node1", "node2"], timeout=20)
+    assert sorted(r["GROUP_RANK"] for r in recs.values()) == ["0", "1"]
+    job.go()
+    for i in (1, 2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_unreachable_cluster_is_retryable_and_names_endpoints(agent,
+                                                              tmp_path):
+    endpoints = "127.0.0.1:9,127.0.0.1:11"
+    r = subprocess.run(
+        [agent, "run", "--nnodes", "1", "--rdzv-backend", "etcd",
+         "--rdzv-endpoint", endpoints, "--rdzv-id", "gone",
+         "--rdzv-conf", "join_timeout=2,read_timeout=1",
+         "--no-python", "true"],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, DISTJOB_TERMINATION_LOG=str(tmp_path / "t")))
+    assert r.returncode == 138, r.stdout + r.stderr
+    assert endpoints in r.stdout + r.stderr
+
+
+def test_rerun_with_the_same_id_starts_clean(etcd_job, etcd_cluster):
+    job = etcd_job(etcd_cluster, nnodes="2", conf=FAST)
+    prefix = f"/{job.dir.name}/"
+    for attempt in range(2):
+        # Same id, same prefix, fresh agents; the workers finish at once.
+        job.out = job.dir / f"out{attempt}"
+        job.out.mkdir()
+        job.go()
+        for i in range(2):
+            job.start(i)
+        for i in range(2):
+            assert job.procs[i].wait(60) == 0, job.log(i)
+        recs = job.latest()
+        assert len(recs) == 2
+        # Round 0 again: nothing of the first run was left to resume.
+        assert {r["TORCHELASTIC_RESTART_COUNT"] for r in recs.values()} == {
+            "0"}
+        # Both agents left: their leases are revoked, no key remains.
+        assert etcd_cluster.keys(prefix) == [], job.log(0)
+
+
+def _make_certs(d):
+    """A throw-away CA, a server certificate for 127.0.0.1 and a client
+    certificate, with the openssl CLI."""
+    def ssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        "-subj", "/CN=test-ca", "-keyout", str(d / "ca.key"),
+        "-out", str(d / "ca.pem"))
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1"),
+                      ("client", "extendedKeyUsage=clientAuth")):
+        ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
+            "-keyout", str(d / f"{name}.key"), "-out", str(d / f"{name}.csr"))
+        (d / f"{name}.ext").write_text(ext + "\n")
+        ssl("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA",
+            str(d / "ca.pem"), "-CAkey", str(d / "ca.key"),
+            "-CAcreateserial", "-days", "1",
+            "-extfile", str(d / f"{name}.ext"), "-out", str(d / f"{name}.pem"))
+
+
+def test_tls_with_client_certificates(agent, tmp_path):
+    if not os.access("/usr/bin/etcd", os.X_OK):
+        pytest.skip("etcd-server is not installed")
+    _make_certs(tmp_path)
+    client, peer = _free_ports(2)
+    url = f"https://127.0.0.1:{client}"
+    purl = f"http://127.0.0.1:{peer}"
+    etcd = subprocess.Popen(
+        ["/usr/bin/etcd", "--name", "tls", "--data-dir",
+         str(tmp_path / "data"), "--listen-client-urls", url,
+         "--advertise-client-urls", url, "--listen-peer-urls", purl,
+         "--initial-advertise-peer-urls", purl,
+         "--initial-cluster", f"tls={purl}",
+         "--cert-file", str(tmp_path / "server.pem"),
+         "--key-file", str(tmp_path / "server.key"),
+         "--client-cert-auth", "--trusted-ca-file", str(tmp_path / "ca.pem")],
+        stdout=open(tmp_path / "etcd.log", "w"), stderr=subprocess.STDOUT)
+    try:
+        tls = (f"ca_cert={tmp_path / 'ca.pem'},"
+               f"cert={tmp_path / 'client.pem'},"
+               f"key={tmp_path / 'client.key'}")
+
+        def run(conf):
+            return subprocess.run(
+                [agent, "run", "--nnodes", "1", "--rdzv-backend", "etcd",
+                 "--rdzv-endpoint", f"127.0.0.1:{client}", "--rdzv-id", "tls",
+                 "--rdzv-conf", conf, "--no-python", "true"],
+                capture_output=True, text=True, timeout=60,
+                env=dict(os.environ,
+                         DISTJOB_TERMINATION_LOG=str(tmp_path / "t")))
+        def healthy():
+            return subprocess.run(
+                ["/usr/bin/etcdctl", "--endpoints", url, "--cacert",
+                 str(tmp_path / "ca.pem"), "--cert",
+                 str(tmp_path / "client.pem"), "--key",
+                 str(tmp_path / "client.key"), "endpoint", "health"],
+                capture_output=True,
+                env=dict(os.environ, ETCDCTL_API="3")).returncode == 0
+        wait_for(healthy, 60, interval=0.2, what="etcd with TLS")
+        ok = run(tls + ",join_timeout=30,read_timeout=5")
+        assert ok.returncode == 0, ok.stdout + ok.stderr
+        # Without a client certificate the server refuses the agent.
+        no_cert = run(f"ca_cert={tmp_path / 'ca.pem'},join_timeout=3,"
+                      "read_timeout=1")
+        assert no_cert.returncode == 138, no_cert.stdout + no_cert.stderr
+    finally:
+        etcd.kill()
+        etcd.wait(10)
