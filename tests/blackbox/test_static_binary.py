@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-MAX_BYTES = 15 * 1024 * 1024
+MAX_BYTES = 15 * 1000 * 1000  # "at most 15 MB", decimal: the stricter reading
 
 
 def test_static_stripped_and_small(agent):

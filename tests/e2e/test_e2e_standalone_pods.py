@@ -114,8 +114,6 @@ RECORDED_FAILURE = (
     "main()\n")
 
 
-@pytest.mark.xfail(reason="the termination message and root-cause error "
-                   "file land with the supervisor branch", strict=False)
 def test_worker_exit_1_reports_root_cause(make_cluster):
     c = make_cluster("cause", {"worker": 1})
     pod = c.start_pod("worker", 0,
