@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "agent/cgroup_oom.h"
 #include "agent/env_command.h"
 #include "agent/exit_policy.h"
@@ -135,6 +137,16 @@ RootCause MakeRootCause(const WorkerExit& failure, const WorkerLogs& files,
   return cause;
 }
 
+// The termination message on one line, short enough for a store value and
+// for the other nodes' own messages.
+std::string EndReason(const RunReport& report) {
+  std::string reason = FormatTerminationMessage(report);
+  absl::StrReplaceAll({{"\n", "; "}}, &reason);
+  while (absl::EndsWith(reason, "; ")) reason.resize(reason.size() - 2);
+  constexpr size_t kLimit = 512;
+  return reason.size() > kLimit ? Utf8Truncate(reason, kLimit) + "..." : reason;
+}
+
 void Report(const RunReport& report, const SupervisorOptions& options) {
   const std::string message = FormatTerminationMessage(report);
   // The kubelet falls back to the log tail when the file is empty: the
@@ -173,8 +185,8 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
   if (!job.ok()) {
     DJ_LOG_ERROR("{}", job.status().message());
     const int stop_signal = (*supervisor)->stop_signal();
-    const int code = stop_signal != 0 ? 128 + stop_signal
-                                      : JobEnvExitCode(job.status());
+    const int code =
+        stop_signal != 0 ? 128 + stop_signal : JobEnvExitCode(job.status());
     Report(MakeReport(stop_signal != 0 ? "stopped" : "error", code, 0,
                       given_options),
            given_options.supervisor);
@@ -253,6 +265,7 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       DJ_LOG_ERROR("rendezvous failed: {}", round.status().ToString());
       exit_code = kExitRendezvousUnavailable;
       report = MakeReport("rendezvous", exit_code, restart_count, options);
+      report.detail = std::string(round.status().message());
       break;
     }
     restart_count = std::max(restart_count, round->restart_count);
@@ -298,6 +311,13 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
     if ((*rendezvous)->MembershipChanged()) {
       // The failure follows a peer loss the agent saw: part of that change.
       DJ_LOG_INFO("worker failure after a membership change; re-forming");
+      continue;
+    }
+    if (!(*rendezvous)->ClaimFailure()) {
+      DJ_LOG_INFO(
+          "worker local_rank={} failed after another node's: following "
+          "that node's decision",
+          group->first_failure->local_rank);
       continue;
     }
     const WorkerExit& failure = *group->first_failure;
@@ -348,6 +368,7 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       break;
     }
   }
+  if (exit_code != 0) (*rendezvous)->SetEndReason(EndReason(report));
   (*rendezvous)->Shutdown(exit_code == 0);
   (*supervisor)->DrainDescendants();
   if ((*supervisor)->stop_signal() != 0 && exit_code == 0) {

@@ -99,6 +99,7 @@ std::string FormatTerminationMessage(const RunReport& r) {
                   " oom=", r.oom ? "true" : "false",
                   " hang=", r.hang ? "true" : "false", "\n");
   std::string body;
+  if (!r.detail.empty()) absl::StrAppend(&body, r.detail, "\n");
   if (r.root_cause.has_value()) {
     const RootCause& c = *r.root_cause;
     absl::StrAppend(&body, "root cause: local_rank=", c.local_rank,

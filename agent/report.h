@@ -35,6 +35,9 @@ struct RunReport {
   bool oom = false;
   bool hang = false;
   std::optional<RootCause> root_cause;
+  // Why the job ended when no local worker is to blame (e.g. the
+  // rendezvous error naming another node's root cause); "" for none.
+  std::string detail;
 };
 
 // `text` cut to at most `limit` bytes without splitting a UTF-8 sequence;

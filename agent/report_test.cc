@@ -33,6 +33,19 @@ TEST(ReportTest, Utf8TruncateNeverSplitsASequence) {
   EXPECT_EQ(Utf8Truncate("abc", 2), "ab");
 }
 
+// Another node ended the job: its reason is the only root cause this pod's
+// message can name.
+TEST(ReportTest, DetailFollowsTheSummaryLine) {
+  RunReport r;
+  r.outcome = "rendezvous";
+  r.exit_code = 138;
+  r.detail = "the job ended: node w-0 exited: permanent exit_code=1";
+  EXPECT_EQ(FormatTerminationMessage(r),
+            "distjob-agent: rendezvous exit_code=138 restarts=0/0 oom=false "
+            "hang=false\nthe job ended: node w-0 exited: permanent "
+            "exit_code=1\n");
+}
+
 TEST(ReportTest, MessageIsBoundedAndKeepsTheTail) {
   const std::string error_file = TempPath("big_error.json");
   std::ofstream(error_file)

@@ -42,6 +42,21 @@ void DynamicRendezvous::NoteFailureRestart(int restart_count) {
   pending_restarts_ = std::max(pending_restarts_, restart_count);
 }
 
+bool DynamicRendezvous::ClaimFailure() {
+  int round = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    round = current_.round;
+  }
+  // The store orders the claims: no clocks of different nodes compared.
+  auto n = store_->Add(Key(absl::StrCat("failed/", round)), 1);
+  if (!n.ok()) return true;  // no store to ask: the failure is ours
+  if (*n > 1) {
+    DJ_LOG_INFO("another node's worker failed first in round {}", round);
+  }
+  return *n == 1;
+}
+
 void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
   absl::MutexLock lock(&mu_);
   on_change_ = std::move(callback);
@@ -434,8 +449,10 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
       (void)store_->Add(left, 1);
     }
   } else if (!store_lost_ && last_round_ >= 0) {
-    (void)store_->Set(Key("aborted"),
-                      absl::StrCat("node ", options_.node, " exited"));
+    (void)store_->Set(
+        Key("aborted"),
+        absl::StrCat("node ", options_.node, " exited",
+                     end_reason_.empty() ? "" : ": ", end_reason_));
   }
   store_->Close();
   StopThreads();

@@ -52,6 +52,10 @@ class DynamicRendezvous : public Rendezvous {
   void SetOnMembershipChange(std::function<void()> callback) override;
   bool MembershipChanged() const override { return changed_; }
   void Shutdown(bool succeeded) override;
+  bool ClaimFailure() override;
+  void SetEndReason(const std::string& reason) override {
+    end_reason_ = reason;
+  }
 
   static std::string Prefix(const std::string& run_id) {
     return "rdzv/" + run_id + "/";
@@ -94,6 +98,7 @@ class DynamicRendezvous : public Rendezvous {
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;
   bool shut_down_ = false;
+  std::string end_reason_;  // see SetEndReason
   std::thread heartbeat_;
   std::thread monitor_;
 };

@@ -115,5 +115,47 @@ TEST(DynamicRendezvousTest, FailureRestartIsCarriedToEveryNode) {
   EXPECT_EQ(results[1].restart_count, 1);
 }
 
+// A worker that loses its peers fails too; only the node whose worker failed
+// first decides (restart or end), the others follow it.
+TEST(DynamicRendezvousTest, OnlyTheFirstFailureOfARoundIsTheRootCause) {
+  StoreCore core;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        Options(i, 2, 2), std::make_unique<LocalStore>(&core)));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(nodes[1]->ClaimFailure());
+  EXPECT_FALSE(nodes[0]->ClaimFailure());
+}
+
+// The node that ends the job tells the others why.
+TEST(DynamicRendezvousTest, EndReasonReachesTheOtherNodes) {
+  StoreCore core;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        Options(i, 2, 2), std::make_unique<LocalStore>(&core)));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
+  }
+  for (auto& t : threads) t.join();
+  nodes[0]->SetEndReason("permanent exit_code=1; error: loss is NaN");
+  nodes[0]->Shutdown(false);
+  auto next = nodes[1]->Next(1);
+  ASSERT_FALSE(next.ok());
+  EXPECT_TRUE(absl::IsAborted(next.status())) << next.status();
+  EXPECT_NE(next.status().message().find("node n0 exited: permanent "
+                                         "exit_code=1; error: loss is NaN"),
+            std::string::npos)
+      << next.status();
+}
+
 }  // namespace
 }  // namespace distjob

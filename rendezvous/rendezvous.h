@@ -56,6 +56,18 @@ class Rendezvous {
   // to finish rather than tearing the store down under them; otherwise the
   // other nodes are told the job ended.
   virtual void Shutdown(bool succeeded) { (void)succeeded; }
+
+  // Why this agent ends the job when it does not succeed (its one-line
+  // outcome and root cause), set before Shutdown: the other nodes put it in
+  // their own termination messages, so every pod names the root cause.
+  // Called when a local worker failed. True when this node's failure is
+  // the first of the current round (the job's root cause, decided here);
+  // false when another node's came first: a worker losing its peers
+  // (gloo's "connection closed by peer") is collateral, and the node
+  // re-rendezvouses to follow what the failing node decided.
+  virtual bool ClaimFailure() { return true; }
+
+  virtual void SetEndReason(const std::string& reason) { (void)reason; }
 };
 
 }  // namespace distjob
