@@ -3,7 +3,7 @@
 Each rank records how it started (START_DIR/start-<host>-<local rank>-<pid>.json:
 WORLD_SIZE, RANK, the epoch it resumed from, the restart count). After each
 epoch's barrier a rank holds while the epoch is at or past the number in the
-GATE file (touching START_DIR/gate-<world>-<rank>-<epoch>), so a test knows
+GATE file (GATE=N: train N epochs, then hold; touching START_DIR/gate-<world>-<rank>-<epoch>), so a test knows
 the whole group is mid-training at a known epoch before it scales, kills or
 stops something. FAULT=kill|exit with FAULT_POD=<hostname> makes local rank 1
 of that pod fail after epoch FAULT_EPOCH of the first attempt: SIGKILL
@@ -67,7 +67,7 @@ def main():
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"loss is NaN at epoch {e} on {host}")
         marked = False
-        while gate and e >= int(pathlib.Path(gate).read_text() or 0):
+        while gate and e + 1 >= int(pathlib.Path(gate).read_text() or 0):
             if not marked:
                 (out / f"gate-{world}-{rank}-{e}").touch()
                 marked = True

@@ -104,7 +104,7 @@ def test_elastic_scale_up_to_three_pods_then_lose_one(make_cluster,
         c.start_pod("worker", pod.index, run_args(pod, s.command(8)),
                     env=env)
         c.mark_ready(pod)
-    wait_for(lambda: s.held(4, 1), 120, interval=0.1,
+    wait_for(lambda: s.held(4, 1), 60, interval=0.1,
              what="2 pods x 2 workers to train 2 epochs")
 
     # Scale up: the third pod joins, every worker re-forms with 6 ranks and
@@ -112,21 +112,26 @@ def test_elastic_scale_up_to_three_pods_then_lose_one(make_cluster,
     s.set_gate(3)
     c.start_pod("worker", 2, run_args(w2, s.command(8)), env=env)
     c.mark_ready(w2)
-    wait_for(lambda: s.held(6, 2), 120, interval=0.1,
+    wait_for(lambda: s.held(6, 2), 60, interval=0.1,
              what="3 pods x 2 workers to train epoch 2")
     six = [x for x in s.starts() if x["world"] == 6]
     assert sorted(x["rank"] for x in six) == list(range(6)), s.starts()
     assert {x["start_epoch"] for x in six} == {2}, six
 
-    # A non-host pod's node dies: the two left re-form and finish.
+    # A non-host pod's node dies while the group holds between epochs (one
+    # dying inside a collective fails its peers' workers with exit 1 before
+    # the lease expires: see the README): the two left re-form and finish.
     c.kill_agent(w1, signal.SIGKILL)
+    wait_for(lambda: len([x for x in s.starts() if x["world"] == 4
+                          and x["start_epoch"] == 3]) == 4, 60, interval=0.1,
+             what="the two pods left to re-form")
     s.set_gate(1000)
     results = {p.name: p.wait(150) for p in (w0, w2)}
     for name, r in results.items():
         assert r.exit_code == 0, results_text(results)
         # Membership changes are not failures: no restart was counted.
         assert "restarts=0/" in r.termination_message, r.termination_message
-    assert w1.wait(10).exit_code == 137
+    assert w1.wait(10).exit_code != 0
     final = s.ranks(4)
     assert [x["world_size"] for x in final] == [4] * 4
     assert {x["start_epoch"] for x in final} == {3}, final
@@ -198,7 +203,7 @@ def test_store_host_pod_killed_others_exit_retryable(make_cluster,
     pods = c.start_all(lambda pod: run_args(pod, s.command(1000)), env=env)
     for pod in pods:
         c.mark_ready(pod)
-    wait_for(lambda: s.held(3, 0), 120, interval=0.1,
+    wait_for(lambda: s.held(3, 0), 60, interval=0.1,
              what="every pod to train an epoch")
     killed = time.monotonic()
     c.kill_pod(master)
@@ -220,7 +225,7 @@ def test_sigterm_to_every_pod_during_multinode_training(make_cluster,
                        env=s.env(rdzv_env(c, master, nnodes=2)))
     for pod in pods:
         c.mark_ready(pod)
-    wait_for(lambda: s.held(4, 1), 120, interval=0.1,
+    wait_for(lambda: s.held(4, 1), 60, interval=0.1,
              what="both pods to train two epochs")
     sent = time.monotonic()
     for pod in pods:
