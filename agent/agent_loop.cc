@@ -187,9 +187,11 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
     const int stop_signal = (*supervisor)->stop_signal();
     const int code =
         stop_signal != 0 ? 128 + stop_signal : JobEnvExitCode(job.status());
-    Report(MakeReport(stop_signal != 0 ? "stopped" : "error", code, 0,
-                      given_options),
-           given_options.supervisor);
+    RunReport report = MakeReport(stop_signal != 0 ? "stopped" : "error", code,
+                                  0, given_options);
+    // The pod's status then names the missing peer or the bad input.
+    if (stop_signal == 0) report.detail = std::string(job.status().message());
+    Report(report, given_options.supervisor);
     return code;
   }
   RunOptions options = given_options;
