@@ -277,10 +277,15 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       DJ_LOG_WARNING("worker error files unavailable: {}", made);
     }
     const std::optional<int64_t> ooms_before = oom_counter.Read();
+    std::optional<bool> first_to_fail;
+    (*supervisor)->set_on_first_failure([&first_to_fail, &rendezvous] {
+      first_to_fail = (*rendezvous)->ClaimFailure();
+    });
     auto group =
         (*supervisor)
             ->RunGroup(BuildWorkers(options, env, *round, restart_count, *files,
                                     *redirects, *tees));
+    (*supervisor)->set_on_first_failure(nullptr);
     files->FinishAttempt();
     if (!group.ok()) {
       DJ_LOG_ERROR("cannot start the workers: {}", group.status().ToString());
@@ -315,7 +320,9 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
       DJ_LOG_INFO("worker failure after a membership change; re-forming");
       continue;
     }
-    if (!(*rendezvous)->ClaimFailure()) {
+    // A hang is seen later than the moment of failure: claimed here.
+    if (!(first_to_fail.has_value() ? *first_to_fail
+                                    : (*rendezvous)->ClaimFailure())) {
       DJ_LOG_INFO(
           "worker local_rank={} failed after another node's: following "
           "that node's decision",

@@ -239,6 +239,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     const absl::Time now = absl::Now();
     if (interrupted_ && !running.stopping) StopGroup(&running, now);
     if (running.result.first_failure.has_value() && !running.stopping) {
+      if (on_first_failure_) on_first_failure_();
       StopGroup(&running, now);
     }
     CheckHeartbeats(&running, now);

@@ -94,6 +94,13 @@ class Supervisor {
     on_group_running_ = std::move(callback);
   }
 
+  // Called (on the RunGroup thread) the moment a worker's failure is seen,
+  // before its siblings are stopped: a multi-node job claims the failure in
+  // the store while its peers' workers are still only losing connections.
+  void set_on_first_failure(std::function<void()> callback) {
+    on_first_failure_ = std::move(callback);
+  }
+
   // Handles the signals pending now (reaping, recording a stop signal)
   // without waiting, and returns stop_signal(). For long waits outside
   // RunGroup, such as DNS, that must end on a stop signal.
@@ -133,6 +140,7 @@ class Supervisor {
   absl::Time stop_deadline_ = absl::InfiniteFuture();
   std::atomic<bool> interrupted_{false};
   std::function<void(bool)> on_group_running_;
+  std::function<void()> on_first_failure_;
 };
 
 }  // namespace distjob
