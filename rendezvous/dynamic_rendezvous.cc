@@ -109,6 +109,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   {
     absl::MutexLock lock(&mu_);
     monitoring_ = false;
+    if (!aborted_.empty()) {
+      return absl::AbortedError(absl::StrCat("the job ended: ", aborted_));
+    }
   }
   if (store_lost_) {
     return absl::UnavailableError(absl::StrCat(
@@ -323,6 +326,7 @@ std::string DynamicRendezvous::RoundChange(const StoreListing& listing) {
   for (const auto& e : listing.entries) {
     keys.insert(e.key);
     if (e.key == Key("state")) state_raw = e.value;
+    if (e.key == Key("aborted")) aborted_ = e.value;
   }
   if (keys.count(Key("aborted"))) return "the job was ended by another node";
   auto st = RdzvState::Decode(state_raw);

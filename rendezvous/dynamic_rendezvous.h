@@ -91,6 +91,9 @@ class DynamicRendezvous : public Rendezvous {
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   RdzvState current_ ABSL_GUARDED_BY(mu_);
   int64_t current_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Why another node ended the job, once seen: the store may be gone (its
+  // host ended it) by the time Next runs.
+  std::string aborted_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<bool> changed_{false};
   std::atomic<bool> waiting_{false};
