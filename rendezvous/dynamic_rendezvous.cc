@@ -136,6 +136,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       if (h.ok()) host = *h;
     }
     RdzvState& st = read->state;
+    {
+      absl::MutexLock lock(&seen_mu_);
+      last_seen_.clear();
+      for (const auto& p : st.participants) last_seen_.push_back(p.addr);
+    }
     const int me = st.Find(options_.node);
     auto cas = [&](const RdzvState& next) -> absl::Status {
       auto r = store_->CompareSet(Key("state"), read->raw, next.Encode());
@@ -383,6 +388,11 @@ void DynamicRendezvous::MonitorLoop() {
     const std::string why = RoundChange(*listing);
     if (!why.empty()) Fire(why);
   }
+}
+
+std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {
+  absl::MutexLock lock(&seen_mu_);
+  return last_seen_;
 }
 
 void DynamicRendezvous::Shutdown(bool succeeded) {
