@@ -99,11 +99,11 @@ absl::Status RunBarrier(const BarrierPlan& plan) {
   // open round then names the pods that arrived.
   params.local_addr = plan.self;
   DJ_LOG_INFO(
-      "start barrier: waiting for the {} pods of job '{}' in the store at {} "
-      "({}{})",
+      "start barrier: waiting for the {} pods of job '{}' in the "
+      "store at {} ({})",
       plan.pods.size(), plan.run_id, plan.endpoint.ToString(),
-      plan.is_host ? "hosted here, " : "hosted by ",
-      plan.is_host ? "" : plan.host_pod);
+      plan.is_host ? std::string("hosted here")
+                   : absl::StrCat("hosted by ", plan.host_pod));
   auto rendezvous = MakeRendezvousFor(params);
   if (!rendezvous.ok()) {
     return absl::Status(
