@@ -188,13 +188,23 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
   // Once per job, not per restart: a restarted group's peers are up.
   const BarrierPlan barrier = PlanBarrier(*job, options);
   if (barrier.run) {
-    if (absl::Status s = RunBarrier(barrier); !s.ok()) {
-      DJ_LOG_ERROR("{}", s.message());
-      const int code = absl::IsInvalidArgument(s) ? kExitBadConfig
-                                                  : kExitRendezvousUnavailable;
-      Report(MakeReport(code == kExitBadConfig ? "error" : "rendezvous", code,
-                        0, options),
-             options.supervisor);
+    absl::Status s = RunBarrier(barrier, [&supervisor] {
+      return (*supervisor)->PollStopSignal() != 0;
+    });
+    if (!s.ok()) {
+      const int stop_signal = (*supervisor)->stop_signal();
+      int code = absl::IsInvalidArgument(s) ? kExitBadConfig
+                                            : kExitRendezvousUnavailable;
+      std::string outcome = code == kExitBadConfig ? "error" : "rendezvous";
+      if (stop_signal != 0) {
+        code = 128 + stop_signal;
+        outcome = "stopped";
+      } else {
+        DJ_LOG_ERROR("{}", s.message());
+      }
+      RunReport report = MakeReport(outcome, code, 0, options);
+      report.stop_signal = stop_signal;
+      Report(report, options.supervisor);
       return code;
     }
   } else if (job->has_identity) {

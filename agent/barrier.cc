@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "rendezvous/c10d_rendezvous.h"
 
@@ -82,7 +84,8 @@ std::vector<std::string> MissingPods(const BarrierPlan& plan,
   return missing;
 }
 
-absl::Status RunBarrier(const BarrierPlan& plan) {
+absl::Status RunBarrier(const BarrierPlan& plan,
+                        std::function<bool()> cancelled) {
   RendezvousParams params;
   params.backend = "c10d";
   params.endpoint = plan.endpoint.ToString();
@@ -93,7 +96,7 @@ absl::Status RunBarrier(const BarrierPlan& plan) {
   const double seconds = absl::ToDoubleSeconds(plan.timeout);
   params.conf = absl::StrCat(
       "is_host=", plan.is_host ? "1" : "0", ",join_timeout=", seconds,
-      ",read_timeout=", std::min(seconds, 5.0), ",exit_barrier_timeout=30");
+      ",read_timeout=", std::min(seconds, 2.0), ",exit_barrier_timeout=30");
   params.min_nodes = params.max_nodes = static_cast<int>(plan.pods.size());
   // The pod label is this node's address in the store: the listing of the
   // open round then names the pods that arrived.
@@ -110,7 +113,25 @@ absl::Status RunBarrier(const BarrierPlan& plan) {
         rendezvous.status().code(),
         absl::StrCat("start barrier: ", rendezvous.status().message()));
   }
-  auto round = (*rendezvous)->Next(/*local_world_size=*/1);
+  // The wait runs on its own thread so a stop signal ends it.
+  absl::StatusOr<RendezvousResult> round;
+  absl::Notification done;
+  std::thread waiter([&] {
+    round = (*rendezvous)->Next(/*local_world_size=*/1);
+    done.Notify();
+  });
+  bool cancel_sent = false;
+  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (!cancel_sent && cancelled != nullptr && cancelled()) {
+      (*rendezvous)->Cancel();
+      cancel_sent = true;
+    }
+  }
+  waiter.join();
+  if (cancel_sent && !round.ok()) {
+    (*rendezvous)->Shutdown(/*succeeded=*/false);
+    return absl::CancelledError("start barrier: stopped while waiting");
+  }
   if (round.ok()) {
     DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",
                 plan.pods.size(), plan.run_id);
@@ -120,25 +141,27 @@ absl::Status RunBarrier(const BarrierPlan& plan) {
   }
   const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
   (*rendezvous)->Shutdown(/*succeeded=*/false);
-  std::string missing;
-  if (seen.empty()) {
-    // The host joins its own store first: an empty listing means the
-    // store (and so its pod) was never reached.
-    missing = absl::StrCat(plan.host_pod, " (hosts the barrier store at ",
-                           plan.endpoint.ToString(), ", never reached)");
-  } else {
-    missing = absl::StrJoin(MissingPods(plan, seen), ", ");
-  }
   const absl::StatusCode code = absl::IsInvalidArgument(round.status())
                                     ? absl::StatusCode::kInvalidArgument
                                     : absl::StatusCode::kDeadlineExceeded;
+  const std::string within = absl::StrCat(
+      " within ", absl::FormatDuration(plan.timeout), " (--barrier-timeout)");
+  if (seen.empty()) {
+    // The host joins its own store first: an empty listing means the
+    // store, and so its pod, was never reached.
+    return absl::Status(
+        code,
+        absl::StrCat("start barrier of job '", plan.run_id, "': the store at ",
+                     plan.endpoint.ToString(), " was not reached", within,
+                     "; missing: ", plan.host_pod, ", which hosts it (",
+                     round.status().message(), ")"));
+  }
   return absl::Status(
       code,
       absl::StrCat("start barrier of job '", plan.run_id, "': ", seen.size(),
-                   " of ", plan.pods.size(), " pods arrived within ",
-                   absl::FormatDuration(plan.timeout),
-                   " (--barrier-timeout); missing: ", missing, " (",
-                   round.status().message(), ")"));
+                   " of ", plan.pods.size(), " pods arrived", within,
+                   "; missing: ", absl::StrJoin(MissingPods(plan, seen), ", "),
+                   " (", round.status().message(), ")"));
 }
 
 }  // namespace distjob

@@ -8,6 +8,7 @@
 #ifndef DISTJOB_AGENT_BARRIER_H_
 #define DISTJOB_AGENT_BARRIER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,10 @@ std::vector<std::string> MissingPods(const BarrierPlan& plan,
 
 // Blocks until every pod of `plan` arrived. DeadlineExceeded (or
 // Unavailable) naming the missing pods when they did not within the
-// timeout; InvalidArgument when the store cannot be set up as asked.
-absl::Status RunBarrier(const BarrierPlan& plan);
+// timeout; InvalidArgument when the store cannot be set up as asked;
+// Cancelled soon after `cancelled` (polled, optional) returns true.
+absl::Status RunBarrier(const BarrierPlan& plan,
+                        std::function<bool()> cancelled = nullptr);
 
 }  // namespace distjob
 

@@ -166,5 +166,18 @@ TEST(RunBarrierTest, UnreachableHostIsNamed) {
   EXPECT_NE(s.message().find("missing: ps-0"), std::string::npos) << s;
 }
 
+TEST(RunBarrierTest, CancelEndsTheWait) {
+  const int port = FreePort();
+  for (const auto& [task, index] :
+       std::vector<std::pair<std::string, int>>{{"ps", 0}, {"worker", 0}}) {
+    const absl::Time start = absl::Now();
+    absl::Status s =
+        RunBarrier(LoopbackPlan(task, index, port, absl::Seconds(120)),
+                   [start] { return absl::Now() > start + absl::Seconds(1); });
+    EXPECT_TRUE(absl::IsCancelled(s)) << task << ": " << s;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << task;
+  }
+}
+
 }  // namespace
 }  // namespace distjob

@@ -106,6 +106,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   }
   std::string host;
   for (;;) {
+    if (cancelled_) return absl::CancelledError("the rendezvous was cancelled");
     if (store_lost_) {
       return absl::UnavailableError(
           "lost the rendezvous store (read_timeout passed without an answer)");
@@ -393,6 +394,13 @@ void DynamicRendezvous::MonitorLoop() {
 std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {
   absl::MutexLock lock(&seen_mu_);
   return last_seen_;
+}
+
+void DynamicRendezvous::Cancel() {
+  cancelled_ = true;
+  // Ends the calls in flight; a watch on the hosted store ends within
+  // keep_alive_interval.
+  store_->Close();
 }
 
 void DynamicRendezvous::Shutdown(bool succeeded) {

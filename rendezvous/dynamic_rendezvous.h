@@ -53,6 +53,7 @@ class DynamicRendezvous : public Rendezvous {
   void SetOnMembershipChange(std::function<void()> callback) override;
   bool MembershipChanged() const override { return changed_; }
   std::vector<std::string> LastSeenAddrs() const override;
+  void Cancel() override;
   void Shutdown(bool succeeded) override;
 
   static std::string Prefix(const std::string& run_id) {
@@ -95,6 +96,7 @@ class DynamicRendezvous : public Rendezvous {
   std::atomic<bool> changed_{false};
   std::atomic<bool> waiting_{false};
   std::atomic<bool> store_lost_{false};
+  std::atomic<bool> cancelled_{false};
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;
   bool shut_down_ = false;

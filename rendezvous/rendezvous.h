@@ -57,6 +57,10 @@ class Rendezvous {
   // missing). Empty when the store was never read.
   virtual std::vector<std::string> LastSeenAddrs() const { return {}; }
 
+  // Makes a Next blocked on another thread return Cancelled soon (the
+  // agent was told to stop while waiting). Shutdown still follows.
+  virtual void Cancel() {}
+
   // Called once when the agent is done with the job. `succeeded`: its
   // workers all succeeded, so it waits (exit barrier) for the other nodes
   // to finish rather than tearing the store down under them; otherwise the

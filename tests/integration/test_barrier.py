@@ -9,6 +9,7 @@ that never comes makes every agent exit 138 naming it.
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -176,6 +177,17 @@ def test_missing_host_is_named(job_factory):
     codes = job.wait_all(2 + 20)
     assert codes == {"worker-0": 138}
     assert "missing: ps-0" in job.log("worker-0"), job.log("worker-0")
+
+
+def test_sigterm_ends_the_barrier_wait(job_factory):
+    job = job_factory("--barrier-timeout", "600")
+    job.start(1)
+    p = job.procs["worker-0"]
+    wait_for(lambda: "start barrier: waiting" in job.log("worker-0"), 30,
+             what="the agent waiting in the barrier")
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=20) == 128 + signal.SIGTERM, job.log("worker-0")
+    assert job.records() == {}
 
 
 def test_env_does_not_run_the_barrier(run_agent, tmp_path):
