@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/barrier.h"
 #include "agent/cgroup_oom.h"
 #include "agent/env_command.h"
 #include "agent/exit_policy.h"
@@ -173,8 +174,8 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
   if (!job.ok()) {
     DJ_LOG_ERROR("{}", job.status().message());
     const int stop_signal = (*supervisor)->stop_signal();
-    const int code = stop_signal != 0 ? 128 + stop_signal
-                                      : JobEnvExitCode(job.status());
+    const int code =
+        stop_signal != 0 ? 128 + stop_signal : JobEnvExitCode(job.status());
     Report(MakeReport(stop_signal != 0 ? "stopped" : "error", code, 0,
                       given_options),
            given_options.supervisor);
@@ -184,6 +185,31 @@ int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
   ApplyJobEnv(*job, &options.launch);
   EnvMap env = given_env;
   for (const auto& [key, value] : job->extra.vars) env[key] = value;
+  // Once per job, not per restart: a restarted group's peers are up.
+  const BarrierPlan barrier = PlanBarrier(*job, options);
+  if (barrier.run) {
+    absl::Status s = RunBarrier(barrier, [&supervisor] {
+      return (*supervisor)->PollStopSignal() != 0;
+    });
+    if (!s.ok()) {
+      const int stop_signal = (*supervisor)->stop_signal();
+      int code = absl::IsInvalidArgument(s) ? kExitBadConfig
+                                            : kExitRendezvousUnavailable;
+      std::string outcome = code == kExitBadConfig ? "error" : "rendezvous";
+      if (stop_signal != 0) {
+        code = 128 + stop_signal;
+        outcome = "stopped";
+      } else {
+        DJ_LOG_ERROR("{}", s.message());
+      }
+      RunReport report = MakeReport(outcome, code, 0, options);
+      report.stop_signal = stop_signal;
+      Report(report, options.supervisor);
+      return code;
+    }
+  } else if (job->has_identity) {
+    DJ_LOG_DEBUG("no start barrier: {}", barrier.skip_reason);
+  }
   auto rendezvous = MakeRendezvous(options);
   if (!rendezvous.ok()) {
     DJ_LOG_ERROR("{}", rendezvous.status().message());

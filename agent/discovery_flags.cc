@@ -110,6 +110,23 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
                   "Start workers without waiting for the whole cluster in "
                   "the store.",
                   Bool(&d->no_barrier), /*is_bool=*/true));
+  flags->Add(Make("barrier-port", "PORT",
+                  "Port of the start barrier's store, hosted by the "
+                  "cluster's first pod (default 29401).",
+                  Int(&d->barrier_port, 1, 65535)));
+  flags->Add(Make("barrier-timeout", "SECONDS",
+                  "How long the start barrier waits for the whole cluster "
+                  "(default 600s); then exit 138 naming the missing pods.",
+                  [d](absl::string_view v, absl::string_view) {
+                    auto t = ParseDuration(v, "value");
+                    if (!t.ok()) return t.status();
+                    if (*t <= absl::ZeroDuration()) {
+                      return absl::InvalidArgumentError(absl::StrCat(
+                          "'", v, "' is not a positive number of seconds"));
+                    }
+                    d->barrier_timeout = *t;
+                    return absl::OkStatus();
+                  }));
   flags->Add(Make("framework", "auto|pytorch|tensorflow|mxnet|none",
                   "Which framework environment to build (default auto: "
                   "from the task names and the operator's env).",

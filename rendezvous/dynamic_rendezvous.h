@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "rendezvous/rdzv_config.h"
@@ -51,6 +52,8 @@ class DynamicRendezvous : public Rendezvous {
   void NoteFailureRestart(int restart_count) override;
   void SetOnMembershipChange(std::function<void()> callback) override;
   bool MembershipChanged() const override { return changed_; }
+  std::vector<std::string> LastSeenAddrs() const override;
+  void Cancel() override;
   void Shutdown(bool succeeded) override;
 
   static std::string Prefix(const std::string& run_id) {
@@ -87,10 +90,13 @@ class DynamicRendezvous : public Rendezvous {
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   RdzvState current_ ABSL_GUARDED_BY(mu_);
   int64_t current_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable absl::Mutex seen_mu_;
+  std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 
   std::atomic<bool> changed_{false};
   std::atomic<bool> waiting_{false};
   std::atomic<bool> store_lost_{false};
+  std::atomic<bool> cancelled_{false};
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;
   bool shut_down_ = false;
