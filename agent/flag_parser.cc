@@ -47,9 +47,8 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
       }
       if (s.ok()) s = flag.set(effective, var);
       if (!s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("environment variable ", var, "=", *value, ": ",
-                         s.message()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "environment variable ", var, "=", *value, ": ", s.message()));
       }
       break;
     }
@@ -68,7 +67,8 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
     bool has_inline_value = false;
     if (absl::StartsWith(arg, "--")) {
       const size_t eq = arg.find('=');
-      name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      name =
+          arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       if (eq != std::string::npos) {
         value = arg.substr(eq + 1);
         has_inline_value = true;

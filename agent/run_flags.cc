@@ -36,8 +36,8 @@ std::string PetVar(absl::string_view name) {
   return var;
 }
 
-using Setter = std::function<absl::Status(absl::string_view,
-                                          absl::string_view)>;
+using Setter =
+    std::function<absl::Status(absl::string_view, absl::string_view)>;
 
 Setter StringSetter(std::string* out) {
   return [out](absl::string_view v, absl::string_view) {
@@ -86,8 +86,9 @@ Flag TorchrunFlag(const std::string& name, std::string metavar,
   return flag;
 }
 
-[[maybe_unused]] Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
-               Setter set, bool is_bool = false) {
+[[maybe_unused]] Flag AgentFlag(const std::string& name, std::string metavar,
+                                std::string help, Setter set,
+                                bool is_bool = false) {
   Flag flag = TorchrunFlag(name, std::move(metavar), std::move(help),
                            std::move(set), is_bool);
   flag.env = {DistjobVar(name)};
@@ -136,8 +137,8 @@ absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
     ok = absl::SimpleAtoi(parts[0], &lo) && absl::SimpleAtoi(parts[1], &hi);
   }
   if (!ok || lo <= 0 || hi < lo) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", value, "' is not N or MIN:MAX with 0 < MIN <= MAX"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", value, "' is not N or MIN:MAX with 0 < MIN <= MAX"));
   }
   *min_nodes = lo;
   *max_nodes = hi;
@@ -221,19 +222,18 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           "Accepted for torchrun compatibility; the agent is "
                           "event-driven and does not poll.",
                           DurationSetter(&o->monitor_interval)));
-  flags->Add(TorchrunFlag("start-method", "spawn|fork|forkserver",
-                          "Accepted for torchrun compatibility (binaries are "
-                          "always exec'd).",
-                          [o](absl::string_view v, absl::string_view) {
-                            if (v != "spawn" && v != "fork" &&
-                                v != "forkserver") {
-                              return absl::InvalidArgumentError(absl::StrCat(
-                                  "'", v,
-                                  "' is not one of spawn, fork, forkserver"));
-                            }
-                            o->start_method = std::string(v);
-                            return absl::OkStatus();
-                          }));
+  flags->Add(
+      TorchrunFlag("start-method", "spawn|fork|forkserver",
+                   "Accepted for torchrun compatibility (binaries are "
+                   "always exec'd).",
+                   [o](absl::string_view v, absl::string_view) {
+                     if (v != "spawn" && v != "fork" && v != "forkserver") {
+                       return absl::InvalidArgumentError(absl::StrCat(
+                           "'", v, "' is not one of spawn, fork, forkserver"));
+                     }
+                     o->start_method = std::string(v);
+                     return absl::OkStatus();
+                   }));
   flags->Add(TorchrunFlag("role", "NAME",
                           "Worker role, exported as ROLE_NAME (default "
                           "'default').",
@@ -309,8 +309,7 @@ std::string RunHelp() {
   AddTorchrunFlags(&flags, &unused);
   AddSupervisorFlags(&flags, &unused);
   AddDiscoveryFlags(&flags, &unused);
-  return flags.Help() +
-         "  -h, --help\n      Show this help.\n";
+  return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
 absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,

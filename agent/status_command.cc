@@ -50,8 +50,7 @@ FlagSet StatusFlags(StatusOptions* o) {
   };
   string_flag("rdzv-endpoint", "PET_RDZV_ENDPOINT", "HOST[:PORT][,...]",
               "The rendezvous store (etcd: its endpoints).", &o->endpoint);
-  string_flag("rdzv-id", "PET_RDZV_ID", "ID", "The job's run id.",
-              &o->run_id);
+  string_flag("rdzv-id", "PET_RDZV_ID", "ID", "The job's run id.", &o->run_id);
   string_flag("rdzv-backend", "PET_RDZV_BACKEND", "c10d|etcd|etcd-v3",
               "The store's kind (default c10d).", &o->backend);
   string_flag("rdzv-conf", "PET_RDZV_CONF", "K=V[,K=V...]",
@@ -136,8 +135,7 @@ int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
     return absl::IsInvalidArgument(store.status()) ? kExitBadConfig
                                                    : kExitRendezvousUnavailable;
   }
-  auto out = RenderRendezvousStatus(store->get(), options.run_id,
-                                    options.json);
+  auto out = RenderRendezvousStatus(store->get(), options.run_id, options.json);
   if (!out.ok()) {
     std::fprintf(stderr, "distjob-agent status: %s\n",
                  std::string(out.status().message()).c_str());
