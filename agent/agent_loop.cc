@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/barrier.h"
 #include "agent/cgroup_oom.h"
 #include "agent/env_command.h"
 #include "agent/exit_policy.h"
@@ -166,229 +167,298 @@ void Report(const RunReport& report, const SupervisorOptions& options) {
   }
 }
 
+// One `run`, from start-up to the exit code. Each step returns nullopt to
+// go on, or the exit code to end with (the outcome already reported).
+class AgentRun {
+ public:
+  AgentRun(const RunOptions& options, const EnvMap& env)
+      : options_(options), env_(env) {}
+
+  int Run() {
+    std::optional<int> code = Start();
+    if (!code) code = Discover();
+    if (!code) code = PrepareRounds();
+    if (!code) code = Finish(Supervise());
+    if (health_ != nullptr) health_->Shutdown();
+    return *code;
+  }
+
+ private:
+  // Supervision (signals are read from here on) and the health server:
+  // both before discovery, so that a stop signal ends a DNS wait and the
+  // pod answers its probes (and so becomes Ready, and resolvable by its
+  // peers) while it waits for them.
+  std::optional<int> Start() {
+    auto supervisor = Supervisor::Create(options_.supervisor);
+    if (!supervisor.ok()) {
+      DJ_LOG_ERROR("cannot set up supervision: {}", supervisor.status());
+      return Fail("error", 1);
+    }
+    supervisor_ = *std::move(supervisor);
+    if (options_.supervisor.health_port != 0) {
+      auto started = HealthServer::Start(options_.supervisor.health_port);
+      if (!started.ok()) {
+        DJ_LOG_ERROR("{}", started.status().message());
+        return Fail("error", kExitBadConfig);
+      }
+      health_ = *std::move(started);
+      DJ_LOG_INFO("health server on port {}", health_->port());
+      supervisor_->set_on_group_running(
+          [h = health_.get()](bool running) { h->SetReady(running); });
+    }
+    return std::nullopt;
+  }
+
+  // Identity, peers (DNS included) and the framework variables every worker
+  // gets on top of the agent's env; then, once per job and not per
+  // restart, the start barrier.
+  std::optional<int> Discover() {
+    auto stop_requested = [this] { return supervisor_->PollStopSignal() != 0; };
+    auto job = ResolveJobEnv(options_, env_, stop_requested);
+    if (!job.ok()) {
+      if (supervisor_->stop_signal() != 0) return Stopped();
+      DJ_LOG_ERROR("{}", job.status().message());
+      // The pod's status then names the missing peer or the bad input.
+      return Fail("error", JobEnvExitCode(job.status()),
+                  std::string(job.status().message()));
+    }
+    ApplyJobEnv(*job, &options_.launch);
+    for (const auto& [key, value] : job->extra.vars) env_[key] = value;
+    const BarrierPlan barrier = PlanBarrier(*job, options_);
+    if (!barrier.run) {
+      if (job->has_identity) {
+        DJ_LOG_DEBUG("no start barrier: {}", barrier.skip_reason);
+      }
+      return std::nullopt;
+    }
+    absl::Status passed = RunBarrier(barrier, stop_requested);
+    if (passed.ok()) return std::nullopt;
+    if (supervisor_->stop_signal() != 0) return Stopped();
+    DJ_LOG_ERROR("{}", passed.message());
+    return absl::IsInvalidArgument(passed)
+               ? Fail("error", kExitBadConfig)
+               : Fail("rendezvous", kExitRendezvousUnavailable);
+  }
+
+  // What every round needs: the rendezvous, the per-attempt files, the
+  // output routing and the exit-code policy.
+  std::optional<int> PrepareRounds() {
+    auto rendezvous = MakeRendezvous(options_);
+    if (!rendezvous.ok()) {
+      DJ_LOG_ERROR("{}", rendezvous.status().message());
+      return Fail("error", absl::IsInvalidArgument(rendezvous.status())
+                               ? kExitBadConfig
+                               : kExitRendezvousUnavailable);
+    }
+    rendezvous_ = *std::move(rendezvous);
+    // Membership changes are seen on the rendezvous' own thread; they stop
+    // the running group so the loop re-rendezvouses.
+    Supervisor* supervisor = supervisor_.get();
+    rendezvous_->SetOnMembershipChange(
+        [supervisor] { supervisor->Interrupt(); });
+    auto files = WorkerLogs::Create(options_.launch.log_dir);
+    if (!files.ok()) {
+      DJ_LOG_ERROR("{}", files.status().message());
+      return Fail("error", kExitBadConfig);
+    }
+    files_.emplace(*std::move(files));
+    if (!files_->enabled()) {
+      DJ_LOG_WARNING(
+          "no writable temporary directory: workers get no "
+          "TORCHELASTIC_ERROR_FILE and the hang watchdog is off");
+    }
+    auto redirects =
+        ParseStreamMask(options_.launch.redirects, options_.launch.nproc);
+    auto tees = ParseStreamMask(options_.launch.tee, options_.launch.nproc);
+    if (!redirects.ok() || !tees.ok()) {
+      DJ_LOG_ERROR("{}: {}", !redirects.ok() ? "--redirects" : "--tee",
+                   !redirects.ok() ? redirects.status().message()
+                                   : tees.status().message());
+      return Fail("error", kExitBadConfig);
+    }
+    redirects_ = *std::move(redirects);
+    tees_ = *std::move(tees);
+    if (!oom_counter_.path().has_value()) {
+      DJ_LOG_DEBUG(
+          "no cgroup OOM-kill counter found: OOM kills are not "
+          "reported");
+    }
+    policy_.permanent_overrides = options_.supervisor.permanent_exit_codes;
+    policy_.retryable_overrides = options_.supervisor.retryable_exit_codes;
+    policy_.restart_on_any_failure = options_.supervisor.restart_on_any_failure;
+    return std::nullopt;
+  }
+
+  // Rounds and attempts until the job ends; returns the exit code with
+  // report_ describing it.
+  int Supervise() {
+    absl::Duration backoff = options_.supervisor.restart_backoff;
+    for (;;) {
+      auto round = rendezvous_->Next(options_.launch.nproc);
+      if (!round.ok()) {
+        DJ_LOG_ERROR("rendezvous failed: {}", round.status());
+        Ended("rendezvous", kExitRendezvousUnavailable);
+        report_.detail = std::string(round.status().message());
+        return kExitRendezvousUnavailable;
+      }
+      restart_count_ = std::max(restart_count_, round->restart_count);
+      if (absl::Status made =
+              files_->PrepareAttempt(restart_count_, options_.launch.nproc);
+          !made.ok()) {
+        DJ_LOG_WARNING("worker error files unavailable: {}", made);
+      }
+      const std::optional<int64_t> ooms_before = oom_counter_.Read();
+      std::optional<bool> first_to_fail;
+      supervisor_->set_on_first_failure([this, &first_to_fail] {
+        first_to_fail = rendezvous_->ClaimFailure();
+      });
+      auto group = supervisor_->RunGroup(BuildWorkers(
+          options_, env_, *round, restart_count_, *files_, redirects_, tees_));
+      supervisor_->set_on_first_failure(nullptr);
+      files_->FinishAttempt();
+      if (!group.ok()) {
+        DJ_LOG_ERROR("cannot start the workers: {}", group.status());
+        return Ended("error", 1);
+      }
+      const std::optional<int64_t> ooms_after = oom_counter_.Read();
+      // Only a rise of the cgroup's counter is an OOM kill: a SIGKILL from
+      // the agent's grace period or from `kill -9` leaves it unchanged.
+      const bool oom = ooms_before.has_value() && ooms_after.has_value() &&
+                       *ooms_after > *ooms_before;
+      if (oom) {
+        DJ_LOG_WARNING(
+            "the kernel's OOM killer ended {} process(es) of the worker "
+            "group ({})",
+            *ooms_after - *ooms_before, *oom_counter_.path());
+      }
+      switch (group->outcome) {
+        case GroupOutcome::kSucceeded:
+          return Ended("success", 0);
+        case GroupOutcome::kStopped:
+          return Ended("stopped", 128 + supervisor_->stop_signal());
+        case GroupOutcome::kInterrupted:
+          continue;  // a membership change: the next round, no restart
+        case GroupOutcome::kFailed:
+          break;
+      }
+      if (rendezvous_->MembershipChanged()) {
+        // The failure follows a peer loss the agent saw: part of that change.
+        DJ_LOG_INFO("worker failure after a membership change; re-forming");
+        continue;
+      }
+      // A hang is seen later than the moment of failure: claimed here.
+      if (!(first_to_fail.has_value() ? *first_to_fail
+                                      : rendezvous_->ClaimFailure())) {
+        DJ_LOG_INFO(
+            "worker local_rank={} failed after another node's: following "
+            "that node's decision",
+            group->first_failure->local_rank);
+        continue;
+      }
+      if (!RecordFailure(*group, oom)) return report_.exit_code;
+      ++restart_count_;
+      rendezvous_->NoteFailureRestart(restart_count_);
+      if (backoff > absl::ZeroDuration()) {
+        DJ_LOG_INFO("restarting the worker group ({}/{}) in {}", restart_count_,
+                    options_.launch.max_restarts,
+                    absl::FormatDuration(backoff));
+        // A stop signal during the pause ends the job: no further attempt.
+        if (!supervisor_->Sleep(backoff)) {
+          return Ended("stopped", 128 + supervisor_->stop_signal());
+        }
+        backoff =
+            std::min(backoff * 2, options_.supervisor.restart_backoff_max);
+      } else {
+        DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count_,
+                    options_.launch.max_restarts);
+      }
+      if (supervisor_->stop_signal() != 0) {
+        return Ended("stopped", 128 + supervisor_->stop_signal());
+      }
+    }
+  }
+
+  // Classifies a failed attempt into report_; returns whether to restart.
+  bool RecordFailure(const GroupResult& group, bool oom) {
+    const WorkerExit& failure = *group.first_failure;
+    int exit_code = failure.exit_code;
+    // A hung worker may exit 0 on SIGTERM: it still failed, retryably.
+    if (group.hang && exit_code == 0) exit_code = 128 + SIGTERM;
+    const ExitClass exit_class =
+        group.hang ? ExitClass::kRetryable : policy_.Classify(exit_code);
+    DJ_LOG_ERROR("worker local_rank={} (pid {}) failed with exit code {} ({})",
+                 failure.local_rank, failure.pid, exit_code,
+                 ExitClassName(exit_class));
+    Ended(failure.exec_errno != 0 ? "exec-failed" : ExitClassName(exit_class),
+          exit_code);
+    report_.oom = oom;
+    report_.hang = group.hang;
+    report_.root_cause = MakeRootCause(
+        failure, *files_, restart_count_,
+        options_.command.empty() ? std::string() : options_.command[0]);
+    if (oom && failure.term_signal == SIGKILL &&
+        report_.root_cause->reason.empty()) {
+      report_.root_cause->reason = "killed by the kernel's OOM killer";
+    }
+    return exit_class == ExitClass::kRetryable &&
+           restart_count_ < options_.launch.max_restarts;
+  }
+
+  // Leaves the rendezvous, lets every descendant go, reports.
+  int Finish(int exit_code) {
+    if (exit_code != 0) rendezvous_->SetEndReason(EndReason(report_));
+    rendezvous_->Shutdown(exit_code == 0);
+    supervisor_->DrainDescendants();
+    if (supervisor_->stop_signal() != 0 && exit_code == 0) {
+      exit_code = 128 + supervisor_->stop_signal();
+      report_.outcome = "stopped";
+      report_.exit_code = exit_code;
+    }
+    report_.stop_signal = supervisor_->stop_signal();
+    Report(report_, options_.supervisor);
+    return exit_code;
+  }
+
+  // Sets report_ for an ending of the loop; returns `exit_code`.
+  int Ended(const std::string& outcome, int exit_code) {
+    report_ = MakeReport(outcome, exit_code, restart_count_, options_);
+    return exit_code;
+  }
+
+  // An ending before any round: report it and return `exit_code`.
+  int Fail(const std::string& outcome, int exit_code,
+           const std::string& detail = "") {
+    RunReport report = MakeReport(outcome, exit_code, 0, options_);
+    report.detail = detail;
+    Report(report, options_.supervisor);
+    return exit_code;
+  }
+
+  int Stopped() {
+    RunReport report =
+        MakeReport("stopped", 128 + supervisor_->stop_signal(), 0, options_);
+    report.stop_signal = supervisor_->stop_signal();
+    Report(report, options_.supervisor);
+    return report.exit_code;
+  }
+
+  RunOptions options_;  // with what discovery found applied
+  EnvMap env_;          // the agent's env plus the framework variables
+  std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<HealthServer> health_;
+  std::unique_ptr<Rendezvous> rendezvous_;
+  std::optional<WorkerLogs> files_;
+  std::vector<int> redirects_, tees_;
+  const OomCounter oom_counter_ = OomCounter::ForSelf();
+  ExitPolicy policy_;
+  int restart_count_ = 0;
+  RunReport report_;
+};
+
 }  // namespace
 
-int RunAgent(const RunOptions& given_options, const EnvMap& given_env) {
-  auto supervisor = Supervisor::Create(given_options.supervisor);
-  if (!supervisor.ok()) {
-    DJ_LOG_ERROR("cannot set up supervision: {}",
-                 supervisor.status().ToString());
-    Report(MakeReport("error", 1, 0, given_options), given_options.supervisor);
-    return 1;
-  }
-  // Discovery once, before any round: identity, peers (DNS included) and
-  // the framework variables every worker gets on top of the agent's env.
-  // After Create, so that a stop signal ends a DNS wait.
-  auto job = ResolveJobEnv(given_options, given_env, [&supervisor] {
-    return (*supervisor)->PollStopSignal() != 0;
-  });
-  if (!job.ok()) {
-    DJ_LOG_ERROR("{}", job.status().message());
-    const int stop_signal = (*supervisor)->stop_signal();
-    const int code =
-        stop_signal != 0 ? 128 + stop_signal : JobEnvExitCode(job.status());
-    RunReport report = MakeReport(stop_signal != 0 ? "stopped" : "error", code,
-                                  0, given_options);
-    // The pod's status then names the missing peer or the bad input.
-    if (stop_signal == 0) report.detail = std::string(job.status().message());
-    Report(report, given_options.supervisor);
-    return code;
-  }
-  RunOptions options = given_options;
-  ApplyJobEnv(*job, &options.launch);
-  EnvMap env = given_env;
-  for (const auto& [key, value] : job->extra.vars) env[key] = value;
-  auto rendezvous = MakeRendezvous(options);
-  if (!rendezvous.ok()) {
-    DJ_LOG_ERROR("{}", rendezvous.status().message());
-    const int code = absl::IsInvalidArgument(rendezvous.status())
-                         ? kExitBadConfig
-                         : kExitRendezvousUnavailable;
-    Report(MakeReport("error", code, 0, options), options.supervisor);
-    return code;
-  }
-  // Membership changes are seen on the rendezvous' own thread; they stop
-  // the running group so the loop re-rendezvouses.
-  Supervisor* sup = supervisor->get();
-  (*rendezvous)->SetOnMembershipChange([sup] { sup->Interrupt(); });
-  auto files = WorkerLogs::Create(options.launch.log_dir);
-  if (!files.ok()) {
-    DJ_LOG_ERROR("{}", files.status().message());
-    Report(MakeReport("error", kExitBadConfig, 0, options), options.supervisor);
-    return kExitBadConfig;
-  }
-  std::unique_ptr<HealthServer> health;
-  if (options.supervisor.health_port != 0) {
-    auto started = HealthServer::Start(options.supervisor.health_port);
-    if (!started.ok()) {
-      DJ_LOG_ERROR("{}", started.status().message());
-      Report(MakeReport("error", kExitBadConfig, 0, options),
-             options.supervisor);
-      return kExitBadConfig;
-    }
-    health = *std::move(started);
-    DJ_LOG_INFO("health server on port {}", health->port());
-    (*supervisor)->set_on_group_running([h = health.get()](bool running) {
-      h->SetReady(running);
-    });
-  }
-  const OomCounter oom_counter = OomCounter::ForSelf();
-  if (!oom_counter.path().has_value()) {
-    DJ_LOG_DEBUG(
-        "no cgroup OOM-kill counter found: OOM kills are not "
-        "reported");
-  }
-  auto redirects =
-      ParseStreamMask(options.launch.redirects, options.launch.nproc);
-  auto tees = ParseStreamMask(options.launch.tee, options.launch.nproc);
-  if (!redirects.ok() || !tees.ok()) {
-    DJ_LOG_ERROR("{}: {}", !redirects.ok() ? "--redirects" : "--tee",
-                 !redirects.ok() ? redirects.status().message()
-                                 : tees.status().message());
-    Report(MakeReport("error", kExitBadConfig, 0, options), options.supervisor);
-    return kExitBadConfig;
-  }
-  if (!files->enabled()) {
-    DJ_LOG_WARNING(
-        "no writable temporary directory: workers get no "
-        "TORCHELASTIC_ERROR_FILE and the hang watchdog is off");
-  }
-  ExitPolicy policy;
-  policy.permanent_overrides = options.supervisor.permanent_exit_codes;
-  policy.retryable_overrides = options.supervisor.retryable_exit_codes;
-  policy.restart_on_any_failure = options.supervisor.restart_on_any_failure;
-  int restart_count = 0;
-  int exit_code = 0;
-  RunReport report;
-  absl::Duration backoff = options.supervisor.restart_backoff;
-  for (;;) {
-    auto round = (*rendezvous)->Next(options.launch.nproc);
-    if (!round.ok()) {
-      DJ_LOG_ERROR("rendezvous failed: {}", round.status().ToString());
-      exit_code = kExitRendezvousUnavailable;
-      report = MakeReport("rendezvous", exit_code, restart_count, options);
-      report.detail = std::string(round.status().message());
-      break;
-    }
-    restart_count = std::max(restart_count, round->restart_count);
-    if (absl::Status made =
-            files->PrepareAttempt(restart_count, options.launch.nproc);
-        !made.ok()) {
-      DJ_LOG_WARNING("worker error files unavailable: {}", made);
-    }
-    const std::optional<int64_t> ooms_before = oom_counter.Read();
-    std::optional<bool> first_to_fail;
-    (*supervisor)->set_on_first_failure([&first_to_fail, &rendezvous] {
-      first_to_fail = (*rendezvous)->ClaimFailure();
-    });
-    auto group =
-        (*supervisor)
-            ->RunGroup(BuildWorkers(options, env, *round, restart_count, *files,
-                                    *redirects, *tees));
-    (*supervisor)->set_on_first_failure(nullptr);
-    files->FinishAttempt();
-    if (!group.ok()) {
-      DJ_LOG_ERROR("cannot start the workers: {}", group.status().ToString());
-      exit_code = 1;
-      report = MakeReport("error", exit_code, restart_count, options);
-      break;
-    }
-    const std::optional<int64_t> ooms_after = oom_counter.Read();
-    // Only a rise of the cgroup's counter is an OOM kill: a SIGKILL from
-    // the agent's grace period or from `kill -9` leaves it unchanged.
-    const bool oom = ooms_before.has_value() && ooms_after.has_value() &&
-                     *ooms_after > *ooms_before;
-    if (oom) {
-      DJ_LOG_WARNING(
-          "the kernel's OOM killer ended {} process(es) of the "
-          "worker group ({})",
-          *ooms_after - *ooms_before, *oom_counter.path());
-    }
-    if (group->outcome == GroupOutcome::kSucceeded) {
-      exit_code = 0;
-      report = MakeReport("success", exit_code, restart_count, options);
-      break;
-    }
-    if (group->outcome == GroupOutcome::kStopped) {
-      exit_code = 128 + (*supervisor)->stop_signal();
-      report = MakeReport("stopped", exit_code, restart_count, options);
-      break;
-    }
-    if (group->outcome == GroupOutcome::kInterrupted) continue;
-    if ((*rendezvous)->MembershipChanged()) {
-      // The failure follows a peer loss the agent saw: part of that change.
-      DJ_LOG_INFO("worker failure after a membership change; re-forming");
-      continue;
-    }
-    // A hang is seen later than the moment of failure: claimed here.
-    if (!(first_to_fail.has_value() ? *first_to_fail
-                                    : (*rendezvous)->ClaimFailure())) {
-      DJ_LOG_INFO(
-          "worker local_rank={} failed after another node's: following "
-          "that node's decision",
-          group->first_failure->local_rank);
-      continue;
-    }
-    const WorkerExit& failure = *group->first_failure;
-    exit_code = failure.exit_code;
-    // A hung worker may exit 0 on SIGTERM: it still failed, retryably.
-    if (group->hang && exit_code == 0) exit_code = 128 + SIGTERM;
-    const ExitClass exit_class =
-        group->hang ? ExitClass::kRetryable : policy.Classify(exit_code);
-    DJ_LOG_ERROR(
-        "worker local_rank={} (pid {}) failed with exit code {} "
-        "({})",
-        failure.local_rank, failure.pid, exit_code, ExitClassName(exit_class));
-    report = MakeReport(
-        failure.exec_errno != 0 ? "exec-failed" : ExitClassName(exit_class),
-        exit_code, restart_count, options);
-    report.oom = oom;
-    report.hang = group->hang;
-    report.root_cause = MakeRootCause(
-        failure, *files, restart_count,
-        options.command.empty() ? std::string() : options.command[0]);
-    if (oom && failure.term_signal == SIGKILL &&
-        report.root_cause->reason.empty()) {
-      report.root_cause->reason = "killed by the kernel's OOM killer";
-    }
-    if (exit_class != ExitClass::kRetryable ||
-        restart_count >= options.launch.max_restarts) {
-      break;
-    }
-    ++restart_count;
-    (*rendezvous)->NoteFailureRestart(restart_count);
-    if (backoff > absl::ZeroDuration()) {
-      DJ_LOG_INFO("restarting the worker group ({}/{}) in {}", restart_count,
-                  options.launch.max_restarts, absl::FormatDuration(backoff));
-      // A stop signal during the pause ends the job: no further attempt.
-      if (!(*supervisor)->Sleep(backoff)) {
-        exit_code = 128 + (*supervisor)->stop_signal();
-        report = MakeReport("stopped", exit_code, restart_count, options);
-        break;
-      }
-      backoff = std::min(backoff * 2, options.supervisor.restart_backoff_max);
-    } else {
-      DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count,
-                  options.launch.max_restarts);
-    }
-    if ((*supervisor)->stop_signal() != 0) {
-      exit_code = 128 + (*supervisor)->stop_signal();
-      report = MakeReport("stopped", exit_code, restart_count, options);
-      break;
-    }
-  }
-  if (exit_code != 0) (*rendezvous)->SetEndReason(EndReason(report));
-  (*rendezvous)->Shutdown(exit_code == 0);
-  (*supervisor)->DrainDescendants();
-  if ((*supervisor)->stop_signal() != 0 && exit_code == 0) {
-    exit_code = 128 + (*supervisor)->stop_signal();
-    report.outcome = "stopped";
-    report.exit_code = exit_code;
-  }
-  report.stop_signal = (*supervisor)->stop_signal();
-  Report(report, options.supervisor);
-  if (health != nullptr) health->Shutdown();
-  return exit_code;
+int RunAgent(const RunOptions& options, const EnvMap& env) {
+  return AgentRun(options, env).Run();
 }
 
 }  // namespace distjob

@@ -151,7 +151,10 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const RunOptions& options,
               job.identity.id.job, job.identity.id.task, job.identity.id.index,
               job.framework, job.framework_reason);
 
-  if (!job.cluster.tasks.empty() && d.dns_timeout > absl::ZeroDuration()) {
+  // A standalone job dials no peer: waiting for their names (the pod's own
+  // included, which exists only once the pod is Ready) could only hang it.
+  if (!options.launch.standalone && !job.cluster.tasks.empty() &&
+      d.dns_timeout > absl::ZeroDuration()) {
     std::vector<std::string> names;
     for (const TaskPeers& t : job.cluster.tasks) {
       for (const std::string& h : t.hosts) {

@@ -7,8 +7,73 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/duration.h"
 
 namespace distjob {
+
+namespace {
+
+std::string EnvName(absl::string_view prefix, absl::string_view name) {
+  std::string var = absl::StrCat(prefix, absl::AsciiStrToUpper(name));
+  std::replace(var.begin(), var.end(), '-', '_');
+  return var;
+}
+
+}  // namespace
+
+Flag TorchrunFlag(const std::string& name, std::string metavar,
+                  std::string help, FlagSetter set, bool is_bool,
+                  const std::string& short_name) {
+  Flag flag;
+  flag.names = {name};
+  if (!short_name.empty()) flag.names.push_back(short_name);
+  flag.env = {EnvName("PET_", name)};
+  flag.metavar = std::move(metavar);
+  flag.help = std::move(help);
+  flag.set = std::move(set);
+  flag.is_bool = is_bool;
+  return flag;
+}
+
+Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
+               FlagSetter set, bool is_bool) {
+  Flag flag = TorchrunFlag(name, std::move(metavar), std::move(help),
+                           std::move(set), is_bool);
+  flag.env = {EnvName("DISTJOB_", name)};
+  return flag;
+}
+
+FlagSetter SetString(std::string* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    *out = std::string(v);
+    return absl::OkStatus();
+  };
+}
+
+FlagSetter SetBool(bool* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    *out = v != "0";
+    return absl::OkStatus();
+  };
+}
+
+FlagSetter SetInt(int* out, int min, int max) {
+  return [out, min, max](absl::string_view v, absl::string_view) {
+    auto n = ParseInt(v, min, max);
+    if (!n.ok()) return n.status();
+    *out = *n;
+    return absl::OkStatus();
+  };
+}
+
+FlagSetter SetDuration(absl::Duration* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    auto d = ParseDuration(v, "value");
+    if (!d.ok()) return d.status();
+    *out = *d;
+    return absl::OkStatus();
+  };
+}
 
 std::string CanonicalFlagName(absl::string_view name) {
   std::string out(name);
@@ -47,9 +112,8 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
       }
       if (s.ok()) s = flag.set(effective, var);
       if (!s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("environment variable ", var, "=", *value, ": ",
-                         s.message()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "environment variable ", var, "=", *value, ": ", s.message()));
       }
       break;
     }
@@ -68,7 +132,8 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
     bool has_inline_value = false;
     if (absl::StartsWith(arg, "--")) {
       const size_t eq = arg.find('=');
-      name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      name =
+          arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       if (eq != std::string::npos) {
         value = arg.substr(eq + 1);
         has_inline_value = true;

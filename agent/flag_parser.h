@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "common/environment.h"
 
 namespace distjob {
@@ -57,6 +58,25 @@ class FlagSet {
   std::string usage_;
   std::vector<Flag> flags_;
 };
+
+using FlagSetter = std::function<absl::Status(absl::string_view value,
+                                              absl::string_view source)>;
+
+// A torchrun option: defaults from PET_<NAME> (NAME upper-cased, '-' as
+// '_'), as torchrun's argparse actions do; `short_name` is e.g. "r".
+Flag TorchrunFlag(const std::string& name, std::string metavar,
+                  std::string help, FlagSetter set, bool is_bool = false,
+                  const std::string& short_name = "");
+// An option of the agent's own: defaults from DISTJOB_<NAME>.
+Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
+               FlagSetter set, bool is_bool = false);
+
+// Setters for the common value kinds.
+FlagSetter SetString(std::string* out);
+FlagSetter SetBool(bool* out);
+FlagSetter SetInt(int* out, int min, int max);
+// Durations as common/duration.h parses them (never negative).
+FlagSetter SetDuration(absl::Duration* out);
 
 // Normalises a flag name for lookup: '_' becomes '-'.
 std::string CanonicalFlagName(absl::string_view name);

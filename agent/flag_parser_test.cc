@@ -37,13 +37,13 @@ FlagSet MakeFlags(Parsed* p) {
 }
 
 TEST(FlagSetTest, AcceptsBothSpellingsAndBothValueForms) {
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--some-name", "x"},
-           {"--some_name", "x"},
-           {"--some-name=x"},
-           {"--some_name=x"},
-           {"-s", "x"},
-           {"-sx"}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"--some-name", "x"},
+                                             {"--some_name", "x"},
+                                             {"--some-name=x"},
+                                             {"--some_name=x"},
+                                             {"-s", "x"},
+                                             {"-sx"}}) {
     Parsed p;
     auto rest = MakeFlags(&p).Parse(args, {});
     ASSERT_TRUE(rest.ok()) << rest.status();
@@ -76,11 +76,10 @@ TEST(FlagSetTest, BooleanFromEnvironmentCountsPresenceEvenWhenEmpty) {
 
 TEST(FlagSetTest, RemainderStartsAtFirstPositionalOrAfterDoubleDash) {
   Parsed p;
-  auto rest = MakeFlags(&p).Parse(
-      {"--turn-on", "train.py", "--some-name", "y"}, {});
+  auto rest =
+      MakeFlags(&p).Parse({"--turn-on", "train.py", "--some-name", "y"}, {});
   ASSERT_TRUE(rest.ok());
-  EXPECT_EQ(*rest,
-            (std::vector<std::string>{"train.py", "--some-name", "y"}));
+  EXPECT_EQ(*rest, (std::vector<std::string>{"train.py", "--some-name", "y"}));
   EXPECT_EQ(p.name, "unset");
   auto after = MakeFlags(&p).Parse({"--", "--some-name", "z"}, {});
   ASSERT_TRUE(after.ok());
@@ -98,8 +97,7 @@ TEST(FlagSetTest, ErrorsNameTheFlag) {
             std::string::npos);
   auto bad = MakeFlags(&p).Parse({"--some_name", "bad"}, {});
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(),
-            "option --some_name: 'bad' is not a name");
+  EXPECT_EQ(bad.status().message(), "option --some_name: 'bad' is not a name");
   auto bad_env = MakeFlags(&p).Parse({}, {{"PET_SOME_NAME", "bad"}});
   ASSERT_FALSE(bad_env.ok());
   EXPECT_NE(bad_env.status().message().find("PET_SOME_NAME=bad"),

@@ -108,7 +108,8 @@ int Install(const std::vector<std::string>& args, const EnvMap&) {
 
 int Health(const std::vector<std::string>& args, const EnvMap&) {
   std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : args)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   return HealthMain(static_cast<int>(args.size()), argv.data());
 }
@@ -119,11 +120,8 @@ struct Subcommand {
 };
 
 constexpr Subcommand kSubcommands[] = {
-    {"run", Run},
-    {"env", Env},
-    {"status", StatusCommand},
-    {"health", Health},
-    {"install", Install},
+    {"run", Run},       {"env", Env},         {"status", StatusCommand},
+    {"health", Health}, {"install", Install},
 };
 
 int Main(int argc, char** argv) {

@@ -79,7 +79,7 @@ struct SupervisorOptions {
 struct DiscoveryOptions {
   std::string job_name;
   std::string task;
-  int task_index = -1;  // -1: not given
+  int task_index = -1;   // -1: not given
   std::string hostname;  // empty: gethostname()
   std::string volcano_dir = "/etc/volcano";
   std::string replicas;  // Kubeflow: worker=4,ps=2
@@ -90,6 +90,10 @@ struct DiscoveryOptions {
   std::vector<std::string> dns_servers;
   absl::Duration dns_timeout = absl::Minutes(5);
   bool no_barrier = false;
+  // The start barrier's store: hosted by the cluster's first pod on this
+  // port; a pod missing after barrier_timeout fails the job retryably.
+  int barrier_port = 29401;
+  absl::Duration barrier_timeout = absl::Seconds(600);
   std::string framework = "auto";
   int tf_port = 2222;
   std::string tf_roles;

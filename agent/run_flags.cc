@@ -19,81 +19,6 @@
 namespace distjob {
 namespace {
 
-// torchrun reads PET_<DEST>, DEST being the first long name with '_'.
-std::string PetVar(absl::string_view name) {
-  std::string var = "PET_" + absl::AsciiStrToUpper(name);
-  for (char& c : var) {
-    if (c == '-') c = '_';
-  }
-  return var;
-}
-
-[[maybe_unused]] std::string DistjobVar(absl::string_view name) {
-  std::string var = "DISTJOB_" + absl::AsciiStrToUpper(name);
-  for (char& c : var) {
-    if (c == '-') c = '_';
-  }
-  return var;
-}
-
-using Setter = std::function<absl::Status(absl::string_view,
-                                          absl::string_view)>;
-
-Setter StringSetter(std::string* out) {
-  return [out](absl::string_view v, absl::string_view) {
-    *out = std::string(v);
-    return absl::OkStatus();
-  };
-}
-
-Setter BoolSetter(bool* out) {
-  return [out](absl::string_view v, absl::string_view) {
-    *out = v != "0";
-    return absl::OkStatus();
-  };
-}
-
-Setter IntSetter(int* out, int min, int max) {
-  return [out, min, max](absl::string_view v, absl::string_view) {
-    auto n = ParseInt(v, min, max);
-    if (!n.ok()) return n.status();
-    *out = *n;
-    return absl::OkStatus();
-  };
-}
-
-Setter DurationSetter(absl::Duration* out) {
-  return [out](absl::string_view v, absl::string_view) {
-    auto d = ParseDuration(v, "value");
-    if (!d.ok()) return d.status();
-    *out = *d;
-    return absl::OkStatus();
-  };
-}
-
-// A torchrun option: long name, PET_ variable, optional short letter.
-Flag TorchrunFlag(const std::string& name, std::string metavar,
-                  std::string help, Setter set, bool is_bool = false,
-                  const std::string& short_name = "") {
-  Flag flag;
-  flag.names = {name};
-  if (!short_name.empty()) flag.names.push_back(short_name);
-  flag.env = {PetVar(name)};
-  flag.metavar = std::move(metavar);
-  flag.help = std::move(help);
-  flag.set = std::move(set);
-  flag.is_bool = is_bool;
-  return flag;
-}
-
-[[maybe_unused]] Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
-               Setter set, bool is_bool = false) {
-  Flag flag = TorchrunFlag(name, std::move(metavar), std::move(help),
-                           std::move(set), is_bool);
-  flag.env = {DistjobVar(name)};
-  return flag;
-}
-
 int CountCpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
@@ -136,8 +61,8 @@ absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
     ok = absl::SimpleAtoi(parts[0], &lo) && absl::SimpleAtoi(parts[1], &hi);
   }
   if (!ok || lo <= 0 || hi < lo) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", value, "' is not N or MIN:MAX with 0 < MIN <= MAX"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", value, "' is not N or MIN:MAX with 0 < MIN <= MAX"));
   }
   *min_nodes = lo;
   *max_nodes = hi;
@@ -195,88 +120,87 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           }));
   flags->Add(TorchrunFlag("rdzv-backend", "static|c10d|etcd|etcd-v3",
                           "Rendezvous backend (default static).",
-                          StringSetter(&o->rdzv_backend)));
+                          SetString(&o->rdzv_backend)));
   flags->Add(TorchrunFlag("rdzv-endpoint", "HOST[:PORT]",
                           "Rendezvous store endpoint (c10d default port "
                           "29400).",
-                          StringSetter(&o->rdzv_endpoint)));
+                          SetString(&o->rdzv_endpoint)));
   flags->Add(TorchrunFlag("rdzv-id", "ID",
                           "Job id shared by all nodes (default none).",
-                          StringSetter(&o->rdzv_id)));
+                          SetString(&o->rdzv_id)));
   flags->Add(TorchrunFlag("rdzv-conf", "K=V[,K=V...]",
                           "Rendezvous settings: join_timeout, "
                           "last_call_timeout, close_timeout, "
                           "heartbeat_timeout, keep_alive_interval, "
                           "keep_alive_max_attempt, read_timeout, is_host.",
-                          StringSetter(&o->rdzv_conf)));
+                          SetString(&o->rdzv_conf)));
   flags->Add(TorchrunFlag("standalone", "",
                           "Single-node job: a local rendezvous on a free "
                           "port with a fresh run id.",
-                          BoolSetter(&o->standalone), /*is_bool=*/true));
+                          SetBool(&o->standalone), /*is_bool=*/true));
   flags->Add(TorchrunFlag("max-restarts", "N",
                           "Restarts of the worker group after a retryable "
                           "failure (default 0).",
-                          IntSetter(&o->max_restarts, 0, 1000000)));
+                          SetInt(&o->max_restarts, 0, 1000000)));
   flags->Add(TorchrunFlag("monitor-interval", "SECONDS",
                           "Accepted for torchrun compatibility; the agent is "
                           "event-driven and does not poll.",
-                          DurationSetter(&o->monitor_interval)));
-  flags->Add(TorchrunFlag("start-method", "spawn|fork|forkserver",
-                          "Accepted for torchrun compatibility (binaries are "
-                          "always exec'd).",
-                          [o](absl::string_view v, absl::string_view) {
-                            if (v != "spawn" && v != "fork" &&
-                                v != "forkserver") {
-                              return absl::InvalidArgumentError(absl::StrCat(
-                                  "'", v,
-                                  "' is not one of spawn, fork, forkserver"));
-                            }
-                            o->start_method = std::string(v);
-                            return absl::OkStatus();
-                          }));
+                          SetDuration(&o->monitor_interval)));
+  flags->Add(
+      TorchrunFlag("start-method", "spawn|fork|forkserver",
+                   "Accepted for torchrun compatibility (binaries are "
+                   "always exec'd).",
+                   [o](absl::string_view v, absl::string_view) {
+                     if (v != "spawn" && v != "fork" && v != "forkserver") {
+                       return absl::InvalidArgumentError(absl::StrCat(
+                           "'", v, "' is not one of spawn, fork, forkserver"));
+                     }
+                     o->start_method = std::string(v);
+                     return absl::OkStatus();
+                   }));
   flags->Add(TorchrunFlag("role", "NAME",
                           "Worker role, exported as ROLE_NAME (default "
                           "'default').",
-                          StringSetter(&o->role)));
+                          SetString(&o->role)));
   flags->Add(TorchrunFlag("module", "",
                           "Run the script as a Python module (python -u -m).",
-                          BoolSetter(&o->module), true, "m"));
+                          SetBool(&o->module), true, "m"));
   flags->Add(TorchrunFlag("no-python", "",
                           "Execute the command directly, without python.",
-                          BoolSetter(&o->no_python), true));
+                          SetBool(&o->no_python), true));
   flags->Add(TorchrunFlag("run-path", "",
                           "Accepted for torchrun compatibility; same as "
                           "running the script with python.",
-                          BoolSetter(&o->run_path), true));
+                          SetBool(&o->run_path), true));
   flags->Add(TorchrunFlag("log-dir", "DIR",
                           "Base directory for per-attempt worker logs.",
-                          StringSetter(&o->log_dir)));
+                          SetString(&o->log_dir)));
   flags->Add(TorchrunFlag("redirects", "0|1|2|3|RANK:MASK,...",
                           "Redirect worker stdout (1), stderr (2) or both "
                           "(3) to files under --log-dir.",
-                          StringSetter(&o->redirects), false, "r"));
+                          SetString(&o->redirects), false, "r"));
   flags->Add(TorchrunFlag("tee", "0|1|2|3|RANK:MASK,...",
                           "Like --redirects, and also copy the lines to the "
                           "console with a [role rank]: prefix.",
-                          StringSetter(&o->tee), false, "t"));
+                          SetString(&o->tee), false, "t"));
   flags->Add(TorchrunFlag("local-ranks-filter", "R[,R...]",
                           "Only these local ranks reach the console.",
-                          StringSetter(&o->local_ranks_filter)));
+                          SetString(&o->local_ranks_filter)));
   flags->Add(TorchrunFlag("node-rank", "N",
                           "This node's rank (static backend only).",
-                          IntSetter(&o->node_rank, 0, 1 << 30)));
+                          SetInt(&o->node_rank, 0, 1 << 30)));
   flags->Add(TorchrunFlag("master-addr", "HOST",
                           "Rank 0's address (static backend only; default "
                           "127.0.0.1).",
-                          StringSetter(&o->master_addr)));
+                          SetString(&o->master_addr)));
   flags->Add(TorchrunFlag("master-port", "PORT",
                           "Rank 0's port (static backend only; default "
                           "29500).",
-                          IntSetter(&o->master_port, 1, 65535)));
+                          SetInt(&o->master_port, 1, 65535)));
   flags->Add(TorchrunFlag("local-addr", "ADDR",
                           "This node's address, used as MASTER_ADDR when it "
                           "is rank 0 (default: its hostname).",
-                          StringSetter(&o->local_addr)));
+                          SetString(&o->local_addr)));
   flags->Add(TorchrunFlag(
       "signals-to-handle", "SIG[,SIG...]",
       "Signals that stop the job (forwarded, then SIGKILL after "
@@ -291,7 +215,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
       "shutdown-timeout", "SECONDS",
       "Grace period from the forwarded stop signal to SIGKILL (default 25s, "
       "below Kubernetes' 30s; 0 kills at once).",
-      DurationSetter(&options->supervisor.shutdown_timeout));
+      SetDuration(&options->supervisor.shutdown_timeout));
   shutdown.env = {"PET_SHUTDOWN_TIMEOUT", "DISTJOB_SHUTDOWN_TIMEOUT",
                   "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
   flags->Add(std::move(shutdown));
@@ -309,8 +233,7 @@ std::string RunHelp() {
   AddTorchrunFlags(&flags, &unused);
   AddSupervisorFlags(&flags, &unused);
   AddDiscoveryFlags(&flags, &unused);
-  return flags.Help() +
-         "  -h, --help\n      Show this help.\n";
+  return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
 absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,

@@ -25,9 +25,9 @@ TEST(RunFlagsTest, TorchrunDefaults) {
 }
 
 TEST(RunFlagsTest, StandaloneFromEnvEvenWhenEmptyOverridesRendezvous) {
-  auto o = ParseRunOptions(
-      {"--rdzv-endpoint", "far:1", "--nnodes", "2", "x"},
-      {{"PET_STANDALONE", ""}, {"PET_NPROC_PER_NODE", "3"}});
+  auto o =
+      ParseRunOptions({"--rdzv-endpoint", "far:1", "--nnodes", "2", "x"},
+                      {{"PET_STANDALONE", ""}, {"PET_NPROC_PER_NODE", "3"}});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->launch.standalone);
   EXPECT_EQ(o->launch.nproc, 3);
@@ -49,10 +49,8 @@ TEST(RunFlagsTest, NprocSpellingsAndValues) {
   EXPECT_EQ(autos->launch.nproc, cpu->launch.nproc);
   auto bad = ParseRunOptions({"--nproc-per-node", "two", "x"}, {});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("--nproc-per-node"),
-            std::string::npos);
-  EXPECT_NE(bad.status().message().find("cpu, gpu or auto"),
-            std::string::npos);
+  EXPECT_NE(bad.status().message().find("--nproc-per-node"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("cpu, gpu or auto"), std::string::npos);
   auto gpu = ParseRunOptions({"--nproc-per-node", "gpu", "x"},
                              {{"CUDA_VISIBLE_DEVICES", ""}});
   ASSERT_FALSE(gpu.ok());
@@ -88,16 +86,14 @@ TEST(RunFlagsTest, RejectsBadCombinationsAndValues) {
 }
 
 TEST(RunFlagsTest, ShortOptionsAndSignals) {
-  auto o = ParseRunOptions(
-      {"-m", "-r", "3", "-t1", "--signals-to-handle", "SIGUSR1,TERM",
-       "--shutdown-timeout=0", "pkg.mod"},
-      {});
+  auto o = ParseRunOptions({"-m", "-r", "3", "-t1", "--signals-to-handle",
+                            "SIGUSR1,TERM", "--shutdown-timeout=0", "pkg.mod"},
+                           {});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->launch.module);
   EXPECT_EQ(o->launch.redirects, "3");
   EXPECT_EQ(o->launch.tee, "1");
-  EXPECT_EQ(o->supervisor.stop_signals,
-            (std::vector<int>{SIGUSR1, SIGTERM}));
+  EXPECT_EQ(o->supervisor.stop_signals, (std::vector<int>{SIGUSR1, SIGTERM}));
   EXPECT_EQ(o->supervisor.shutdown_timeout, absl::ZeroDuration());
 }
 

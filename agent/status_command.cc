@@ -1,10 +1,13 @@
 #include "agent/status_command.h"
 
 #include <cstdio>
+#include <memory>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "agent/agent_loop.h"
+#include "agent/flag_parser.h"
+#include "common/duration.h"
+#include "rendezvous/etcd_store.h"
 #include "rendezvous/grpc_store_client.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_status.h"
@@ -14,63 +17,125 @@ namespace {
 
 constexpr char kStatusUsage[] =
     "Usage: distjob-agent status --rdzv-endpoint HOST[:PORT] [--rdzv-id ID] "
-    "[--json] [--timeout SECONDS]\n\n"
+    "[--rdzv-backend c10d|etcd] [--json]\n\n"
     "Prints the live rendezvous state: round, participants with ranks, node\n"
-    "names and heartbeat ages, and waiting nodes. Defaults come from\n"
-    "PET_RDZV_ENDPOINT and PET_RDZV_ID; without an id, every job in the\n"
-    "store is shown.\n";
+    "names and heartbeat ages, and waiting nodes. Without an id, every job\n"
+    "in the embedded store is shown (etcd needs the id: keys live under\n"
+    "it).";
+
+struct StatusOptions {
+  std::string backend = "c10d";
+  std::string endpoint;
+  std::string run_id;
+  std::string conf;
+  bool json = false;
+  absl::Duration timeout = absl::Seconds(5);
+};
+
+FlagSet StatusFlags(StatusOptions* o) {
+  FlagSet flags(kStatusUsage);
+  auto string_flag = [&flags](const char* name, const char* env,
+                              const char* metavar, const char* help,
+                              std::string* out) {
+    Flag f;
+    f.names = {name};
+    f.env = {env};
+    f.metavar = metavar;
+    f.help = help;
+    f.set = [out](absl::string_view v, absl::string_view) {
+      *out = std::string(v);
+      return absl::OkStatus();
+    };
+    flags.Add(std::move(f));
+  };
+  string_flag("rdzv-endpoint", "PET_RDZV_ENDPOINT", "HOST[:PORT][,...]",
+              "The rendezvous store (etcd: its endpoints).", &o->endpoint);
+  string_flag("rdzv-id", "PET_RDZV_ID", "ID", "The job's run id.", &o->run_id);
+  string_flag("rdzv-backend", "PET_RDZV_BACKEND", "c10d|etcd|etcd-v3",
+              "The store's kind (default c10d).", &o->backend);
+  string_flag("rdzv-conf", "PET_RDZV_CONF", "K=V[,K=V...]",
+              "etcd: etcd_prefix, ca_cert, cert, key.", &o->conf);
+  Flag json;
+  json.names = {"json"};
+  json.is_bool = true;
+  json.help = "Print one JSON object.";
+  json.set = [o](absl::string_view v, absl::string_view) {
+    o->json = v != "0";
+    return absl::OkStatus();
+  };
+  flags.Add(std::move(json));
+  Flag timeout;
+  timeout.names = {"timeout"};
+  timeout.metavar = "SECONDS";
+  timeout.help = "How long to try reaching the store (default 5).";
+  timeout.set = [o](absl::string_view v, absl::string_view) {
+    auto d = ParseDuration(v, "value");
+    if (!d.ok()) return d.status();
+    o->timeout = *d;
+    return absl::OkStatus();
+  };
+  flags.Add(std::move(timeout));
+  return flags;
+}
+
+absl::StatusOr<std::unique_ptr<StoreInterface>> ConnectStore(
+    const StatusOptions& o) {
+  if (o.backend == "etcd" || o.backend == "etcd-v3") {
+    if (o.run_id.empty() || o.run_id == "none") {
+      return absl::InvalidArgumentError(
+          "--rdzv-id is required with --rdzv-backend etcd: the job's keys "
+          "live under its run id");
+    }
+    auto options = ParseEtcdOptions(o.endpoint, o.conf, o.run_id);
+    if (!options.ok()) return options.status();
+    options->rpc_timeout = o.timeout;
+    auto store = EtcdStore::Connect(*std::move(options));
+    if (!store.ok()) return store.status();
+    if (absl::Status s = (*store)->WaitUntilReachable(o.timeout); !s.ok()) {
+      return s;
+    }
+    return std::unique_ptr<StoreInterface>(*std::move(store));
+  }
+  if (o.backend != "c10d") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-backend '", o.backend, "' is not one of c10d, etcd, etcd-v3"));
+  }
+  auto ep = ParseEndpoint(o.endpoint);
+  if (!ep.ok()) return ep.status();
+  return std::unique_ptr<StoreInterface>(
+      GrpcStoreClient::Connect(ep->ToString(), o.timeout));
+}
 
 }  // namespace
 
 int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
-  std::string endpoint = Lookup(env, "PET_RDZV_ENDPOINT").value_or("");
-  std::string run_id = Lookup(env, "PET_RDZV_ID").value_or("");
-  if (run_id == "none") run_id.clear();
-  bool json = false;
-  double timeout_s = 5;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string name = args[i], value;
-    const bool has_eq = name.find('=') != std::string::npos;
-    if (has_eq) {
-      value = name.substr(name.find('=') + 1);
-      name = name.substr(0, name.find('='));
-    }
-    for (char& c : name) c = c == '_' ? '-' : c;
-    auto take = [&]() -> bool {
-      if (has_eq) return true;
-      if (i + 1 >= args.size()) return false;
-      value = args[++i];
-      return true;
-    };
-    if (name == "-h" || name == "--help") {
-      std::fputs(kStatusUsage, stdout);
+  StatusOptions options;
+  FlagSet flags = StatusFlags(&options);
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") {
+      std::fputs(flags.Help().c_str(), stdout);
       return 0;
-    } else if (name == "--json") {
-      json = true;
-    } else if (name == "--rdzv-endpoint" && take()) {
-      endpoint = value;
-    } else if (name == "--rdzv-id" && take()) {
-      run_id = value;
-    } else if (name == "--timeout" && take() &&
-               absl::SimpleAtod(value, &timeout_s) && timeout_s > 0) {
-    } else {
-      std::fprintf(stderr,
-                   "distjob-agent status: bad argument '%s'; expected "
-                   "--rdzv-endpoint HOST[:PORT], --rdzv-id ID, --json, "
-                   "--timeout SECONDS\n",
-                   args[i].c_str());
-      return kExitBadConfig;
     }
   }
-  auto ep = ParseEndpoint(endpoint);
-  if (!ep.ok()) {
+  auto rest = flags.Parse(args, env);
+  if (rest.ok() && !rest->empty()) {
+    rest = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", (*rest)[0], "'"));
+  }
+  if (!rest.ok()) {
     std::fprintf(stderr, "distjob-agent status: %s\n",
-                 std::string(ep.status().message()).c_str());
+                 std::string(rest.status().message()).c_str());
     return kExitBadConfig;
   }
-  auto client =
-      GrpcStoreClient::Connect(ep->ToString(), absl::Seconds(timeout_s));
-  auto out = RenderRendezvousStatus(client.get(), run_id, json);
+  if (options.run_id == "none") options.run_id.clear();
+  auto store = ConnectStore(options);
+  if (!store.ok()) {
+    std::fprintf(stderr, "distjob-agent status: %s\n",
+                 std::string(store.status().message()).c_str());
+    return absl::IsInvalidArgument(store.status()) ? kExitBadConfig
+                                                   : kExitRendezvousUnavailable;
+  }
+  auto out = RenderRendezvousStatus(store->get(), options.run_id, options.json);
   if (!out.ok()) {
     std::fprintf(stderr, "distjob-agent status: %s\n",
                  std::string(out.status().message()).c_str());

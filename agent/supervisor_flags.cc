@@ -13,38 +13,7 @@
 namespace distjob {
 namespace {
 
-using Setter =
-    std::function<absl::Status(absl::string_view, absl::string_view)>;
-
-Flag AgentFlag(const std::string& name, std::string metavar, std::string help,
-               Setter set) {
-  Flag flag;
-  flag.names = {name};
-  std::string var = "DISTJOB_" + absl::AsciiStrToUpper(name);
-  for (char& c : var) {
-    if (c == '-') c = '_';
-  }
-  flag.env = {var};
-  flag.metavar = std::move(metavar);
-  flag.help = std::move(help);
-  flag.set = std::move(set);
-  return flag;
-}
-
-Setter NonNegativeDuration(absl::Duration* out) {
-  return [out](absl::string_view v, absl::string_view) {
-    auto d = ParseDuration(v, "value");
-    if (!d.ok()) return d.status();
-    if (*d < absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", v, "' is negative; expected SECONDS >= 0"));
-    }
-    *out = *d;
-    return absl::OkStatus();
-  };
-}
-
-Setter CodeList(std::set<int>* out) {
+FlagSetter CodeList(std::set<int>* out) {
   return [out](absl::string_view v, absl::string_view) {
     auto codes = ParseExitCodeList(v);
     if (!codes.ok()) return codes.status();
@@ -79,10 +48,10 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
       "restart-backoff", "SECONDS",
       "Pause before the first restart, doubled on each further one (default "
       "0).",
-      NonNegativeDuration(&s->restart_backoff)));
+      SetDuration(&s->restart_backoff)));
   flags->Add(AgentFlag("restart-backoff-max", "SECONDS",
                        "Upper bound of the restart pause (default 60).",
-                       NonNegativeDuration(&s->restart_backoff_max)));
+                       SetDuration(&s->restart_backoff_max)));
   flags->Add(AgentFlag("permanent-exit-codes", "CODE[,LO-HI...]",
                        "Exit codes never restarted, whatever their class.",
                        CodeList(&s->permanent_exit_codes)));
@@ -109,11 +78,11 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
       "Hang watchdog: each worker must touch $DISTJOB_HEARTBEAT_FILE at "
       "least this often, or it is stopped as a retryable 'hang' failure "
       "(default 0: off).",
-      NonNegativeDuration(&s->hang_timeout)));
+      SetDuration(&s->hang_timeout)));
   flags->Add(AgentFlag("first-heartbeat-timeout", "SECONDS",
                        "Time allowed before a worker's first heartbeat "
                        "(default twice --hang-timeout).",
-                       NonNegativeDuration(&s->first_heartbeat_timeout)));
+                       SetDuration(&s->first_heartbeat_timeout)));
   flags->Add(AgentFlag("hang-signal", "SIG",
                        "Signal sent to a hung worker's process group 5 s "
                        "(at most the shutdown timeout) before it is "

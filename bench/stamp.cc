@@ -24,8 +24,8 @@ long long NowNs() {
 void Append(const char* path, const char* restart, const char* what,
             long long ns) {
   char line[128];
-  const int n = std::snprintf(line, sizeof(line), "%s %s %lld\n", restart,
-                              what, ns);
+  const int n =
+      std::snprintf(line, sizeof(line), "%s %s %lld\n", restart, what, ns);
   const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
   (void)!write(fd, line, n);  // one write: lines from workers never mix

@@ -3,9 +3,9 @@
 #define DISTJOB_COMMON_DURATION_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace distjob {

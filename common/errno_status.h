@@ -2,9 +2,8 @@
 #ifndef DISTJOB_COMMON_ERRNO_STATUS_H_
 #define DISTJOB_COMMON_ERRNO_STATUS_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace distjob {
 

@@ -124,6 +124,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   }
   std::string host;
   for (;;) {
+    if (cancelled_) return absl::CancelledError("the rendezvous was cancelled");
     if (store_lost_) {
       return absl::UnavailableError(
           "lost the rendezvous store (read_timeout passed without an answer)");
@@ -154,6 +155,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       if (h.ok()) host = *h;
     }
     RdzvState& st = read->state;
+    {
+      absl::MutexLock lock(&seen_mu_);
+      last_seen_.clear();
+      for (const auto& p : st.participants) last_seen_.push_back(p.addr);
+    }
     const int me = st.Find(options_.node);
     auto cas = [&](const RdzvState& next) -> absl::Status {
       auto r = store_->CompareSet(Key("state"), read->raw, next.Encode());
@@ -402,6 +408,18 @@ void DynamicRendezvous::MonitorLoop() {
     const std::string why = RoundChange(*listing);
     if (!why.empty()) Fire(why);
   }
+}
+
+std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {
+  absl::MutexLock lock(&seen_mu_);
+  return last_seen_;
+}
+
+void DynamicRendezvous::Cancel() {
+  cancelled_ = true;
+  // Ends the calls in flight; a watch on the hosted store ends within
+  // keep_alive_interval.
+  store_->Close();
 }
 
 void DynamicRendezvous::Shutdown(bool succeeded) {

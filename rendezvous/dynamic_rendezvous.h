@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "rendezvous/rdzv_config.h"
@@ -51,6 +52,8 @@ class DynamicRendezvous : public Rendezvous {
   void NoteFailureRestart(int restart_count) override;
   void SetOnMembershipChange(std::function<void()> callback) override;
   bool MembershipChanged() const override { return changed_; }
+  std::vector<std::string> LastSeenAddrs() const override;
+  void Cancel() override;
   void Shutdown(bool succeeded) override;
   bool ClaimFailure() override;
   void SetEndReason(const std::string& reason) override {
@@ -94,10 +97,13 @@ class DynamicRendezvous : public Rendezvous {
   // Why another node ended the job, once seen: the store may be gone (its
   // host ended it) by the time Next runs.
   std::string aborted_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex seen_mu_;
+  std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 
   std::atomic<bool> changed_{false};
   std::atomic<bool> waiting_{false};
   std::atomic<bool> store_lost_{false};
+  std::atomic<bool> cancelled_{false};
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;
   bool shut_down_ = false;

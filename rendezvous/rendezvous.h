@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -50,6 +51,15 @@ class Rendezvous {
   // True once the change callback fired for the current round: a worker
   // failure seen after it belongs to that change, not to the workers.
   virtual bool MembershipChanged() const { return false; }
+
+  // The addresses of the nodes in the round as last read from the store,
+  // so a caller whose Next failed can say who was there (and so who was
+  // missing). Empty when the store was never read.
+  virtual std::vector<std::string> LastSeenAddrs() const { return {}; }
+
+  // Makes a Next blocked on another thread return Cancelled soon (the
+  // agent was told to stop while waiting). Shutdown still follows.
+  virtual void Cancel() {}
 
   // Called once when the agent is done with the job. `succeeded`: its
   // workers all succeeded, so it waits (exit barrier) for the other nodes

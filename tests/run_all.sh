@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
-# The project's test command (README): builds the agent, runs the unit tests
-# under Bazel, then the black-box, integration and end-to-end suites against
-# the built static binary. Extra arguments go to pytest (e.g. -k NAME).
+# The project's test command (README): the unit tests and the malformed-input
+# suites under ASan/UBSan, then the unit tests, black-box, integration and
+# end-to-end suites against the built static binary. Extra arguments go to
+# the last pytest run (e.g. -k NAME).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Sanitizers first: the unit tests, and the suites that feed the agent
+# malformed input, under AddressSanitizer + UndefinedBehaviorSanitizer.
+# They cannot link into the static binary, so these run its dynamically
+# linked twin, //agent:distjob-agent-dev.
+bazel test --config=asan --build_tests_only //...
+bazel build --config=asan //agent:distjob-agent-dev
+asan_dir=$(mktemp -d)
+trap 'rm -rf "$asan_dir"' EXIT
+cp bazel-bin/agent/distjob-agent-dev "$asan_dir/distjob-agent"
+DISTJOB_AGENT="$asan_dir/distjob-agent" /usr/bin/python3 -m pytest \
+  -p no:cacheprovider -q tests/blackbox/test_cli.py \
+  tests/integration/test_discovery_inputs.py
+
+# Then the static binary, as it ships.
 bazel build //agent:distjob-agent
 bazel test //...
 
 # Debian's interpreter: it has python3-torch and python3-pytest.
-exec /usr/bin/python3 -m pytest -p no:cacheprovider -ra tests "$@"
+/usr/bin/python3 -m pytest -p no:cacheprovider -ra tests "$@"

@@ -91,3 +91,22 @@ def test_health_client_rejects_bad_port(agent):
                        text=True, timeout=10)
     assert r.returncode == 2
     assert "--port" in r.stderr
+
+
+def test_probes_answer_while_waiting_for_peers(agent, background):
+    # Peers' DNS records appear only once their pods are Ready: an agent
+    # that answered no probe while it waits for them would never be Ready
+    # itself, and every pod of the job would wait for the others forever.
+    port = free_port()
+    p = background([
+        "run", "--health-port", str(port), "--job-name", "j", "--task",
+        "worker", "--task-index", "0", "--peers",
+        "worker=j-worker-0.invalid,j-worker-1.invalid", "--dns-server",
+        "127.0.0.1:9", "--dns-timeout", "60", "--", "true"])
+    wait_for(lambda: probe(agent, port, "liveness")[0] == 0, 10,
+             what="liveness SERVING during the DNS wait")
+    assert probe(agent, port)[0] == 0  # "" (overall): the pod is Ready
+    assert probe(agent, port, "readiness")[0] == 1  # no workers yet
+    assert p.poll() is None  # still waiting for its peers
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 128 + signal.SIGTERM

@@ -107,7 +107,8 @@ def test_run_gets_tf_config(run_agent, tmp_path):
     d = volcano(tmp_path, {"ps.host": "tf-ps-0.tf",
                            "worker.host": "tf-worker-0.tf\ntf-worker-1.tf"})
     r = run_agent(["run", "--volcano-dir", str(d), "--hostname",
-                   "tf-worker-1", "--dns-timeout", "0", "--no-python", "--",
+                   "tf-worker-1", "--dns-timeout", "0", "--no-barrier",
+                   "--no-python", "--",
                    "/bin/sh", "-c", 'printf %s "$TF_CONFIG"'], env=CLEAN)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["task"] == {"type": "worker", "index": 1}

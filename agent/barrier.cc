@@ -1,0 +1,167 @@
+#include "agent/barrier.h"
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+#include "rendezvous/c10d_rendezvous.h"
+
+namespace distjob {
+namespace {
+
+std::string PodLabel(const std::string& task, int index) {
+  return absl::StrCat(task, "-", index);
+}
+
+BarrierPlan Skip(std::string why) {
+  BarrierPlan plan;
+  plan.skip_reason = std::move(why);
+  return plan;
+}
+
+}  // namespace
+
+BarrierPlan PlanBarrier(const JobEnv& job, const RunOptions& options) {
+  const DiscoveryOptions& d = options.discovery;
+  const LaunchOptions& launch = options.launch;
+  if (d.no_barrier) return Skip("--no-barrier");
+  if (!job.has_identity || job.cluster.tasks.empty()) {
+    return Skip("no operator-described cluster");
+  }
+  if (job.framework == "pytorch") {
+    // torch.distributed's own store (MASTER_ADDR, or the elastic
+    // rendezvous) already waits for every node.
+    return Skip("PyTorch's own rendezvous gathers the nodes");
+  }
+  if (launch.standalone) return Skip("--standalone");
+  if (launch.rdzv_backend != "static") {
+    return Skip(absl::StrCat("the job's own --rdzv-backend ",
+                             launch.rdzv_backend, " gathers the nodes"));
+  }
+  if (job.cluster.TotalHosts() <= 1) return Skip("a one-pod job");
+
+  const TaskPeers* host = nullptr;
+  for (const char* first : {"chief", "master", "scheduler", "ps"}) {
+    const TaskPeers* t = job.cluster.Find(first);
+    if (t != nullptr && !t->hosts.empty()) {
+      host = t;
+      break;
+    }
+  }
+  for (const TaskPeers& t : job.cluster.tasks) {
+    if (host == nullptr && !t.hosts.empty()) host = &t;
+  }
+  BarrierPlan plan;
+  plan.run = true;
+  plan.run_id = job.identity.id.job;
+  plan.self = PodLabel(job.identity.id.task, job.identity.id.index);
+  plan.host_pod = PodLabel(host->task, 0);
+  plan.is_host =
+      job.identity.id.task == host->task && job.identity.id.index == 0;
+  plan.endpoint.host = host->hosts[0];
+  plan.endpoint.port = d.barrier_port;
+  plan.timeout = d.barrier_timeout;
+  for (const TaskPeers& t : job.cluster.tasks) {
+    for (size_t i = 0; i < t.hosts.size(); ++i) {
+      plan.pods.push_back(PodLabel(t.task, static_cast<int>(i)));
+    }
+  }
+  return plan;
+}
+
+std::vector<std::string> MissingPods(const BarrierPlan& plan,
+                                     const std::vector<std::string>& seen) {
+  std::vector<std::string> missing;
+  for (const std::string& pod : plan.pods) {
+    if (std::find(seen.begin(), seen.end(), pod) == seen.end()) {
+      missing.push_back(pod);
+    }
+  }
+  return missing;
+}
+
+absl::Status RunBarrier(const BarrierPlan& plan,
+                        std::function<bool()> cancelled) {
+  RendezvousParams params;
+  params.backend = "c10d";
+  params.endpoint = plan.endpoint.ToString();
+  params.run_id = plan.run_id;
+  // Short store calls: while the host's pod is not up, each call blocks
+  // (wait-for-ready) up to read_timeout, and the join deadline is checked
+  // between calls.
+  const double seconds = absl::ToDoubleSeconds(plan.timeout);
+  params.conf = absl::StrCat(
+      "is_host=", plan.is_host ? "1" : "0", ",join_timeout=", seconds,
+      ",read_timeout=", std::min(seconds, 2.0), ",exit_barrier_timeout=30");
+  params.min_nodes = params.max_nodes = static_cast<int>(plan.pods.size());
+  // The pod label is this node's address in the store: the listing of the
+  // open round then names the pods that arrived.
+  params.local_addr = plan.self;
+  DJ_LOG_INFO(
+      "start barrier: waiting for the {} pods of job '{}' in the "
+      "store at {} ({})",
+      plan.pods.size(), plan.run_id, plan.endpoint.ToString(),
+      plan.is_host ? std::string("hosted here")
+                   : absl::StrCat("hosted by ", plan.host_pod));
+  auto rendezvous = MakeRendezvousFor(params);
+  if (!rendezvous.ok()) {
+    return absl::Status(
+        rendezvous.status().code(),
+        absl::StrCat("start barrier: ", rendezvous.status().message()));
+  }
+  // The wait runs on its own thread so a stop signal ends it.
+  absl::StatusOr<RendezvousResult> round;
+  absl::Notification done;
+  std::thread waiter([&] {
+    round = (*rendezvous)->Next(/*local_world_size=*/1);
+    done.Notify();
+  });
+  bool cancel_sent = false;
+  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (!cancel_sent && cancelled != nullptr && cancelled()) {
+      (*rendezvous)->Cancel();
+      cancel_sent = true;
+    }
+  }
+  waiter.join();
+  if (cancel_sent && !round.ok()) {
+    (*rendezvous)->Shutdown(/*succeeded=*/false);
+    return absl::CancelledError("start barrier: stopped while waiting");
+  }
+  if (round.ok()) {
+    DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",
+                plan.pods.size(), plan.run_id);
+    // The host keeps the store up until every pod has read the outcome.
+    (*rendezvous)->Shutdown(/*succeeded=*/true);
+    return absl::OkStatus();
+  }
+  const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
+  (*rendezvous)->Shutdown(/*succeeded=*/false);
+  const absl::StatusCode code = absl::IsInvalidArgument(round.status())
+                                    ? absl::StatusCode::kInvalidArgument
+                                    : absl::StatusCode::kDeadlineExceeded;
+  const std::string within = absl::StrCat(
+      " within ", absl::FormatDuration(plan.timeout), " (--barrier-timeout)");
+  if (seen.empty()) {
+    // The host joins its own store first: an empty listing means the
+    // store, and so its pod, was never reached.
+    return absl::Status(
+        code,
+        absl::StrCat("start barrier of job '", plan.run_id, "': the store at ",
+                     plan.endpoint.ToString(), " was not reached", within,
+                     "; missing: ", plan.host_pod, ", which hosts it (",
+                     round.status().message(), ")"));
+  }
+  return absl::Status(
+      code,
+      absl::StrCat("start barrier of job '", plan.run_id, "': ", seen.size(),
+                   " of ", plan.pods.size(), " pods arrived", within,
+                   "; missing: ", absl::StrJoin(MissingPods(plan, seen), ", "),
+                   " (", round.status().message(), ")"));
+}
+
+}  // namespace distjob
