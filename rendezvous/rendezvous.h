@@ -67,9 +67,6 @@ class Rendezvous {
   // other nodes are told the job ended.
   virtual void Shutdown(bool succeeded) { (void)succeeded; }
 
-  // Why this agent ends the job when it does not succeed (its one-line
-  // outcome and root cause), set before Shutdown: the other nodes put it in
-  // their own termination messages, so every pod names the root cause.
   // Called when a local worker failed. True when this node's failure is
   // the first of the current round (the job's root cause, decided here);
   // false when another node's came first: a worker losing its peers
@@ -77,6 +74,9 @@ class Rendezvous {
   // re-rendezvouses to follow what the failing node decided.
   virtual bool ClaimFailure() { return true; }
 
+  // Why this agent ends the job when it does not succeed (its one-line
+  // outcome and root cause), set before Shutdown: the other nodes put it in
+  // their own termination messages, so every pod names the root cause.
   virtual void SetEndReason(const std::string& reason) { (void)reason; }
 };
 
