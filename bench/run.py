@@ -15,6 +15,8 @@ import json
 import os
 import pathlib
 import platform
+import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +27,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 AGENT = os.environ.get("DISTJOB_AGENT",
                        str(ROOT / "bazel-bin" / "agent" / "distjob-agent"))
 STAMP = str(ROOT / "bazel-bin" / "bench" / "stamp")
+STORE_BENCH = str(ROOT / "bazel-bin" / "bench" / "store_bench")
 PYTHON = "/usr/bin/python3"
 TORCHRUN = [PYTHON, str(ROOT / "bench" / "torchrun_fixed.py")]
 OUT = ROOT / "docs" / "bench"
@@ -124,9 +127,260 @@ def bench_restart_standalone(reps):
              "samples": samples, "target": {"distjob-agent": 0.020}}]
 
 
+# -- multi-node helpers -----------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def descendants(pid):
+    """Every descendant of pid, read from /proc (children first listed)."""
+    kids = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            direct = [int(x) for x in f.read().split()]
+    except OSError:
+        return kids
+    for k in direct:
+        kids.append(k)
+        kids += descendants(k)
+    return kids
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        time.sleep(0.002)
+
+
+class Nodes:
+    """N launchers of one job on loopback, each its own 127.0.0.x, each
+    worker stamping into its own file; killed whatever happens."""
+
+    def __init__(self, launcher, tmp, nnodes, conf="", max_restarts=0,
+                 fail_node=None, hold=False):
+        self.launcher, self.tmp, self.nnodes = launcher, tmp, nnodes
+        self.conf, self.max_restarts = conf, max_restarts
+        self.fail_node, self.hold = fail_node, hold
+        self.port = free_port()
+        self.procs = {}
+
+    def stamps(self, i):
+        return os.path.join(self.tmp, f"stamps{i}")
+
+    def worker(self, i):
+        code = "137" if i == self.fail_node else "0"
+        return [STAMP, self.stamps(i), code] + ([self.tmp] if self.hold else [])
+
+    def start(self, i):
+        host = "is_host=1" if i == 0 else "is_host=0"
+        conf = host + ("," + self.conf if self.conf else "")
+        endpoint = f"127.0.0.1:{self.port}"
+        if self.launcher == "distjob-agent":
+            argv = [AGENT, "run", "--nnodes", str(self.nnodes),
+                    "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                    "--rdzv-endpoint", endpoint, "--rdzv-id", "bench",
+                    "--rdzv-conf", conf, "--local-addr", f"127.0.0.{i + 1}",
+                    "--max-restarts", str(self.max_restarts),
+                    "--no-python"] + self.worker(i)
+        else:
+            argv = TORCHRUN + ["--nnodes", str(self.nnodes),
+                               "--nproc_per_node", "1", "--rdzv_backend",
+                               "c10d", "--rdzv_endpoint", endpoint,
+                               "--rdzv_id", "bench", "--rdzv_conf", conf,
+                               "--max_restarts", str(self.max_restarts),
+                               "--monitor_interval", "0.1",
+                               "--no_python"] + self.worker(i)
+        env = dict(os.environ)
+        env["DISTJOB_TERMINATION_LOG"] = os.path.join(self.tmp, f"term{i}")
+        self.procs[i] = subprocess.Popen(
+            argv, env=env, stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(self.tmp, f"log{i}"), "w"))
+
+    def starts(self, i, after=0):
+        try:
+            rows = read_stamps(self.stamps(i))
+        except (OSError, ValueError):
+            return []
+        return [ns for _, w, ns in rows if w == "start" and ns > after]
+
+    def first_start_after(self, nodes, after):
+        """Latest, over `nodes`, of each node's first start after `after`;
+        None until every node has one."""
+        firsts = []
+        for i in nodes:
+            xs = self.starts(i, after)
+            if not xs:
+                return None
+            firsts.append(min(xs))
+        return max(firsts)
+
+    def kill9(self, i):
+        p = self.procs[i]
+        kids = descendants(p.pid)
+        p.kill()
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait(10)
+
+    def finish(self, timeout=60):
+        pathlib.Path(self.tmp, "go").write_text("go")
+        deadline = time.monotonic() + timeout
+        for p in self.procs.values():
+            p.wait(max(0.1, deadline - time.monotonic()))
+
+    def cleanup(self):
+        for i, p in self.procs.items():
+            if p.poll() is None:
+                self.kill9(i)
+
+
+RDZV_AGENT_N = [2, 4, 8, 16, 32, 64]
+RDZV_TORCHRUN_N = [2, 4, 8]
+
+
+def bench_rdzv(reps):
+    """Rendezvous latency vs N: from the first launcher's start to the last
+    worker's first instruction, fixed --nnodes N."""
+    series = {"distjob-agent": {}, "torchrun": {}}
+    for _ in range(reps):
+        for n in RDZV_AGENT_N:
+            for launcher in series:
+                if launcher == "torchrun" and n not in RDZV_TORCHRUN_N:
+                    continue
+                with tempfile.TemporaryDirectory() as tmp:
+                    job = Nodes(launcher, tmp, n)
+                    try:
+                        t0 = time.monotonic_ns()
+                        for i in range(n):
+                            job.start(i)
+                        last = wait_for(
+                            lambda: job.first_start_after(range(n), 0),
+                            120, f"{launcher} rendezvous of {n}")
+                        job.finish()
+                    finally:
+                        job.cleanup()
+                series[launcher].setdefault(str(n), []).append(
+                    (last - t0) / 1e9)
+    results = [{"name": "rendezvous latency vs N", "unit": "s",
+                "series": series, "plot": "rendezvous",
+                "xlabel": "nodes (--nnodes N, loopback)", "samples": {}}]
+    for n in RDZV_AGENT_N:
+        samples = {k: v.get(str(n), []) for k, v in series.items()}
+        results.append({
+            "name": f"rendezvous latency, {n} nodes", "unit": "s",
+            "samples": samples,
+            "target": {"distjob-agent": 0.100} if n == 8 else {}})
+    results[-1]["note"] = (
+        "torchrun 1.13 sleeps a random 0–0.3 s before it joins "
+        "(`_delay(seconds=(0, 0.3))` in its dynamic rendezvous), so "
+        "part of its latency and most of its spread is that jitter. "
+        f"torchrun runs only for N = {RDZV_TORCHRUN_N}: each node is a "
+        "Python process of ~240 MB that takes about a second of CPU to "
+        "start, which is all this 2-core machine holds.")
+    return results
+
+
+def bench_restart_multi(reps, n=4):
+    """Restart latency on 4 nodes: node 0's worker exits 137 in attempt 0;
+    from its exit to the last node's successor worker's first instruction."""
+    samples = {"distjob-agent": [], "torchrun": []}
+    for _ in range(reps):
+        for launcher in samples:
+            with tempfile.TemporaryDirectory() as tmp:
+                job = Nodes(launcher, tmp, n, max_restarts=1, fail_node=0,
+                            hold=True)
+                try:
+                    for i in range(n):
+                        job.start(i)
+
+                    def exited():
+                        try:
+                            rows = read_stamps(job.stamps(0))
+                        except (OSError, ValueError):
+                            return None
+                        xs = [ns for _, w, ns in rows if w == "exit"]
+                        return xs[0] if xs else None
+                    exit0 = wait_for(exited, 120, f"{launcher} first exit")
+                    last = wait_for(
+                        lambda: job.first_start_after(range(n), exit0), 120,
+                        f"{launcher} restart of {n} nodes")
+                    job.finish()
+                finally:
+                    job.cleanup()
+                samples[launcher].append((last - exit0) / 1e9)
+    return [{"name": f"restart latency, {n} nodes", "unit": "s",
+             "samples": samples, "target": {"distjob-agent": 0.100}}]
+
+
+KEEP_ALIVE = "keep_alive_interval=1,keep_alive_max_attempt=3"
+
+
+def bench_peer_loss(reps, n=4):
+    """Peer-loss recovery: --nnodes 2:4, kill -9 one agent (and its worker);
+    time until every survivor's worker runs again."""
+    variants = {
+        "distjob-agent": ("distjob-agent", True),
+        "distjob-agent, lease only": ("distjob-agent", False),
+        "torchrun": ("torchrun", True),
+    }
+    samples = {k: [] for k in variants}
+    for _ in range(reps):
+        for name, (launcher, workers_fail) in variants.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                conf = "last_call_timeout=1"
+                if launcher == "distjob-agent" and not workers_fail:
+                    conf += "," + KEEP_ALIVE
+                job = Nodes(launcher, tmp, f"2:{n}", conf=conf,
+                            max_restarts=3, hold=True)
+                try:
+                    for i in range(n):
+                        job.start(i)
+                    formed = wait_for(
+                        lambda: job.first_start_after(range(n), 0), 120,
+                        f"{name}: first round of {n}")
+                    del formed
+                    t_kill = time.monotonic_ns()
+                    job.kill9(n - 1)
+                    if workers_fail:
+                        pathlib.Path(tmp, "fail").write_text("x")
+                    last = wait_for(
+                        lambda: job.first_start_after(range(n - 1), t_kill),
+                        120, f"{name}: survivors back")
+                    job.finish()
+                finally:
+                    job.cleanup()
+                samples[name].append((last - t_kill) / 1e9)
+    return [{"name": f"peer-loss recovery, {n} nodes (2:{n})", "unit": "s",
+             "samples": samples, "note": (
+                 "The survivors' workers fail as soon as the peer is killed "
+                 "(the `fail` file), standing in for a collective that "
+                 "breaks; torchrun 1.13 notices a lost peer only that way. "
+                 "Both then re-rendezvous with `last_call_timeout=1`, which "
+                 "dominates both numbers. *lease only*: no worker fails; the "
+                 "agent notices the dead peer itself when its lease expires "
+                 "(`keep_alive_interval=1,keep_alive_max_attempt=3`, so "
+                 "≤ 3 s), then the same last call. torchrun 1.13 hard-codes "
+                 "its keep-alive at 5 s × 3 and ignores both keys, and it "
+                 "never restarts on a lost peer whose workers keep running.")}]
+
+
 BENCHMARKS = {
     "launch": bench_launch,
     "restart": bench_restart_standalone,
+    "rdzv": bench_rdzv,
+    "restart4": bench_restart_multi,
+    "peerloss": bench_peer_loss,
 }
 
 

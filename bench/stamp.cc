@@ -7,10 +7,12 @@
 //   stamp FILE [FAIL_CODE_IN_ATTEMPT_0 [HOLD_DIR]]
 //
 // With HOLD_DIR the worker stays up after its stamp, like a training step
-// would, until HOLD_DIR/go exists (exit 0); in attempt 0 it exits 1 once
-// HOLD_DIR/fail exists, standing in for a collective that fails when a
-// peer dies (torchrun 1.13 notices a lost peer only that way). A code of
-// 0 means "do not fail".
+// would, until HOLD_DIR/go exists (exit 0); it exits 134 (SIGABRT's code,
+// as from NCCL's abort) once HOLD_DIR/fail appears, standing in for a
+// collective that fails when a peer dies (torchrun 1.13 notices a lost
+// peer only that way). A worker started after
+// the failure does not fail again: it is the successor being timed. A code
+// of 0 means "do not fail in attempt 0".
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,12 +62,13 @@ int main(int argc, char** argv) {
   if (hold == nullptr) return 0;
   const std::string go = std::string(hold) + "/go";
   const std::string fail = std::string(hold) + "/fail";
+  const bool failed_before = access(fail.c_str(), F_OK) == 0;
   const timespec tick = {0, 2000000};  // 2 ms: the poll adds <= 2 ms
   for (;;) {
     if (access(go.c_str(), F_OK) == 0) return 0;
-    if (first && access(fail.c_str(), F_OK) == 0) {
+    if (!failed_before && access(fail.c_str(), F_OK) == 0) {
       Append(argv[1], restart, "exit", NowNs());
-      return 1;
+      return 134;
     }
     nanosleep(&tick, nullptr);
   }
