@@ -3,5 +3,5 @@
 # worker, then runs every benchmark against both launchers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //agent:distjob-agent //bench:stamp
+bazel build //agent:distjob-agent //bench:stamp //bench:store_bench
 exec /usr/bin/python3 bench/run.py "$@"

@@ -4,7 +4,15 @@
 // right before exiting with that code. Times are CLOCK_MONOTONIC, which is
 // one clock for every process on the machine.
 //
-//   stamp FILE [FAIL_CODE_IN_ATTEMPT_0]
+//   stamp FILE [FAIL_CODE_IN_ATTEMPT_0 [HOLD_DIR]]
+//
+// With HOLD_DIR the worker stays up after its stamp, like a training step
+// would, until HOLD_DIR/go exists (exit 0); it exits 134 (SIGABRT's code,
+// as from NCCL's abort) once HOLD_DIR/fail appears, standing in for a
+// collective that fails when a peer dies (torchrun 1.13 notices a lost
+// peer only that way). A worker started after
+// the failure does not fail again: it is the successor being timed. A code
+// of 0 means "do not fail in attempt 0".
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -40,13 +49,27 @@ int main(int argc, char** argv) {
     std::fputs("usage: stamp FILE [FAIL_CODE_IN_ATTEMPT_0]\n", stderr);
     return 2;
   }
+  const char* hold = argc > 3 ? argv[3] : nullptr;
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
   if (restart == nullptr) restart = "0";
   Append(argv[1], restart, "start", start);
-  if (argc > 2 && std::strcmp(restart, "0") == 0) {
+  const bool first = std::strcmp(restart, "0") == 0;
+  if (argc > 2 && first && std::atoi(argv[2]) != 0) {
     const int code = std::atoi(argv[2]);
     Append(argv[1], restart, "exit", NowNs());
     return code;
   }
-  return 0;
+  if (hold == nullptr) return 0;
+  const std::string go = std::string(hold) + "/go";
+  const std::string fail = std::string(hold) + "/fail";
+  const bool failed_before = access(fail.c_str(), F_OK) == 0;
+  const timespec tick = {0, 2000000};  // 2 ms: the poll adds <= 2 ms
+  for (;;) {
+    if (access(go.c_str(), F_OK) == 0) return 0;
+    if (!failed_before && access(fail.c_str(), F_OK) == 0) {
+      Append(argv[1], restart, "exit", NowNs());
+      return 134;
+    }
+    nanosleep(&tick, nullptr);
+  }
 }
