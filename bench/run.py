@@ -771,7 +771,9 @@ def write_plots(results):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    timed = [r for r in results if r["unit"] == "s" and "series" not in r]
+    timed = [r for r in results if r["unit"] == "s" and "series" not in r
+             and not r["name"].startswith(("store", "scale"))
+             and "torchrun" in r["samples"] and r["samples"]["torchrun"]]
     if timed:
         fig, ax = plt.subplots(figsize=(7, 0.6 + 0.9 * len(timed)))
         labels, agent, torch = [], [], []
@@ -792,6 +794,32 @@ def write_plots(results):
         ax.legend()
         fig.tight_layout()
         fig.savefig(OUT / "latency.png", dpi=110)
+        plt.close(fig)
+    store = [r for r in results if r.get("group") == "store"]
+    if store:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+        for ax, metric, unit in ((axes[0], "p50 latency", "µs"),
+                                 (axes[1], "throughput", "ops/s")):
+            rows = [r for r in store if metric in r["name"]]
+            labels = [r["name"].split(" (")[0].replace("store ", "")
+                      .replace(f" {metric}", "") for r in rows]
+            scale = 1e6 if unit == "µs" else 1
+            agent = [statistics.median(r["samples"]["distjob-agent"]) * scale
+                     for r in rows]
+            torch = [statistics.median(r["samples"]["torchrun"]) * scale
+                     for r in rows]
+            ys = range(len(rows))
+            ax.barh([y + 0.2 for y in ys], torch, 0.4, label="TCPStore",
+                    color="#d62728")
+            ax.barh([y - 0.2 for y in ys], agent, 0.4,
+                    label="distjob-agent store", color="#1f77b4")
+            ax.set_yticks(list(ys))
+            ax.set_yticklabels(labels)
+            ax.set_xscale("log")
+            ax.set_xlabel(f"{metric}, {unit} (median, log scale)")
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(OUT / "store.png", dpi=110)
         plt.close(fig)
     for r in results:
         if "series" not in r:
