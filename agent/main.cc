@@ -16,7 +16,9 @@
 #include "agent/env_command.h"
 #include "agent/health.h"
 #include "agent/install.h"
+#include "agent/options.h"
 #include "agent/process.h"
+#include "agent/report.h"
 #include "agent/run_flags.h"
 #include "agent/status_command.h"
 #include "common/environment.h"
@@ -57,6 +59,21 @@ bool WantsHelp(const std::vector<std::string>& args) {
   return false;
 }
 
+// The termination message of a run whose options did not parse: the pod's
+// status then says what was wrong. The path is the one the options would
+// have named, as far as the environment tells.
+void ReportBadConfig(const std::string& problem, const EnvMap& env) {
+  RunReport report;
+  report.outcome = "error";
+  report.exit_code = kExitBadConfig;
+  report.detail = problem;
+  const std::string path = Lookup(env, "DISTJOB_TERMINATION_LOG")
+                               .value_or(SupervisorOptions().termination_log);
+  if (path.empty()) return;
+  // Best effort, as on every exit: a path that cannot be written is skipped.
+  (void)WriteTerminationMessage(path, FormatTerminationMessage(report));
+}
+
 int Run(const std::vector<std::string>& args, const EnvMap& env) {
   // As PID 1 a signal with no handler is dropped, and the supervisor reads
   // signals only once the options are parsed: block them now, so that one
@@ -69,8 +86,9 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
   }
   auto options = ParseRunOptions(args, env);
   if (!options.ok()) {
-    std::fprintf(stderr, "distjob-agent run: %s\n",
-                 std::string(options.status().message()).c_str());
+    const std::string problem(options.status().message());
+    std::fprintf(stderr, "distjob-agent run: %s\n", problem.c_str());
+    ReportBadConfig(problem, env);
     return kExitBadConfig;
   }
   InitLogging(options->log_level);

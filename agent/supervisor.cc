@@ -202,7 +202,9 @@ void Supervisor::ReapChildren(Running* running) {
 absl::StatusOr<GroupResult> Supervisor::RunGroup(
     const std::vector<WorkerSpec>& workers) {
   Running running;
-  interrupted_ = false;
+  // interrupted_ is not cleared here: an Interrupt() that came after the
+  // round formed but before the workers started (a fast peer already
+  // opened the next round) must still stop this group.
   for (const WorkerSpec& spec : workers) {
     auto spawned = SpawnProcess(spec.process, inherited_);
     if (!spawned.ok()) {
@@ -272,11 +274,12 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
   if (on_group_running_) on_group_running_(false);
 
   GroupResult result = std::move(running.result);
+  const bool interrupted = interrupted_.exchange(false);  // consumed
   if (stop_signal_ != 0) {
     result.outcome = GroupOutcome::kStopped;
   } else if (result.first_failure.has_value()) {
     result.outcome = GroupOutcome::kFailed;
-  } else if (interrupted_) {
+  } else if (interrupted) {
     result.outcome = GroupOutcome::kInterrupted;
   } else {
     result.outcome = GroupOutcome::kSucceeded;

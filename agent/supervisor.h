@@ -80,7 +80,8 @@ class Supervisor {
   bool Sleep(absl::Duration duration);
 
   // Thread-safe: makes a running RunGroup stop the group and return
-  // kInterrupted, or the next Sleep return early.
+  // kInterrupted; with none running, the next RunGroup (which then stops
+  // its group at once) or Sleep. The next RunGroup consumes it.
   void Interrupt();
 
   // SIGTERM to every remaining descendant, wait up to the grace period while

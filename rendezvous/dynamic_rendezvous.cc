@@ -318,10 +318,19 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(const RdzvState& st,
       absl::StrJoin(names, ","), r.master_addr, r.master_port,
       st.restart_count);
   auto listing = store_->List(Prefix(options_.run_id));
-  absl::MutexLock lock(&mu_);
-  current_ = st;
-  current_revision_ = listing.ok() ? listing->revision : 0;
-  monitoring_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    current_ = st;
+    current_revision_ = listing.ok() ? listing->revision : 0;
+    monitoring_ = true;
+  }
+  // The watch starts after this listing: a change it already holds (a fast
+  // peer's worker failed and opened the next round while this node was
+  // still reading the one that closed) would never fire. Judge it now.
+  if (listing.ok()) {
+    const std::string why = RoundChange(*listing);
+    if (!why.empty()) Fire(why);
+  }
   return r;
 }
 

@@ -61,3 +61,13 @@ def test_help_after_command_belongs_to_the_worker(run_agent):
                    "echo worker-got:$1", "sh", "--help"])
     assert r.returncode == 0
     assert "worker-got:--help" in r.stdout
+
+
+def test_bad_configuration_still_writes_a_termination_message(run_agent,
+                                                              tmp_path):
+    log = tmp_path / "termination-log"
+    r = run_agent(["run", "--nnodes", "0", "--", "true"],
+                  env={"DISTJOB_TERMINATION_LOG": str(log)})
+    assert r.returncode == 2
+    message = log.read_text()
+    assert "exit_code=2" in message and "--nnodes" in message, message
