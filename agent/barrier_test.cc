@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "rendezvous/standalone_rendezvous.h"
 
 namespace distjob {
 namespace {
@@ -100,16 +101,11 @@ TEST(MissingPodsTest, ListsThoseNotSeenInClusterOrder) {
   EXPECT_EQ(MissingPods(plan, {}), plan.pods);
 }
 
+// A free loopback port: the project's own helper, asserted here.
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  auto port = FindFreePort("127.0.0.1");
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.ok() ? *port : 0;
 }
 
 BarrierPlan LoopbackPlan(const std::string& task, int index, int port,

@@ -13,20 +13,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rendezvous/standalone_rendezvous.h"
 
 namespace distjob {
 namespace {
 
+// A free loopback port: the project's own helper, asserted here.
 int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  auto port = FindFreePort("127.0.0.1");
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.ok() ? *port : 0;
 }
 
 // One real etcd member on loopback with a throw-away data dir, killed when

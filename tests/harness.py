@@ -55,3 +55,16 @@ def descendants(pid):
             out.append(child)
             frontier.append(child)
     return out
+
+
+def kill_tree(proc):
+    """SIGKILLs a still-running Popen and every descendant, then reaps it."""
+    if proc.poll() is not None:
+        return
+    for pid in descendants(proc.pid):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    proc.kill()
+    proc.wait()

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, ROOT, descendants  # noqa: E402
+from harness import PYTHON, ROOT, kill_tree  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "pytorch" / "train_ddp.py"
 
@@ -47,14 +47,7 @@ def test_ddp_across_two_agents(agent, tmp_path):
             assert p.returncode == 0, out[-3000:]
     finally:
         for p in procs:
-            if p.poll() is None:
-                for pid in descendants(p.pid):
-                    try:
-                        os.kill(pid, 9)
-                    except ProcessLookupError:
-                        pass
-                p.kill()
-                p.wait()
+            kill_tree(p)
     ranks = [json.loads((tmp_path / f"rank{i}.json").read_text())
              for i in range(4)]
     assert {r["world_size"] for r in ranks} == {4}

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, descendants  # noqa: E402
+from harness import PYTHON, kill_tree  # noqa: E402
 
 NAMES = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
          "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE",
@@ -47,14 +47,7 @@ def launch(cmds, timeout=180):
         assert [p.returncode for p in procs] == [0] * len(procs), outs
     finally:
         for p in procs:
-            if p.poll() is None:
-                for pid in descendants(p.pid):
-                    try:
-                        os.kill(pid, 9)
-                    except ProcessLookupError:
-                        pass
-                p.kill()
-                p.wait()
+            kill_tree(p)
 
 
 def records(d):
