@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -62,8 +63,9 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     WorkerSpec spec;
     spec.local_rank = local_rank;
     spec.process.argv = WorkerArgv(options.command, command, local_rank);
-    spec.process.env = PyTorchWorkerEnv(
-        group, local_rank, env, files.ErrorFile(restart_count, local_rank));
+    spec.error_file = files.ErrorFile(restart_count, local_rank);
+    spec.process.env =
+        PyTorchWorkerEnv(group, local_rank, env, spec.error_file);
     const int redirect = redirects[static_cast<size_t>(local_rank)];
     const int tee = tees[static_cast<size_t>(local_rank)];
     if ((redirect | tee) != 0) {
@@ -293,8 +295,22 @@ class AgentRun {
   // report_ describing it.
   int Supervise() {
     absl::Duration backoff = options_.supervisor.restart_backoff;
+    // This node's own failure, left to the job's decision (another node's
+    // worker failed first, or the membership changed).
+    std::optional<std::pair<GroupResult, bool>> deferred;
     for (;;) {
       auto round = rendezvous_->Next(options_.launch.nproc);
+      if (!round.ok() && deferred.has_value() &&
+          absl::IsAborted(round.status())) {
+        // Another node ended the job while this node's workers were failing
+        // too: this pod's status tells its own failure (the raising rank's
+        // traceback), not only that a peer ended the job.
+        DJ_LOG_ERROR("rendezvous ended: {}", round.status());
+        RecordFailure(deferred->first, deferred->second);
+        report_.detail = std::string(round.status().message());
+        return report_.exit_code;
+      }
+      deferred.reset();
       if (!round.ok()) {
         DJ_LOG_ERROR("rendezvous failed: {}", round.status());
         Ended("rendezvous", kExitRendezvousUnavailable);
@@ -344,6 +360,7 @@ class AgentRun {
       if (rendezvous_->MembershipChanged()) {
         // The failure follows a peer loss the agent saw: part of that change.
         DJ_LOG_INFO("worker failure after a membership change; re-forming");
+        deferred.emplace(*group, oom);
         continue;
       }
       // A hang is seen later than the moment of failure: claimed here.
@@ -353,6 +370,7 @@ class AgentRun {
             "worker local_rank={} failed after another node's: following "
             "that node's decision",
             group->first_failure->local_rank);
+        deferred.emplace(*group, oom);
         continue;
       }
       if (!RecordFailure(*group, oom)) return report_.exit_code;

@@ -70,6 +70,11 @@ struct SupervisorOptions {
   absl::Duration hang_timeout = absl::ZeroDuration();
   absl::Duration first_heartbeat_timeout = absl::ZeroDuration();
   int hang_signal = 0;  // sent first, for a stack dump; 0 = none
+  // A worker that has already recorded its error (torchelastic's error
+  // file) when its group is stopped is exiting on its own: it gets this long
+  // (at most the shutdown timeout) before the stop signal, so its exit code
+  // is its own and not the agent's SIGTERM.
+  absl::Duration exit_grace = absl::Seconds(2);
   // grpc.health.v1 port on all interfaces; 0 = no health server.
   int health_port = 0;
 };

@@ -13,6 +13,7 @@
 #include <csignal>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/exit_policy.h"
 #include "agent/process_tree.h"
 #include "agent/signal_names.h"
@@ -28,13 +29,18 @@ struct Supervisor::Running {
     int exec_errno;
     bool exited = false;
     std::string heartbeat_file;
+    std::string error_file;
     absl::Time started;
+    bool signalled = false;  // sent a stop signal (or SIGKILL) by the agent
   };
   std::vector<Worker> workers;
   GroupResult result;
   bool stopping = false;
   bool killed = false;
   absl::Time kill_deadline = absl::InfiniteFuture();
+  // Workers spared by StopGroup get the stop signal at this time.
+  absl::Time dying_signal_at = absl::InfiniteFuture();
+  int stop_signal_number = SIGTERM;
   int hung_rank = -1;
   // After the diagnostic signal, the group is stopped at this time.
   absl::Time hang_stop_at = absl::InfiniteFuture();
@@ -44,6 +50,38 @@ struct Supervisor::Running {
                        [](const Worker& w) { return w.exited; });
   }
 };
+
+namespace {
+
+// When the worker wrote its error file; nullopt if it has not (yet).
+std::optional<absl::Time> ErrorRecordedAt(const std::string& path) {
+  struct stat st;
+  if (path.empty() || stat(path.c_str(), &st) != 0 || st.st_size == 0) {
+    return std::nullopt;
+  }
+  return absl::TimeFromTimespec(st.st_mtim);
+}
+
+// Picks the root cause among the workers that failed on their own. The
+// first to exit is not always the first to fail: a rank that raises records
+// its error, and its peers' "connection closed" errors, recorded after that,
+// can reach the exit first while it is still unwinding. So when the first
+// exit had recorded an error, the earliest record wins (torchrun's rule, by
+// the file's time in nanoseconds rather than its whole seconds). A worker
+// that died without a record (a signal, a crash) stays the root cause: it
+// has no time of failure to compare but its exit.
+WorkerExit RootCause(const std::vector<WorkerExit>& exits,
+                     const WorkerExit& first_exit) {
+  if (!first_exit.error_recorded.has_value()) return first_exit;
+  const WorkerExit* earliest = &first_exit;
+  for (const WorkerExit& e : exits) {
+    if (e.exit_code == 0 || e.stopped_by_agent || !e.error_recorded) continue;
+    if (*e.error_recorded < *earliest->error_recorded) earliest = &e;
+  }
+  return *earliest;
+}
+
+}  // namespace
 
 Supervisor::Supervisor(const SupervisorOptions& options)
     : options_(options), inherited_(InheritedSignalState::Capture()) {}
@@ -113,9 +151,11 @@ void Supervisor::WaitForEvent(absl::Time deadline) {
   (void)!read(event_fd_, &drained, sizeof(drained));
 }
 
-void Supervisor::ForwardSignal(const Running& running, int signal_number) {
-  for (const Running::Worker& w : running.workers) {
+void Supervisor::ForwardSignal(Running* running, int signal_number) {
+  for (Running::Worker& w : running->workers) {
     if (w.exited) continue;
+    // Once stopping, whatever the agent sends may be what ends the worker.
+    if (running->stopping) w.signalled = true;
     // The worker's process group: the worker and everything it started
     // that did not leave the group.
     if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
@@ -131,10 +171,38 @@ void Supervisor::StopGroup(Running* running, absl::Time now) {
   running->kill_deadline =
       std::min(now + options_.shutdown_timeout, stop_deadline_);
   const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
+  running->stop_signal_number = signal_number;
   DJ_LOG_INFO("stopping the worker group: {} now, SIGKILL in {}",
               SignalName(signal_number),
               absl::FormatDuration(running->kill_deadline - now));
-  ForwardSignal(*running, signal_number);
+  std::vector<int> dying;
+  for (Running::Worker& w : running->workers) {
+    if (w.exited) continue;
+    // Signalled now, it would die of the agent's signal and not of its own
+    // error: its exit code and the root cause would be lost.
+    if (ErrorRecordedAt(w.error_file).has_value()) {
+      dying.push_back(w.local_rank);
+      continue;
+    }
+    w.signalled = true;
+    if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
+      kill(w.pid, signal_number);
+    }
+  }
+  if (!dying.empty()) {
+    running->dying_signal_at =
+        std::min(now + options_.exit_grace, running->kill_deadline);
+    DJ_LOG_INFO(
+        "worker local_rank(s) {} already recorded an error: {} to exit on "
+        "their own",
+        absl::StrJoin(dying, ","),
+        absl::FormatDuration(running->dying_signal_at - now));
+  }
+}
+
+void Supervisor::SignalDyingWorkers(Running* running) {
+  running->dying_signal_at = absl::InfiniteFuture();
+  ForwardSignal(running, running->stop_signal_number);
 }
 
 void Supervisor::HandleSignals(Running* running) {
@@ -161,7 +229,7 @@ void Supervisor::HandleSignals(Running* running) {
       if (is_stop && !running->stopping) {
         StopGroup(running, absl::Now());
       } else {
-        ForwardSignal(*running, sig);
+        ForwardSignal(running, sig);
       }
     }
   }
@@ -184,12 +252,15 @@ void Supervisor::ReapChildren(Running* running) {
       exit.exit_code = ExitCodeFromWaitStatus(status);
       exit.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       exit.exec_errno = w.exec_errno;
-      exit.stopped_by_agent = running->stopping;
+      exit.stopped_by_agent = w.signalled;
       exit.time = absl::Now();
+      if (exit.exit_code != 0) {
+        exit.error_recorded = ErrorRecordedAt(w.error_file);
+      }
       running->result.exits.push_back(exit);
       const bool is_hung =
           running->result.hang && w.local_rank == running->hung_rank;
-      if ((is_hung || (exit.exit_code != 0 && !running->stopping)) &&
+      if ((is_hung || (exit.exit_code != 0 && !exit.stopped_by_agent)) &&
           !running->result.first_failure.has_value()) {
         running->result.first_failure = exit;
       }
@@ -223,9 +294,14 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
                    spec.process.argv[0], spec.local_rank,
                    std::strerror(spawned->exec_errno));
     }
-    running.workers.push_back({spec.local_rank, spawned->pid,
-                               spawned->exec_errno, false, spec.heartbeat_file,
-                               absl::Now()});
+    Running::Worker worker;
+    worker.local_rank = spec.local_rank;
+    worker.pid = spawned->pid;
+    worker.exec_errno = spawned->exec_errno;
+    worker.heartbeat_file = spec.heartbeat_file;
+    worker.error_file = spec.error_file;
+    worker.started = absl::Now();
+    running.workers.push_back(std::move(worker));
   }
   DJ_LOG_DEBUG("started {} workers", running.workers.size());
 
@@ -249,15 +325,17 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
       StopGroup(&running, now);
     }
     if (running.AllExited()) break;
+    if (now >= running.dying_signal_at) SignalDyingWorkers(&running);
     if (running.stopping && !running.killed && now >= running.kill_deadline) {
       DJ_LOG_WARNING("grace period over: sending SIGKILL to the worker group");
       running.killed = true;
-      ForwardSignal(running, SIGKILL);
+      ForwardSignal(&running, SIGKILL);
       SignalDescendants(getpid(), SIGKILL);
     }
-    absl::Time wake = running.stopping && !running.killed
-                          ? running.kill_deadline
-                          : absl::InfiniteFuture();
+    absl::Time wake =
+        running.stopping && !running.killed
+            ? std::min(running.kill_deadline, running.dying_signal_at)
+            : absl::InfiniteFuture();
     if (!running.stopping) {
       wake = std::min(wake, running.hang_stop_at);
       for (size_t k = 0; k < running.workers.size(); ++k) {
@@ -274,6 +352,9 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
   if (on_group_running_) on_group_running_(false);
 
   GroupResult result = std::move(running.result);
+  if (result.first_failure.has_value() && !result.hang) {
+    result.first_failure = RootCause(result.exits, *result.first_failure);
+  }
   const bool interrupted = interrupted_.exchange(false);  // consumed
   if (stop_signal_ != 0) {
     result.outcome = GroupOutcome::kStopped;

@@ -32,6 +32,9 @@ struct WorkerSpec {
   // The file the worker touches to show progress (hang watchdog); the
   // agent removes it before the start.
   std::string heartbeat_file;
+  // The worker's TORCHELASTIC_ERROR_FILE (empty: none): once written, the
+  // worker has failed on its own and is exiting.
+  std::string error_file;
 };
 
 struct WorkerExit {
@@ -41,6 +44,8 @@ struct WorkerExit {
   int term_signal = 0;            // the signal that killed it, 0 if it exited
   int exec_errno = 0;             // exec failed: the worker never ran
   bool stopped_by_agent = false;  // it died after the agent told it to stop
+  // When it wrote its error file; nullopt if it wrote none.
+  std::optional<absl::Time> error_recorded;
   absl::Time time;
 };
 
@@ -53,8 +58,12 @@ enum class GroupOutcome {
 
 struct GroupResult {
   GroupOutcome outcome = GroupOutcome::kSucceeded;
-  std::vector<WorkerExit> exits;            // in order of exit
-  std::optional<WorkerExit> first_failure;  // the root cause, if failed
+  std::vector<WorkerExit> exits;  // in order of exit
+  // The root cause, if failed: of the workers that failed on their own
+  // (not stopped by the agent), the first to record its error, as torchrun
+  // picks it (a rank's exception comes before its peers' "connection
+  // closed"), else the first to exit.
+  std::optional<WorkerExit> first_failure;
   bool hang = false;  // the failure is a worker that stopped heartbeating
 };
 
@@ -124,8 +133,11 @@ class Supervisor {
   absl::Time HeartbeatDeadline(const Running& running, size_t index) const;
   // Declares a hang for the first worker past its deadline.
   void CheckHeartbeats(Running* running, absl::Time now);
-  void ForwardSignal(const Running& running, int signal_number);
+  void ForwardSignal(Running* running, int signal_number);
+  // The stop signal to every live worker, but those that already recorded
+  // their error get it exit_grace later.
   void StopGroup(Running* running, absl::Time now);
+  void SignalDyingWorkers(Running* running);
   // After the workers exited: TERM what they left behind, wait for it up to
   // the deadline while reaping, then SIGKILL and reap.
   void DrainAttempt(Running* running);

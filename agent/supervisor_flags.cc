@@ -94,6 +94,12 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                          s->hang_signal = *sig;
                          return absl::OkStatus();
                        }));
+  flags->Add(AgentFlag(
+      "exit-grace", "SECONDS",
+      "When the group is stopped, a worker that has already written its "
+      "error file is left this long to exit with its own code before it "
+      "gets the stop signal (default 2; at most the shutdown timeout).",
+      SetDuration(&s->exit_grace)));
   flags->Add(AgentFlag("health-port", "PORT",
                        "Serve grpc.health.v1.Health on this port on all "
                        "interfaces (services liveness, readiness, \"\"); 0 "

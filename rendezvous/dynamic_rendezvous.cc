@@ -49,12 +49,14 @@ bool DynamicRendezvous::ClaimFailure() {
     round = current_.round;
   }
   // The store orders the claims: no clocks of different nodes compared.
-  auto n = store_->Add(Key(absl::StrCat("failed/", round)), 1);
-  if (!n.ok()) return true;  // no store to ask: the failure is ours
-  if (*n > 1) {
-    DJ_LOG_INFO("another node's worker failed first in round {}", round);
-  }
-  return *n == 1;
+  auto claim = store_->CompareSet(Key(absl::StrCat("failed/", round)), "",
+                                  options_.node);
+  if (!claim.ok()) return true;  // no store to ask: the failure is ours
+  if (claim->value == options_.node) return true;
+  DJ_LOG_INFO("node {}'s worker failed first in round {}", claim->value, round);
+  decider_ = claim->value;
+  decider_round_ = round;
+  return false;
 }
 
 void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
@@ -137,6 +139,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     }
     if (auto aborted = store_->Get(Key("aborted"), absl::ZeroDuration());
         aborted.ok()) {
+      {
+        absl::MutexLock lock(&mu_);
+        aborted_ = *aborted;
+      }
+      AcknowledgeEnd();
       return absl::AbortedError(absl::StrCat("the job ended: ", *aborted));
     }
     auto read = ReadState();
@@ -174,6 +181,30 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       waiting_ = false;
       (void)store_->Delete({Key("waiting/" + options_.node)});
       return Result(st, me);
+    }
+    if (st.closed && me >= 0 && st.round == decider_round_) {
+      // Another node's worker failed first in this round: that node restarts
+      // the group (it opens the next round) or ends the job. Opening the
+      // round here would pre-empt its decision; wait for it, unless that
+      // node is gone (its lease expired) without deciding.
+      auto listing = store_->List(Prefix(options_.run_id));
+      bool decider_alive = false;
+      if (listing.ok()) {
+        for (const auto& e : listing->entries) {
+          decider_alive |= e.key == Key("alive/" + decider_);
+        }
+      }
+      if (decider_alive) {
+        if (!announced_wait) {
+          DJ_LOG_INFO("waiting for node {} to restart or end the job",
+                      decider_);
+          announced_wait = true;
+        }
+        (void)store_->Watch(Prefix(options_.run_id), listing->revision,
+                            std::min(left, c.keep_alive_interval));
+        continue;
+      }
+      if (listing.ok()) decider_round_ = -1;
     }
     bool open_next = false;
     if (st.closed && me >= 0) {
@@ -415,7 +446,16 @@ void DynamicRendezvous::MonitorLoop() {
       current_revision_ = listing->revision;
     }
     const std::string why = RoundChange(*listing);
-    if (!why.empty()) Fire(why);
+    if (why.empty()) continue;
+    bool ended = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ended = !aborted_.empty();
+    }
+    // The store's host may be ending the job: it waits for this before it
+    // takes the store (and the reason) away.
+    if (ended) AcknowledgeEnd();
+    Fire(why);
   }
 }
 
@@ -431,14 +471,43 @@ void DynamicRendezvous::Cancel() {
   store_->Close();
 }
 
+void DynamicRendezvous::AcknowledgeEnd() {
+  if (end_acknowledged_.exchange(true)) return;
+  (void)store_->Set(Key("seen-end/" + options_.node), "1");
+}
+
+void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
+  const absl::Time until = absl::Now() + lease_;
+  while (absl::Now() < until) {
+    auto listing = store_->List(Prefix(options_.run_id));
+    if (!listing.ok()) return;
+    std::set<std::string> keys;
+    for (const auto& e : listing->entries) keys.insert(e.key);
+    bool all = true;
+    for (const auto& p : round.participants) {
+      if (p.node == options_.node) continue;
+      all &= keys.count(Key("seen-end/" + p.node)) > 0 ||
+             keys.count(Key("alive/" + p.node)) == 0;
+    }
+    if (all) return;
+    (void)store_->Watch(Prefix(options_.run_id), listing->revision,
+                        until - absl::Now());
+  }
+  DJ_LOG_WARNING(
+      "not every member read why the job ended within {}; closing the store",
+      absl::FormatDuration(lease_));
+}
+
 void DynamicRendezvous::Shutdown(bool succeeded) {
   if (shut_down_) return;
   shut_down_ = true;
   RdzvState round;
+  bool ended_by_another = false;
   {
     absl::MutexLock lock(&mu_);
     monitoring_ = false;
     round = current_;
+    ended_by_another = !aborted_.empty();
   }
   if (!store_lost_ && last_round_ >= 0 && succeeded) {
     // Exit barrier: stay (and keep hosting the store) until every live
@@ -479,11 +548,16 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     } else {
       (void)store_->Add(left, 1);
     }
+  } else if (!store_lost_ && last_round_ >= 0 && ended_by_another) {
+    // The key is there, and its writer, maybe the store's host, may be gone:
+    // a write would only wait out read_timeout.
+    AcknowledgeEnd();
   } else if (!store_lost_ && last_round_ >= 0) {
     (void)store_->Set(
         Key("aborted"),
         absl::StrCat("node ", options_.node, " exited",
                      end_reason_.empty() ? "" : ": ", end_reason_));
+    if (options_.hosting) AwaitEndSeen(round);
   }
   store_->Close();
   StopThreads();

@@ -82,6 +82,11 @@ class DynamicRendezvous : public Rendezvous {
   std::string RoundChange(const StoreListing& listing);
   void Fire(const std::string& why);
   void StopThreads();
+  // Tells the store this node has read why the job ended (once).
+  void AcknowledgeEnd();
+  // The store's host ending the job keeps the store up until every other
+  // live member of `round` acknowledged the end, at most one lease.
+  void AwaitEndSeen(const RdzvState& round);
 
   const DynamicRendezvousOptions options_;
   const absl::Duration lease_;
@@ -104,8 +109,13 @@ class DynamicRendezvous : public Rendezvous {
   std::atomic<bool> waiting_{false};
   std::atomic<bool> store_lost_{false};
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> end_acknowledged_{false};
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;
+  // The node whose failure claim won round decider_round_ (-1: none): it
+  // decides whether the job restarts or ends.
+  std::string decider_;
+  int64_t decider_round_ = -1;
   bool shut_down_ = false;
   std::string end_reason_;  // see SetEndReason
   std::thread heartbeat_;

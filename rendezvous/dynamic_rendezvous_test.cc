@@ -1,11 +1,14 @@
 #include "rendezvous/dynamic_rendezvous.h"
 
+#include <atomic>
+#include <functional>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "rendezvous/rdzv_state.h"
 #include "rendezvous/store_core.h"
 
 namespace distjob {
@@ -133,6 +136,91 @@ TEST(DynamicRendezvousTest, OnlyTheFirstFailureOfARoundIsTheRootCause) {
   EXPECT_FALSE(nodes[0]->ClaimFailure());
 }
 
+// A LocalStore that calls `hook` before every Watch: where a node blocks.
+class WatchHookStore : public LocalStore {
+ public:
+  WatchHookStore(StoreCore* core, std::function<void()> hook)
+      : LocalStore(core), hook_(std::move(hook)) {}
+  absl::StatusOr<std::pair<bool, int64_t>> Watch(
+      const std::string& prefix, int64_t after_revision,
+      absl::Duration timeout) override {
+    hook_();
+    return LocalStore::Watch(prefix, after_revision, timeout);
+  }
+
+ private:
+  std::function<void()> hook_;
+};
+
+int64_t StoredRound(StoreCore* core) {
+  const StoreListing listing = core->List("rdzv/job/state");
+  if (listing.entries.empty()) return -1;
+  auto state = RdzvState::Decode(listing.entries[0].value);
+  return state.ok() ? state->round : -1;
+}
+
+// A node whose worker failed after another node's waits for that node to
+// restart or end the job. Had it opened the next round itself, the winner
+// would have taken the new round for a membership change and re-formed: a
+// permanent failure would have been restarted, and the job would hang.
+TEST(DynamicRendezvousTest, ClaimLosersWaitForTheWinnersDecision) {
+  StoreCore core;
+  std::atomic<std::thread::id> loser_thread{};
+  absl::Notification loser_waits;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  nodes.push_back(std::make_unique<DynamicRendezvous>(
+      Options(0, 2, 2), std::make_unique<WatchHookStore>(&core, [&] {
+        if (std::this_thread::get_id() == loser_thread.load() &&
+            !loser_waits.HasBeenNotified()) {
+          loser_waits.Notify();
+        }
+      })));
+  nodes.push_back(std::make_unique<DynamicRendezvous>(
+      Options(1, 2, 2), std::make_unique<LocalStore>(&core)));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(nodes[1]->ClaimFailure());
+  ASSERT_FALSE(nodes[0]->ClaimFailure());
+  absl::StatusOr<RendezvousResult> next;
+  std::thread loser([&] {
+    loser_thread = std::this_thread::get_id();
+    next = nodes[0]->Next(1);
+  });
+  ASSERT_TRUE(loser_waits.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(StoredRound(&core), 0);  // it opened no round of its own
+  EXPECT_FALSE(nodes[1]->MembershipChanged());
+  nodes[1]->SetEndReason("permanent exit_code=1; error: loss is NaN");
+  nodes[1]->Shutdown(false);
+  loser.join();
+  ASSERT_FALSE(next.ok());
+  EXPECT_TRUE(absl::IsAborted(next.status())) << next.status();
+}
+
+// ... but not for a winner that is gone without deciding.
+TEST(DynamicRendezvousTest, ClaimLosersGoOnWhenTheWinnerDies) {
+  StoreCore core;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        Options(i, 1, 2), std::make_unique<LocalStore>(&core)));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(nodes[1]->ClaimFailure());
+  ASSERT_FALSE(nodes[0]->ClaimFailure());
+  nodes[1].reset();  // its heartbeat stops: the lease expires
+  auto next = nodes[0]->Next(1);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_GE(next->round, 1);
+  EXPECT_EQ(next->group_world_size, 1);
+}
+
 // The node that ends the job tells the others why.
 TEST(DynamicRendezvousTest, EndReasonReachesTheOtherNodes) {
   StoreCore core;
@@ -154,6 +242,102 @@ TEST(DynamicRendezvousTest, EndReasonReachesTheOtherNodes) {
   EXPECT_NE(next.status().message().find("node n0 exited: permanent "
                                          "exit_code=1; error: loss is NaN"),
             std::string::npos)
+      << next.status();
+}
+
+// A LocalStore whose watches can be held (a slow network) and which can be
+// cut off (its host exited).
+class ControlledStore : public LocalStore {
+ public:
+  explicit ControlledStore(StoreCore* core) : LocalStore(core) {}
+  // Holds the watches that start from now on; returns once one is held
+  // (none is in flight then).
+  bool HoldWatches() {
+    held_ = true;
+    return holding_.WaitForNotificationWithTimeout(absl::Seconds(10));
+  }
+  void ReleaseWatches() {
+    if (!released_.HasBeenNotified()) released_.Notify();
+  }
+  void Cut() { cut_ = true; }
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override {
+    if (cut_) return Gone();
+    return LocalStore::MultiSet(kvs, ttl);
+  }
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override {
+    if (cut_) return Gone();
+    return LocalStore::MultiGet(keys, timeout);
+  }
+  absl::StatusOr<CompareSetResult> CompareSet(
+      const std::string& key, const std::string& expected,
+      const std::string& desired) override {
+    if (cut_) return Gone();
+    return LocalStore::CompareSet(key, expected, desired);
+  }
+  absl::StatusOr<StoreListing> List(const std::string& prefix) override {
+    if (cut_) return Gone();
+    return LocalStore::List(prefix);
+  }
+  absl::StatusOr<std::pair<bool, int64_t>> Watch(
+      const std::string& prefix, int64_t after_revision,
+      absl::Duration timeout) override {
+    if (held_) {
+      if (!holding_.HasBeenNotified()) holding_.Notify();
+      released_.WaitForNotificationWithTimeout(absl::Seconds(10));
+    }
+    if (cut_) return Gone();
+    return LocalStore::Watch(prefix, after_revision, timeout);
+  }
+
+ private:
+  static absl::Status Gone() { return absl::UnavailableError("store gone"); }
+  std::atomic<bool> held_{false};
+  std::atomic<bool> cut_{false};
+  absl::Notification holding_, released_;
+};
+
+// The store's host that ends the job keeps the store up until the others
+// have read why: gone at once, it would leave a peer whose watch was still
+// on its way with an unreachable store instead of the reason (and
+// read_timeout to wait out before it can tell).
+TEST(DynamicRendezvousTest, HostEndingTheJobLetsTheOthersReadWhy) {
+  StoreCore core;
+  DynamicRendezvousOptions host_options = Options(0, 2, 2);
+  host_options.hosting = true;
+  std::atomic<std::thread::id> ending_thread{};
+  auto controlled = std::make_unique<ControlledStore>(&core);
+  ControlledStore* peer_store = controlled.get();
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  // The peer's watch gets through once the host waits in its Shutdown.
+  nodes.push_back(std::make_unique<DynamicRendezvous>(
+      host_options, std::make_unique<WatchHookStore>(&core, [&] {
+        if (std::this_thread::get_id() == ending_thread.load()) {
+          peer_store->ReleaseWatches();
+        }
+      })));
+  nodes.push_back(std::make_unique<DynamicRendezvous>(Options(1, 2, 2),
+                                                      std::move(controlled)));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(peer_store->HoldWatches());  // its monitor's next watch
+  std::thread ending([&] {
+    ending_thread = std::this_thread::get_id();
+    nodes[0]->SetEndReason("permanent exit_code=1; error: loss is NaN");
+    nodes[0]->Shutdown(false);
+  });
+  ending.join();
+  peer_store->Cut();  // the host pod is gone, and its store with it
+  peer_store->ReleaseWatches();
+  auto next = nodes[1]->Next(1);
+  ASSERT_FALSE(next.ok());
+  EXPECT_TRUE(absl::IsAborted(next.status())) << next.status();
+  EXPECT_NE(next.status().message().find("loss is NaN"), std::string::npos)
       << next.status();
 }
 

@@ -155,3 +155,56 @@ def test_orphans_exiting_with_the_worker_do_not_change_its_code(run_agent):
                    "for i in $(seq 50); do (sleep 0.3; exit 0) & done; "
                    "sleep 0.3; exit 3"])
     assert r.returncode == 3, r.stderr
+
+
+# Rank 1 raises and records its error, then takes a while to unwind (as a
+# Python process tearing down torch does); rank 0 sees its peer go, records
+# a "connection closed" error and exits first. The root cause is rank 1:
+# the first error recorded, not the first exit. Rank 1 is not sent SIGTERM
+# while it unwinds (--exit-grace), so its own exit code is reported.
+UNWINDING_RANKS = r"""
+record() {
+  printf '{"message": {"message": "%s", "extraInfo": {"py_callstack": "",
+"timestamp": "0"}}}' "$1" > "$TORCHELASTIC_ERROR_FILE"
+}
+if [ "$LOCAL_RANK" = 1 ]; then
+  record "ValueError: loss is NaN"
+  touch "$SIDE/recorded"
+  while [ ! -e "$SIDE/rank0-exits" ]; do sleep 0.01; done
+  sleep 0.3  # unwinding
+  exit 3
+fi
+while [ ! -e "$SIDE/recorded" ]; do sleep 0.01; done
+sleep 0.05  # the peer's loss reaches rank 0 after rank 1's record
+record "RuntimeError: Connection closed by peer"
+touch "$SIDE/rank0-exits"
+exit 1
+"""
+
+
+def test_root_cause_is_the_first_error_recorded(run_agent, tmp_path):
+    agent_error = tmp_path / "agent-error.json"
+    r = run_agent(["run", "--nproc-per-node", "2", "--", "sh", "-c",
+                   UNWINDING_RANKS],
+                  env={"SIDE": str(tmp_path),
+                       "TORCHELASTIC_ERROR_FILE": str(agent_error)})
+    assert r.returncode == 3, r.stderr
+    message = (tmp_path / "termination-log").read_text()
+    assert message.startswith("distjob-agent: permanent exit_code=3"), message
+    assert "root cause: local_rank=1" in message, message
+    assert "loss is NaN" in message, message
+    data = json.loads(agent_error.read_text())
+    assert data["message"]["message"] == "ValueError: loss is NaN"
+    assert "already recorded an error" in r.stderr
+
+
+def test_exit_grace_zero_stops_recorded_workers_at_once(run_agent, tmp_path):
+    # With no grace the unwinding rank dies of the agent's SIGTERM: stopped,
+    # it is no root cause, and the first exit is.
+    r = run_agent(["run", "--exit-grace", "0", "--nproc-per-node", "2", "--",
+                   "sh", "-c", UNWINDING_RANKS],
+                  env={"SIDE": str(tmp_path)})
+    assert r.returncode == 1, r.stderr
+    message = (tmp_path / "termination-log").read_text()
+    assert "root cause: local_rank=0" in message, message
+    assert "Connection closed by peer" in message, message

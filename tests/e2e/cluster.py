@@ -244,7 +244,8 @@ class Pod:
             except subprocess.TimeoutExpired:
                 raise TimeoutError(
                     f"{self.name} still running after {timeout}s; artifacts "
-                    f"in {self.artifacts}") from None
+                    f"in {self.artifacts}\n{self.cluster.logs_text()}") \
+                    from None
             self._result = self._collect(code)
         return self._result
 
@@ -540,6 +541,18 @@ class Cluster:
         deadline = time.monotonic() + timeout
         return {name: pod.wait(max(0.0, deadline - time.monotonic()))
                 for name, pod in self.pods.items() if pod.proc is not None}
+
+    def logs_text(self, tail=3000):
+        """Every pod's log tail so far: a hung job's story, which CI keeps
+        only in the test's failure message."""
+        parts = []
+        for pod in self.pods.values():
+            stderr = pod.artifacts / "stderr"
+            text = (stderr.read_text(errors="replace")
+                    if stderr.exists() else "")
+            parts.append(f"--- {pod.name} (still running: {pod.running()})\n"
+                         f"{text[-tail:]}")
+        return "\n".join(parts)
 
     def leftover_processes(self):
         """Processes still alive in any of this cluster's pods."""
