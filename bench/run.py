@@ -11,6 +11,7 @@ See bench/README.md for the method.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -553,68 +554,84 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def scale_once(n, cap_s=None, around_join=None):
+    """One scale measurement: a store_bench server and N simulated nodes in
+    up to 4 store_bench scale processes. Returns None past cap_s, else
+    (reports, join CPU s, steady requests, steady store CPU s).
+    around_join(server_pid) may return a context manager held while the
+    nodes join (bench/profile_scale.py profiles the store with it)."""
+    server, port = start_server([STORE_BENCH, "server"])
+    procs = []
+    try:
+        nproc = min(4, n)
+        per = [n // nproc + (1 if i < n % nproc else 0)
+               for i in range(nproc)]
+        first = 0
+        for count in per:
+            procs.append(subprocess.Popen(
+                [STORE_BENCH, "scale", f"127.0.0.1:{port}",
+                 f"scale{n}", str(n), str(first), str(count),
+                 str(SCALE_HB_SECONDS)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                text=True))
+            first += count
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        held = (around_join(server.pid) if around_join
+                else contextlib.nullcontext())
+        with held:
+            for p in procs:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            cpu_go = cpu_seconds(server.pid)
+            reports = []
+            deadline = time.monotonic() + (cap_s or 1e9)
+            for p in procs:
+                ready, _, _ = select.select(
+                    [p.stdout], [], [],
+                    max(0, deadline - time.monotonic()))
+                if not ready:
+                    break
+                reports.append(json.loads(p.stdout.readline()))
+            if len(reports) < len(procs):
+                return None
+            join_cpu = cpu_seconds(server.pid) - cpu_go
+        # Steady state: the clients count requests from 0.5 s after
+        # their last node joined; sample the store's CPU alike.
+        time.sleep(0.5)
+        cpu0 = cpu_seconds(server.pid)
+        time.sleep(SCALE_HB_SECONDS)
+        server_cpu = cpu_seconds(server.pid) - cpu0
+        steady = sum(json.loads(p.stdout.readline())["steady_requests"]
+                     for p in procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        stop_server(server)
+    if any(r["joined"] == 0 for r in reports):
+        raise RuntimeError(f"scale {n}: a process joined nothing")
+    return reports, join_cpu, steady, server_cpu
+
+
 def bench_scale(reps):
     """Scale: one store, N simulated nodes (real DynamicRendezvous join in
     up to 4 store_bench processes) form one round; time to close it, then
     steady-state heartbeat load: requests/s and the store's CPU."""
-    reps = 1  # agent only, and N=1024 alone takes ~30 s
+    reps = 1  # agent only: one pass over N up to 4096
     close, rps, cpu, join_req, join_cpus = {}, {}, {}, {}, {}
     capped = None
     for _ in range(reps):
         for n in SCALE_N:
             if capped is not None and n >= capped:
                 break
-            server, port = start_server([STORE_BENCH, "server"])
-            procs = []
-            try:
-                nproc = min(4, n)
-                per = [n // nproc + (1 if i < n % nproc else 0)
-                       for i in range(nproc)]
-                first = 0
-                for count in per:
-                    procs.append(subprocess.Popen(
-                        [STORE_BENCH, "scale", f"127.0.0.1:{port}",
-                         f"scale{n}", str(n), str(first), str(count),
-                         str(SCALE_HB_SECONDS)],
-                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                        text=True))
-                    first += count
-                for p in procs:
-                    assert p.stdout.readline().strip() == "ready"
-                for p in procs:
-                    p.stdin.write("go\n")
-                    p.stdin.flush()
-                cpu_go = cpu_seconds(server.pid)
-                reports = []
-                deadline = time.monotonic() + SCALE_CAP_S
-                for p in procs:
-                    ready, _, _ = select.select(
-                        [p.stdout], [], [],
-                        max(0, deadline - time.monotonic()))
-                    if not ready:
-                        break
-                    reports.append(json.loads(p.stdout.readline()))
-                if len(reports) < len(procs):
-                    capped = n
-                    break
-                join_cpu = cpu_seconds(server.pid) - cpu_go
-                # Steady state: the clients count requests from 0.5 s after
-                # their last node joined; sample the store's CPU alike.
-                time.sleep(0.5)
-                cpu0 = cpu_seconds(server.pid)
-                time.sleep(SCALE_HB_SECONDS)
-                server_cpu = cpu_seconds(server.pid) - cpu0
-                steady = sum(json.loads(p.stdout.readline())["steady_requests"]
-                             for p in procs)
-            finally:
-                for p in procs:
-                    if p.poll() is None:
-                        p.kill()
-                    p.wait()
-                stop_server(server)
+            measured = scale_once(n, SCALE_CAP_S)
+            if measured is None:
+                capped = n
+                break
+            reports, join_cpu, steady, server_cpu = measured
             start = min(r["start_ns"] for r in reports)
-            if any(r["joined"] == 0 for r in reports):
-                raise RuntimeError(f"scale {n}: a process joined nothing")
             end = max(r["done_ns"] for r in reports)
             close.setdefault(str(n), []).append((end - start) / 1e9)
             rps.setdefault(str(n), []).append(steady / SCALE_HB_SECONDS)

@@ -187,7 +187,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       // the group (it opens the next round) or ends the job. Opening the
       // round here would pre-empt its decision; wait for it, unless that
       // node is gone (its lease expired) without deciding.
-      auto listing = store_->List(Prefix(options_.run_id));
+      auto listing = store_->List(Key("alive/" + decider_));
       bool decider_alive = false;
       if (listing.ok()) {
         for (const auto& e : listing->entries) {
@@ -209,9 +209,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     bool open_next = false;
     if (st.closed && me >= 0) {
       open_next = true;  // our own round ended: start the next one
-    } else if (st.closed || (!st.closed && me < 0 &&
-                             static_cast<int>(st.participants.size()) >=
-                                 options_.max_nodes)) {
+    } else if (st.closed || (joined_round_ == st.round &&
+                             join_index_ > options_.max_nodes)) {
       // Someone else's round: ask for the next one. The members see the
       // waiting lease and re-form; if none of them is alive any more, the
       // waiting node opens the round itself.
@@ -257,13 +256,25 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       }
       continue;
     }
-    // An open round.
-    if (me < 0) {
-      RdzvState next = st;
-      next.restart_count = std::max(st.restart_count, pending_restarts_);
-      next.participants.push_back(
-          {options_.node, local_world_size, options_.addr});
-      (void)cas(next);
+    // An open round: join it with a key of this node's own (one request,
+    // never contended); the node that fills it, or the one whose last call
+    // ends first, closes it.
+    if (joined_round_ != st.round) {
+      auto k = store_->Add(Key(absl::StrCat("joined/", st.round)), 1);
+      if (!k.ok()) continue;
+      joined_round_ = st.round;
+      join_index_ = *k;
+      join_written_ = false;
+      joined_at_ = absl::Now();
+    }
+    if (join_index_ > options_.max_nodes) continue;  // full: wait (above)
+    if (!join_written_) {
+      join_written_ =
+          store_
+              ->Set(
+                  Key(absl::StrCat("join/", st.round, "/", join_index_)),
+                  EncodeJoin({options_.node, local_world_size, options_.addr}))
+              .ok();
       continue;
     }
     if (pending_restarts_ > st.restart_count) {
@@ -272,18 +283,17 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       (void)cas(next);
       continue;
     }
-    const int n = static_cast<int>(st.participants.size());
-    bool close = n >= options_.max_nodes;
-    if (!close && n >= options_.min_nodes) {
-      if (min_round != st.round) {
+    bool close = join_index_ == options_.max_nodes;
+    if (!close && join_index_ >= options_.min_nodes) {
+      if (join_index_ == options_.min_nodes && min_round != st.round) {
         min_round = st.round;
-        min_reached_at = absl::Now();
         DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}",
-                    st.round, n, options_.min_nodes, options_.max_nodes,
+                    st.round, join_index_, options_.min_nodes,
+                    options_.max_nodes,
                     absl::FormatDuration(c.last_call_timeout));
       }
       const absl::Duration remaining =
-          min_reached_at + c.last_call_timeout - absl::Now();
+          joined_at_ + c.last_call_timeout - absl::Now();
       if (remaining <= absl::ZeroDuration()) {
         close = true;
       } else {
@@ -292,14 +302,64 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       }
     }
     if (close) {
+      auto members = Joined(st.round);
+      if (!members.ok()) {
+        DJ_LOG_WARNING("cannot close round {}: {}", st.round,
+                       members.status().message());
+        continue;
+      }
       RdzvState next = st;
       next.closed = true;
+      next.participants = *std::move(members);
       next.AssignRanks(host);
       (void)cas(next);
       continue;
     }
     (void)wait_change(left);
   }
+}
+
+absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
+    int64_t round) {
+  auto joined = store_->Add(Key(absl::StrCat("joined/", round)), 0);
+  if (!joined.ok()) return joined.status();
+  const int64_t n = std::min<int64_t>(*joined, options_.max_nodes);
+  std::vector<RdzvParticipant> members;
+  // A node counted but not yet written is on its way: the blocking read
+  // waits for it, at most one lease (it may have died in between).
+  constexpr int64_t kChunk = 1024;  // under the store's keys per request
+  bool complete = true;
+  for (int64_t first = 1; complete && first <= n; first += kChunk) {
+    std::vector<std::string> keys;
+    for (int64_t i = first; i < first + kChunk && i <= n; ++i) {
+      keys.push_back(Key(absl::StrCat("join/", round, "/", i)));
+    }
+    auto values = store_->MultiGet(keys, lease_);
+    complete = values.ok();
+    for (size_t i = 0; complete && i < values->size(); ++i) {
+      auto p = DecodeJoin((*values)[i]);
+      if (!p.ok()) return p.status();
+      members.push_back(*std::move(p));
+    }
+  }
+  if (complete) return members;
+  // Someone never wrote its record: the round closes with those who did.
+  const std::string prefix = Key(absl::StrCat("join/", round, "/"));
+  auto listing = store_->List(prefix);
+  if (!listing.ok()) return listing.status();
+  std::vector<std::pair<int64_t, RdzvParticipant>> indexed;
+  for (const auto& e : listing->entries) {
+    int64_t i = 0;
+    if (!absl::SimpleAtoi(e.key.substr(prefix.size()), &i) || i > n) continue;
+    auto p = DecodeJoin(e.value);
+    if (!p.ok()) return p.status();
+    indexed.emplace_back(i, *std::move(p));
+  }
+  std::sort(indexed.begin(), indexed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  members.clear();
+  for (auto& [i, p] : indexed) members.push_back(std::move(p));
+  return members;
 }
 
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(const RdzvState& st,
@@ -341,31 +401,54 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(const RdzvState& st,
     r.master_addr = v->substr(space + 1);
   }
   last_round_ = st.round;
+  constexpr size_t kNamesLogged = 16;
   std::vector<std::string> names;
-  for (const auto& p : st.participants) names.push_back(p.node);
+  for (const auto& p : st.participants) {
+    if (names.size() == kNamesLogged) {
+      names.push_back(absl::StrCat("... ", st.participants.size(), " in all"));
+      break;
+    }
+    names.push_back(p.node);
+  }
   DJ_LOG_INFO(
       "round {} of '{}': group rank {} of {} [{}], master {}:{}, restarts {}",
       st.round, options_.run_id, me, r.group_world_size,
       absl::StrJoin(names, ","), r.master_addr, r.master_port,
       st.restart_count);
-  auto listing = store_->List(Prefix(options_.run_id));
+  // The monitor's watch starts from this listing's revision: a change it
+  // already holds (a fast peer's worker failed and opened the next round
+  // while this node was still reading the one that closed) would never
+  // fire. Judge it now, from what can already have changed: the state, the
+  // end, waiting nodes. Not from the whole prefix: thousands of nodes each
+  // listing thousands of keys would make forming a round quadratic.
+  auto listing = store_->List(Key("state"));
+  if (listing.ok()) {
+    if (auto waiting = store_->List(Key("waiting/")); waiting.ok()) {
+      for (auto& e : waiting->entries) listing->entries.push_back(e);
+    }
+    if (auto ended = store_->Get(Key("aborted"), absl::ZeroDuration());
+        ended.ok()) {
+      StoreEntry e;
+      e.key = Key("aborted");
+      e.value = *ended;
+      listing->entries.push_back(std::move(e));
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     current_ = st;
     current_revision_ = listing.ok() ? listing->revision : 0;
     monitoring_ = true;
   }
-  // The watch starts after this listing: a change it already holds (a fast
-  // peer's worker failed and opened the next round while this node was
-  // still reading the one that closed) would never fire. Judge it now.
   if (listing.ok()) {
-    const std::string why = RoundChange(*listing);
+    const std::string why = RoundChange(*listing, /*liveness=*/false);
     if (!why.empty()) Fire(why);
   }
   return r;
 }
 
-std::string DynamicRendezvous::RoundChange(const StoreListing& listing) {
+std::string DynamicRendezvous::RoundChange(const StoreListing& listing,
+                                           bool liveness) {
   absl::MutexLock lock(&mu_);
   std::set<std::string> keys;
   std::string state_raw;
@@ -380,6 +463,7 @@ std::string DynamicRendezvous::RoundChange(const StoreListing& listing) {
     return absl::StrCat("round ", st->round, " began");
   }
   for (const auto& p : current_.participants) {
+    if (!liveness) break;
     if (!keys.count(Key("alive/" + p.node)) &&
         !keys.count(Key(absl::StrCat("done/", current_.round, "/", p.node)))) {
       return absl::StrCat("peer ", p.node, " lost (no heartbeat for ",
@@ -445,7 +529,7 @@ void DynamicRendezvous::MonitorLoop() {
       absl::MutexLock lock(&mu_);
       current_revision_ = listing->revision;
     }
-    const std::string why = RoundChange(*listing);
+    const std::string why = RoundChange(*listing, /*liveness=*/true);
     if (why.empty()) continue;
     bool ended = false;
     {

@@ -75,11 +75,15 @@ class DynamicRendezvous : public Rendezvous {
   }
   absl::StatusOr<Read> ReadState();
   absl::StatusOr<RendezvousResult> Result(const RdzvState& state, int me);
+  // The members of open round `round`, in join order, from their records.
+  absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round);
   absl::Status Heartbeat();
   void HeartbeatLoop();
   void MonitorLoop();
   // Why the current round is no longer the job's, or "" if it still is.
-  std::string RoundChange(const StoreListing& listing);
+  // Without `liveness`, members missing from `listing` are not judged lost
+  // (it holds only some keys).
+  std::string RoundChange(const StoreListing& listing, bool liveness);
   void Fire(const std::string& why);
   void StopThreads();
   // Tells the store this node has read why the job ended (once).
@@ -112,6 +116,13 @@ class DynamicRendezvous : public Rendezvous {
   std::atomic<bool> end_acknowledged_{false};
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;
+  // This node's place in the open round joined_round_ (1-based; past
+  // max_nodes: the round was full), whether its join record is written, and
+  // when it joined (its last call runs from there).
+  int64_t joined_round_ = -1;
+  int64_t join_index_ = 0;
+  bool join_written_ = false;
+  absl::Time joined_at_;
   // The node whose failure claim won round decider_round_ (-1: none): it
   // decides whether the job restarts or ends.
   std::string decider_;

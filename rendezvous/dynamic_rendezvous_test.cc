@@ -159,6 +159,34 @@ int64_t StoredRound(StoreCore* core) {
   return state.ok() ? state->round : -1;
 }
 
+// Joining is one counter increment and one record of the node's own; a
+// node that took its place in the count and died before writing its record
+// delays the close by one lease at most, and is left out.
+TEST(DynamicRendezvousTest, JoinerThatNeverWroteItsRecordIsLeftOut) {
+  StoreCore core;
+  ASSERT_TRUE(core.Add("rdzv/job/joined/0", 1).ok());  // the ghost: place 1
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        Options(i, 2, 3), std::make_unique<LocalStore>(&core)));
+  }
+  std::vector<RendezvousResult> results(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = nodes[i]->Next(1);
+      ASSERT_TRUE(r.ok()) << r.status();
+      results[i] = *r;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) {
+    EXPECT_EQ(r.round, 0);
+    EXPECT_EQ(r.group_world_size, 2);
+  }
+  EXPECT_NE(results[0].group_rank, results[1].group_rank);
+}
+
 // A node whose worker failed after another node's waits for that node to
 // restart or end the job. Had it opened the next round itself, the winner
 // would have taken the new round for a membership change and re-formed: a

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -57,16 +58,36 @@ absl::StatusOr<RdzvState> RdzvState::Decode(const std::string& text) {
 }
 
 void RdzvState::AssignRanks(const std::string& host) {
+  // One lookup per participant: thousands of nodes would make a scan of
+  // `previous` per comparison quadratic.
+  absl::flat_hash_map<std::string, size_t> old_rank;
+  for (size_t i = 0; i < previous.size(); ++i) {
+    old_rank.emplace(previous[i], i + 1);
+  }
   auto order = [&](const RdzvParticipant& p) -> size_t {
     if (p.node == host) return 0;
-    auto it = std::find(previous.begin(), previous.end(), p.node);
-    return it == previous.end()
-               ? previous.size() + 1
-               : 1 + static_cast<size_t>(it - previous.begin());
+    auto it = old_rank.find(p.node);
+    return it == old_rank.end() ? previous.size() + 1 : it->second;
   };
   std::stable_sort(
       participants.begin(), participants.end(),
       [&](const auto& a, const auto& b) { return order(a) < order(b); });
+}
+
+std::string EncodeJoin(const RdzvParticipant& p) {
+  return absl::StrCat(p.nproc, " ", p.addr, " ", p.node);
+}
+
+absl::StatusOr<RdzvParticipant> DecodeJoin(const std::string& text) {
+  std::vector<std::string> f = absl::StrSplit(text, absl::MaxSplits(' ', 2));
+  RdzvParticipant p;
+  if (f.size() != 3 || !absl::SimpleAtoi(f[0], &p.nproc) || f[2].empty()) {
+    return absl::DataLossError(
+        absl::StrCat("malformed rendezvous join record '", text, "'"));
+  }
+  p.addr = f[1];
+  p.node = f[2];
+  return p;
 }
 
 }  // namespace distjob

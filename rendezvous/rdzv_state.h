@@ -1,6 +1,8 @@
 // The shared state of one job's rendezvous, as stored under
-// rdzv/<run_id>/state and changed only by compare-set. Liveness is NOT in
-// it (each node has its own lease key), so heartbeats never rewrite it.
+// rdzv/<run_id>/state and changed only by compare-set: opened, closed (with
+// its members in rank order), a restart noted. Neither liveness (each node
+// has its own lease key) nor joining (each node writes its own join key) is
+// in it, so neither heartbeats nor joins rewrite it.
 #ifndef DISTJOB_RENDEZVOUS_RDZV_STATE_H_
 #define DISTJOB_RENDEZVOUS_RDZV_STATE_H_
 
@@ -24,7 +26,8 @@ struct RdzvState {
   int restart_count = 0;
   // Rank order of the last closed round: ranks stay stable across rounds.
   std::vector<std::string> previous;
-  // Join order while open; rank order once closed.
+  // Empty while open (the joiners are under join/<round>/); rank order
+  // once closed.
   std::vector<RdzvParticipant> participants;
 
   int Find(const std::string& node) const;  // index or -1
@@ -36,6 +39,11 @@ struct RdzvState {
   // join order.
   void AssignRanks(const std::string& host);
 };
+
+// A node's record in an open round, under join/<round>/<join index>: each
+// node writes its own key, so joining is one request and never contends.
+std::string EncodeJoin(const RdzvParticipant& p);
+absl::StatusOr<RdzvParticipant> DecodeJoin(const std::string& text);
 
 }  // namespace distjob
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -63,6 +64,23 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     const std::string prefix = DynamicRendezvous::Prefix(id);
     auto st = RdzvState::Decode(values[prefix + "state"]);
     if (!st.ok()) return st.status();
+    if (!st->closed) {
+      // An open round's members are their join records, in join order.
+      const std::string joins = absl::StrCat(prefix, "join/", st->round, "/");
+      std::map<int64_t, std::string> records;
+      for (const auto& [k, v] : values) {
+        int64_t i = 0;
+        if (absl::StartsWith(k, joins) &&
+            absl::SimpleAtoi(k.substr(joins.size()), &i)) {
+          records[i] = v;
+        }
+      }
+      for (const auto& [i, v] : records) {
+        auto p = DecodeJoin(v);
+        if (!p.ok()) return p.status();
+        st->participants.push_back(*std::move(p));
+      }
+    }
     std::vector<std::string> waiting;
     for (const auto& [k, v] : values) {
       if (absl::StartsWith(k, prefix + "waiting/")) {

@@ -30,5 +30,27 @@ TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
             absl::StatusCode::kNotFound);
 }
 
+TEST(RdzvStatusTest, OpenRoundListsItsJoinRecordsInJoinOrder) {
+  StoreCore core;
+  LocalStore store(&core);
+  RdzvState st;
+  st.round = 3;
+  ASSERT_TRUE(store.Set("rdzv/j/state", st.Encode()).ok());
+  ASSERT_TRUE(
+      store.Set("rdzv/j/join/3/2", EncodeJoin({"b-2", 4, "10.0.0.2"})).ok());
+  ASSERT_TRUE(
+      store.Set("rdzv/j/join/3/1", EncodeJoin({"a-1", 4, "10.0.0.1"})).ok());
+  ASSERT_TRUE(
+      store.Set("rdzv/j/join/2/1", EncodeJoin({"old", 4, "10.0.0.9"})).ok());
+  auto json = RenderRendezvousStatus(&store, "j", true);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_NE(json->find("\"closed\":false"), std::string::npos) << *json;
+  EXPECT_NE(json->find("{\"rank\":null,\"node\":\"a-1\",\"nproc\":4"),
+            std::string::npos)
+      << *json;
+  EXPECT_LT(json->find("a-1"), json->find("b-2"));
+  EXPECT_EQ(json->find("old"), std::string::npos) << *json;
+}
+
 }  // namespace
 }  // namespace distjob
