@@ -107,6 +107,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   int64_t min_round = -1;
   absl::Time min_reached_at;
   bool announced_wait = false;
+  bool near_deadline = false;  // then waits also end on a join
   changed_ = false;
   {
     absl::MutexLock lock(&mu_);
@@ -162,7 +163,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       if (h.ok()) host = *h;
     }
     RdzvState& st = read->state;
-    {
+    if (st.closed) {
       absl::MutexLock lock(&seen_mu_);
       last_seen_.clear();
       for (const auto& p : st.participants) last_seen_.push_back(p.addr);
@@ -175,7 +176,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     auto wait_change = [&](absl::Duration timeout) -> absl::Status {
       timeout =
           std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
-      return store_->Watch(Key("state"), read->revision, timeout).status();
+      return store_
+          ->Watch(near_deadline ? Prefix(options_.run_id) : Key("state"),
+                  read->revision, timeout)
+          .status();
     };
     if (st.closed && me >= 0 && st.round > last_round_) {
       waiting_ = false;
@@ -300,6 +304,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         (void)wait_change(remaining);
         continue;
       }
+    }
+    if (!close && left <= 2 * c.keep_alive_interval) {
+      // Who is there matters only if the join times out: follow the
+      // joiners as the deadline nears, while the store is still up (its
+      // host, whose deadline comes first, takes it away).
+      NoteJoinedAddrs(st.round);
+      near_deadline = true;
     }
     if (close) {
       auto members = Joined(st.round);
@@ -540,6 +551,20 @@ void DynamicRendezvous::MonitorLoop() {
     // takes the store (and the reason) away.
     if (ended) AcknowledgeEnd();
     Fire(why);
+  }
+}
+
+void DynamicRendezvous::NoteJoinedAddrs(int64_t round) {
+  auto listing = store_->List(Key(absl::StrCat("join/", round, "/")));
+  if (!listing.ok()) return;
+  absl::MutexLock lock(&seen_mu_);
+  last_seen_.clear();
+  for (const auto& e : listing->entries) {
+    auto p = DecodeJoin(e.value);
+    if (p.ok() && std::find(last_seen_.begin(), last_seen_.end(), p->addr) ==
+                      last_seen_.end()) {
+      last_seen_.push_back(p->addr);
+    }
   }
 }
 

@@ -75,6 +75,9 @@ class DynamicRendezvous : public Rendezvous {
   }
   absl::StatusOr<Read> ReadState();
   absl::StatusOr<RendezvousResult> Result(const RdzvState& state, int me);
+  // Adds the addresses of open round `round`'s joiners to last_seen_ (an
+  // open round's state does not hold them), for LastSeenAddrs.
+  void NoteJoinedAddrs(int64_t round);
   // The members of open round `round`, in join order, from their records.
   absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round);
   absl::Status Heartbeat();
