@@ -6,8 +6,8 @@ attached to the store's process for the join.
     bench/profile_scale.py N [--cap SECONDS]
 
 Prints the close time and the store's hottest symbols (`perf report`,
-self time); the raw profile is left in docs/bench/perf-scale-N.data (not
-committed). Needs Debian's linux-perf and the build of bench/run.sh.
+self time) and writes them to docs/bench/profile-scale-N.txt; the raw
+profile is left in docs/bench/perf-scale-N.data (not committed). Needs Debian's linux-perf and the build of bench/run.sh.
 """
 
 import argparse
@@ -41,20 +41,24 @@ def main():
     measured = run.scale_once(args.n, args.cap,
                               lambda pid: perf_record(pid, out))
     if measured is None:
-        print(f"{args.n} nodes: no round within {args.cap:.0f} s")
+        head = f"{args.n} nodes: no round within {args.cap:.0f} s"
     else:
         reports = measured[0]
         close = (max(r["done_ns"] for r in reports) -
                  min(r["start_ns"] for r in reports)) / 1e9
-        print(f"{args.n} nodes: round closed in {close:.3f} s; store CPU "
-              f"{measured[1]:.2f} s during the join")
+        head = (f"{args.n} nodes: round closed in {close:.3f} s; store CPU "
+                f"{measured[1]:.2f} s during the join")
     report = subprocess.run(
         ["perf", "report", "-i", str(out), "--no-children", "--stdio",
          "--percent-limit", "2", "-g", "none", "--sort", "symbol"],
         capture_output=True, text=True)
     lines = [l.rstrip(" -") for l in report.stdout.splitlines()
              if l.strip() and not l.startswith("#")]
-    print("\n".join(lines[:25]))
+    text = "\n".join([f"$ bench/profile_scale.py {args.n}", head,
+                      "store process, self time by symbol (perf):"] +
+                     lines[:25]) + "\n"
+    (run.OUT / f"profile-scale-{args.n}.txt").write_text(text)
+    print(text, end="")
     return 0 if measured is not None else 1
 
 
