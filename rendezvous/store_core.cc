@@ -1,7 +1,9 @@
 #include "rendezvous/store_core.h"
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +12,10 @@
 
 namespace distjob {
 namespace {
+
+// Watched prefixes with no parked watch kept for the next watch on them;
+// see DropIdlePrefixes.
+constexpr size_t kMaxIdlePrefixes = 1024;
 
 StoreCore::Clock::time_point DeadlineAfter(absl::Duration d) {
   if (d == absl::InfiniteDuration() || d > absl::Hours(24 * 365)) {
@@ -63,47 +69,128 @@ absl::Status StoreCore::CheckValue(size_t old_size, size_t new_size) const {
 
 void StoreCore::Write(const std::string& key, std::string data,
                       Clock::time_point exp) {
-  Value& v = data_[key];
+  auto [it, inserted] = data_.try_emplace(key);
+  Value& v = it->second;
   total_bytes_ = total_bytes_ - v.data.size() + data.size();
-  if (v.revision == 0) total_bytes_ += key.size();
+  if (inserted) total_bytes_ += key.size();
   v.data = std::move(data);
   v.revision = ++revision_;
   v.written = Clock::now();
+  SetExpiry(it, exp);
+  if (auto t = deleted_at_.find(key); t != deleted_at_.end()) {
+    tombstones_.erase(t->second);
+    deleted_at_.erase(t);
+  }
+  NoteChange(key, v.revision, /*written=*/true);
+}
+
+void StoreCore::SetExpiry(std::map<std::string, Value>::iterator it,
+                          Clock::time_point exp) {
+  Value& v = it->second;
+  if (v.expires != Clock::time_point::max()) leases_.erase(v.lease);
   v.expires = exp;
-  deleted_at_.erase(key);
+  if (exp != Clock::time_point::max()) {
+    v.lease = leases_.emplace(exp, &it->first);
+  }
 }
 
 void StoreCore::Erase(std::map<std::string, Value>::iterator it) {
   total_bytes_ -= it->first.size() + it->second.data.size();
-  deleted_at_[it->first] = ++revision_;
+  if (it->second.expires != Clock::time_point::max()) {
+    leases_.erase(it->second.lease);
+  }
+  const int64_t rev = ++revision_;
+  auto [t, inserted] = deleted_at_.try_emplace(it->first, rev);
+  if (!inserted) {  // not expected: Write drops a key's tombstone
+    tombstones_.erase(t->second);
+    t->second = rev;
+  }
+  tombstones_.emplace(rev, &t->first);
+  NoteChange(it->first, rev, /*written=*/false);
   data_.erase(it);
+  if (deleted_at_.size() > limits_.max_tombstones) DropOldestTombstones();
 }
 
-bool StoreCore::TryAnswer(Waiter& w, Ready* ready) {
-  if (w.is_watch) {
-    bool changed = false;
-    for (auto it = data_.lower_bound(w.prefix);
-         !changed && it != data_.end() && absl::StartsWith(it->first, w.prefix);
-         ++it) {
-      changed = it->second.revision > w.after_revision;
+void StoreCore::DropOldestTombstones() {
+  // Parked watches never read tombstones (NoteChange answers them), and
+  // watched prefixes keep their own newest revision: a tombstone is only
+  // read when a watch on a prefix not tracked yet starts from a revision
+  // before it. Keeping the newest max_tombstones serves any watch that
+  // starts from a listing taken less than that many deletions ago;
+  // TrackPrefix treats older ones as changed.
+  while (deleted_at_.size() > limits_.max_tombstones && !tombstones_.empty()) {
+    auto oldest = tombstones_.begin();
+    tombstone_floor_ = std::max(tombstone_floor_, oldest->first);
+    deleted_at_.erase(*oldest->second);
+    tombstones_.erase(oldest);
+  }
+}
+
+void StoreCore::NoteChange(const std::string& key, int64_t revision,
+                           bool written) {
+  // Find the watched prefixes that `key` starts with. Trying each watched
+  // prefix would cost O(prefixes) per write, and there are as many as
+  // nodes once each node watches a key of its own; looking up each leading
+  // part of `key` would cost |key| lookups of up to |key| bytes. Instead
+  // walk the ordered map down from `key`: the greatest entry p <= the
+  // candidate either is a prefix of it (a match: go on with the candidates
+  // shorter than p) or is not, and then every matching entry q is a prefix
+  // of what p and the candidate have in common (a longer q would agree
+  // with the candidate where p sorts lower, so p < q <= candidate), the
+  // next candidate. Each lookup finds a match or shortens the candidate; in
+  // practice a write costs a few O(log prefixes) lookups.
+  std::string_view bound = key;
+  for (;;) {
+    auto it = prefixes_.upper_bound(bound);
+    if (it == prefixes_.begin()) break;
+    --it;
+    const std::string& p = it->first;
+    if (bound.compare(0, p.size(), p) != 0) {
+      // p < bound and not its prefix, so bound is not a prefix of p
+      // either: they differ at `common` < bound.size().
+      size_t common = 0;
+      while (common < p.size() && p[common] == bound[common]) ++common;
+      bound = bound.substr(0, common);
+      continue;
     }
-    for (auto it = deleted_at_.lower_bound(w.prefix);
-         !changed && it != deleted_at_.end() &&
-         absl::StartsWith(it->first, w.prefix);
-         ++it) {
-      changed = it->second > w.after_revision;
+    WatchedPrefix& watched = it->second;
+    watched.max_revision = std::max(watched.max_revision, revision);
+    // The change is the newest revision, so it answers every watch from an
+    // earlier one; a watch from a later (future) one keeps waiting.
+    auto& ws = watched.waiters;
+    if (!ws.empty()) {
+      auto end = ws.lower_bound({revision, WaiterId{0}});
+      for (auto w = ws.begin(); w != end; ++w) woken_.push_back(w->second);
+      ws.erase(ws.begin(), end);
+      if (ws.empty()) ++idle_prefixes_;
     }
-    if (!changed) return false;
-    ready->push_back([done = std::move(w.watch_done), rev = revision_] {
-      done(std::make_pair(true, rev));
-    });
-    return true;
+    if (p.empty()) break;
+    bound = bound.substr(0, p.size() - 1);
+  }
+  // An erasure answers no get: they wait for keys to exist.
+  if (!written) return;
+  if (auto g = gets_by_key_.find(key); g != gets_by_key_.end()) {
+    woken_.insert(woken_.end(), g->second.begin(), g->second.end());
+    gets_by_key_.erase(g);
+  }
+}
+
+bool StoreCore::TryAnswerGet(Waiter& w, Ready* ready) {
+  // Look from the key it was parked on, wrapping around: keys are often
+  // written in request order, so a waiter on many keys costs O(keys) in
+  // all rather than per write, and a full turn still checks every key.
+  const size_t n = w.keys.size();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = (w.missing + i) % n;
+    if (!data_.count(w.keys[k])) {
+      w.missing = k;
+      return false;
+    }
   }
   std::vector<std::string> values;
+  values.reserve(n);
   for (const std::string& key : w.keys) {
-    auto it = data_.find(key);
-    if (it == data_.end()) return false;
-    values.push_back(it->second.data);
+    values.push_back(data_.find(key)->second.data);
   }
   ready->push_back(
       [done = std::move(w.get_done), values = std::move(values)]() mutable {
@@ -113,13 +200,108 @@ bool StoreCore::TryAnswer(Waiter& w, Ready* ready) {
 }
 
 void StoreCore::Resolve(Ready* ready) {
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (TryAnswer(*it, ready)) {
-      it = waiters_.erase(it);
+  // Answer in arrival order (ids grow), as one pass over all waiters did,
+  // whichever index woke them.
+  std::sort(woken_.begin(), woken_.end());
+  for (WaiterId id : woken_) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;
+    Waiter& w = it->second;
+    if (w.is_watch) {
+      ready->push_back([done = std::move(w.watch_done), rev = revision_] {
+        done(std::make_pair(true, rev));
+      });
+      Unpark(it);
+    } else if (TryAnswerGet(w, ready)) {
+      Unpark(it);
     } else {
-      ++it;
+      gets_by_key_[w.keys[w.missing]].insert(id);
     }
   }
+  woken_.clear();
+  if (idle_prefixes_ > kMaxIdlePrefixes) DropIdlePrefixes();
+}
+
+bool StoreCore::ChangedSince(const std::string& prefix,
+                             int64_t after_revision) {
+  // Nothing at all changed since: the usual watch from a fresh listing.
+  if (after_revision >= revision_) return false;
+  return TrackPrefix(prefix).max_revision > after_revision;
+}
+
+StoreCore::WatchedPrefix& StoreCore::TrackPrefix(const std::string& prefix) {
+  auto [it, inserted] = prefixes_.try_emplace(prefix);
+  if (!inserted) return it->second;
+  ++idle_prefixes_;
+  // One scan when a prefix is first watched; NoteChange keeps it current
+  // from here on. Every change leaves its revision on its key (a later
+  // change of the key only raises it), in data_ or as a tombstone, so the
+  // scan finds the newest change under the prefix, unless that was a
+  // tombstone dropped at or before tombstone_floor_: count the floor as a
+  // change, answering a watch from before it at once (it relists) rather
+  // than letting it miss a deletion.
+  int64_t newest = tombstone_floor_;
+  for (auto d = data_.lower_bound(prefix);
+       d != data_.end() && absl::StartsWith(d->first, prefix); ++d) {
+    newest = std::max(newest, d->second.revision);
+  }
+  for (auto d = deleted_at_.lower_bound(prefix);
+       d != deleted_at_.end() && absl::StartsWith(d->first, prefix); ++d) {
+    newest = std::max(newest, d->second);
+  }
+  it->second.max_revision = newest;
+  return it->second;
+}
+
+void StoreCore::DropIdlePrefixes() {
+  // Prefixes no one watches now stay tracked so that the next watch on
+  // them (a client relisting and watching again) needs no scan; past
+  // kMaxIdlePrefixes they all go, which costs one scan per prefix watched
+  // again, and each sweep follows kMaxIdlePrefixes new idle ones.
+  for (auto it = prefixes_.begin(); it != prefixes_.end();) {
+    it = it->second.waiters.empty() ? prefixes_.erase(it) : std::next(it);
+  }
+  idle_prefixes_ = 0;
+}
+
+void StoreCore::Park(Waiter w) {
+  const WaiterId id = ++next_waiter_id_;
+  if (w.deadline != Clock::time_point::max()) {
+    deadlines_.emplace(w.deadline, id);
+  }
+  if (w.is_watch) {
+    WatchedPrefix& watched = TrackPrefix(w.prefix);
+    if (watched.waiters.empty()) --idle_prefixes_;
+    watched.waiters.emplace(w.after_revision, id);
+  } else {
+    gets_by_key_[w.keys[w.missing]].insert(id);
+  }
+  waiters_.emplace(id, std::move(w));
+}
+
+StoreCore::Waiter StoreCore::Unpark(std::map<WaiterId, Waiter>::iterator it) {
+  const WaiterId id = it->first;
+  Waiter w = std::move(it->second);
+  waiters_.erase(it);
+  if (w.deadline != Clock::time_point::max()) {
+    deadlines_.erase({w.deadline, id});
+  }
+  // NoteChange already took a waiter it woke out of these.
+  if (w.is_watch) {
+    auto p = prefixes_.find(w.prefix);
+    if (p != prefixes_.end() &&
+        p->second.waiters.erase({w.after_revision, id}) > 0 &&
+        p->second.waiters.empty()) {
+      ++idle_prefixes_;
+    }
+  } else {
+    auto g = gets_by_key_.find(w.keys[w.missing]);
+    if (g != gets_by_key_.end() && g->second.erase(id) > 0 &&
+        g->second.empty()) {
+      gets_by_key_.erase(g);
+    }
+  }
+  return w;
 }
 
 absl::StatusOr<int64_t> StoreCore::MultiSet(
@@ -156,7 +338,7 @@ absl::StatusOr<int64_t> StoreCore::MultiSet(
       if (it != data_.end() && exp != Clock::time_point::max() &&
           it->second.expires != Clock::time_point::max() &&
           it->second.data == value) {
-        it->second.expires = exp;
+        SetExpiry(it, exp);
         it->second.written = Clock::now();
         continue;
       }
@@ -185,7 +367,7 @@ void StoreCore::MultiGet(const std::vector<std::string>& keys,
     Waiter w;
     w.keys = keys;
     w.get_done = std::move(done);
-    if (!TryAnswer(w, &ready)) {
+    if (!TryAnswerGet(w, &ready)) {
       if (timeout <= absl::ZeroDuration()) {
         std::string missing;
         for (const auto& k : keys) {
@@ -204,7 +386,7 @@ void StoreCore::MultiGet(const std::vector<std::string>& keys,
         });
       } else {
         w.deadline = DeadlineAfter(timeout);
-        waiters_.push_back(std::move(w));
+        Park(std::move(w));
       }
     }
   }
@@ -351,36 +533,46 @@ void StoreCore::Watch(const std::string& prefix, int64_t after_revision,
     w.prefix = prefix;
     w.after_revision = after_revision;
     w.watch_done = std::move(done);
-    if (!TryAnswer(w, &ready)) {
-      if (timeout <= absl::ZeroDuration()) {
-        ready.push_back([d = std::move(w.watch_done), rev = revision_] {
-          d(std::make_pair(false, rev));
-        });
-      } else if (closed_) {
-        ready.push_back([d = std::move(w.watch_done)] {
-          d(absl::CancelledError("the store is shutting down"));
-        });
-      } else if (waiters_.size() >= limits_.max_waiters) {
-        ready.push_back([d = std::move(w.watch_done)] {
-          d(absl::ResourceExhaustedError("too many blocked watches"));
-        });
-      } else {
-        w.deadline = DeadlineAfter(timeout);
-        waiters_.push_back(std::move(w));
-      }
+    if (ChangedSince(prefix, after_revision)) {
+      ready.push_back([d = std::move(w.watch_done), rev = revision_] {
+        d(std::make_pair(true, rev));
+      });
+    } else if (timeout <= absl::ZeroDuration()) {
+      ready.push_back([d = std::move(w.watch_done), rev = revision_] {
+        d(std::make_pair(false, rev));
+      });
+    } else if (closed_) {
+      ready.push_back([d = std::move(w.watch_done)] {
+        d(absl::CancelledError("the store is shutting down"));
+      });
+    } else if (waiters_.size() >= limits_.max_waiters) {
+      ready.push_back([d = std::move(w.watch_done)] {
+        d(absl::ResourceExhaustedError("too many blocked watches"));
+      });
+    } else {
+      w.deadline = DeadlineAfter(timeout);
+      Park(std::move(w));
     }
+    if (idle_prefixes_ > kMaxIdlePrefixes) DropIdlePrefixes();
   }
   for (auto& f : ready) f();
 }
 
 void StoreCore::CancelAll() {
-  std::list<Waiter> waiters;
+  std::map<WaiterId, Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
     waiters.swap(waiters_);
+    deadlines_.clear();
+    gets_by_key_.clear();
+    for (auto& [prefix, watched] : prefixes_) {
+      if (watched.waiters.empty()) continue;
+      watched.waiters.clear();
+      ++idle_prefixes_;
+    }
   }
-  for (Waiter& w : waiters) {
+  for (auto& [id, w] : waiters) {
     if (w.is_watch) {
       w.watch_done(absl::CancelledError("the store is shutting down"));
     } else {
@@ -390,8 +582,8 @@ void StoreCore::CancelAll() {
 }
 
 void StoreCore::TimerLoop() {
-  // A 10 ms tick bounds lease and deadline precision; the work per tick is
-  // a scan of leases and parked waiters, cheap next to the RPCs.
+  // A 10 ms tick bounds lease and deadline precision; a tick pops only the
+  // leases and waiters that are due, in deadline order.
   for (;;) {
     Ready ready;
     {
@@ -402,35 +594,26 @@ void StoreCore::TimerLoop() {
       }
       const Clock::time_point now = Clock::now();
       bool expired = false;
-      for (auto it = data_.begin(); it != data_.end();) {
-        if (it->second.expires <= now) {
-          auto next = std::next(it);
-          Erase(it);
-          it = next;
-          expired = true;
-        } else {
-          ++it;
-        }
+      while (!leases_.empty() && leases_.begin()->first <= now) {
+        Erase(data_.find(*leases_.begin()->second));
+        expired = true;
       }
+      // Before deadlines: a waiter the expiry answers is not timed out.
       if (expired) Resolve(&ready);
-      for (auto it = waiters_.begin(); it != waiters_.end();) {
-        if (it->deadline > now) {
-          ++it;
-          continue;
-        }
-        if (it->is_watch) {
-          ready.push_back([d = std::move(it->watch_done), rev = revision_] {
+      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+        Waiter w = Unpark(waiters_.find(deadlines_.begin()->second));
+        if (w.is_watch) {
+          ready.push_back([d = std::move(w.watch_done), rev = revision_] {
             d(std::make_pair(false, rev));
           });
         } else {
           std::string keys;
-          for (const auto& k : it->keys) absl::StrAppend(&keys, " ", k);
-          ready.push_back([d = std::move(it->get_done), keys] {
+          for (const auto& k : w.keys) absl::StrAppend(&keys, " ", k);
+          ready.push_back([d = std::move(w.get_done), keys] {
             d(absl::DeadlineExceededError(
                 absl::StrCat("timed out waiting for keys:", keys)));
           });
         }
-        it = waiters_.erase(it);
       }
     }
     for (auto& f : ready) f();
