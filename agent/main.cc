@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/agent_loop.h"
 #include "agent/env_command.h"
 #include "agent/health.h"
@@ -143,6 +144,10 @@ constexpr Subcommand kSubcommands[] = {
 };
 
 int Main(int argc, char** argv) {
+  // Debian builds Abseil without NDEBUG, which leaves Mutex's lock-order
+  // graph on: a debug check that cost the store ~10% of its CPU at 4096
+  // nodes (docs/bench/profile-scale-4096.txt). Unit tests keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   InitLogging(LogLevel::kInfo);
   const EnvMap env = EnvFromEnvp(environ);
   std::vector<std::string> args(argv + 1, argv + argc);

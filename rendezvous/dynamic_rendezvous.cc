@@ -66,8 +66,8 @@ void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
 
 absl::Status DynamicRendezvous::Heartbeat() {
   std::vector<std::pair<std::string, std::string>> kvs = {
-      {Key("alive/" + options_.node), "1"}};
-  if (waiting_) kvs.emplace_back(Key("waiting/" + options_.node), "1");
+      {Ctl("alive/" + options_.node), "1"}};
+  if (waiting_) kvs.emplace_back(Ctl("waiting/" + options_.node), "1");
   return store_->MultiSet(kvs, lease_).status();
 }
 
@@ -87,12 +87,12 @@ void DynamicRendezvous::HeartbeatLoop() {
 }
 
 absl::StatusOr<DynamicRendezvous::Read> DynamicRendezvous::ReadState() {
-  auto listing = store_->List(Key("state"));
+  auto listing = store_->List(Ctl("state"));
   if (!listing.ok()) return listing.status();
   Read r;
   r.revision = listing->revision;
   for (const auto& e : listing->entries) {
-    if (e.key != Key("state")) continue;
+    if (e.key != Ctl("state")) continue;
     r.raw = e.value;
     auto st = RdzvState::Decode(e.value);
     if (!st.ok()) return st.status();
@@ -105,7 +105,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   const RdzvConfig& c = options_.config;
   const absl::Time deadline = absl::Now() + c.join_timeout;
   int64_t min_round = -1;
-  absl::Time min_reached_at;
   bool announced_wait = false;
   bool near_deadline = false;  // then waits also end on a join
   changed_ = false;
@@ -126,6 +125,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
   }
   std::string host;
+  // This node's rank record in the closed round last read (by round and
+  // closer), so that a wake-up does not fetch it again.
+  int64_t ranked_round = -1;
+  std::string ranked_closer;
+  std::optional<RankRecord> mine;
   for (;;) {
     if (cancelled_) return absl::CancelledError("the rendezvous was cancelled");
     if (store_lost_) {
@@ -138,7 +142,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           "rendezvous '", options_.run_id, "' did not complete within ",
           absl::FormatDuration(c.join_timeout), " (join_timeout)"));
     }
-    if (auto aborted = store_->Get(Key("aborted"), absl::ZeroDuration());
+    if (auto aborted = store_->Get(Ctl("aborted"), absl::ZeroDuration());
         aborted.ok()) {
       {
         absl::MutexLock lock(&mu_);
@@ -163,71 +167,86 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       if (h.ok()) host = *h;
     }
     RdzvState& st = read->state;
-    if (st.closed) {
-      absl::MutexLock lock(&seen_mu_);
-      last_seen_.clear();
-      for (const auto& p : st.participants) last_seen_.push_back(p.addr);
+    if (st.closed && (st.round != ranked_round || st.closer != ranked_closer)) {
+      // Whether this node is a member, and where: one small record.
+      auto rec = store_->Get(RankKey(st.round, st.closer, options_.node),
+                             absl::ZeroDuration());
+      if (!rec.ok() && !absl::IsNotFound(rec.status())) {
+        DJ_LOG_WARNING("cannot read this node's rank in round {}: {}", st.round,
+                       rec.status().message());
+        continue;
+      }
+      mine.reset();
+      if (rec.ok()) {
+        auto r = DecodeRank(*rec);
+        if (!r.ok()) return r.status();
+        mine = *std::move(r);
+      }
+      ranked_round = st.round;
+      ranked_closer = st.closer;
     }
-    const int me = st.Find(options_.node);
+    const bool member = st.closed && mine.has_value();
     auto cas = [&](const RdzvState& next) -> absl::Status {
-      auto r = store_->CompareSet(Key("state"), read->raw, next.Encode());
+      auto r = store_->CompareSet(Ctl("state"), read->raw, next.Encode());
       return r.status();
     };
     auto wait_change = [&](absl::Duration timeout) -> absl::Status {
       timeout =
           std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
       return store_
-          ->Watch(near_deadline ? Prefix(options_.run_id) : Key("state"),
+          ->Watch(near_deadline ? Prefix(options_.run_id) : Ctl("state"),
                   read->revision, timeout)
           .status();
     };
-    if (st.closed && me >= 0 && st.round > last_round_) {
+    if (member && st.round > last_round_) {
       waiting_ = false;
-      (void)store_->Delete({Key("waiting/" + options_.node)});
-      return Result(st, me);
+      (void)store_->Delete({Ctl("waiting/" + options_.node)});
+      return Result(st, *mine);
     }
-    if (st.closed && me >= 0 && st.round == decider_round_) {
+    if (member && st.round == decider_round_) {
       // Another node's worker failed first in this round: that node restarts
       // the group (it opens the next round) or ends the job. Opening the
       // round here would pre-empt its decision; wait for it, unless that
       // node is gone (its lease expired) without deciding.
-      auto listing = store_->List(Key("alive/" + decider_));
-      bool decider_alive = false;
-      if (listing.ok()) {
-        for (const auto& e : listing->entries) {
-          decider_alive |= e.key == Key("alive/" + decider_);
-        }
-      }
-      if (decider_alive) {
+      auto alive = store_->Check({Ctl("alive/" + decider_)});
+      if (alive.ok() && *alive) {
         if (!announced_wait) {
           DJ_LOG_INFO("waiting for node {} to restart or end the job",
                       decider_);
           announced_wait = true;
         }
-        (void)store_->Watch(Prefix(options_.run_id), listing->revision,
+        (void)store_->Watch(Ctl(""), read->revision,
                             std::min(left, c.keep_alive_interval));
         continue;
       }
-      if (listing.ok()) decider_round_ = -1;
+      if (alive.ok()) decider_round_ = -1;
     }
     bool open_next = false;
-    if (st.closed && me >= 0) {
+    if (member) {
       open_next = true;  // our own round ended: start the next one
     } else if (st.closed || (joined_round_ == st.round &&
                              join_index_ > options_.max_nodes)) {
       // Someone else's round: ask for the next one. The members see the
       // waiting lease and re-form; if none of them is alive any more, the
       // waiting node opens the round itself.
-      auto alive = store_->List(Key("alive/"));
-      bool any_alive = false;
-      if (alive.ok()) {
-        for (const auto& p : st.participants) {
-          for (const auto& e : alive->entries) {
-            any_alive |= e.key == Key("alive/" + p.node);
+      bool any_alive = !st.closed;
+      if (st.closed) {
+        auto members = ReadMembers(st.round, st.closer);
+        auto alive = store_->List(Ctl("alive/"));
+        if (members.ok() && alive.ok()) {
+          std::set<std::string> live;
+          for (const auto& e : alive->entries) live.insert(e.key);
+          absl::MutexLock lock(&seen_mu_);
+          last_seen_.clear();
+          for (const auto& p : *members) {
+            any_alive |= live.count(Ctl("alive/" + p.node)) > 0;
+            last_seen_.push_back(p.addr);
           }
+        } else {
+          any_alive = true;  // cannot tell: wait, and ask again
         }
       }
-      if (st.closed && alive.ok() && !any_alive) {
+      if (!any_alive) {
         open_next = true;
       } else {
         if (!waiting_) {
@@ -249,12 +268,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       RdzvState next;
       next.round = st.round + 1;
       next.restart_count = std::max(st.restart_count, pending_restarts_);
-      for (const auto& p : st.participants) next.previous.push_back(p.node);
-      if (st.previous.size() > next.previous.size() && !st.closed) {
-        next.previous = st.previous;
-      }
-      next.participants.push_back(
-          {options_.node, local_world_size, options_.addr});
+      // The next close keeps this round's rank order (or, if it never
+      // closed, the order it would have kept).
+      next.prev_round = st.closed ? st.round : st.prev_round;
+      next.prev_closer = st.closed ? st.closer : st.prev_closer;
       if (cas(next).ok()) {
         DJ_LOG_INFO("opened round {} of '{}'", next.round, options_.run_id);
       }
@@ -313,21 +330,69 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       near_deadline = true;
     }
     if (close) {
-      auto members = Joined(st.round);
-      if (!members.ok()) {
-        DJ_LOG_WARNING("cannot close round {}: {}", st.round,
-                       members.status().message());
-        continue;
+      if (auto s = Close(st, host); !s.ok()) {
+        DJ_LOG_WARNING("cannot close round {}: {}", st.round, s.message());
+      } else {
+        (void)cas(CloseState(st));
       }
-      RdzvState next = st;
-      next.closed = true;
-      next.participants = *std::move(members);
-      next.AssignRanks(host);
-      (void)cas(next);
       continue;
     }
     (void)wait_change(left);
   }
+}
+
+RdzvState DynamicRendezvous::CloseState(const RdzvState& open) const {
+  RdzvState next = open;
+  next.closed = true;
+  next.closer = options_.node;
+  next.size = closing_size_;
+  next.world_size = closing_world_;
+  return next;
+}
+
+absl::Status DynamicRendezvous::Close(const RdzvState& st,
+                                      const std::string& host) {
+  auto members = Joined(st.round);
+  if (!members.ok()) return members.status();
+  std::vector<std::string> previous;
+  if (st.prev_round >= 0) {
+    // Read once, by the one or two nodes that close a round.
+    auto prev = ReadMembers(st.prev_round, st.prev_closer);
+    if (prev.ok()) {
+      for (const auto& p : *prev) previous.push_back(p.node);
+    }
+  }
+  AssignRanks(host, previous, &*members);
+  // The records go in before the compare-set that closes the round: a
+  // node that sees it closed finds its own.
+  std::vector<std::pair<std::string, std::string>> kvs = {
+      {MembersKey(st.round, options_.node), EncodeMembers(*members)}};
+  closing_world_ = 0;
+  for (const auto& p : *members) closing_world_ += p.nproc;
+  closing_size_ = static_cast<int>(members->size());
+  constexpr size_t kChunk = 1024;  // under the store's keys per request
+  for (auto& [node, rec] : RankRecords(*members)) {
+    kvs.emplace_back(RankKey(st.round, options_.node, node), EncodeRank(rec));
+    if (kvs.size() == kChunk) {
+      if (auto s = store_->MultiSet(kvs, absl::ZeroDuration()); !s.ok()) {
+        return s.status();
+      }
+      kvs.clear();
+    }
+  }
+  if (!kvs.empty()) {
+    if (auto s = store_->MultiSet(kvs, absl::ZeroDuration()); !s.ok()) {
+      return s.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
+    int64_t round, const std::string& closer) {
+  auto v = store_->Get(MembersKey(round, closer), absl::ZeroDuration());
+  if (!v.ok()) return v.status();
+  return DecodeMembers(*v);
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
@@ -373,21 +438,18 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
   return members;
 }
 
-absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(const RdzvState& st,
-                                                           int me) {
+absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
+    const RdzvState& st, const RankRecord& mine) {
   RendezvousResult r;
   r.round = st.round;
-  r.group_rank = me;
-  r.group_world_size = static_cast<int>(st.participants.size());
-  r.world_size = 0;
-  for (int i = 0; i < r.group_world_size; ++i) {
-    if (i < me) r.base_rank += st.participants[i].nproc;
-    r.world_size += st.participants[i].nproc;
-  }
+  r.group_rank = mine.group_rank;
+  r.group_world_size = st.size;
+  r.base_rank = mine.base_rank;
+  r.world_size = st.world_size;
   r.run_id = options_.run_id;
   r.restart_count = st.restart_count;
   const std::string master_key = Key(absl::StrCat("master/", st.round));
-  if (me == 0) {
+  if (mine.group_rank == 0) {
     // A name may not resolve inside a static binary (no NSS): probe the
     // wildcard address then; the port is free on every interface.
     unsigned char buf[16];
@@ -412,82 +474,98 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(const RdzvState& st,
     r.master_addr = v->substr(space + 1);
   }
   last_round_ = st.round;
-  constexpr size_t kNamesLogged = 16;
-  std::vector<std::string> names;
-  for (const auto& p : st.participants) {
-    if (names.size() == kNamesLogged) {
-      names.push_back(absl::StrCat("... ", st.participants.size(), " in all"));
-      break;
-    }
-    names.push_back(p.node);
-  }
   DJ_LOG_INFO(
-      "round {} of '{}': group rank {} of {} [{}], master {}:{}, restarts {}",
-      st.round, options_.run_id, me, r.group_world_size,
-      absl::StrJoin(names, ","), r.master_addr, r.master_port,
-      st.restart_count);
-  // The monitor's watch starts from this listing's revision: a change it
-  // already holds (a fast peer's worker failed and opened the next round
-  // while this node was still reading the one that closed) would never
-  // fire. Judge it now, from what can already have changed: the state, the
-  // end, waiting nodes. Not from the whole prefix: thousands of nodes each
-  // listing thousands of keys would make forming a round quadratic.
-  auto listing = store_->List(Key("state"));
-  if (listing.ok()) {
-    if (auto waiting = store_->List(Key("waiting/")); waiting.ok()) {
-      for (auto& e : waiting->entries) listing->entries.push_back(e);
-    }
-    if (auto ended = store_->Get(Key("aborted"), absl::ZeroDuration());
-        ended.ok()) {
-      StoreEntry e;
-      e.key = Key("aborted");
-      e.value = *ended;
-      listing->entries.push_back(std::move(e));
-    }
-  }
+      "round {} of '{}': group rank {} of {} nodes, first global rank {} of "
+      "{}, master {}:{}, restarts {}",
+      st.round, options_.run_id, r.group_rank, r.group_world_size, r.base_rank,
+      r.world_size, r.master_addr, r.master_port, st.restart_count);
   {
     absl::MutexLock lock(&mu_);
     current_ = st;
-    current_revision_ = listing.ok() ? listing->revision : 0;
+    current_rank_ = mine;
+  }
+  // The monitor's watch starts from the revision Judge reads at: a change
+  // already made (a fast peer's worker failed and opened the next round
+  // while this node was still reading the one that closed) would otherwise
+  // never fire.
+  int64_t revision = 0;
+  const std::string why = Judge(/*liveness=*/false, &revision);
+  {
+    absl::MutexLock lock(&mu_);
+    current_revision_ = revision;
     monitoring_ = true;
   }
-  if (listing.ok()) {
-    const std::string why = RoundChange(*listing, /*liveness=*/false);
-    if (!why.empty()) Fire(why);
-  }
+  if (!why.empty()) Fire(why);
   return r;
 }
 
-std::string DynamicRendezvous::RoundChange(const StoreListing& listing,
-                                           bool liveness) {
-  absl::MutexLock lock(&mu_);
-  std::set<std::string> keys;
+std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
+  // A few small reads, whatever the job's size: the state, the end, the
+  // waiting nodes, and the lease of the next member in rank order.
+  auto listing = store_->List(Ctl("state"));
+  if (!listing.ok()) return "";
+  *revision = listing->revision;
+  RdzvState current;
+  RankRecord mine;
+  {
+    absl::MutexLock lock(&mu_);
+    current = current_;
+    mine = current_rank_;
+  }
+  if (auto ended = store_->Get(Ctl("aborted"), absl::ZeroDuration());
+      ended.ok()) {
+    absl::MutexLock lock(&mu_);
+    aborted_ = *ended;
+    return "the job was ended by another node";
+  }
   std::string state_raw;
-  for (const auto& e : listing.entries) {
-    keys.insert(e.key);
-    if (e.key == Key("state")) state_raw = e.value;
-    if (e.key == Key("aborted")) aborted_ = e.value;
+  for (const auto& e : listing->entries) {
+    if (e.key != Ctl("state")) continue;
+    state_raw = e.value;
+    auto st = RdzvState::Decode(e.value);
+    if (st.ok() && (st->round != current.round || !st->closed)) {
+      return absl::StrCat("round ", st->round, " began");
+    }
   }
-  if (keys.count(Key("aborted"))) return "the job was ended by another node";
-  auto st = RdzvState::Decode(state_raw);
-  if (st.ok() && (st->round != current_.round || !st->closed)) {
-    return absl::StrCat("round ", st->round, " began");
+  if (current.size < options_.max_nodes) {
+    if (auto waiting = store_->List(Ctl("waiting/"));
+        waiting.ok() && !waiting->entries.empty()) {
+      return absl::StrCat(
+          "node ", waiting->entries[0].key.substr(Ctl("waiting/").size()),
+          " waits to join");
+    }
   }
-  for (const auto& p : current_.participants) {
-    if (!liveness) break;
-    if (!keys.count(Key("alive/" + p.node)) &&
-        !keys.count(Key(absl::StrCat("done/", current_.round, "/", p.node)))) {
-      return absl::StrCat("peer ", p.node, " lost (no heartbeat for ",
+  if (!liveness) return "";
+  // The first live member before a lost one sees it lost. A member that
+  // finished (done/) has left the ring: look past it.
+  std::string peer = mine.next;
+  for (int hops = 1; hops < current.size && peer != options_.node; ++hops) {
+    auto alive = store_->Check({Ctl("alive/" + peer)});
+    if (!alive.ok() || *alive) return "";
+    auto done =
+        store_->Check({Key(absl::StrCat("done/", current.round, "/", peer))});
+    if (!done.ok()) return "";
+    if (!*done) {
+      // Only this node sees it: open the next round now, which every
+      // member sees at once, rather than after this node stopped its
+      // workers.
+      RdzvState next;
+      next.round = current.round + 1;
+      next.restart_count = current.restart_count;
+      next.prev_round = current.round;
+      next.prev_closer = current.closer;
+      if (!state_raw.empty()) {
+        (void)store_->CompareSet(Ctl("state"), state_raw, next.Encode());
+      }
+      return absl::StrCat("peer ", peer, " lost (no heartbeat for ",
                           absl::FormatDuration(lease_), ")");
     }
-  }
-  if (static_cast<int>(current_.participants.size()) < options_.max_nodes) {
-    for (const auto& k : keys) {
-      if (absl::StartsWith(k, Key("waiting/"))) {
-        return absl::StrCat("node ", k.substr(Key("waiting/").size()),
-                            " waits to join");
-      }
-    }
+    auto rec = store_->Get(RankKey(current.round, current.closer, peer),
+                           absl::ZeroDuration());
+    if (!rec.ok()) return "";
+    auto next = DecodeRank(*rec);
+    if (!next.ok()) return "";
+    peer = next->next;
   }
   return "";
 }
@@ -519,8 +597,10 @@ void DynamicRendezvous::MonitorLoop() {
       revision = current_revision_;
     }
     const absl::Time call_start = absl::Now();
-    auto w = store_->Watch(Prefix(options_.run_id), revision,
-                           options_.config.keep_alive_interval);
+    // Only ctl/ wakes it: a running round's bookkeeping (joins, records,
+    // the exit barrier) would wake every node on every write.
+    auto w =
+        store_->Watch(Ctl(""), revision, options_.config.keep_alive_interval);
     if (!w.ok()) {
       // Unreachable since the call that failed began, not since it ended.
       failing_since = std::min(failing_since, call_start);
@@ -534,13 +614,12 @@ void DynamicRendezvous::MonitorLoop() {
     }
     failing_since = absl::InfiniteFuture();
     if (!w->first) continue;
-    auto listing = store_->List(Prefix(options_.run_id));
-    if (!listing.ok()) continue;
+    int64_t judged_at = w->second;
+    const std::string why = Judge(/*liveness=*/true, &judged_at);
     {
       absl::MutexLock lock(&mu_);
-      current_revision_ = listing->revision;
+      current_revision_ = judged_at;
     }
-    const std::string why = RoundChange(*listing, /*liveness=*/true);
     if (why.empty()) continue;
     bool ended = false;
     {
@@ -585,26 +664,63 @@ void DynamicRendezvous::AcknowledgeEnd() {
   (void)store_->Set(Key("seen-end/" + options_.node), "1");
 }
 
+bool DynamicRendezvous::AllMarkedOrGone(
+    const RdzvState& round, const std::string& marks,
+    std::optional<std::vector<RdzvParticipant>>* members) {
+  if (!members->has_value()) {
+    auto m = ReadMembers(round.round, round.closer);
+    if (!m.ok()) return true;  // no list to wait for
+    *members = *std::move(m);
+  }
+  auto marked = store_->List(Key(marks));
+  auto alive = store_->List(Ctl("alive/"));
+  if (!marked.ok() || !alive.ok()) return true;  // the store is gone
+  std::set<std::string> keys;
+  for (const auto& e : marked->entries) keys.insert(e.key);
+  for (const auto& e : alive->entries) keys.insert(e.key);
+  for (const auto& p : **members) {
+    if (p.node == options_.node) continue;
+    if (!keys.count(Key(marks + p.node)) && keys.count(Ctl("alive/" + p.node)))
+      return false;
+  }
+  return true;
+}
+
 void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
   const absl::Time until = absl::Now() + lease_;
+  std::optional<std::vector<RdzvParticipant>> members;
   while (absl::Now() < until) {
-    auto listing = store_->List(Prefix(options_.run_id));
+    auto listing = store_->List(Key("seen-end/"));
     if (!listing.ok()) return;
-    std::set<std::string> keys;
-    for (const auto& e : listing->entries) keys.insert(e.key);
-    bool all = true;
-    for (const auto& p : round.participants) {
-      if (p.node == options_.node) continue;
-      all &= keys.count(Key("seen-end/" + p.node)) > 0 ||
-             keys.count(Key("alive/" + p.node)) == 0;
-    }
-    if (all) return;
-    (void)store_->Watch(Prefix(options_.run_id), listing->revision,
+    if (AllMarkedOrGone(round, "seen-end/", &members)) return;
+    (void)store_->Watch(Key("seen-end/"), listing->revision,
                         until - absl::Now());
   }
   DJ_LOG_WARNING(
       "not every member read why the job ended within {}; closing the store",
       absl::FormatDuration(lease_));
+}
+
+void DynamicRendezvous::ExitBarrier(const RdzvState& round) {
+  // Each node marks itself, and the one whose mark completes the count
+  // says so with one key: N nodes wait on that key, not on each other's
+  // marks (N x N wake-ups). A member that died never marks: checked, from
+  // the leases, once per keep_alive_interval while the count falls short.
+  const std::string marks = absl::StrCat("done/", round.round, "/");
+  const std::string all = Key(absl::StrCat("done-all/", round.round));
+  (void)store_->Set(Key(marks + options_.node), "1");
+  auto count = store_->Add(Key(absl::StrCat("done-count/", round.round)), 1);
+  if (count.ok() && *count >= round.size) (void)store_->Set(all, "1");
+  const absl::Time deadline =
+      absl::Now() + options_.config.exit_barrier_timeout;
+  std::optional<std::vector<RdzvParticipant>> members;
+  while (absl::Now() < deadline) {
+    auto v = store_->MultiGet(
+        {all},
+        std::min(options_.config.keep_alive_interval, deadline - absl::Now()));
+    if (v.ok() || !absl::IsDeadlineExceeded(v.status())) return;
+    if (AllMarkedOrGone(round, marks, &members)) return;
+  }
 }
 
 void DynamicRendezvous::Shutdown(bool succeeded) {
@@ -621,29 +737,11 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
   if (!store_lost_ && last_round_ >= 0 && succeeded) {
     // Exit barrier: stay (and keep hosting the store) until every live
     // member of the round finished, so no node is torn down by another.
-    (void)store_->Set(
-        Key(absl::StrCat("done/", round.round, "/", options_.node)), "1");
-    const absl::Time deadline =
-        absl::Now() + options_.config.exit_barrier_timeout;
-    for (;;) {
-      auto listing = store_->List(Prefix(options_.run_id));
-      if (!listing.ok()) break;
-      std::set<std::string> keys;
-      for (const auto& e : listing->entries) keys.insert(e.key);
-      bool all = true;
-      for (const auto& p : round.participants) {
-        all &= keys.count(
-                   Key(absl::StrCat("done/", round.round, "/", p.node))) > 0 ||
-               keys.count(Key("alive/" + p.node)) == 0;
-      }
-      if (all || absl::Now() >= deadline) break;
-      (void)store_->Watch(Prefix(options_.run_id), listing->revision,
-                          deadline - absl::Now());
-    }
+    ExitBarrier(round);
     const std::string left = Key(absl::StrCat("left/", round.round));
     if (options_.hosting) {
       // Let the others read the barrier's outcome before the store goes.
-      const int others = static_cast<int>(round.participants.size()) - 1;
+      const int others = round.size - 1;
       const absl::Time until = absl::Now() + absl::Seconds(5);
       while (absl::Now() < until) {
         auto v = store_->Get(left, absl::ZeroDuration());
@@ -663,7 +761,7 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     AcknowledgeEnd();
   } else if (!store_lost_ && last_round_ >= 0) {
     (void)store_->Set(
-        Key("aborted"),
+        Ctl("aborted"),
         absl::StrCat("node ", options_.node, " exited",
                      end_reason_.empty() ? "" : ": ", end_reason_));
     if (options_.hosting) AwaitEndSeen(round);

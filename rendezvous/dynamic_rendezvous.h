@@ -1,26 +1,36 @@
 // The elastic (c10d-style) rendezvous over a StoreInterface.
 //
 // Keys under rdzv/<run_id>/:
-//   state              the round (RdzvState), changed only by compare-set
-//   alive/<node>       each agent's lease, renewed every keep_alive_interval
+//   ctl/state          the round (RdzvState), changed only by compare-set
+//   ctl/alive/<node>   each agent's lease, renewed every keep_alive_interval
 //                      and gone keep_alive_interval x keep_alive_max_attempt
 //                      after its agent stops renewing (on the store's clock)
-//   waiting/<node>     a lease held by a node that waits for the next round
+//   ctl/waiting/<node> a lease held by a node that waits for the next round
+//   ctl/aborted        why the job ended, for the nodes still running
+//   joined/<round>, join/<round>/<i>   an open round's count and records
+//   members/<round>/<closer>, rank/<round>/<closer>/<node>   a closed
+//                      round's members, written by the node that closed it
 //   master/<round>     MASTER_ADDR:MASTER_PORT published by group rank 0
-//   done/<round>/<node>, left/<round>   the exit barrier
-//   aborted            why the job ended, for the nodes still running
-// Waits are store-side watches (no polling), and one watcher thread per
-// agent reports when the current round stops being the job's round.
+//   done/<round>/<node>, done-count/<round>, done-all/<round>, left/<round>
+//                      the exit barrier
+//   failed/<round>     the node whose worker failed first (it decides)
+//   seen-end/<node>    a node read ctl/aborted
+// Waits are store-side watches (no polling). One watcher thread per agent
+// watches ctl/ alone, what tells that the current round stopped being the
+// job's, so that a round's own traffic wakes nobody; each wake-up costs a
+// few small reads whatever the job's size.
 #ifndef DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_H_
 #define DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_H_
 
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_state.h"
@@ -73,27 +83,52 @@ class DynamicRendezvous : public Rendezvous {
   std::string Key(const std::string& suffix) const {
     return Prefix(options_.run_id) + suffix;
   }
+  std::string Ctl(const std::string& suffix) const {
+    return Key("ctl/" + suffix);
+  }
+  std::string MembersKey(int64_t round, const std::string& closer) const {
+    return Key(absl::StrCat("members/", round, "/", closer));
+  }
+  std::string RankKey(int64_t round, const std::string& closer,
+                      const std::string& node) const {
+    return Key(absl::StrCat("rank/", round, "/", closer, "/", node));
+  }
   absl::StatusOr<Read> ReadState();
-  absl::StatusOr<RendezvousResult> Result(const RdzvState& state, int me);
+  absl::StatusOr<RendezvousResult> Result(const RdzvState& state,
+                                          const RankRecord& mine);
   // Adds the addresses of open round `round`'s joiners to last_seen_ (an
   // open round's state does not hold them), for LastSeenAddrs.
   void NoteJoinedAddrs(int64_t round);
   // The members of open round `round`, in join order, from their records.
   absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round);
+  // A closed round's members in rank order.
+  absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
+      int64_t round, const std::string& closer);
+  // Writes open round `st`'s members and rank records as this node would
+  // close it; CloseState is then the state that closes it.
+  absl::Status Close(const RdzvState& st, const std::string& host);
+  RdzvState CloseState(const RdzvState& open) const;
   absl::Status Heartbeat();
   void HeartbeatLoop();
   void MonitorLoop();
-  // Why the current round is no longer the job's, or "" if it still is.
-  // Without `liveness`, members missing from `listing` are not judged lost
-  // (it holds only some keys).
-  std::string RoundChange(const StoreListing& listing, bool liveness);
+  // Why the current round is no longer the job's, or "" if it still is;
+  // sets `revision` to the store revision it read at. With `liveness` it
+  // also looks at the next live member's lease.
+  std::string Judge(bool liveness, int64_t* revision);
   void Fire(const std::string& why);
   void StopThreads();
   // Tells the store this node has read why the job ended (once).
   void AcknowledgeEnd();
+  // Whether every other member of `round` has a key under `marks` or holds
+  // no lease; `members` caches the round's list across calls.
+  bool AllMarkedOrGone(const RdzvState& round, const std::string& marks,
+                       std::optional<std::vector<RdzvParticipant>>* members);
   // The store's host ending the job keeps the store up until every other
   // live member of `round` acknowledged the end, at most one lease.
   void AwaitEndSeen(const RdzvState& round);
+  // Waits until every live member of `round` finished, at most
+  // exit_barrier_timeout.
+  void ExitBarrier(const RdzvState& round);
 
   const DynamicRendezvousOptions options_;
   const absl::Duration lease_;
@@ -105,6 +140,7 @@ class DynamicRendezvous : public Rendezvous {
   bool monitoring_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   RdzvState current_ ABSL_GUARDED_BY(mu_);
+  RankRecord current_rank_ ABSL_GUARDED_BY(mu_);
   int64_t current_revision_ ABSL_GUARDED_BY(mu_) = 0;
   // Why another node ended the job, once seen: the store may be gone (its
   // host ended it) by the time Next runs.
@@ -126,6 +162,9 @@ class DynamicRendezvous : public Rendezvous {
   int64_t join_index_ = 0;
   bool join_written_ = false;
   absl::Time joined_at_;
+  // What Close wrote, for CloseState.
+  int closing_size_ = 0;
+  int closing_world_ = 0;
   // The node whose failure claim won round decider_round_ (-1: none): it
   // decides whether the job restarts or ends.
   std::string decider_;

@@ -28,6 +28,13 @@ DynamicRendezvousOptions Options(int i, int min, int max) {
   return o;
 }
 
+int64_t StoredRound(StoreCore* core) {
+  const StoreListing listing = core->List("rdzv/job/ctl/state");
+  if (listing.entries.empty()) return -1;
+  auto state = RdzvState::Decode(listing.entries[0].value);
+  return state.ok() ? state->round : -1;
+}
+
 TEST(DynamicRendezvousTest, FourNodesFormOneRoundWithDistinctRanks) {
   StoreCore core;
   ASSERT_TRUE(
@@ -67,16 +74,22 @@ TEST(DynamicRendezvousTest, DeadPeerIsNoticedAndSurvivorsReform) {
     nodes.push_back(std::make_unique<DynamicRendezvous>(
         Options(i, 2, 3), std::make_unique<LocalStore>(&core)));
   }
-  absl::Notification changed;
-  nodes[0]->SetOnMembershipChange([&] { changed.Notify(); });
+  absl::Notification changed[2];
+  for (int i = 0; i < 2; ++i) {
+    nodes[i]->SetOnMembershipChange([&, i] { changed[i].Notify(); });
+  }
   std::vector<std::thread> threads;
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
   }
   for (auto& t : threads) t.join();
   nodes[2].reset();  // stops its heartbeat without leaving: a crash
-  ASSERT_TRUE(changed.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  EXPECT_TRUE(nodes[0]->MembershipChanged());
+  // Only the member before it in rank order watches its lease; every
+  // survivor hears of the loss all the same.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(changed[i].WaitForNotificationWithTimeout(absl::Seconds(10)));
+    EXPECT_TRUE(nodes[i]->MembershipChanged());
+  }
   threads.clear();
   std::vector<RendezvousResult> results(2);
   for (int i = 0; i < 2; ++i) {
@@ -91,6 +104,43 @@ TEST(DynamicRendezvousTest, DeadPeerIsNoticedAndSurvivorsReform) {
   EXPECT_EQ(results[0].round, 1);
   // Ranks stay where membership allows.
   EXPECT_NE(results[0].group_rank, results[1].group_rank);
+}
+
+// Each member watches only the next one's lease: when neighbours die
+// together, the first live member before them still sees it.
+TEST(DynamicRendezvousTest, NeighboursDyingTogetherAreNoticedByTheSurvivors) {
+  StoreCore core;
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (int i = 0; i < 5; ++i) {
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        Options(i, 5, 5), std::make_unique<LocalStore>(&core)));
+  }
+  std::vector<RendezvousResult> results(5);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 5; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = nodes[i]->Next(1);
+      ASSERT_TRUE(r.ok()) << r.status();
+      results[i] = *r;
+    });
+  }
+  for (auto& t : threads) t.join();
+  // Kill the members at group ranks 1 and 2: rank 0 watches rank 1.
+  std::vector<int> by_rank(5);
+  for (int i = 0; i < 5; ++i) by_rank[results[i].group_rank] = i;
+  absl::Notification changed[5];
+  for (int r : {0, 3, 4}) {
+    const int i = by_rank[r];
+    nodes[i]->SetOnMembershipChange([&, i] { changed[i].Notify(); });
+  }
+  nodes[by_rank[1]].reset();
+  nodes[by_rank[2]].reset();
+  for (int r : {0, 3, 4}) {
+    EXPECT_TRUE(
+        changed[by_rank[r]].WaitForNotificationWithTimeout(absl::Seconds(10)))
+        << "group rank " << r;
+  }
+  EXPECT_EQ(StoredRound(&core), 1);
 }
 
 TEST(DynamicRendezvousTest, FailureRestartIsCarriedToEveryNode) {
@@ -139,25 +189,19 @@ TEST(DynamicRendezvousTest, OnlyTheFirstFailureOfARoundIsTheRootCause) {
 // A LocalStore that calls `hook` before every Watch: where a node blocks.
 class WatchHookStore : public LocalStore {
  public:
-  WatchHookStore(StoreCore* core, std::function<void()> hook)
+  using Hook = std::function<void(const std::string& prefix, int64_t after)>;
+  WatchHookStore(StoreCore* core, Hook hook)
       : LocalStore(core), hook_(std::move(hook)) {}
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,
       absl::Duration timeout) override {
-    hook_();
+    hook_(prefix, after_revision);
     return LocalStore::Watch(prefix, after_revision, timeout);
   }
 
  private:
-  std::function<void()> hook_;
+  Hook hook_;
 };
-
-int64_t StoredRound(StoreCore* core) {
-  const StoreListing listing = core->List("rdzv/job/state");
-  if (listing.entries.empty()) return -1;
-  auto state = RdzvState::Decode(listing.entries[0].value);
-  return state.ok() ? state->round : -1;
-}
 
 // Joining is one counter increment and one record of the node's own; a
 // node that took its place in the count and died before writing its record
@@ -197,7 +241,8 @@ TEST(DynamicRendezvousTest, ClaimLosersWaitForTheWinnersDecision) {
   absl::Notification loser_waits;
   std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
   nodes.push_back(std::make_unique<DynamicRendezvous>(
-      Options(0, 2, 2), std::make_unique<WatchHookStore>(&core, [&] {
+      Options(0, 2, 2),
+      std::make_unique<WatchHookStore>(&core, [&](const std::string&, int64_t) {
         if (std::this_thread::get_id() == loser_thread.load() &&
             !loser_waits.HasBeenNotified()) {
           loser_waits.Notify();
@@ -341,7 +386,8 @@ TEST(DynamicRendezvousTest, HostEndingTheJobLetsTheOthersReadWhy) {
   std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
   // The peer's watch gets through once the host waits in its Shutdown.
   nodes.push_back(std::make_unique<DynamicRendezvous>(
-      host_options, std::make_unique<WatchHookStore>(&core, [&] {
+      host_options,
+      std::make_unique<WatchHookStore>(&core, [&](const std::string&, int64_t) {
         if (std::this_thread::get_id() == ending_thread.load()) {
           peer_store->ReleaseWatches();
         }
@@ -367,6 +413,63 @@ TEST(DynamicRendezvousTest, HostEndingTheJobLetsTheOthersReadWhy) {
   EXPECT_TRUE(absl::IsAborted(next.status())) << next.status();
   EXPECT_NE(next.status().message().find("loss is NaN"), std::string::npos)
       << next.status();
+}
+
+// A member that finished (done/, then gone after its exit barrier) has
+// left the ring: the member before it looks past it, to the next one.
+TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
+  StoreCore core;
+  ASSERT_TRUE(
+      core.MultiSet({{"rdzv/job/host", "n0"}}, absl::ZeroDuration()).ok());
+  std::atomic<int64_t> judged_past{-1};  // n0's monitor watches from here
+  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto o = Options(i, 3, 3);
+    o.config.exit_barrier_timeout = absl::Milliseconds(200);
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        o, std::make_unique<WatchHookStore>(
+               &core, [&, i](const std::string& prefix, int64_t after) {
+                 if (i == 0 && prefix == "rdzv/job/ctl/") judged_past = after;
+               })));
+  }
+  std::vector<RendezvousResult> results(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      auto r = nodes[i]->Next(1);
+      ASSERT_TRUE(r.ok()) << r.status();
+      results[i] = *r;
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(results[0].group_rank, 0);
+  const int rank1 = results[1].group_rank == 1 ? 1 : 2;
+  const int rank2 = 3 - rank1;
+  std::atomic<bool> changed{false};
+  nodes[0]->SetOnMembershipChange([&] { changed = true; });
+  // Rank 1 finishes; its exit barrier times out (the others still run) and
+  // its lease lapses.
+  nodes[rank1]->Shutdown(/*succeeded=*/true);
+  const std::string lease = "rdzv/job/ctl/alive/n" + std::to_string(rank1);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (*core.Check({lease}) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(*core.Check({lease}));
+  // Once n0's monitor has judged the lapse, it has not fired.
+  const int64_t lapsed_at = core.List("rdzv/job/ctl/").revision;
+  while (judged_past < lapsed_at && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GE(judged_past, lapsed_at);
+  EXPECT_FALSE(changed);
+  // Rank 2, past the finished rank 1, crashes: n0 sees that.
+  nodes[rank2].reset();
+  while (!changed && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(changed);
+  EXPECT_EQ(StoredRound(&core), 1);
 }
 
 }  // namespace

@@ -5,24 +5,18 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace distjob {
 
-int RdzvState::Find(const std::string& node) const {
-  for (size_t i = 0; i < participants.size(); ++i) {
-    if (participants[i].node == node) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 std::string RdzvState::Encode() const {
   std::string out = absl::StrCat("round ", round, "\nclosed ", closed ? 1 : 0,
-                                 "\nrestarts ", restart_count, "\nprev ",
-                                 absl::StrJoin(previous, ","), "\n");
-  for (const auto& p : participants) {
-    absl::StrAppend(&out, "p ", p.node, " ", p.nproc, " ", p.addr, "\n");
+                                 "\nrestarts ", restart_count, "\n");
+  if (closed) {
+    absl::StrAppend(&out, "closer ", closer, " ", size, " ", world_size, "\n");
+  }
+  if (prev_round >= 0) {
+    absl::StrAppend(&out, "prev ", prev_round, " ", prev_closer, "\n");
   }
   return out;
 }
@@ -31,23 +25,21 @@ absl::StatusOr<RdzvState> RdzvState::Decode(const std::string& text) {
   RdzvState s;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     std::vector<std::string> f = absl::StrSplit(line, ' ');
-    bool ok = f.size() >= 2;
-    if (ok && f[0] == "round") {
+    bool ok = false;
+    if (f.size() == 2 && f[0] == "round") {
       ok = absl::SimpleAtoi(f[1], &s.round);
-    } else if (ok && f[0] == "closed") {
+    } else if (f.size() == 2 && f[0] == "closed") {
       s.closed = f[1] == "1";
-    } else if (ok && f[0] == "restarts") {
+      ok = f[1] == "0" || f[1] == "1";
+    } else if (f.size() == 2 && f[0] == "restarts") {
       ok = absl::SimpleAtoi(f[1], &s.restart_count);
-    } else if (ok && f[0] == "prev") {
-      s.previous = absl::StrSplit(f[1], ',', absl::SkipEmpty());
-    } else if (f.size() == 4 && f[0] == "p") {
-      RdzvParticipant p{f[1], 0, f[3]};
-      ok = absl::SimpleAtoi(f[2], &p.nproc);
-      s.participants.push_back(std::move(p));
-    } else if (f.size() == 1 && f[0] == "prev") {
-      ok = true;
-    } else {
-      ok = false;
+    } else if (f.size() == 4 && f[0] == "closer") {
+      s.closer = f[1];
+      ok = !s.closer.empty() && absl::SimpleAtoi(f[2], &s.size) &&
+           absl::SimpleAtoi(f[3], &s.world_size);
+    } else if (f.size() == 3 && f[0] == "prev") {
+      s.prev_closer = f[2];
+      ok = absl::SimpleAtoi(f[1], &s.prev_round) && !s.prev_closer.empty();
     }
     if (!ok) {
       return absl::DataLossError(
@@ -57,8 +49,35 @@ absl::StatusOr<RdzvState> RdzvState::Decode(const std::string& text) {
   return s;
 }
 
-void RdzvState::AssignRanks(const std::string& host) {
-  // One lookup per participant: thousands of nodes would make a scan of
+std::string EncodeMembers(const std::vector<RdzvParticipant>& members) {
+  std::string out;
+  for (const auto& p : members) {
+    absl::StrAppend(&out, p.node, " ", p.nproc, " ", p.addr, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RdzvParticipant>> DecodeMembers(
+    const std::string& text) {
+  std::vector<RdzvParticipant> members;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    RdzvParticipant p;
+    if (f.size() != 3 || f[0].empty() || !absl::SimpleAtoi(f[1], &p.nproc)) {
+      return absl::DataLossError(
+          absl::StrCat("malformed rendezvous member line '", line, "'"));
+    }
+    p.node = f[0];
+    p.addr = f[2];
+    members.push_back(std::move(p));
+  }
+  return members;
+}
+
+void AssignRanks(const std::string& host,
+                 const std::vector<std::string>& previous,
+                 std::vector<RdzvParticipant>* members) {
+  // One lookup per member: thousands of nodes would make a scan of
   // `previous` per comparison quadratic.
   absl::flat_hash_map<std::string, size_t> old_rank;
   for (size_t i = 0; i < previous.size(); ++i) {
@@ -70,8 +89,40 @@ void RdzvState::AssignRanks(const std::string& host) {
     return it == old_rank.end() ? previous.size() + 1 : it->second;
   };
   std::stable_sort(
-      participants.begin(), participants.end(),
+      members->begin(), members->end(),
       [&](const auto& a, const auto& b) { return order(a) < order(b); });
+}
+
+std::string EncodeRank(const RankRecord& r) {
+  return absl::StrCat(r.group_rank, " ", r.base_rank, " ", r.next);
+}
+
+absl::StatusOr<RankRecord> DecodeRank(const std::string& text) {
+  std::vector<std::string> f = absl::StrSplit(text, absl::MaxSplits(' ', 2));
+  RankRecord r;
+  if (f.size() != 3 || !absl::SimpleAtoi(f[0], &r.group_rank) ||
+      !absl::SimpleAtoi(f[1], &r.base_rank) || f[2].empty()) {
+    return absl::DataLossError(
+        absl::StrCat("malformed rendezvous rank record '", text, "'"));
+  }
+  r.next = f[2];
+  return r;
+}
+
+std::vector<std::pair<std::string, RankRecord>> RankRecords(
+    const std::vector<RdzvParticipant>& members) {
+  std::vector<std::pair<std::string, RankRecord>> out;
+  out.reserve(members.size());
+  int base = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    RankRecord r;
+    r.group_rank = static_cast<int>(i);
+    r.base_rank = base;
+    r.next = members[(i + 1) % members.size()].node;
+    base += members[i].nproc;
+    out.emplace_back(members[i].node, std::move(r));
+  }
+  return out;
 }
 
 std::string EncodeJoin(const RdzvParticipant& p) {

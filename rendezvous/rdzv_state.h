@@ -1,8 +1,12 @@
-// The shared state of one job's rendezvous, as stored under
-// rdzv/<run_id>/state and changed only by compare-set: opened, closed (with
-// its members in rank order), a restart noted. Neither liveness (each node
-// has its own lease key) nor joining (each node writes its own join key) is
-// in it, so neither heartbeats nor joins rewrite it.
+// The records of one job's rendezvous under rdzv/<run_id>/.
+//
+// The round (RdzvState, ctl/state) is small whatever the job's size, and
+// changed only by compare-set: opened, closed, a restart noted. The members
+// of a closed round are written once by the node that closed it, before its
+// compare-set: the whole list (members/<round>/<closer>, read by the few
+// that need it: the next round's closer, the status command) and one rank
+// record per node (rank/<round>/<closer>/<node>), so that each of N nodes
+// reads O(1) bytes to learn its place instead of the whole list.
 #ifndef DISTJOB_RENDEZVOUS_RDZV_STATE_H_
 #define DISTJOB_RENDEZVOUS_RDZV_STATE_H_
 
@@ -24,21 +28,46 @@ struct RdzvState {
   int64_t round = 0;
   bool closed = false;
   int restart_count = 0;
-  // Rank order of the last closed round: ranks stay stable across rounds.
-  std::vector<std::string> previous;
-  // Empty while open (the joiners are under join/<round>/); rank order
-  // once closed.
-  std::vector<RdzvParticipant> participants;
+  // Once closed: the node whose records hold the members (two nodes may
+  // try to close a round with different counts; only one compare-set
+  // wins), how many nodes and how many processes in all.
+  std::string closer;
+  int size = 0;
+  int world_size = 0;
+  // The last closed round, whose rank order the next close keeps so that
+  // ranks stay stable across rounds (-1: none).
+  int64_t prev_round = -1;
+  std::string prev_closer;
 
-  int Find(const std::string& node) const;  // index or -1
   std::string Encode() const;
   static absl::StatusOr<RdzvState> Decode(const std::string& text);
-
-  // Orders the participants for closing: `host` first if present, then
-  // those of the previous round in their old order, then the newcomers in
-  // join order.
-  void AssignRanks(const std::string& host);
 };
+
+// A closed round's members in rank order, one "node nproc addr" line each.
+std::string EncodeMembers(const std::vector<RdzvParticipant>& members);
+absl::StatusOr<std::vector<RdzvParticipant>> DecodeMembers(
+    const std::string& text);
+
+// Orders the members of a closing round: `host` first if present, then
+// those of `previous` (the last round's rank order) in their old order,
+// then the newcomers in join order.
+void AssignRanks(const std::string& host,
+                 const std::vector<std::string>& previous,
+                 std::vector<RdzvParticipant>* members);
+
+// One node's place in a closed round, and the member after it in rank
+// order (wrapping), whose lease this node watches: every loss is seen by
+// the first live member before it, and no node watches all N.
+struct RankRecord {
+  int group_rank = 0;
+  int base_rank = 0;  // the global rank of its first process
+  std::string next;
+};
+std::string EncodeRank(const RankRecord& r);
+absl::StatusOr<RankRecord> DecodeRank(const std::string& text);
+// One record per member of `members` (in rank order), by node name.
+std::vector<std::pair<std::string, RankRecord>> RankRecords(
+    const std::vector<RdzvParticipant>& members);
 
 // A node's record in an open round, under join/<round>/<join index>: each
 // node writes its own key, so joining is one request and never contends.

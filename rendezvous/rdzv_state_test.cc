@@ -10,24 +10,69 @@ TEST(RdzvStateTest, EncodeDecodeRoundTrip) {
   s.round = 7;
   s.closed = true;
   s.restart_count = 2;
-  s.previous = {"a", "b"};
-  s.participants = {{"a", 2, "10.0.0.1"}, {"c", 1, "::1"}};
+  s.closer = "a";
+  s.size = 2;
+  s.world_size = 3;
+  s.prev_round = 6;
+  s.prev_closer = "c";
   auto d = RdzvState::Decode(s.Encode());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->Encode(), s.Encode());
-  EXPECT_EQ(d->Find("c"), 1);
-  EXPECT_EQ(d->Find("zz"), -1);
+  EXPECT_EQ(d->world_size, 3);
+  EXPECT_EQ(d->prev_closer, "c");
   EXPECT_FALSE(RdzvState::Decode("round x\n").ok());
+  EXPECT_FALSE(RdzvState::Decode("closer a 2\n").ok());
+  EXPECT_FALSE(RdzvState::Decode("p a 1 10.0.0.1\n").ok());
+}
+
+// The state is what every node reads while it waits: its size must not
+// grow with the job.
+TEST(RdzvStateTest, ClosedStateDoesNotGrowWithTheJob) {
+  RdzvState s;
+  s.round = 1;
+  s.closed = true;
+  s.closer = "node-17";
+  s.size = 4096;
+  s.world_size = 32768;
+  EXPECT_LT(s.Encode().size(), 80u);
+}
+
+TEST(RdzvStateTest, MembersRoundTripAndRejectMalformedLines) {
+  std::vector<RdzvParticipant> m = {{"a", 2, "10.0.0.1"}, {"c", 1, "::1"}};
+  auto d = DecodeMembers(EncodeMembers(m));
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->size(), 2u);
+  EXPECT_EQ((*d)[1].node, "c");
+  EXPECT_EQ((*d)[1].addr, "::1");
+  EXPECT_EQ((*d)[0].nproc, 2);
+  EXPECT_EQ(DecodeMembers("a x 10.0.0.1\n").status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST(RdzvStateTest, HostFirstThenPreviousOrderThenNewcomers) {
-  RdzvState s;
-  s.previous = {"b", "a"};
-  s.participants = {{"new", 1, ""}, {"a", 1, ""}, {"h", 1, ""}, {"b", 1, ""}};
-  s.AssignRanks("h");
+  std::vector<RdzvParticipant> m = {
+      {"new", 1, ""}, {"a", 1, ""}, {"h", 1, ""}, {"b", 1, ""}};
+  AssignRanks("h", {"b", "a"}, &m);
   std::vector<std::string> order;
-  for (const auto& p : s.participants) order.push_back(p.node);
+  for (const auto& p : m) order.push_back(p.node);
   EXPECT_EQ(order, (std::vector<std::string>{"h", "b", "a", "new"}));
+}
+
+TEST(RdzvStateTest, RankRecordsCarryBaseRanksAndTheRing) {
+  auto records = RankRecords({{"a", 2, "x"}, {"b", 3, "y"}, {"c", 1, "z"}});
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[1].first, "b");
+  EXPECT_EQ(records[1].second.group_rank, 1);
+  EXPECT_EQ(records[1].second.base_rank, 2);
+  EXPECT_EQ(records[2].second.base_rank, 5);
+  EXPECT_EQ(records[1].second.next, "c");
+  EXPECT_EQ(records[2].second.next, "a");  // the ring wraps
+  auto d = DecodeRank(EncodeRank(records[2].second));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->base_rank, 5);
+  EXPECT_EQ(d->next, "a");
+  EXPECT_FALSE(DecodeRank("1 x a").ok());
+  EXPECT_EQ(RankRecords({{"solo", 4, ""}})[0].second.next, "solo");
 }
 
 }  // namespace

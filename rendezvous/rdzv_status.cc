@@ -50,8 +50,10 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
   for (const auto& e : listing->entries) {
     values[e.key] = e.value;
     ages[e.key] = e.age;
-    if (absl::EndsWith(e.key, "/state")) {
-      ids.insert(e.key.substr(5, e.key.size() - 5 - 6));
+    // rdzv/<run_id>/ctl/state
+    if (absl::StartsWith(e.key, "rdzv/") &&
+        absl::EndsWith(e.key, "/ctl/state")) {
+      ids.insert(e.key.substr(5, e.key.size() - 5 - 10));
     }
   }
   if (ids.empty()) {
@@ -62,9 +64,15 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
   std::string text, js = "[";
   for (const std::string& id : ids) {
     const std::string prefix = DynamicRendezvous::Prefix(id);
-    auto st = RdzvState::Decode(values[prefix + "state"]);
+    auto st = RdzvState::Decode(values[prefix + "ctl/state"]);
     if (!st.ok()) return st.status();
-    if (!st->closed) {
+    std::vector<RdzvParticipant> members;
+    if (st->closed) {
+      auto m = DecodeMembers(
+          values[absl::StrCat(prefix, "members/", st->round, "/", st->closer)]);
+      if (!m.ok()) return m.status();
+      members = *std::move(m);
+    } else {
       // An open round's members are their join records, in join order.
       const std::string joins = absl::StrCat(prefix, "join/", st->round, "/");
       std::map<int64_t, std::string> records;
@@ -78,13 +86,13 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
       for (const auto& [i, v] : records) {
         auto p = DecodeJoin(v);
         if (!p.ok()) return p.status();
-        st->participants.push_back(*std::move(p));
+        members.push_back(*std::move(p));
       }
     }
     std::vector<std::string> waiting;
     for (const auto& [k, v] : values) {
-      if (absl::StartsWith(k, prefix + "waiting/")) {
-        waiting.push_back(k.substr(prefix.size() + 8));
+      if (absl::StartsWith(k, prefix + "ctl/waiting/")) {
+        waiting.push_back(k.substr(prefix.size() + 12));
       }
     }
     const std::string host = values[prefix + "host"];
@@ -100,9 +108,9 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                     ",\"closed\":", st->closed ? "true" : "false",
                     ",\"restart_count\":", st->restart_count,
                     ",\"store_host\":", Quote(host), ",\"participants\":[");
-    for (size_t i = 0; i < st->participants.size(); ++i) {
-      const auto& p = st->participants[i];
-      const std::string alive = prefix + "alive/" + p.node;
+    for (size_t i = 0; i < members.size(); ++i) {
+      const auto& p = members[i];
+      const std::string alive = prefix + "ctl/alive/" + p.node;
       absl::StrAppend(
           &text, absl::StrFormat("  %-5s %-28s %-6d %-18s %s\n",
                                  st->closed ? absl::StrCat(i) : "-", p.node,
@@ -120,7 +128,7 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     }
     js += "],\"waiting\":[";
     for (size_t i = 0; i < waiting.size(); ++i) {
-      const std::string key = prefix + "waiting/" + waiting[i];
+      const std::string key = prefix + "ctl/waiting/" + waiting[i];
       absl::StrAppend(&text, "  waiting: ", waiting[i], " (heartbeat ",
                       Age(ages, key), " ago)\n");
       absl::StrAppend(&js, i ? "," : "", "{\"node\":", Quote(waiting[i]),

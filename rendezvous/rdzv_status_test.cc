@@ -13,10 +13,17 @@ TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
   RdzvState st;
   st.round = 2;
   st.closed = true;
-  st.participants = {{"a-1", 2, "10.0.0.1"}, {"b-2", 2, "10.0.0.2"}};
-  ASSERT_TRUE(store.Set("rdzv/j/state", st.Encode()).ok());
-  ASSERT_TRUE(store.Set("rdzv/j/alive/a-1", "1", absl::Seconds(10)).ok());
-  ASSERT_TRUE(store.Set("rdzv/j/waiting/c-3", "1", absl::Seconds(10)).ok());
+  st.closer = "b-2";
+  st.size = 2;
+  st.world_size = 4;
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
+  ASSERT_TRUE(
+      store
+          .Set("rdzv/j/members/2/b-2",
+               EncodeMembers({{"a-1", 2, "10.0.0.1"}, {"b-2", 2, "10.0.0.2"}}))
+          .ok());
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/alive/a-1", "1", absl::Seconds(10)).ok());
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/waiting/c-3", "1", absl::Seconds(10)).ok());
   auto text = RenderRendezvousStatus(&store, "j", false);
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_NE(text->find("round 2 closed"), std::string::npos) << *text;
@@ -26,6 +33,13 @@ TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
   ASSERT_TRUE(json.ok());
   EXPECT_NE(json->find("\"run_id\":\"j\""), std::string::npos) << *json;
   EXPECT_NE(json->find("\"rank\":1,\"node\":\"b-2\""), std::string::npos);
+  // a-1 holds a lease, b-2 none.
+  EXPECT_NE(json->find("\"addr\":\"10.0.0.1\",\"heartbeat_age_s\":0."),
+            std::string::npos)
+      << *json;
+  EXPECT_NE(json->find("\"addr\":\"10.0.0.2\",\"heartbeat_age_s\":null"),
+            std::string::npos)
+      << *json;
   EXPECT_EQ(RenderRendezvousStatus(&store, "nope", false).status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -35,7 +49,7 @@ TEST(RdzvStatusTest, OpenRoundListsItsJoinRecordsInJoinOrder) {
   LocalStore store(&core);
   RdzvState st;
   st.round = 3;
-  ASSERT_TRUE(store.Set("rdzv/j/state", st.Encode()).ok());
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
   ASSERT_TRUE(
       store.Set("rdzv/j/join/3/2", EncodeJoin({"b-2", 4, "10.0.0.2"})).ok());
   ASSERT_TRUE(
