@@ -124,7 +124,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     // The first contact: the store may not be up yet; keep trying below.
     DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
   }
-  std::string host;
   // This node's rank record in the closed round last read (by round and
   // closer), so that a wake-up does not fetch it again.
   int64_t ranked_round = -1;
@@ -162,10 +161,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       if (auto s = Heartbeat(); !s.ok() && absl::Now() >= deadline) return s;
       continue;
     }
-    if (host.empty()) {
-      auto h = store_->Get(Key("host"), absl::ZeroDuration());
-      if (h.ok()) host = *h;
-    }
     RdzvState& st = read->state;
     if (st.closed && (st.round != ranked_round || st.closer != ranked_closer)) {
       // Whether this node is a member, and where: one small record.
@@ -199,8 +194,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           .status();
     };
     if (member && st.round > last_round_) {
-      waiting_ = false;
-      (void)store_->Delete({Ctl("waiting/" + options_.node)});
+      if (waiting_.exchange(false)) {
+        (void)store_->Delete({Ctl("waiting/" + options_.node)});
+      }
       return Result(st, *mine);
     }
     if (member && st.round == decider_round_) {
@@ -296,7 +292,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
                   Key(absl::StrCat("join/", st.round, "/", join_index_)),
                   EncodeJoin({options_.node, local_world_size, options_.addr}))
               .ok();
-      continue;
+      if (!join_written_) continue;
     }
     if (pending_restarts_ > st.restart_count) {
       RdzvState next = st;
@@ -330,7 +326,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       near_deadline = true;
     }
     if (close) {
-      if (auto s = Close(st, host); !s.ok()) {
+      if (auto s = Close(st); !s.ok()) {
         DJ_LOG_WARNING("cannot close round {}: {}", st.round, s.message());
       } else {
         (void)cas(CloseState(st));
@@ -350,10 +346,14 @@ RdzvState DynamicRendezvous::CloseState(const RdzvState& open) const {
   return next;
 }
 
-absl::Status DynamicRendezvous::Close(const RdzvState& st,
-                                      const std::string& host) {
+absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   auto members = Joined(st.round);
   if (!members.ok()) return members.status();
+  // Written by the store's host before it serves anyone.
+  std::string host;
+  if (auto h = store_->Get(Key("host"), absl::ZeroDuration()); h.ok()) {
+    host = *h;
+  }
   std::vector<std::string> previous;
   if (st.prev_round >= 0) {
     // Read once, by the one or two nodes that close a round.

@@ -106,7 +106,7 @@ class DynamicRendezvous : public Rendezvous {
       int64_t round, const std::string& closer);
   // Writes open round `st`'s members and rank records as this node would
   // close it; CloseState is then the state that closes it.
-  absl::Status Close(const RdzvState& st, const std::string& host);
+  absl::Status Close(const RdzvState& st);
   RdzvState CloseState(const RdzvState& open) const;
   absl::Status Heartbeat();
   void HeartbeatLoop();
