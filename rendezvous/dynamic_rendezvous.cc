@@ -602,6 +602,14 @@ void DynamicRendezvous::MonitorLoop() {
     auto w =
         store_->Watch(Ctl(""), revision, options_.config.keep_alive_interval);
     if (!w.ok()) {
+      // This node closed the store (Cancel, Shutdown), or stopped
+      // watching (it is leaving, and the host may be gone first): nothing
+      // to report.
+      absl::MutexLock lock(&mu_);
+      if (closed_) monitoring_ = false;
+      if (!monitoring_) continue;
+    }
+    if (!w.ok()) {
       // Unreachable since the call that failed began, not since it ended.
       failing_since = std::min(failing_since, call_start);
       DJ_LOG_WARNING("rendezvous store unreachable: {}", w.status().message());
@@ -654,9 +662,8 @@ std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {
 
 void DynamicRendezvous::Cancel() {
   cancelled_ = true;
-  // Ends the calls in flight; a watch on the hosted store ends within
-  // keep_alive_interval.
-  store_->Close();
+  closed_ = true;
+  store_->Close();  // ends the calls in flight
 }
 
 void DynamicRendezvous::AcknowledgeEnd() {
@@ -693,8 +700,10 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
     auto listing = store_->List(Key("seen-end/"));
     if (!listing.ok()) return;
     if (AllMarkedOrGone(round, "seen-end/", &members)) return;
-    (void)store_->Watch(Key("seen-end/"), listing->revision,
-                        until - absl::Now());
+    if (!store_->Watch(Key("seen-end/"), listing->revision, until - absl::Now())
+             .ok()) {
+      return;
+    }
   }
   DJ_LOG_WARNING(
       "not every member read why the job ended within {}; closing the store",
@@ -749,8 +758,10 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
         if (others <= 0 || (v.ok() && absl::SimpleAtoi(*v, &n) && n >= others))
           break;
         auto l = store_->List(left);
-        if (!l.ok()) break;
-        (void)store_->Watch(left, l->revision, until - absl::Now());
+        if (!l.ok() ||
+            !store_->Watch(left, l->revision, until - absl::Now()).ok()) {
+          break;
+        }
       }
     } else {
       (void)store_->Add(left, 1);
@@ -766,6 +777,7 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
                      end_reason_.empty() ? "" : ": ", end_reason_));
     if (options_.hosting) AwaitEndSeen(round);
   }
+  closed_ = true;
   store_->Close();
   StopThreads();
   keep_alive_.reset();

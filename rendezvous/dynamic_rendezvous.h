@@ -152,6 +152,7 @@ class DynamicRendezvous : public Rendezvous {
   std::atomic<bool> waiting_{false};
   std::atomic<bool> store_lost_{false};
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> closed_{false};  // this node closed its store view
   std::atomic<bool> end_acknowledged_{false};
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;

@@ -35,25 +35,41 @@ int64_t StoredRound(StoreCore* core) {
   return state.ok() ? state->round : -1;
 }
 
+using Nodes = std::vector<std::unique_ptr<DynamicRendezvous>>;
+
+// Nodes n0..n<count-1> of one `min`:`max` job over one in-process store.
+Nodes MakeNodes(StoreCore* core, int count, int min, int max) {
+  Nodes nodes;
+  for (int i = 0; i < count; ++i) {
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        Options(i, min, max), std::make_unique<LocalStore>(core)));
+  }
+  return nodes;
+}
+
+// Calls Next on every node at once, as their agents would (a null node is
+// one that died); the results in node order.
+std::vector<RendezvousResult> FormRound(Nodes& nodes, int nproc = 1) {
+  std::vector<RendezvousResult> results(nodes.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i] == nullptr) continue;
+    threads.emplace_back([&, i] {
+      auto r = nodes[i]->Next(nproc);
+      EXPECT_TRUE(r.ok()) << "n" << i << ": " << r.status();
+      if (r.ok()) results[i] = *r;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
 TEST(DynamicRendezvousTest, FourNodesFormOneRoundWithDistinctRanks) {
   StoreCore core;
   ASSERT_TRUE(
       core.MultiSet({{"rdzv/job/host", "n2"}}, absl::ZeroDuration()).ok());
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 4; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 4, 4), std::make_unique<LocalStore>(&core)));
-  }
-  std::vector<RendezvousResult> results(4);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 4; ++i) {
-    threads.emplace_back([&, i] {
-      auto r = nodes[i]->Next(2);
-      ASSERT_TRUE(r.ok()) << r.status();
-      results[i] = *r;
-    });
-  }
-  for (auto& t : threads) t.join();
+  Nodes nodes = MakeNodes(&core, 4, 4, 4);
+  std::vector<RendezvousResult> results = FormRound(nodes, 2);
   std::set<int> ranks, base;
   for (const auto& r : results) {
     ranks.insert(r.group_rank);
@@ -69,20 +85,12 @@ TEST(DynamicRendezvousTest, FourNodesFormOneRoundWithDistinctRanks) {
 
 TEST(DynamicRendezvousTest, DeadPeerIsNoticedAndSurvivorsReform) {
   StoreCore core;
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 3; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 2, 3), std::make_unique<LocalStore>(&core)));
-  }
+  Nodes nodes = MakeNodes(&core, 3, 2, 3);
   absl::Notification changed[2];
   for (int i = 0; i < 2; ++i) {
     nodes[i]->SetOnMembershipChange([&, i] { changed[i].Notify(); });
   }
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 3; ++i) {
-    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
-  }
-  for (auto& t : threads) t.join();
+  FormRound(nodes);
   nodes[2].reset();  // stops its heartbeat without leaving: a crash
   // Only the member before it in rank order watches its lease; every
   // survivor hears of the loss all the same.
@@ -90,16 +98,7 @@ TEST(DynamicRendezvousTest, DeadPeerIsNoticedAndSurvivorsReform) {
     ASSERT_TRUE(changed[i].WaitForNotificationWithTimeout(absl::Seconds(10)));
     EXPECT_TRUE(nodes[i]->MembershipChanged());
   }
-  threads.clear();
-  std::vector<RendezvousResult> results(2);
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      auto r = nodes[i]->Next(1);
-      ASSERT_TRUE(r.ok()) << r.status();
-      results[i] = *r;
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<RendezvousResult> results = FormRound(nodes);
   EXPECT_EQ(results[0].group_world_size, 2);
   EXPECT_EQ(results[0].round, 1);
   // Ranks stay where membership allows.
@@ -110,21 +109,8 @@ TEST(DynamicRendezvousTest, DeadPeerIsNoticedAndSurvivorsReform) {
 // together, the first live member before them still sees it.
 TEST(DynamicRendezvousTest, NeighboursDyingTogetherAreNoticedByTheSurvivors) {
   StoreCore core;
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 5; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 5, 5), std::make_unique<LocalStore>(&core)));
-  }
-  std::vector<RendezvousResult> results(5);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 5; ++i) {
-    threads.emplace_back([&, i] {
-      auto r = nodes[i]->Next(1);
-      ASSERT_TRUE(r.ok()) << r.status();
-      results[i] = *r;
-    });
-  }
-  for (auto& t : threads) t.join();
+  Nodes nodes = MakeNodes(&core, 5, 5, 5);
+  std::vector<RendezvousResult> results = FormRound(nodes);
   // Kill the members at group ranks 1 and 2: rank 0 watches rank 1.
   std::vector<int> by_rank(5);
   for (int i = 0; i < 5; ++i) by_rank[results[i].group_rank] = i;
@@ -145,19 +131,11 @@ TEST(DynamicRendezvousTest, NeighboursDyingTogetherAreNoticedByTheSurvivors) {
 
 TEST(DynamicRendezvousTest, FailureRestartIsCarriedToEveryNode) {
   StoreCore core;
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 2, 2), std::make_unique<LocalStore>(&core)));
-  }
+  Nodes nodes = MakeNodes(&core, 2, 2, 2);
   absl::Notification changed;
   nodes[1]->SetOnMembershipChange([&] { changed.Notify(); });
+  FormRound(nodes);
   std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
-  }
-  for (auto& t : threads) t.join();
-  threads.clear();
   std::vector<RendezvousResult> results(2);
   nodes[0]->NoteFailureRestart(1);
   threads.emplace_back([&] { results[0] = *nodes[0]->Next(1); });
@@ -172,16 +150,8 @@ TEST(DynamicRendezvousTest, FailureRestartIsCarriedToEveryNode) {
 // first decides (restart or end), the others follow it.
 TEST(DynamicRendezvousTest, OnlyTheFirstFailureOfARoundIsTheRootCause) {
   StoreCore core;
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 2, 2), std::make_unique<LocalStore>(&core)));
-  }
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
-  }
-  for (auto& t : threads) t.join();
+  Nodes nodes = MakeNodes(&core, 2, 2, 2);
+  FormRound(nodes);
   EXPECT_TRUE(nodes[1]->ClaimFailure());
   EXPECT_FALSE(nodes[0]->ClaimFailure());
 }
@@ -209,21 +179,8 @@ class WatchHookStore : public LocalStore {
 TEST(DynamicRendezvousTest, JoinerThatNeverWroteItsRecordIsLeftOut) {
   StoreCore core;
   ASSERT_TRUE(core.Add("rdzv/job/joined/0", 1).ok());  // the ghost: place 1
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 2, 3), std::make_unique<LocalStore>(&core)));
-  }
-  std::vector<RendezvousResult> results(2);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      auto r = nodes[i]->Next(1);
-      ASSERT_TRUE(r.ok()) << r.status();
-      results[i] = *r;
-    });
-  }
-  for (auto& t : threads) t.join();
+  Nodes nodes = MakeNodes(&core, 2, 2, 3);
+  std::vector<RendezvousResult> results = FormRound(nodes);
   for (const auto& r : results) {
     EXPECT_EQ(r.round, 0);
     EXPECT_EQ(r.group_world_size, 2);
@@ -250,11 +207,7 @@ TEST(DynamicRendezvousTest, ClaimLosersWaitForTheWinnersDecision) {
       })));
   nodes.push_back(std::make_unique<DynamicRendezvous>(
       Options(1, 2, 2), std::make_unique<LocalStore>(&core)));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
-  }
-  for (auto& t : threads) t.join();
+  FormRound(nodes);
   ASSERT_TRUE(nodes[1]->ClaimFailure());
   ASSERT_FALSE(nodes[0]->ClaimFailure());
   absl::StatusOr<RendezvousResult> next;
@@ -275,16 +228,8 @@ TEST(DynamicRendezvousTest, ClaimLosersWaitForTheWinnersDecision) {
 // ... but not for a winner that is gone without deciding.
 TEST(DynamicRendezvousTest, ClaimLosersGoOnWhenTheWinnerDies) {
   StoreCore core;
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 1, 2), std::make_unique<LocalStore>(&core)));
-  }
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
-  }
-  for (auto& t : threads) t.join();
+  Nodes nodes = MakeNodes(&core, 2, 1, 2);
+  FormRound(nodes);
   ASSERT_TRUE(nodes[1]->ClaimFailure());
   ASSERT_FALSE(nodes[0]->ClaimFailure());
   nodes[1].reset();  // its heartbeat stops: the lease expires
@@ -297,16 +242,8 @@ TEST(DynamicRendezvousTest, ClaimLosersGoOnWhenTheWinnerDies) {
 // The node that ends the job tells the others why.
 TEST(DynamicRendezvousTest, EndReasonReachesTheOtherNodes) {
   StoreCore core;
-  std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
-  for (int i = 0; i < 2; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, 2, 2), std::make_unique<LocalStore>(&core)));
-  }
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
-  }
-  for (auto& t : threads) t.join();
+  Nodes nodes = MakeNodes(&core, 2, 2, 2);
+  FormRound(nodes);
   nodes[0]->SetEndReason("permanent exit_code=1; error: loss is NaN");
   nodes[0]->Shutdown(false);
   auto next = nodes[1]->Next(1);
@@ -394,11 +331,7 @@ TEST(DynamicRendezvousTest, HostEndingTheJobLetsTheOthersReadWhy) {
       })));
   nodes.push_back(std::make_unique<DynamicRendezvous>(Options(1, 2, 2),
                                                       std::move(controlled)));
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] { ASSERT_TRUE(nodes[i]->Next(1).ok()); });
-  }
-  for (auto& t : threads) t.join();
+  FormRound(nodes);
   ASSERT_TRUE(peer_store->HoldWatches());  // its monitor's next watch
   std::thread ending([&] {
     ending_thread = std::this_thread::get_id();
@@ -432,16 +365,7 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
                  if (i == 0 && prefix == "rdzv/job/ctl/") judged_past = after;
                })));
   }
-  std::vector<RendezvousResult> results(3);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 3; ++i) {
-    threads.emplace_back([&, i] {
-      auto r = nodes[i]->Next(1);
-      ASSERT_TRUE(r.ok()) << r.status();
-      results[i] = *r;
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<RendezvousResult> results = FormRound(nodes);
   ASSERT_EQ(results[0].group_rank, 0);
   const int rank1 = results[1].group_rank == 1 ? 1 : 2;
   const int rank2 = 3 - rank1;

@@ -620,28 +620,65 @@ void StoreCore::TimerLoop() {
   }
 }
 
+template <typename T>
+absl::StatusOr<T> LocalStore::Block(
+    const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start) {
+  // Shared with the core's callback, which may run after Close answered
+  // (and after this view is gone).
+  struct Answer {
+    absl::Mutex mu;
+    bool given ABSL_GUARDED_BY(mu) = false;
+    absl::StatusOr<T> result ABSL_GUARDED_BY(mu);
+    absl::Notification done;
+  };
+  auto answer = std::make_shared<Answer>();
+  auto give = [answer](absl::StatusOr<T> r) {
+    absl::MutexLock lock(&answer->mu);
+    if (answer->given) return;
+    answer->given = true;
+    answer->result = std::move(r);
+    answer->done.Notify();
+  };
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::CancelledError("the store view is closed");
+    id = next_call_++;
+    cancels_[id] = [give] {
+      give(absl::CancelledError("the store view was closed"));
+    };
+  }
+  start(give);
+  answer->done.WaitForNotification();
+  {
+    absl::MutexLock lock(&mu_);
+    cancels_.erase(id);
+  }
+  absl::MutexLock lock(&answer->mu);
+  return std::move(answer->result);
+}
+
 absl::StatusOr<std::vector<std::string>> LocalStore::MultiGet(
     const std::vector<std::string>& keys, absl::Duration timeout) {
-  absl::Notification done;
-  absl::StatusOr<std::vector<std::string>> result;
-  core_->MultiGet(keys, timeout, [&](auto r) {
-    result = std::move(r);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
+  return Block<std::vector<std::string>>(
+      [&](auto give) { core_->MultiGet(keys, timeout, std::move(give)); });
 }
 
 absl::StatusOr<std::pair<bool, int64_t>> LocalStore::Watch(
     const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
-  absl::Notification done;
-  absl::StatusOr<std::pair<bool, int64_t>> result;
-  core_->Watch(prefix, after_revision, timeout, [&](auto r) {
-    result = std::move(r);
-    done.Notify();
+  return Block<std::pair<bool, int64_t>>([&](auto give) {
+    core_->Watch(prefix, after_revision, timeout, std::move(give));
   });
-  done.WaitForNotification();
-  return result;
+}
+
+void LocalStore::Close() {
+  std::vector<std::function<void()>> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    for (auto& [id, cancel] : cancels_) cancels.push_back(cancel);
+  }
+  for (auto& cancel : cancels) cancel();
 }
 
 }  // namespace distjob

@@ -216,9 +216,24 @@ class LocalStore : public StoreInterface {
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,
       absl::Duration timeout) override;
+  // Ends this view's blocking calls (MultiGet, Watch) in flight and fails
+  // later ones at once with Cancelled; other calls still reach the core
+  // (the host tells the others why it ends after it stopped waiting).
+  void Close() override;
 
  private:
+  // Runs `start` (which hands the core a callback) and waits for the
+  // first answer: the core's, or Close's.
+  template <typename T>
+  absl::StatusOr<T> Block(
+      const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start);
+
   StoreCore* core_;
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::function<void()>> cancels_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace distjob

@@ -526,5 +526,41 @@ TEST(StoreCoreIndexTest, ThousandsOfWatchersAndWritesFinishQuickly) {
       << " ms";
 }
 
+// The host's own view of its store: closing it ends its blocking calls
+// (its watcher thread must not wait out keep_alive_interval at exit), not
+// the store, which still serves everyone else.
+TEST(LocalStoreTest, CloseEndsBlockingCallsInFlightAndLaterOnes) {
+  StoreLimits one_waiter;
+  one_waiter.max_waiters = 1;  // so that a second wait tells the first parked
+  StoreCore core(one_waiter);
+  LocalStore view(&core);
+  LocalStore other(&core);
+  absl::StatusOr<std::pair<bool, int64_t>> watched;
+  absl::Notification returned;
+  std::thread watcher([&] {
+    do {  // until it, not the probe below, holds the one waiter's place
+      watched = view.Watch("k", core.List("k").revision, absl::Seconds(60));
+    } while (absl::IsResourceExhausted(watched.status()));
+    returned.Notify();
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!absl::IsResourceExhausted(
+             other.MultiGet({"absent"}, absl::Milliseconds(1)).status()) &&
+         absl::Now() < deadline) {
+  }
+  view.Close();
+  ASSERT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  watcher.join();
+  EXPECT_EQ(watched.status().code(), absl::StatusCode::kCancelled);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(view.MultiGet({"absent"}, absl::Seconds(60)).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_TRUE(view.Set("k", "v").ok());  // writes still reach the store
+  auto v = other.MultiGet({"k"}, absl::Seconds(10));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0], "v");
+}
+
 }  // namespace
 }  // namespace distjob

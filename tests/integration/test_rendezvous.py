@@ -213,6 +213,20 @@ def test_four_agents_form_one_round(job_factory):
         assert job.procs[i].wait(60) == 0, job.log(i)
 
 
+def test_every_agent_leaves_at_once_when_the_job_succeeds(job_factory):
+    # Default keep_alive_interval (5 s): a watch left to time out at exit
+    # (the store host's own, once) would show as seconds here.
+    job = job_factory(nnodes="2")
+    for i in range(2):
+        job.start(i)
+    job.wait_round(["node0", "node1"])
+    job.go()
+    went = time.monotonic()
+    for i in range(2):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+    assert time.monotonic() - went < 2.5, job.log(0)
+
+
 def test_elastic_late_joiner_reforms_without_a_restart(job_factory):
     job = job_factory(nnodes="2:4", conf=FAST + ",last_call_timeout=1")
     for i in range(3):
