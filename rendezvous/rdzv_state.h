@@ -3,8 +3,10 @@
 // The round (RdzvState, ctl/state) is small whatever the job's size, and
 // changed only by compare-set: opened, closed, a restart noted. The members
 // of a closed round are written once by the node that closed it, before its
-// compare-set: the whole list (members/<round>/<closer>, read by the few
-// that need it: the next round's closer, the status command) and one rank
+// compare-set: the whole list (members/<round>/<closer>, read only where
+// the list is needed: the next round's closer, a node waiting outside the
+// round, the exit barrier while a member is late, the status command) and
+// one rank
 // record per node (rank/<round>/<closer>/<node>), so that each of N nodes
 // reads O(1) bytes to learn its place instead of the whole list.
 #ifndef DISTJOB_RENDEZVOUS_RDZV_STATE_H_
