@@ -6,9 +6,8 @@
 // compare-set: the whole list (members/<round>/<closer>, read only where
 // the list is needed: the next round's closer, a node waiting outside the
 // round, the exit barrier while a member is late, the status command) and
-// one rank
-// record per node (rank/<round>/<closer>/<node>), so that each of N nodes
-// reads O(1) bytes to learn its place instead of the whole list.
+// one rank record per node (rank/<round>/<closer>/<node>), so that each of
+// N nodes reads O(1) bytes to learn its place instead of the whole list.
 #ifndef DISTJOB_RENDEZVOUS_RDZV_STATE_H_
 #define DISTJOB_RENDEZVOUS_RDZV_STATE_H_
 
