@@ -26,6 +26,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import harness  # noqa: E402  (descendants, wait_for: one copy for both)
 AGENT = os.environ.get("DISTJOB_AGENT",
                        str(ROOT / "bazel-bin" / "agent" / "distjob-agent"))
 STAMP = str(ROOT / "bazel-bin" / "bench" / "stamp")
@@ -137,29 +139,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def descendants(pid):
-    """Every descendant of pid, read from /proc (children first listed)."""
-    kids = []
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            direct = [int(x) for x in f.read().split()]
-    except OSError:
-        return kids
-    for k in direct:
-        kids.append(k)
-        kids += descendants(k)
-    return kids
-
-
 def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.002)
+    """tests/harness.wait_for, polling every 2 ms."""
+    return harness.wait_for(pred, timeout, interval=0.002, what=what)
 
 
 class Nodes:
@@ -226,7 +208,7 @@ class Nodes:
 
     def kill9(self, i):
         p = self.procs[i]
-        kids = descendants(p.pid)
+        kids = harness.descendants(p.pid)
         p.kill()
         for pid in kids:
             try:

@@ -113,7 +113,8 @@ class DynamicRendezvous : public Rendezvous {
   void MonitorLoop();
   // Why the current round is no longer the job's, or "" if it still is;
   // sets `revision` to the store revision it read at. With `liveness` it
-  // also looks at the next live member's lease.
+  // also looks at the next live member's lease and, that member lost,
+  // opens the next round (only this node sees the loss).
   std::string Judge(bool liveness, int64_t* revision);
   void Fire(const std::string& why);
   void StopThreads();

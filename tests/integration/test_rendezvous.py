@@ -7,7 +7,6 @@ waits for a `go` file, so the tests decide when a round may finish.
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, descendants, wait_for  # noqa: E402
+from harness import PYTHON, kill_tree, wait_for  # noqa: E402
 from etcd_cluster import etcd_cluster  # noqa: E402,F401
 
 WORKER = textwrap.dedent("""
@@ -132,15 +131,7 @@ class Job:
                         what=f"a round of {nodes}")
 
     def kill9(self, i):
-        p = self.procs[i]
-        kids = descendants(p.pid)
-        p.kill()
-        for pid in kids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        p.wait(10)
+        kill_tree(self.procs[i])
 
     def go(self):
         (self.out / "go").write_text("go")
