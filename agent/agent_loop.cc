@@ -13,19 +13,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/barrier.h"
-#include "agent/cgroup_oom.h"
 #include "agent/env_command.h"
-#include "agent/exit_policy.h"
 #include "agent/health.h"
 #include "agent/report.h"
-#include "agent/signal_names.h"
-#include "agent/supervisor.h"
-#include "agent/worker_logs.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
 #include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/standalone_rendezvous.h"
+#include "supervisor/cgroup_oom.h"
+#include "supervisor/exit_policy.h"
+#include "supervisor/signal_names.h"
+#include "supervisor/supervisor.h"
+#include "supervisor/worker_logs.h"
 
 namespace distjob {
 namespace {
@@ -150,7 +150,7 @@ std::string EndReason(const RunReport& report) {
   return reason.size() > kLimit ? Utf8Truncate(reason, kLimit) + "..." : reason;
 }
 
-void Report(const RunReport& report, const SupervisorOptions& options) {
+void Report(const RunReport& report, const OutcomeOptions& options) {
   const std::string message = FormatTerminationMessage(report);
   // The kubelet falls back to the log tail when the file is empty: the
   // summary line is also the agent's last log line.
@@ -197,8 +197,8 @@ class AgentRun {
       return Fail("error", 1);
     }
     supervisor_ = *std::move(supervisor);
-    if (options_.supervisor.health_port != 0) {
-      auto started = HealthServer::Start(options_.supervisor.health_port);
+    if (options_.outcome.health_port != 0) {
+      auto started = HealthServer::Start(options_.outcome.health_port);
       if (!started.ok()) {
         DJ_LOG_ERROR("{}", started.status().message());
         return Fail("error", kExitBadConfig);
@@ -285,16 +285,16 @@ class AgentRun {
           "no cgroup OOM-kill counter found: OOM kills are not "
           "reported");
     }
-    policy_.permanent_overrides = options_.supervisor.permanent_exit_codes;
-    policy_.retryable_overrides = options_.supervisor.retryable_exit_codes;
-    policy_.restart_on_any_failure = options_.supervisor.restart_on_any_failure;
+    policy_.permanent_overrides = options_.outcome.permanent_exit_codes;
+    policy_.retryable_overrides = options_.outcome.retryable_exit_codes;
+    policy_.restart_on_any_failure = options_.outcome.restart_on_any_failure;
     return std::nullopt;
   }
 
   // Rounds and attempts until the job ends; returns the exit code with
   // report_ describing it.
   int Supervise() {
-    absl::Duration backoff = options_.supervisor.restart_backoff;
+    absl::Duration backoff = options_.outcome.restart_backoff;
     // This node's own failure, left to the job's decision (another node's
     // worker failed first, or the membership changed).
     std::optional<std::pair<GroupResult, bool>> deferred;
@@ -384,8 +384,7 @@ class AgentRun {
         if (!supervisor_->Sleep(backoff)) {
           return Ended("stopped", 128 + supervisor_->stop_signal());
         }
-        backoff =
-            std::min(backoff * 2, options_.supervisor.restart_backoff_max);
+        backoff = std::min(backoff * 2, options_.outcome.restart_backoff_max);
       } else {
         DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count_,
                     options_.launch.max_restarts);
@@ -433,7 +432,7 @@ class AgentRun {
       report_.exit_code = exit_code;
     }
     report_.stop_signal = supervisor_->stop_signal();
-    Report(report_, options_.supervisor);
+    Report(report_, options_.outcome);
     return exit_code;
   }
 
@@ -448,7 +447,7 @@ class AgentRun {
            const std::string& detail = "") {
     RunReport report = MakeReport(outcome, exit_code, 0, options_);
     report.detail = detail;
-    Report(report, options_.supervisor);
+    Report(report, options_.outcome);
     return exit_code;
   }
 
@@ -456,7 +455,7 @@ class AgentRun {
     RunReport report =
         MakeReport("stopped", 128 + supervisor_->stop_signal(), 0, options_);
     report.stop_signal = supervisor_->stop_signal();
-    Report(report, options_.supervisor);
+    Report(report, options_.outcome);
     return report.exit_code;
   }
 

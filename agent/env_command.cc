@@ -11,13 +11,13 @@
 #include "absl/strings/str_join.h"
 #include "agent/run_flags.h"
 #include "common/logging.h"
+#include "discovery/dns_resolver.h"
 #include "launchers/framework.h"
 #include "launchers/mxnet.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/pytorch_operator.h"
 #include "launchers/tensorflow.h"
 #include "launchers/worker_command.h"
-#include "rendezvous/dns_resolver.h"
 
 namespace distjob {
 namespace {

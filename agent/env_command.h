@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/identity.h"
 #include "agent/options.h"
 #include "common/environment.h"
+#include "discovery/identity.h"
+#include "discovery/peers.h"
 #include "launchers/framework_types.h"
-#include "rendezvous/peers.h"
 
 namespace distjob {
 

@@ -18,12 +18,12 @@
 #include "agent/health.h"
 #include "agent/install.h"
 #include "agent/options.h"
-#include "agent/process.h"
 #include "agent/report.h"
 #include "agent/run_flags.h"
 #include "agent/status_command.h"
 #include "common/environment.h"
 #include "common/logging.h"
+#include "supervisor/process.h"
 
 extern char** environ;
 
@@ -69,7 +69,7 @@ void ReportBadConfig(const std::string& problem, const EnvMap& env) {
   report.exit_code = kExitBadConfig;
   report.detail = problem;
   const std::string path = Lookup(env, "DISTJOB_TERMINATION_LOG")
-                               .value_or(SupervisorOptions().termination_log);
+                               .value_or(OutcomeOptions().termination_log);
   if (path.empty()) return;
   // Best effort, as on every exit: a path that cannot be written is skipped.
   (void)WriteTerminationMessage(path, FormatTerminationMessage(report));

@@ -4,13 +4,13 @@
 #ifndef DISTJOB_AGENT_OPTIONS_H_
 #define DISTJOB_AGENT_OPTIONS_H_
 
-#include <csignal>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "supervisor/supervisor_options.h"
 
 namespace distjob {
 
@@ -44,13 +44,9 @@ struct LaunchOptions {
   std::string local_addr;
 };
 
-// How the agent supervises its workers and reports the outcome.
-struct SupervisorOptions {
-  // Signals that start a shutdown (all catchable ones are forwarded).
-  std::vector<int> stop_signals = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-  // From the forwarded stop signal to SIGKILL. Below Kubernetes' default
-  // terminationGracePeriodSeconds (30 s) so the kubelet never has to.
-  absl::Duration shutdown_timeout = absl::Seconds(25);
+// What the agent does with an attempt's outcome: restart policy and
+// backoff, the reporting files, the health probes.
+struct OutcomeOptions {
   std::string termination_log = "/dev/termination-log";
   // The agent's own torchelastic error file (the root cause, JSON); empty
   // means none. Defaults from TORCHELASTIC_ERROR_FILE like torchrun.
@@ -63,18 +59,6 @@ struct SupervisorOptions {
   std::set<int> permanent_exit_codes;
   std::set<int> retryable_exit_codes;
   bool restart_on_any_failure = false;  // --restart-policy any
-  // Hang watchdog: a worker whose heartbeat file is older than
-  // hang_timeout (or absent first_heartbeat_timeout after its start) is a
-  // retryable failure. Zero hang_timeout disables it; zero
-  // first_heartbeat_timeout means twice hang_timeout.
-  absl::Duration hang_timeout = absl::ZeroDuration();
-  absl::Duration first_heartbeat_timeout = absl::ZeroDuration();
-  int hang_signal = 0;  // sent first, for a stack dump; 0 = none
-  // A worker that has already recorded its error (torchelastic's error
-  // file) when its group is stopped is exiting on its own: it gets this long
-  // (at most the shutdown timeout) before the stop signal, so its exit code
-  // is its own and not the agent's SIGTERM.
-  absl::Duration exit_grace = absl::Seconds(2);
   // grpc.health.v1 port on all interfaces; 0 = no health server.
   int health_port = 0;
 };
@@ -110,6 +94,7 @@ struct DiscoveryOptions {
 struct RunOptions {
   LaunchOptions launch;
   SupervisorOptions supervisor;
+  OutcomeOptions outcome;
   DiscoveryOptions discovery;
   LogLevel log_level = LogLevel::kInfo;
   // The worker command as given: training script (or binary) and its args.

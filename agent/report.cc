@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "agent/signal_names.h"
 #include "common/errno_status.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "supervisor/signal_names.h"
 
 namespace distjob {
 namespace {

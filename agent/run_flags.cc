@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/discovery_flags.h"
-#include "agent/signal_names.h"
 #include "agent/supervisor_flags.h"
 #include "common/duration.h"
+#include "supervisor/signal_names.h"
 
 namespace distjob {
 namespace {

@@ -7,10 +7,10 @@
 #include "agent/agent_loop.h"
 #include "agent/flag_parser.h"
 #include "common/duration.h"
-#include "rendezvous/etcd_store.h"
-#include "rendezvous/grpc_store_client.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_status.h"
+#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/grpc_store_client.h"
 
 namespace distjob {
 namespace {

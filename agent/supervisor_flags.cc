@@ -5,10 +5,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "agent/exit_policy.h"
-#include "agent/signal_names.h"
 #include "common/duration.h"
 #include "common/logging.h"
+#include "supervisor/exit_policy.h"
+#include "supervisor/signal_names.h"
 
 namespace distjob {
 namespace {
@@ -26,11 +26,12 @@ FlagSetter CodeList(std::set<int>* out) {
 
 void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
   SupervisorOptions* s = &options->supervisor;
+  OutcomeOptions* o = &options->outcome;
   flags->Add(AgentFlag("termination-log", "PATH",
                        "Where the outcome is written on exit (default "
                        "/dev/termination-log; skipped if not writable).",
-                       [s](absl::string_view v, absl::string_view) {
-                         s->termination_log = std::string(v);
+                       [o](absl::string_view v, absl::string_view) {
+                         o->termination_log = std::string(v);
                          return absl::OkStatus();
                        }));
   Flag error_file = AgentFlag(
@@ -38,8 +39,8 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
       "Where the root-cause worker error is written in torchelastic's JSON "
       "shape, with errorCode (default $TORCHELASTIC_ERROR_FILE; none if "
       "unset).",
-      [s](absl::string_view v, absl::string_view) {
-        s->error_file = std::string(v);
+      [o](absl::string_view v, absl::string_view) {
+        o->error_file = std::string(v);
         return absl::OkStatus();
       });
   error_file.env.push_back("TORCHELASTIC_ERROR_FILE");
@@ -48,25 +49,25 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
       "restart-backoff", "SECONDS",
       "Pause before the first restart, doubled on each further one (default "
       "0).",
-      SetDuration(&s->restart_backoff)));
+      SetDuration(&o->restart_backoff)));
   flags->Add(AgentFlag("restart-backoff-max", "SECONDS",
                        "Upper bound of the restart pause (default 60).",
-                       SetDuration(&s->restart_backoff_max)));
+                       SetDuration(&o->restart_backoff_max)));
   flags->Add(AgentFlag("permanent-exit-codes", "CODE[,LO-HI...]",
                        "Exit codes never restarted, whatever their class.",
-                       CodeList(&s->permanent_exit_codes)));
+                       CodeList(&o->permanent_exit_codes)));
   flags->Add(AgentFlag("retryable-exit-codes", "CODE[,LO-HI...]",
                        "Exit codes restarted, whatever their class.",
-                       CodeList(&s->retryable_exit_codes)));
+                       CodeList(&o->retryable_exit_codes)));
   flags->Add(AgentFlag(
       "restart-policy", "classes|any",
       "classes (default): restart only retryable exits (128-255); any: "
       "restart on any failure, as torchrun does.",
-      [s](absl::string_view v, absl::string_view) {
+      [o](absl::string_view v, absl::string_view) {
         if (v == "classes") {
-          s->restart_on_any_failure = false;
+          o->restart_on_any_failure = false;
         } else if (v == "any") {
-          s->restart_on_any_failure = true;
+          o->restart_on_any_failure = true;
         } else {
           return absl::InvalidArgumentError(
               absl::StrCat("'", v, "' is not one of classes, any"));
@@ -104,10 +105,10 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                        "Serve grpc.health.v1.Health on this port on all "
                        "interfaces (services liveness, readiness, \"\"); 0 "
                        "(default) serves nothing.",
-                       [s](absl::string_view v, absl::string_view) {
+                       [o](absl::string_view v, absl::string_view) {
                          auto port = ParseInt(v, 0, 65535);
                          if (!port.ok()) return port.status();
-                         s->health_port = *port;
+                         o->health_port = *port;
                          return absl::OkStatus();
                        }));
   flags->Add(AgentFlag("log-level", "debug|info|warning|error|off",

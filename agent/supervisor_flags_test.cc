@@ -9,12 +9,12 @@ namespace {
 TEST(SupervisorFlagsTest, Defaults) {
   auto o = ParseRunOptions({"x"}, {});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->supervisor.restart_backoff, absl::ZeroDuration());
-  EXPECT_FALSE(o->supervisor.restart_on_any_failure);
-  EXPECT_TRUE(o->supervisor.permanent_exit_codes.empty());
-  EXPECT_EQ(o->supervisor.health_port, 0);
-  EXPECT_EQ(o->supervisor.error_file, "");
-  EXPECT_EQ(o->supervisor.termination_log, "/dev/termination-log");
+  EXPECT_EQ(o->outcome.restart_backoff, absl::ZeroDuration());
+  EXPECT_FALSE(o->outcome.restart_on_any_failure);
+  EXPECT_TRUE(o->outcome.permanent_exit_codes.empty());
+  EXPECT_EQ(o->outcome.health_port, 0);
+  EXPECT_EQ(o->outcome.error_file, "");
+  EXPECT_EQ(o->outcome.termination_log, "/dev/termination-log");
 }
 
 TEST(SupervisorFlagsTest, RestartPolicyAndOverrides) {
@@ -23,17 +23,17 @@ TEST(SupervisorFlagsTest, RestartPolicyAndOverrides) {
        "--retryable_exit_codes=1", "--restart-backoff", "1.5", "x"},
       {{"DISTJOB_HEALTH_PORT", "8081"}});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_TRUE(o->supervisor.restart_on_any_failure);
-  EXPECT_EQ(o->supervisor.permanent_exit_codes, (std::set<int>{139, 200, 201}));
-  EXPECT_EQ(o->supervisor.retryable_exit_codes, std::set<int>{1});
-  EXPECT_EQ(o->supervisor.restart_backoff, absl::Milliseconds(1500));
-  EXPECT_EQ(o->supervisor.health_port, 8081);
+  EXPECT_TRUE(o->outcome.restart_on_any_failure);
+  EXPECT_EQ(o->outcome.permanent_exit_codes, (std::set<int>{139, 200, 201}));
+  EXPECT_EQ(o->outcome.retryable_exit_codes, std::set<int>{1});
+  EXPECT_EQ(o->outcome.restart_backoff, absl::Milliseconds(1500));
+  EXPECT_EQ(o->outcome.health_port, 8081);
 }
 
 TEST(SupervisorFlagsTest, ErrorFileDefaultsFromTorchelasticVariable) {
   auto o = ParseRunOptions({"x"}, {{"TORCHELASTIC_ERROR_FILE", "/e.json"}});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->supervisor.error_file, "/e.json");
+  EXPECT_EQ(o->outcome.error_file, "/e.json");
 }
 
 TEST(SupervisorFlagsTest, BadValuesNameTheFlag) {

@@ -32,8 +32,8 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/grpc_store_client.h"
-#include "rendezvous/store_server.h"
+#include "rendezvous/store/grpc_store_client.h"
+#include "rendezvous/store/store_server.h"
 
 namespace distjob {
 namespace {

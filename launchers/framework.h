@@ -7,10 +7,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/environment.h"
+#include "discovery/peers.h"
 #include "launchers/framework_types.h"
 #include "launchers/mxnet.h"
 #include "launchers/tensorflow.h"
-#include "rendezvous/peers.h"
 
 namespace distjob {
 

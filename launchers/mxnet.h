@@ -4,8 +4,8 @@
 #define DISTJOB_LAUNCHERS_MXNET_H_
 
 #include "absl/status/statusor.h"
+#include "discovery/peers.h"
 #include "launchers/framework_types.h"
-#include "rendezvous/peers.h"
 
 namespace distjob {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "rendezvous/peers.h"
+#include "discovery/peers.h"
 
 namespace distjob {
 

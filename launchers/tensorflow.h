@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/environment.h"
+#include "discovery/peers.h"
 #include "launchers/framework_types.h"
-#include "rendezvous/peers.h"
 
 namespace distjob {
 

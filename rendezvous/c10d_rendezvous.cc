@@ -6,10 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/etcd_store.h"
-#include "rendezvous/grpc_store_client.h"
 #include "rendezvous/rdzv_config.h"
-#include "rendezvous/store_server.h"
+#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/grpc_store_client.h"
+#include "rendezvous/store/store_server.h"
 
 namespace distjob {
 namespace {

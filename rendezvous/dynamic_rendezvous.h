@@ -35,7 +35,7 @@
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store_interface.h"
+#include "rendezvous/store/store_interface.h"
 
 namespace distjob {
 

@@ -9,7 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "rendezvous/rdzv_state.h"
-#include "rendezvous/store_core.h"
+#include "rendezvous/store/store_core.h"
 
 namespace distjob {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "rendezvous/store_interface.h"
+#include "rendezvous/store/store_interface.h"
 
 namespace distjob {
 

@@ -1,0 +1,49 @@
+// Peer-name readiness through c-ares: a peer's headless-service record
+// exists only once its pod is Ready, so names are looked up again and again
+// (A and AAAA, /etc/resolv.conf and its search domains, or --dns-server)
+// with exponential backoff until all resolve or the deadline passes. A
+// fresh channel per attempt: nothing, negative answers included, is cached.
+#ifndef DISTJOB_DISCOVERY_DNS_RESOLVER_H_
+#define DISTJOB_DISCOVERY_DNS_RESOLVER_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace distjob {
+
+struct DnsOptions {
+  // "IP[:PORT]" servers used instead of resolv.conf's (tests, debugging);
+  // /etc/hosts is then skipped too, so answers come only from them.
+  std::vector<std::string> servers;
+  absl::Duration timeout = absl::Minutes(5);
+  absl::Duration query_timeout = absl::Seconds(2);
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  // Polled between lookups (at least every 100 ms): true stops the wait
+  // with Cancelled, so a stop signal is not held up by a missing peer.
+  std::function<bool()> cancelled;
+};
+
+using Addresses = std::map<std::string, std::vector<std::string>>;
+
+// One pass over `names`; a name that does not resolve maps to no addresses.
+// Errors only for a broken resolver setup (bad --dns-server, no channel).
+absl::StatusOr<Addresses> ResolveOnce(const std::vector<std::string>& names,
+                                      const DnsOptions& options);
+
+// Resolves until every name has an address. On timeout: DeadlineExceeded
+// naming the missing names.
+absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
+                                       const DnsOptions& options);
+
+// "host:port", with an IPv6 literal bracketed.
+std::string JoinHostPort(const std::string& host, int port);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_DISCOVERY_DNS_RESOLVER_H_

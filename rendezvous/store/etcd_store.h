@@ -1,0 +1,85 @@
+// StoreInterface over an etcd v3 cluster (etcd's gRPC API), so a job's
+// rendezvous survives the loss of any one host. Every key lives under
+// `<prefix>/<run_id>/kv/`. Keys written without a TTL are attached to one
+// job-wide lease that every agent of the job keeps alive; the last agent to
+// close revokes it, so a rerun with the same run id starts from an empty
+// namespace (and a crashed job's keys vanish one lease TTL later). Keys
+// written with a TTL get a fresh lease per write: they disappear when the
+// writer stops heartbeating, judged by etcd's clock.
+#ifndef DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
+#define DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rendezvous/store/store_interface.h"
+
+namespace distjob {
+
+struct EtcdStoreOptions {
+  std::vector<std::string> endpoints;  // HOST:PORT, [V6]:PORT
+  std::string prefix = "/distjob";
+  std::string run_id = "none";
+  // PEM file paths; TLS is used when ca_cert is set.
+  std::string ca_cert, cert, key;
+  // Bounds each call beyond its own blocking time, across all endpoints.
+  absl::Duration rpc_timeout = absl::Seconds(60);
+  // TTL of the job-wide lease: how long a crashed job's keys linger.
+  absl::Duration session_ttl = absl::Seconds(10);
+};
+
+// Fills the etcd-specific --rdzv-conf keys (etcd_prefix, ca_cert, cert,
+// key, read_timeout, etcd_session_ttl) and splits `endpoints` on commas;
+// other keys are left to the rendezvous. InvalidArgument names the key.
+absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
+                                                  const std::string& conf,
+                                                  const std::string& run_id);
+
+class EtcdStore : public StoreInterface {
+ public:
+  static absl::StatusOr<std::unique_ptr<EtcdStore>> Connect(
+      EtcdStoreOptions options);
+  // Closes (see Close) if not closed yet.
+  ~EtcdStore() override;
+
+  // Cancels calls in flight (later ones fail at once), stops keeping
+  // leases alive and revokes this agent's leases; the last agent of the
+  // job also revokes the job lease, deleting every key.
+  void Close() override;
+
+  // Waits until some endpoint answers, for at most `timeout`; Unavailable
+  // naming every endpoint otherwise.
+  absl::Status WaitUntilReachable(absl::Duration timeout);
+
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override;
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
+  absl::StatusOr<CompareSetResult> CompareSet(
+      const std::string& key, const std::string& expected,
+      const std::string& desired) override;
+  absl::StatusOr<int64_t> Append(const std::string& key,
+                                 const std::string& value) override;
+  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
+  absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys) override;
+  absl::StatusOr<int64_t> NumKeys() override;
+  absl::StatusOr<StoreListing> List(const std::string& prefix) override;
+  absl::StatusOr<std::pair<bool, int64_t>> Watch(
+      const std::string& prefix, int64_t after_revision,
+      absl::Duration timeout) override;
+
+ private:
+  struct Impl;
+  explicit EtcdStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_

@@ -1,0 +1,255 @@
+#include "rendezvous/store/etcd_store.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "rendezvous/standalone_rendezvous.h"
+
+namespace distjob {
+namespace {
+
+// A free loopback port: the project's own helper, asserted here.
+int FreePort() {
+  auto port = FindFreePort("127.0.0.1");
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.ok() ? *port : 0;
+}
+
+// One real etcd member on loopback with a throw-away data dir, killed when
+// the test ends.
+class EtcdStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/etcd-XXXXXX");
+    ASSERT_NE(mkdtemp(dir.data()), nullptr);
+    const int client = FreePort(), peer = FreePort();
+    endpoint_ = absl::StrCat("127.0.0.1:", client);
+    const std::string curl = absl::StrCat("http://", endpoint_);
+    const std::string purl = absl::StrCat("http://127.0.0.1:", peer);
+    pid_ = fork();
+    ASSERT_GE(pid_, 0);
+    if (pid_ == 0) {
+      // etcd logs a lot; keep it beside the data dir for post-mortems.
+      const int log = open((dir + ".log").c_str(), O_WRONLY | O_CREAT, 0644);
+      dup2(log, 1);
+      dup2(log, 2);
+      execl("/usr/bin/etcd", "etcd", "--name", "t", "--data-dir", dir.c_str(),
+            "--listen-client-urls", curl.c_str(), "--advertise-client-urls",
+            curl.c_str(), "--listen-peer-urls", purl.c_str(),
+            "--initial-advertise-peer-urls", purl.c_str(), "--initial-cluster",
+            ("t=" + purl).c_str(), nullptr);
+      _exit(127);
+    }
+    // One client from before etcd listens: it must get through once
+    // etcd serves, however its first connections went.
+    auto probe = Open("probe");
+    auto ready = probe->WaitUntilReachable(absl::Seconds(30));
+    ASSERT_TRUE(ready.ok()) << ready;
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  std::unique_ptr<EtcdStore> Open(const std::string& run_id,
+                                  const std::string& conf = "") {
+    auto o = ParseEtcdOptions(endpoint_, conf, run_id);
+    EXPECT_TRUE(o.ok()) << o.status();
+    o->rpc_timeout = absl::Seconds(10);
+    auto s = EtcdStore::Connect(*o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return std::move(*s);
+  }
+  pid_t pid_ = -1;
+  std::string endpoint_;
+};
+
+TEST_F(EtcdStoreTest, RoundTripsEveryOperation) {
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("a", "1").ok());
+  EXPECT_EQ(*store->Get("a", absl::ZeroDuration()), "1");
+  EXPECT_EQ(*store->Add("c", 3), 3);
+  EXPECT_EQ(*store->Add("c", -1), 2);
+  EXPECT_EQ(store->Add("a", 1).status().code(), absl::StatusCode::kOk);
+  EXPECT_EQ(store->Add("s", 0).status().code(), absl::StatusCode::kOk);
+  ASSERT_TRUE(store->Set("t", "text").ok());
+  EXPECT_EQ(store->Add("t", 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*store->Append("t", "!"), 5);
+  EXPECT_TRUE(*store->Check({"a", "c"}));
+  EXPECT_FALSE(*store->Check({"a", "nope"}));
+  EXPECT_EQ(*store->NumKeys(), 4);
+  auto listing = store->List("");
+  ASSERT_TRUE(listing.ok());
+  ASSERT_EQ(listing->entries.size(), 4u);
+  EXPECT_EQ(listing->entries[0].key, "a");
+  EXPECT_EQ(*store->Delete({"a", "missing"}), 1);
+  EXPECT_EQ(store->Get("a", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->Get("a", absl::Milliseconds(300)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(EtcdStoreTest, CompareSetFollowsTcpStoreSemantics) {
+  auto store = Open("job");
+  auto r = store->CompareSet("k", "x", "y");
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "x");  // missing key, non-empty expectation
+  r = store->CompareSet("k", "", "v1");
+  EXPECT_TRUE(r->swapped);
+  r = store->CompareSet("k", "", "v2");
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "v1");
+  r = store->CompareSet("k", "v1", "v2");
+  EXPECT_TRUE(r->swapped);
+  EXPECT_EQ(*store->Get("k", absl::ZeroDuration()), "v2");
+}
+
+TEST_F(EtcdStoreTest, BlockingGetAndWatchWakeOnAnotherClientsWrite) {
+  auto store = Open("job");
+  // A writer: it holds the job's lease, so the keys outlive `other`.
+  ASSERT_TRUE(store->Set("mine", "x").ok());
+  auto listing = store->List("");
+  std::thread setter([&] {
+    auto other = Open("job");
+    absl::SleepFor(absl::Milliseconds(200));  // let the reader block first
+    ASSERT_TRUE(other->Set("late", "v").ok());
+  });
+  EXPECT_EQ(*store->Get("late", absl::Seconds(20)), "v");
+  setter.join();
+  auto w = store->Watch("", listing->revision, absl::Seconds(5));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->first);
+  auto quiet = store->Watch("", w->second, absl::Milliseconds(300));
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_FALSE(quiet->first);
+  auto now = store->Watch("", listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE(now->first);
+  EXPECT_FALSE(store->Watch("", w->second, absl::ZeroDuration())->first);
+}
+
+TEST_F(EtcdStoreTest, TtlKeysExpireOnEtcdsClockAndTheWatchSeesIt) {
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("alive/n1", "x", absl::Seconds(1)).ok());
+  auto listing = store->List("alive/");
+  ASSERT_EQ(listing->entries.size(), 1u);
+  EXPECT_GT(listing->entries[0].ttl_left, absl::ZeroDuration());
+  EXPECT_LE(listing->entries[0].ttl_left, absl::Seconds(2));
+  EXPECT_LT(listing->entries[0].age, absl::Seconds(2));
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  int64_t rev = listing->revision;
+  while (*store->Check({"alive/n1"}) && absl::Now() < deadline) {
+    auto w = store->Watch("alive/", rev, deadline - absl::Now());
+    ASSERT_TRUE(w.ok());
+    rev = w->second;
+  }
+  EXPECT_FALSE(*store->Check({"alive/n1"}));
+}
+
+TEST_F(EtcdStoreTest, RunIdsAndPrefixesAreSeparateNamespaces) {
+  auto a = Open("job-a");
+  auto b = Open("job-b");
+  auto c = Open("job-a", "etcd_prefix=/other");
+  ASSERT_TRUE(a->Set("k", "a").ok());
+  ASSERT_TRUE(b->Set("k", "b").ok());
+  EXPECT_EQ(*a->Get("k", absl::ZeroDuration()), "a");
+  EXPECT_EQ(*b->Get("k", absl::ZeroDuration()), "b");
+  EXPECT_FALSE(*c->Check({"k"}));
+}
+
+TEST_F(EtcdStoreTest, LastAgentOutRevokesTheJobsKeysSoARerunStartsClean) {
+  auto first = Open("job");
+  auto second = Open("job");
+  ASSERT_TRUE(first->Set("state", "round 3").ok());
+  ASSERT_TRUE(second->Add("count", 1).ok());
+  first->Close();
+  // Keys written by an agent that left stay while the job lives on.
+  EXPECT_EQ(*second->Get("state", absl::ZeroDuration()), "round 3");
+  second->Close();
+  auto rerun = Open("job");
+  EXPECT_EQ(*rerun->NumKeys(), 0);
+  ASSERT_TRUE(rerun->Set("state", "round 0").ok());
+  EXPECT_EQ(*rerun->Get("state", absl::ZeroDuration()), "round 0");
+}
+
+TEST_F(EtcdStoreTest, CloseCancelsABlockedWatchAndLaterCalls) {
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("k", "v").ok());
+  auto listing = store->List("");
+  absl::StatusOr<std::pair<bool, int64_t>> w;
+  const absl::Time start = absl::Now();
+  std::thread watcher(
+      [&] { w = store->Watch("", listing->revision, absl::Seconds(60)); });
+  absl::SleepFor(absl::Milliseconds(300));  // let the watch block first
+  store->Close();
+  watcher.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_EQ(w.status().code(), absl::StatusCode::kCancelled) << w.status();
+  EXPECT_EQ(store->Get("k", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kCancelled);
+}
+
+TEST_F(EtcdStoreTest, DeadEndpointsAreSkipped) {
+  auto o = ParseEtcdOptions("127.0.0.1:1," + endpoint_, "", "job");
+  ASSERT_TRUE(o.ok());
+  o->rpc_timeout = absl::Seconds(10);
+  auto store = EtcdStore::Connect(*o);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->Set("k", "v").ok());
+  EXPECT_EQ(*(*store)->Get("k", absl::ZeroDuration()), "v");
+}
+
+TEST(EtcdStoreNoServerTest, UnreachableClusterNamesItsEndpoints) {
+  auto o =
+      ParseEtcdOptions("127.0.0.1:1,127.0.0.1:2", "read_timeout=0.5", "job");
+  ASSERT_TRUE(o.ok());
+  auto store = EtcdStore::Connect(*o);
+  ASSERT_TRUE(store.ok());
+  auto s = (*store)->Set("k", "v");
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.status().message().find("127.0.0.1:1,127.0.0.1:2"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(EtcdOptionsTest, ParsesEndpointsAndConf) {
+  auto o = ParseEtcdOptions(
+      "http://h1:2379, h2,[::1]:3000",
+      "etcd_prefix=/p/,read_timeout=7,ca_cert=/ca.pem,join_timeout=9", "r");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->endpoints,
+            (std::vector<std::string>{"h1:2379", "h2:2379", "[::1]:3000"}));
+  EXPECT_EQ(o->prefix, "/p");
+  EXPECT_EQ(o->rpc_timeout, absl::Seconds(7));
+  EXPECT_EQ(o->ca_cert, "/ca.pem");
+  EXPECT_EQ(ParseEtcdOptions("h", "etcd_prefix=rel", "r").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseEtcdOptions("h", "cert=/c.pem", "r").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseEtcdOptions("h", "read_timeout=x", "r").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EtcdOptionsTest, UnreadableCaCertIsAnInvalidArgument) {
+  auto o = ParseEtcdOptions("h", "ca_cert=/nonexistent.pem", "r");
+  ASSERT_TRUE(o.ok());
+  auto s = EtcdStore::Connect(*o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("/nonexistent.pem"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace distjob

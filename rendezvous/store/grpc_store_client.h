@@ -1,0 +1,54 @@
+// StoreInterface over the embedded store's gRPC protocol. Every call waits
+// for the channel to be ready (gRPC re-resolves the name through c-ares
+// and reconnects with backoff) until its deadline, so "the host is not up
+// yet" and "the name does not resolve yet" both just wait.
+#ifndef DISTJOB_RENDEZVOUS_STORE_GRPC_STORE_CLIENT_H_
+#define DISTJOB_RENDEZVOUS_STORE_GRPC_STORE_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "rendezvous/store/store_interface.h"
+
+namespace distjob {
+
+class GrpcStoreClient : public StoreInterface {
+ public:
+  // `endpoint` is HOST:PORT ([V6]:PORT); `rpc_timeout` bounds each call
+  // beyond its own blocking time (torchrun's read_timeout).
+  static std::unique_ptr<GrpcStoreClient> Connect(const std::string& endpoint,
+                                                  absl::Duration rpc_timeout);
+  ~GrpcStoreClient() override;
+
+  // Waits until the store answers, for at most `timeout`.
+  absl::Status WaitUntilReachable(absl::Duration timeout);
+
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override;
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
+  absl::StatusOr<CompareSetResult> CompareSet(
+      const std::string& key, const std::string& expected,
+      const std::string& desired) override;
+  absl::StatusOr<int64_t> Append(const std::string& key,
+                                 const std::string& value) override;
+  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
+  absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys) override;
+  absl::StatusOr<int64_t> NumKeys() override;
+  absl::StatusOr<StoreListing> List(const std::string& prefix) override;
+  void Close() override;
+  absl::StatusOr<std::pair<bool, int64_t>> Watch(
+      const std::string& prefix, int64_t after_revision,
+      absl::Duration timeout) override;
+
+ private:
+  struct Impl;
+  explicit GrpcStoreClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_STORE_GRPC_STORE_CLIENT_H_

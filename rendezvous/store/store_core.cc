@@ -1,0 +1,684 @@
+#include "rendezvous/store/store_core.h"
+
+#include <algorithm>
+#include <iterator>
+#include <memory>
+#include <string_view>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace distjob {
+namespace {
+
+// Watched prefixes with no parked watch kept for the next watch on them;
+// see DropIdlePrefixes.
+constexpr size_t kMaxIdlePrefixes = 1024;
+
+StoreCore::Clock::time_point DeadlineAfter(absl::Duration d) {
+  if (d == absl::InfiniteDuration() || d > absl::Hours(24 * 365)) {
+    return StoreCore::Clock::time_point::max();
+  }
+  return StoreCore::Clock::now() + absl::ToChronoNanoseconds(d);
+}
+
+absl::Duration Since(StoreCore::Clock::time_point t) {
+  return absl::FromChrono(StoreCore::Clock::now() - t);
+}
+
+}  // namespace
+
+StoreCore::StoreCore(StoreLimits limits) : limits_(limits) {
+  timer_ = std::thread([this] { TimerLoop(); });
+}
+
+StoreCore::~StoreCore() {
+  CancelAll();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  timer_.join();
+}
+
+absl::Status StoreCore::CheckKey(const std::string& key) const {
+  if (key.size() > limits_.max_key_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key of ", key.size(), " bytes is over the limit of ",
+                     limits_.max_key_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreCore::CheckValue(size_t old_size, size_t new_size) const {
+  if (new_size > limits_.max_value_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("value of ", new_size, " bytes is over the limit of ",
+                     limits_.max_value_bytes));
+  }
+  // Called under mu_ by every writer.
+  if (total_bytes_ - old_size + new_size > limits_.max_total_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the store holds ", total_bytes_, " bytes; its limit is ",
+                     limits_.max_total_bytes));
+  }
+  return absl::OkStatus();
+}
+
+void StoreCore::Write(const std::string& key, std::string data,
+                      Clock::time_point exp) {
+  auto [it, inserted] = data_.try_emplace(key);
+  Value& v = it->second;
+  total_bytes_ = total_bytes_ - v.data.size() + data.size();
+  if (inserted) total_bytes_ += key.size();
+  v.data = std::move(data);
+  v.revision = ++revision_;
+  v.written = Clock::now();
+  SetExpiry(it, exp);
+  if (auto t = deleted_at_.find(key); t != deleted_at_.end()) {
+    tombstones_.erase(t->second);
+    deleted_at_.erase(t);
+  }
+  NoteChange(key, v.revision, /*written=*/true);
+}
+
+void StoreCore::SetExpiry(std::map<std::string, Value>::iterator it,
+                          Clock::time_point exp) {
+  Value& v = it->second;
+  if (v.expires != Clock::time_point::max()) leases_.erase(v.lease);
+  v.expires = exp;
+  if (exp != Clock::time_point::max()) {
+    v.lease = leases_.emplace(exp, &it->first);
+  }
+}
+
+void StoreCore::Erase(std::map<std::string, Value>::iterator it) {
+  total_bytes_ -= it->first.size() + it->second.data.size();
+  if (it->second.expires != Clock::time_point::max()) {
+    leases_.erase(it->second.lease);
+  }
+  const int64_t rev = ++revision_;
+  auto [t, inserted] = deleted_at_.try_emplace(it->first, rev);
+  if (!inserted) {  // not expected: Write drops a key's tombstone
+    tombstones_.erase(t->second);
+    t->second = rev;
+  }
+  tombstones_.emplace(rev, &t->first);
+  NoteChange(it->first, rev, /*written=*/false);
+  data_.erase(it);
+  if (deleted_at_.size() > limits_.max_tombstones) DropOldestTombstones();
+}
+
+void StoreCore::DropOldestTombstones() {
+  // Parked watches never read tombstones (NoteChange answers them), and
+  // watched prefixes keep their own newest revision: a tombstone is only
+  // read when a watch on a prefix not tracked yet starts from a revision
+  // before it. Keeping the newest max_tombstones serves any watch that
+  // starts from a listing taken less than that many deletions ago;
+  // TrackPrefix treats older ones as changed.
+  while (deleted_at_.size() > limits_.max_tombstones && !tombstones_.empty()) {
+    auto oldest = tombstones_.begin();
+    tombstone_floor_ = std::max(tombstone_floor_, oldest->first);
+    deleted_at_.erase(*oldest->second);
+    tombstones_.erase(oldest);
+  }
+}
+
+void StoreCore::NoteChange(const std::string& key, int64_t revision,
+                           bool written) {
+  // Find the watched prefixes that `key` starts with. Trying each watched
+  // prefix would cost O(prefixes) per write, and there are as many as
+  // nodes once each node watches a key of its own; looking up each leading
+  // part of `key` would cost |key| lookups of up to |key| bytes. Instead
+  // walk the ordered map down from `key`: the greatest entry p <= the
+  // candidate either is a prefix of it (a match: go on with the candidates
+  // shorter than p) or is not, and then every matching entry q is a prefix
+  // of what p and the candidate have in common (a longer q would agree
+  // with the candidate where p sorts lower, so p < q <= candidate), the
+  // next candidate. Each lookup finds a match or shortens the candidate; in
+  // practice a write costs a few O(log prefixes) lookups.
+  std::string_view bound = key;
+  for (;;) {
+    auto it = prefixes_.upper_bound(bound);
+    if (it == prefixes_.begin()) break;
+    --it;
+    const std::string& p = it->first;
+    if (bound.compare(0, p.size(), p) != 0) {
+      // p < bound and not its prefix, so bound is not a prefix of p
+      // either: they differ at `common` < bound.size().
+      size_t common = 0;
+      while (common < p.size() && p[common] == bound[common]) ++common;
+      bound = bound.substr(0, common);
+      continue;
+    }
+    WatchedPrefix& watched = it->second;
+    watched.max_revision = std::max(watched.max_revision, revision);
+    // The change is the newest revision, so it answers every watch from an
+    // earlier one; a watch from a later (future) one keeps waiting.
+    auto& ws = watched.waiters;
+    if (!ws.empty()) {
+      auto end = ws.lower_bound({revision, WaiterId{0}});
+      for (auto w = ws.begin(); w != end; ++w) woken_.push_back(w->second);
+      ws.erase(ws.begin(), end);
+      if (ws.empty()) ++idle_prefixes_;
+    }
+    if (p.empty()) break;
+    bound = bound.substr(0, p.size() - 1);
+  }
+  // An erasure answers no get: they wait for keys to exist.
+  if (!written) return;
+  if (auto g = gets_by_key_.find(key); g != gets_by_key_.end()) {
+    woken_.insert(woken_.end(), g->second.begin(), g->second.end());
+    gets_by_key_.erase(g);
+  }
+}
+
+bool StoreCore::TryAnswerGet(Waiter& w, Ready* ready) {
+  // Look from the key it was parked on, wrapping around: keys are often
+  // written in request order, so a waiter on many keys costs O(keys) in
+  // all rather than per write, and a full turn still checks every key.
+  const size_t n = w.keys.size();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = (w.missing + i) % n;
+    if (!data_.count(w.keys[k])) {
+      w.missing = k;
+      return false;
+    }
+  }
+  std::vector<std::string> values;
+  values.reserve(n);
+  for (const std::string& key : w.keys) {
+    values.push_back(data_.find(key)->second.data);
+  }
+  ready->push_back(
+      [done = std::move(w.get_done), values = std::move(values)]() mutable {
+        done(std::move(values));
+      });
+  return true;
+}
+
+void StoreCore::Resolve(Ready* ready) {
+  // Answer in arrival order (ids grow), as one pass over all waiters did,
+  // whichever index woke them.
+  std::sort(woken_.begin(), woken_.end());
+  for (WaiterId id : woken_) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) continue;
+    Waiter& w = it->second;
+    if (w.is_watch) {
+      ready->push_back([done = std::move(w.watch_done), rev = revision_] {
+        done(std::make_pair(true, rev));
+      });
+      Unpark(it);
+    } else if (TryAnswerGet(w, ready)) {
+      Unpark(it);
+    } else {
+      gets_by_key_[w.keys[w.missing]].insert(id);
+    }
+  }
+  woken_.clear();
+  if (idle_prefixes_ > kMaxIdlePrefixes) DropIdlePrefixes();
+}
+
+bool StoreCore::ChangedSince(const std::string& prefix,
+                             int64_t after_revision) {
+  // Nothing at all changed since: the usual watch from a fresh listing.
+  if (after_revision >= revision_) return false;
+  return TrackPrefix(prefix).max_revision > after_revision;
+}
+
+StoreCore::WatchedPrefix& StoreCore::TrackPrefix(const std::string& prefix) {
+  auto [it, inserted] = prefixes_.try_emplace(prefix);
+  if (!inserted) return it->second;
+  ++idle_prefixes_;
+  // One scan when a prefix is first watched; NoteChange keeps it current
+  // from here on. Every change leaves its revision on its key (a later
+  // change of the key only raises it), in data_ or as a tombstone, so the
+  // scan finds the newest change under the prefix, unless that was a
+  // tombstone dropped at or before tombstone_floor_: count the floor as a
+  // change, answering a watch from before it at once (it relists) rather
+  // than letting it miss a deletion.
+  int64_t newest = tombstone_floor_;
+  for (auto d = data_.lower_bound(prefix);
+       d != data_.end() && absl::StartsWith(d->first, prefix); ++d) {
+    newest = std::max(newest, d->second.revision);
+  }
+  for (auto d = deleted_at_.lower_bound(prefix);
+       d != deleted_at_.end() && absl::StartsWith(d->first, prefix); ++d) {
+    newest = std::max(newest, d->second);
+  }
+  it->second.max_revision = newest;
+  return it->second;
+}
+
+void StoreCore::DropIdlePrefixes() {
+  // Prefixes no one watches now stay tracked so that the next watch on
+  // them (a client relisting and watching again) needs no scan; past
+  // kMaxIdlePrefixes they all go, which costs one scan per prefix watched
+  // again, and each sweep follows kMaxIdlePrefixes new idle ones.
+  for (auto it = prefixes_.begin(); it != prefixes_.end();) {
+    it = it->second.waiters.empty() ? prefixes_.erase(it) : std::next(it);
+  }
+  idle_prefixes_ = 0;
+}
+
+void StoreCore::Park(Waiter w) {
+  const WaiterId id = ++next_waiter_id_;
+  if (w.deadline != Clock::time_point::max()) {
+    deadlines_.emplace(w.deadline, id);
+  }
+  if (w.is_watch) {
+    WatchedPrefix& watched = TrackPrefix(w.prefix);
+    if (watched.waiters.empty()) --idle_prefixes_;
+    watched.waiters.emplace(w.after_revision, id);
+  } else {
+    gets_by_key_[w.keys[w.missing]].insert(id);
+  }
+  waiters_.emplace(id, std::move(w));
+}
+
+StoreCore::Waiter StoreCore::Unpark(std::map<WaiterId, Waiter>::iterator it) {
+  const WaiterId id = it->first;
+  Waiter w = std::move(it->second);
+  waiters_.erase(it);
+  if (w.deadline != Clock::time_point::max()) {
+    deadlines_.erase({w.deadline, id});
+  }
+  // NoteChange already took a waiter it woke out of these.
+  if (w.is_watch) {
+    auto p = prefixes_.find(w.prefix);
+    if (p != prefixes_.end() &&
+        p->second.waiters.erase({w.after_revision, id}) > 0 &&
+        p->second.waiters.empty()) {
+      ++idle_prefixes_;
+    }
+  } else {
+    auto g = gets_by_key_.find(w.keys[w.missing]);
+    if (g != gets_by_key_.end() && g->second.erase(id) > 0 &&
+        g->second.empty()) {
+      gets_by_key_.erase(g);
+    }
+  }
+  return w;
+}
+
+absl::StatusOr<int64_t> StoreCore::MultiSet(
+    const std::vector<std::pair<std::string, std::string>>& kvs,
+    absl::Duration ttl) {
+  if (kvs.size() > limits_.max_keys_per_request) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kvs.size(), " keys in one request; the limit is ",
+                     limits_.max_keys_per_request));
+  }
+  const Clock::time_point exp = ttl > absl::ZeroDuration()
+                                    ? DeadlineAfter(ttl)
+                                    : Clock::time_point::max();
+  Ready ready;
+  int64_t rev;
+  {
+    absl::MutexLock lock(&mu_);
+    size_t added = 0;
+    for (const auto& [key, value] : kvs) {
+      if (auto s = CheckKey(key); !s.ok()) return s;
+      auto it = data_.find(key);
+      const size_t old = it == data_.end() ? 0 : it->second.data.size();
+      added += value.size() + key.size();
+      if (auto s = CheckValue(old, value.size()); !s.ok()) return s;
+    }
+    if (total_bytes_ + added > limits_.max_total_bytes) {
+      return absl::ResourceExhaustedError("the store is full");
+    }
+    bool changed = false;
+    for (const auto& [key, value] : kvs) {
+      auto it = data_.find(key);
+      // Renewing a lease with the same value is a keep-alive, not a change:
+      // watchers are not woken, so heartbeats cost O(1) each.
+      if (it != data_.end() && exp != Clock::time_point::max() &&
+          it->second.expires != Clock::time_point::max() &&
+          it->second.data == value) {
+        SetExpiry(it, exp);
+        it->second.written = Clock::now();
+        continue;
+      }
+      Write(key, value, exp);
+      changed = true;
+    }
+    if (!changed) return revision_;
+    rev = revision_;
+    Resolve(&ready);
+  }
+  for (auto& f : ready) f();
+  return rev;
+}
+
+void StoreCore::MultiGet(const std::vector<std::string>& keys,
+                         absl::Duration timeout, GetCallback done) {
+  if (keys.size() > limits_.max_keys_per_request) {
+    done(absl::InvalidArgumentError(
+        absl::StrCat(keys.size(), " keys in one request; the limit is ",
+                     limits_.max_keys_per_request)));
+    return;
+  }
+  Ready ready;
+  {
+    absl::MutexLock lock(&mu_);
+    Waiter w;
+    w.keys = keys;
+    w.get_done = std::move(done);
+    if (!TryAnswerGet(w, &ready)) {
+      if (timeout <= absl::ZeroDuration()) {
+        std::string missing;
+        for (const auto& k : keys) {
+          if (!data_.count(k)) missing = k;
+        }
+        ready.push_back([d = std::move(w.get_done), missing] {
+          d(absl::NotFoundError(absl::StrCat("key '", missing, "' not set")));
+        });
+      } else if (closed_) {
+        ready.push_back([d = std::move(w.get_done)] {
+          d(absl::CancelledError("the store is shutting down"));
+        });
+      } else if (waiters_.size() >= limits_.max_waiters) {
+        ready.push_back([d = std::move(w.get_done)] {
+          d(absl::ResourceExhaustedError("too many blocked waits"));
+        });
+      } else {
+        w.deadline = DeadlineAfter(timeout);
+        Park(std::move(w));
+      }
+    }
+  }
+  for (auto& f : ready) f();
+}
+
+absl::StatusOr<int64_t> StoreCore::Add(const std::string& key, int64_t delta) {
+  if (auto s = CheckKey(key); !s.ok()) return s;
+  Ready ready;
+  int64_t result = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = data_.find(key);
+    int64_t current = 0;
+    if (it != data_.end() && !absl::SimpleAtoi(it->second.data, &current)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("key '", key, "' does not hold an integer"));
+    }
+    result = current + delta;
+    std::string text = absl::StrCat(result);
+    if (auto s = CheckValue(it == data_.end() ? 0 : it->second.data.size(),
+                            text.size());
+        !s.ok()) {
+      return s;
+    }
+    Write(key, std::move(text), Clock::time_point::max());
+    Resolve(&ready);
+  }
+  for (auto& f : ready) f();
+  return result;
+}
+
+absl::StatusOr<CompareSetResult> StoreCore::CompareSet(
+    const std::string& key, const std::string& expected,
+    const std::string& desired) {
+  if (auto s = CheckKey(key); !s.ok()) return s;
+  Ready ready;
+  CompareSetResult result;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = data_.find(key);
+    const bool matches =
+        it == data_.end() ? expected.empty() : it->second.data == expected;
+    if (!matches) {
+      // TCPStore: a missing key with a non-empty expectation returns the
+      // expectation itself; an existing one returns its value.
+      result.value = it == data_.end() ? expected : it->second.data;
+      return result;
+    }
+    if (auto s = CheckValue(it == data_.end() ? 0 : it->second.data.size(),
+                            desired.size());
+        !s.ok()) {
+      return s;
+    }
+    Write(key, desired, Clock::time_point::max());
+    result.value = desired;
+    result.swapped = true;
+    Resolve(&ready);
+  }
+  for (auto& f : ready) f();
+  return result;
+}
+
+absl::StatusOr<int64_t> StoreCore::Append(const std::string& key,
+                                          const std::string& value) {
+  if (auto s = CheckKey(key); !s.ok()) return s;
+  Ready ready;
+  int64_t size = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = data_.find(key);
+    std::string data = it == data_.end() ? "" : it->second.data;
+    if (auto s = CheckValue(data.size(), data.size() + value.size()); !s.ok()) {
+      return s;
+    }
+    data += value;
+    size = static_cast<int64_t>(data.size());
+    Write(key, std::move(data),
+          it == data_.end() ? Clock::time_point::max() : it->second.expires);
+    Resolve(&ready);
+  }
+  for (auto& f : ready) f();
+  return size;
+}
+
+absl::StatusOr<bool> StoreCore::Check(const std::vector<std::string>& keys) {
+  absl::MutexLock lock(&mu_);
+  for (const auto& k : keys) {
+    if (!data_.count(k)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<int64_t> StoreCore::Delete(
+    const std::vector<std::string>& keys) {
+  Ready ready;
+  int64_t deleted = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& k : keys) {
+      auto it = data_.find(k);
+      if (it == data_.end()) continue;
+      Erase(it);
+      ++deleted;
+    }
+    if (deleted > 0) Resolve(&ready);
+  }
+  for (auto& f : ready) f();
+  return deleted;
+}
+
+int64_t StoreCore::NumKeys() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(data_.size());
+}
+
+StoreListing StoreCore::List(const std::string& prefix) {
+  absl::MutexLock lock(&mu_);
+  StoreListing out;
+  out.revision = revision_;
+  const Clock::time_point now = Clock::now();
+  for (auto it = data_.lower_bound(prefix);
+       it != data_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    StoreEntry e;
+    e.key = it->first;
+    e.value = it->second.data;
+    e.revision = it->second.revision;
+    e.age = Since(it->second.written);
+    e.ttl_left = it->second.expires == Clock::time_point::max()
+                     ? absl::ZeroDuration()
+                     : absl::FromChrono(it->second.expires - now);
+    out.entries.push_back(std::move(e));
+  }
+  return out;
+}
+
+void StoreCore::Watch(const std::string& prefix, int64_t after_revision,
+                      absl::Duration timeout, WatchCallback done) {
+  Ready ready;
+  {
+    absl::MutexLock lock(&mu_);
+    Waiter w;
+    w.is_watch = true;
+    w.prefix = prefix;
+    w.after_revision = after_revision;
+    w.watch_done = std::move(done);
+    if (ChangedSince(prefix, after_revision)) {
+      ready.push_back([d = std::move(w.watch_done), rev = revision_] {
+        d(std::make_pair(true, rev));
+      });
+    } else if (timeout <= absl::ZeroDuration()) {
+      ready.push_back([d = std::move(w.watch_done), rev = revision_] {
+        d(std::make_pair(false, rev));
+      });
+    } else if (closed_) {
+      ready.push_back([d = std::move(w.watch_done)] {
+        d(absl::CancelledError("the store is shutting down"));
+      });
+    } else if (waiters_.size() >= limits_.max_waiters) {
+      ready.push_back([d = std::move(w.watch_done)] {
+        d(absl::ResourceExhaustedError("too many blocked watches"));
+      });
+    } else {
+      w.deadline = DeadlineAfter(timeout);
+      Park(std::move(w));
+    }
+    if (idle_prefixes_ > kMaxIdlePrefixes) DropIdlePrefixes();
+  }
+  for (auto& f : ready) f();
+}
+
+void StoreCore::CancelAll() {
+  std::map<WaiterId, Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    waiters.swap(waiters_);
+    deadlines_.clear();
+    gets_by_key_.clear();
+    for (auto& [prefix, watched] : prefixes_) {
+      if (watched.waiters.empty()) continue;
+      watched.waiters.clear();
+      ++idle_prefixes_;
+    }
+  }
+  for (auto& [id, w] : waiters) {
+    if (w.is_watch) {
+      w.watch_done(absl::CancelledError("the store is shutting down"));
+    } else {
+      w.get_done(absl::CancelledError("the store is shutting down"));
+    }
+  }
+}
+
+void StoreCore::TimerLoop() {
+  // A 10 ms tick bounds lease and deadline precision; a tick pops only the
+  // leases and waiters that are due, in deadline order.
+  for (;;) {
+    Ready ready;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                               absl::Milliseconds(10))) {
+        return;
+      }
+      const Clock::time_point now = Clock::now();
+      bool expired = false;
+      while (!leases_.empty() && leases_.begin()->first <= now) {
+        Erase(data_.find(*leases_.begin()->second));
+        expired = true;
+      }
+      // Before deadlines: a waiter the expiry answers is not timed out.
+      if (expired) Resolve(&ready);
+      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+        Waiter w = Unpark(waiters_.find(deadlines_.begin()->second));
+        if (w.is_watch) {
+          ready.push_back([d = std::move(w.watch_done), rev = revision_] {
+            d(std::make_pair(false, rev));
+          });
+        } else {
+          std::string keys;
+          for (const auto& k : w.keys) absl::StrAppend(&keys, " ", k);
+          ready.push_back([d = std::move(w.get_done), keys] {
+            d(absl::DeadlineExceededError(
+                absl::StrCat("timed out waiting for keys:", keys)));
+          });
+        }
+      }
+    }
+    for (auto& f : ready) f();
+  }
+}
+
+template <typename T>
+absl::StatusOr<T> LocalStore::Block(
+    const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start) {
+  // Shared with the core's callback, which may run after Close answered
+  // (and after this view is gone).
+  struct Answer {
+    absl::Mutex mu;
+    bool given ABSL_GUARDED_BY(mu) = false;
+    absl::StatusOr<T> result ABSL_GUARDED_BY(mu);
+    absl::Notification done;
+  };
+  auto answer = std::make_shared<Answer>();
+  auto give = [answer](absl::StatusOr<T> r) {
+    absl::MutexLock lock(&answer->mu);
+    if (answer->given) return;
+    answer->given = true;
+    answer->result = std::move(r);
+    answer->done.Notify();
+  };
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return absl::CancelledError("the store view is closed");
+    id = next_call_++;
+    cancels_[id] = [give] {
+      give(absl::CancelledError("the store view was closed"));
+    };
+  }
+  start(give);
+  answer->done.WaitForNotification();
+  {
+    absl::MutexLock lock(&mu_);
+    cancels_.erase(id);
+  }
+  absl::MutexLock lock(&answer->mu);
+  return std::move(answer->result);
+}
+
+absl::StatusOr<std::vector<std::string>> LocalStore::MultiGet(
+    const std::vector<std::string>& keys, absl::Duration timeout) {
+  return Block<std::vector<std::string>>(
+      [&](auto give) { core_->MultiGet(keys, timeout, std::move(give)); });
+}
+
+absl::StatusOr<std::pair<bool, int64_t>> LocalStore::Watch(
+    const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
+  return Block<std::pair<bool, int64_t>>([&](auto give) {
+    core_->Watch(prefix, after_revision, timeout, std::move(give));
+  });
+}
+
+void LocalStore::Close() {
+  std::vector<std::function<void()>> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+    for (auto& [id, cancel] : cancels_) cancels.push_back(cancel);
+  }
+  for (auto& cancel : cancels) cancel();
+}
+
+}  // namespace distjob

@@ -1,0 +1,241 @@
+// The state of the rendezvous store and its operations, independent of the
+// transport. Blocking operations (get/wait, watch) take a callback instead
+// of a thread: they are parked as waiters and answered by whichever write,
+// expiry or deadline resolves them, so thousands of blocked clients cost a
+// few hundred bytes each. Parked waiters are indexed by what can answer
+// them (a get by one key it still misses, a watch by its prefix), so a
+// write costs O(log n) plus the waiters it answers, not a pass over every
+// waiter and every key under every watched prefix. One timer thread expires
+// leases and waiters from ordered queues, on the monotonic clock of this
+// process.
+#ifndef DISTJOB_RENDEZVOUS_STORE_STORE_CORE_H_
+#define DISTJOB_RENDEZVOUS_STORE_STORE_CORE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rendezvous/store/store_interface.h"
+
+namespace distjob {
+
+struct StoreLimits {
+  size_t max_key_bytes = 4096;
+  size_t max_value_bytes = 1 << 20;
+  size_t max_keys_per_request = 4096;
+  size_t max_total_bytes = size_t{256} << 20;
+  size_t max_waiters = 100000;
+  // Tombstones (revisions of deleted or expired keys) kept for watches that
+  // start from a revision before the deletion; past this many the oldest
+  // are dropped, and a watch from before the newest dropped one is answered
+  // "changed" at once (the caller relists), as etcd answers a compacted
+  // revision.
+  size_t max_tombstones = 65536;
+};
+
+class StoreCore {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using GetCallback =
+      std::function<void(absl::StatusOr<std::vector<std::string>>)>;
+  using WatchCallback =
+      std::function<void(absl::StatusOr<std::pair<bool, int64_t>>)>;
+
+  explicit StoreCore(StoreLimits limits = {});
+  ~StoreCore();
+  StoreCore(const StoreCore&) = delete;
+  StoreCore& operator=(const StoreCore&) = delete;
+
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl);
+  // `done` runs exactly once, possibly on this thread before returning.
+  void MultiGet(const std::vector<std::string>& keys, absl::Duration timeout,
+                GetCallback done);
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
+  absl::StatusOr<CompareSetResult> CompareSet(const std::string& key,
+                                              const std::string& expected,
+                                              const std::string& desired);
+  absl::StatusOr<int64_t> Append(const std::string& key,
+                                 const std::string& value);
+  absl::StatusOr<bool> Check(const std::vector<std::string>& keys);
+  absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys);
+  int64_t NumKeys();
+  StoreListing List(const std::string& prefix);
+  void Watch(const std::string& prefix, int64_t after_revision,
+             absl::Duration timeout, WatchCallback done);
+
+  // Answers every parked waiter, and every later blocking call, with
+  // Cancelled (server shutdown).
+  void CancelAll();
+
+ private:
+  using WaiterId = uint64_t;
+  // Lease deadline -> key (the key string inside data_, whose map nodes do
+  // not move), so the timer finds due leases without a pass over all keys.
+  using Leases = std::multimap<Clock::time_point, const std::string*>;
+  struct Value {
+    std::string data;
+    int64_t revision = 0;
+    Clock::time_point written;
+    Clock::time_point expires = Clock::time_point::max();
+    Leases::iterator lease;  // valid while `expires` is finite
+  };
+  struct Waiter {
+    bool is_watch = false;
+    std::vector<std::string> keys;  // get
+    size_t missing = 0;             // get: index of the key it is parked on
+    std::string prefix;             // watch
+    int64_t after_revision = 0;
+    Clock::time_point deadline;
+    GetCallback get_done;
+    WatchCallback watch_done;
+  };
+  struct WatchedPrefix {
+    // The newest revision of a write or erase of a key under the prefix
+    // (at least tombstone_floor_ when tracking began), so a new watch
+    // learns whether it is already answered without a scan.
+    int64_t max_revision = 0;
+    // Parked watches, by (after_revision, id): a change at revision r
+    // answers exactly those with after_revision < r, a head of the set.
+    std::set<std::pair<int64_t, WaiterId>> waiters;
+  };
+  using Ready = std::vector<std::function<void()>>;
+
+  absl::Status CheckKey(const std::string& key) const;
+  absl::Status CheckValue(size_t old_size, size_t new_size) const;
+  void Write(const std::string& key, std::string data, Clock::time_point exp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetExpiry(std::map<std::string, Value>::iterator it,
+                 Clock::time_point exp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Erase(std::map<std::string, Value>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropOldestTombstones() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records that `key` changed at `revision` (written when `written`, else
+  // erased) and queues the parked waiters that the change may answer.
+  void NoteChange(const std::string& key, int64_t revision, bool written)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers (into `ready`) or re-parks the waiters NoteChange queued.
+  void Resolve(Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A get: moves its answer into `ready` if all its keys exist; otherwise
+  // points w.missing at a key it still misses.
+  bool TryAnswerGet(Waiter& w, Ready* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a key under `prefix` was written or erased after
+  // `after_revision` (what answers a watch), without a scan once the
+  // prefix is tracked.
+  bool ChangedSince(const std::string& prefix, int64_t after_revision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The prefix's entry in prefixes_, made with one scan if it has none.
+  WatchedPrefix& TrackPrefix(const std::string& prefix)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropIdlePrefixes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Park(Waiter w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes a waiter and its index entries; returns it for answering.
+  Waiter Unpark(std::map<WaiterId, Waiter>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TimerLoop();
+
+  const StoreLimits limits_;
+  absl::Mutex mu_;
+  std::map<std::string, Value> data_ ABSL_GUARDED_BY(mu_);
+  Leases leases_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> deleted_at_ ABSL_GUARDED_BY(mu_);
+  // deleted_at_ by revision, oldest first, for dropping the oldest.
+  std::map<int64_t, const std::string*> tombstones_ ABSL_GUARDED_BY(mu_);
+  // The newest revision of a dropped tombstone: changes at or before it may
+  // have left no trace.
+  int64_t tombstone_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  // Parked waiters by id; ids grow, so this is arrival order.
+  std::map<WaiterId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  WaiterId next_waiter_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::set<std::pair<Clock::time_point, WaiterId>> deadlines_
+      ABSL_GUARDED_BY(mu_);
+  // Parked gets by the one key each is parked on (a key it misses).
+  absl::flat_hash_map<std::string, std::set<WaiterId>> gets_by_key_
+      ABSL_GUARDED_BY(mu_);
+  // Prefixes with parked watches, or asked about recently; std::less<> for
+  // lookups by a key's leading part (see NoteChange).
+  std::map<std::string, WatchedPrefix, std::less<>> prefixes_
+      ABSL_GUARDED_BY(mu_);
+  size_t idle_prefixes_ ABSL_GUARDED_BY(mu_) = 0;  // with no parked watch
+  // Waiters NoteChange queued for the next Resolve.
+  std::vector<WaiterId> woken_ ABSL_GUARDED_BY(mu_);
+  int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread timer_;
+};
+
+// StoreInterface over a StoreCore in this process: the fake for unit tests
+// and the host's own view of the store it serves (no loopback RPC).
+class LocalStore : public StoreInterface {
+ public:
+  explicit LocalStore(StoreCore* core) : core_(core) {}
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override {
+    return core_->MultiSet(kvs, ttl);
+  }
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override;
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
+    return core_->Add(key, delta);
+  }
+  absl::StatusOr<CompareSetResult> CompareSet(
+      const std::string& key, const std::string& expected,
+      const std::string& desired) override {
+    return core_->CompareSet(key, expected, desired);
+  }
+  absl::StatusOr<int64_t> Append(const std::string& key,
+                                 const std::string& value) override {
+    return core_->Append(key, value);
+  }
+  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override {
+    return core_->Check(keys);
+  }
+  absl::StatusOr<int64_t> Delete(
+      const std::vector<std::string>& keys) override {
+    return core_->Delete(keys);
+  }
+  absl::StatusOr<int64_t> NumKeys() override { return core_->NumKeys(); }
+  absl::StatusOr<StoreListing> List(const std::string& prefix) override {
+    return core_->List(prefix);
+  }
+  absl::StatusOr<std::pair<bool, int64_t>> Watch(
+      const std::string& prefix, int64_t after_revision,
+      absl::Duration timeout) override;
+  // Ends this view's blocking calls (MultiGet, Watch) in flight and fails
+  // later ones at once with Cancelled; other calls still reach the core
+  // (the host tells the others why it ends after it stopped waiting).
+  void Close() override;
+
+ private:
+  // Runs `start` (which hands the core a callback) and waits for the
+  // first answer: the core's, or Close's.
+  template <typename T>
+  absl::StatusOr<T> Block(
+      const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start);
+
+  StoreCore* core_;
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_call_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::function<void()>> cancels_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_STORE_STORE_CORE_H_

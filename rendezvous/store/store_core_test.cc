@@ -1,0 +1,566 @@
+#include "rendezvous/store/store_core.h"
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+TEST(StoreCoreTest, SetGetAddAppendDeleteNumKeys) {
+  StoreCore core;
+  LocalStore store(&core);
+  ASSERT_TRUE(store.Set("a", "1").ok());
+  EXPECT_EQ(*store.Get("a", absl::ZeroDuration()), "1");
+  EXPECT_EQ(*store.Add("a", 4), 5);
+  EXPECT_EQ(*store.Add("n", 2), 2);
+  EXPECT_EQ(*store.Append("s", "ab"), 2);
+  EXPECT_EQ(*store.Append("s", "c"), 3);
+  EXPECT_EQ(*store.Get("s", absl::ZeroDuration()), "abc");
+  EXPECT_EQ(*store.NumKeys(), 3);
+  EXPECT_TRUE(*store.Check({"a", "n"}));
+  EXPECT_FALSE(*store.Check({"a", "zz"}));
+  EXPECT_EQ(*store.Delete({"a", "zz"}), 1);
+  EXPECT_EQ(store.Get("a", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  auto values = store.MultiGet({"n", "s"}, absl::ZeroDuration());
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ((*values)[1], "abc");
+}
+
+TEST(StoreCoreTest, CompareSetReturnsCurrentValueLikeTcpStore) {
+  StoreCore core;
+  LocalStore store(&core);
+  auto r = store.CompareSet("k", "", "v1");
+  EXPECT_TRUE(r->swapped);
+  EXPECT_EQ(r->value, "v1");
+  r = store.CompareSet("k", "wrong", "v2");
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "v1");
+  r = store.CompareSet("missing", "x", "y");
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "x");
+}
+
+TEST(StoreCoreTest, GetBlocksUntilSetAndTimesOut) {
+  StoreCore core;
+  LocalStore store(&core);
+  std::thread setter([&] {
+    // The getter parks first or not: either way it must see the value.
+    ASSERT_TRUE(store.Set("late", "x").ok());
+  });
+  EXPECT_EQ(*store.Get("late", absl::Seconds(10)), "x");
+  setter.join();
+  EXPECT_EQ(store.Get("never", absl::Milliseconds(50)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(StoreCoreTest, LeaseExpiresOnServerClockAndWakesWatchers) {
+  StoreCore core;
+  LocalStore store(&core);
+  auto rev = store.Set("p/alive", "1", absl::Milliseconds(100));
+  ASSERT_TRUE(rev.ok());
+  auto w = store.Watch("p/", *rev, absl::Seconds(10));
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(w->first);
+  EXPECT_FALSE(*store.Check({"p/alive"}));
+}
+
+TEST(StoreCoreTest, WatchIgnoresOtherPrefixesAndTimesOut) {
+  StoreCore core;
+  LocalStore store(&core);
+  auto rev = store.Set("other", "1");
+  auto w = store.Watch("p/", *rev, absl::Milliseconds(50));
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w->first);
+}
+
+TEST(StoreCoreTest, OverLimitRequestsAreRejected) {
+  StoreLimits limits;
+  limits.max_key_bytes = 8;
+  limits.max_value_bytes = 16;
+  limits.max_total_bytes = 64;
+  StoreCore core(limits);
+  LocalStore store(&core);
+  EXPECT_EQ(store.Set("a-very-long-key", "v").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Set("k", std::string(17, 'x')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store.Set("k" + std::to_string(i), std::string(16, 'x')).ok());
+  }
+  EXPECT_EQ(store.Set("k9", std::string(16, 'x')).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(StoreCoreTest, ThousandsOfParkedWaitsNeedNoThreads) {
+  StoreCore core;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 5000; ++i) {
+    core.MultiGet({"go"}, absl::Seconds(30),
+                  [&](auto r) { answered += r.ok() ? 1 : 0; });
+  }
+  EXPECT_EQ(answered.load(), 0);
+  ASSERT_TRUE(core.MultiSet({{"go", "1"}}, absl::ZeroDuration()).ok());
+  EXPECT_EQ(answered.load(), 5000);
+}
+
+}  // namespace
+}  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(StoreCoreTest, LeaseRenewalIsNotAChange) {
+  StoreCore core;
+  LocalStore store(&core);
+  auto rev = store.Set("p/alive", "1", absl::Seconds(10));
+  ASSERT_TRUE(store.Set("p/alive", "1", absl::Seconds(10)).ok());
+  auto w = store.Watch("p/", *rev, absl::Milliseconds(50));
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w->first);
+}
+
+}  // namespace
+}  // namespace distjob
+
+namespace distjob {
+namespace {
+
+// One get or watch parked through StoreCore's callback API. Declare these
+// before the StoreCore: its destructor answers what is still parked.
+class Parked {
+ public:
+  StoreCore::GetCallback GetDone() {
+    return [this](absl::StatusOr<std::vector<std::string>> r) {
+      get_ = std::move(r);
+      done_.Notify();
+    };
+  }
+  StoreCore::WatchCallback WatchDone() {
+    return [this](absl::StatusOr<std::pair<bool, int64_t>> r) {
+      watch_ = std::move(r);
+      done_.Notify();
+    };
+  }
+  // Writes and deletes answer on the caller's thread before they return,
+  // so after one of them this needs no wait.
+  bool answered() const { return done_.HasBeenNotified(); }
+  bool Await() {
+    return done_.WaitForNotificationWithTimeout(absl::Seconds(30));
+  }
+  const absl::StatusOr<std::vector<std::string>>& get() const { return get_; }
+  const absl::StatusOr<std::pair<bool, int64_t>>& watch() const {
+    return watch_;
+  }
+
+ private:
+  absl::Notification done_;
+  absl::StatusOr<std::vector<std::string>> get_;
+  absl::StatusOr<std::pair<bool, int64_t>> watch_;
+};
+
+int64_t Set(StoreCore& core, const std::string& key, const std::string& value,
+            absl::Duration ttl = absl::ZeroDuration()) {
+  auto rev = core.MultiSet({{key, value}}, ttl);
+  EXPECT_TRUE(rev.ok()) << rev.status();
+  return rev.ok() ? *rev : -1;
+}
+
+TEST(StoreCoreIndexTest, WatchIsAnsweredByAWriteUnderItsPrefixOnly) {
+  Parked w;
+  StoreCore core;
+  const int64_t rev = Set(core, "q/x", "1");
+  core.Watch("p/", rev, absl::Seconds(30), w.WatchDone());
+  Set(core, "q/y", "1");
+  Set(core, "p", "1");  // "p" is not under "p/"
+  Set(core, "o/zzz", "1");
+  Set(core, "p0", "1");
+  EXPECT_FALSE(w.answered());
+  const int64_t under = Set(core, "p/k", "1");
+  ASSERT_TRUE(w.answered());
+  ASSERT_TRUE(w.watch().ok());
+  EXPECT_TRUE(w.watch()->first);
+  EXPECT_EQ(w.watch()->second, under);
+}
+
+TEST(StoreCoreIndexTest, NestedAndNeighbouringPrefixes) {
+  const std::vector<std::string> prefixes = {
+      "", "r", "r/", "r/a", "r/a/", "r/a/k", "r/a/k2", "r/ab", "r/b", "s"};
+  std::deque<Parked> parked(prefixes.size());
+  StoreCore core;
+  const int64_t rev = Set(core, "zzz", "0");
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    core.Watch(prefixes[i], rev, absl::Seconds(30), parked[i].WatchDone());
+  }
+  Set(core, "r/a/k", "1");
+  const std::vector<bool> want = {true, true,  true,  true,  true,
+                                  true, false, false, false, false};
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    EXPECT_EQ(parked[i].answered(), want[i])
+        << "prefix '" << prefixes[i] << "'";
+  }
+}
+
+// Random keys and prefixes over a small alphabet, checked against the
+// definition: a parked watch is answered by exactly the writes and deletes
+// of keys that start with its prefix.
+TEST(StoreCoreIndexTest, WatchesMatchABruteForceModel) {
+  std::mt19937 rng(7);
+  auto random_string = [&](int max_len) {
+    std::string s(rng() % (max_len + 1), ' ');
+    for (char& c : s) c = "ab/"[rng() % 3];
+    return s;
+  };
+  std::vector<std::string> prefixes;
+  for (int i = 0; i < 60; ++i) prefixes.push_back(random_string(4));
+  std::deque<Parked> parked;
+  StoreCore core;
+  std::vector<Parked*> current(prefixes.size());
+  int64_t rev = Set(core, "start", "0");
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    current[i] = &parked.emplace_back();
+    core.Watch(prefixes[i], rev, absl::Seconds(60), current[i]->WatchDone());
+  }
+  for (int step = 0; step < 500; ++step) {
+    const std::string key = random_string(6);
+    if (rng() % 3 == 0) {
+      auto n = core.Delete({key});
+      ASSERT_TRUE(n.ok());
+      if (*n == 0) continue;  // deleting nothing is no change
+    } else {
+      Set(core, key, std::to_string(step));
+    }
+    auto listing = core.List("");
+    rev = listing.revision;
+    for (size_t i = 0; i < prefixes.size(); ++i) {
+      const bool under = key.compare(0, prefixes[i].size(), prefixes[i]) == 0;
+      ASSERT_EQ(current[i]->answered(), under)
+          << "step " << step << " key '" << key << "' prefix '" << prefixes[i]
+          << "'";
+      if (!under) continue;
+      EXPECT_EQ(current[i]->watch()->second, rev);
+      current[i] = &parked.emplace_back();
+      core.Watch(prefixes[i], rev, absl::Seconds(60), current[i]->WatchDone());
+    }
+  }
+}
+
+TEST(StoreCoreIndexTest, GetWaiterIsAnsweredByItsKeysOnly) {
+  Parked a, abc;
+  StoreCore core;
+  core.MultiGet({"a"}, absl::Seconds(30), a.GetDone());
+  core.MultiGet({"a", "b", "c"}, absl::Seconds(30), abc.GetDone());
+  Set(core, "b", "B");
+  Set(core, "aa", "x");
+  EXPECT_FALSE(a.answered());
+  Set(core, "c", "C");
+  Set(core, "a", "A");
+  ASSERT_TRUE(a.answered());
+  ASSERT_TRUE(a.get().ok());
+  EXPECT_EQ(*a.get(), std::vector<std::string>{"A"});
+  ASSERT_TRUE(abc.answered());
+  EXPECT_EQ(*abc.get(), (std::vector<std::string>{"A", "B", "C"}));
+}
+
+TEST(StoreCoreIndexTest, GetWaiterNeedsAllKeysAtOnce) {
+  Parked w;
+  StoreCore core;
+  core.MultiGet({"a", "b", "c", "a"}, absl::Seconds(30), w.GetDone());
+  Set(core, "c", "C");
+  Set(core, "a", "A");
+  ASSERT_TRUE(core.Delete({"c"}).ok());
+  Set(core, "b", "B");  // c is gone again
+  EXPECT_FALSE(w.answered());
+  Set(core, "a", "A2");
+  EXPECT_FALSE(w.answered());
+  ASSERT_TRUE(
+      core.MultiSet({{"c", "C2"}, {"b", "B2"}}, absl::ZeroDuration()).ok());
+  ASSERT_TRUE(w.answered());
+  EXPECT_EQ(*w.get(), (std::vector<std::string>{"A2", "B2", "C2", "A2"}));
+}
+
+TEST(StoreCoreIndexTest, AddAppendAndCompareSetAnswerWaiters) {
+  Parked add, append, cas, watch;
+  StoreCore core;
+  core.MultiGet({"n"}, absl::Seconds(30), add.GetDone());
+  core.MultiGet({"s"}, absl::Seconds(30), append.GetDone());
+  core.MultiGet({"c"}, absl::Seconds(30), cas.GetDone());
+  core.Watch("", 0, absl::Seconds(30), watch.WatchDone());
+  ASSERT_TRUE(core.Add("n", 3).ok());
+  EXPECT_TRUE(watch.answered());
+  ASSERT_TRUE(core.Append("s", "x").ok());
+  ASSERT_TRUE(core.CompareSet("c", "", "v").ok());
+  ASSERT_TRUE(add.answered() && append.answered() && cas.answered());
+  EXPECT_EQ(add.get()->front(), "3");
+  EXPECT_EQ(append.get()->front(), "x");
+  EXPECT_EQ(cas.get()->front(), "v");
+}
+
+TEST(StoreCoreIndexTest, DeletionAnswersAParkedWatch) {
+  Parked w;
+  StoreCore core;
+  Set(core, "other/k", "1");
+  const int64_t rev = Set(core, "p/k", "1");
+  core.Watch("p/", rev, absl::Seconds(30), w.WatchDone());
+  ASSERT_TRUE(core.Delete({"other/k", "p/missing"}).ok());
+  EXPECT_FALSE(w.answered());
+  ASSERT_TRUE(core.Delete({"p/k"}).ok());
+  ASSERT_TRUE(w.answered());
+  EXPECT_TRUE(w.watch()->first);
+}
+
+TEST(StoreCoreIndexTest, ExpiryAnswersAParkedWatchAndOnlyItsPrefix) {
+  Parked p, q;
+  StoreCore core;
+  Set(core, "q/forever", "1");
+  const int64_t rev = Set(core, "p/lease", "1", absl::Milliseconds(50));
+  core.Watch("p/", rev, absl::Seconds(30), p.WatchDone());
+  core.Watch("q/", rev, absl::Milliseconds(500), q.WatchDone());
+  ASSERT_TRUE(p.Await());
+  ASSERT_TRUE(p.watch().ok());
+  EXPECT_TRUE(p.watch()->first);
+  EXPECT_GT(p.watch()->second, rev);
+  ASSERT_TRUE(q.Await());
+  EXPECT_FALSE(q.watch()->first);  // timed out
+  EXPECT_FALSE(*core.Check({"p/lease"}));
+}
+
+TEST(StoreCoreIndexTest, RenewedLeaseDoesNotExpire) {
+  StoreCore core;
+  // Renewed for twice its TTL, each renewal well within it.
+  Set(core, "lease", "1", absl::Milliseconds(300));
+  for (int i = 0; i < 12; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Set(core, "lease", "1", absl::Milliseconds(300));
+  }
+  EXPECT_TRUE(*core.Check({"lease"}));
+  // Appending keeps the lease; a write with no TTL makes it permanent.
+  ASSERT_TRUE(core.Append("lease", "+").ok());
+  Set(core, "lease", "2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_TRUE(*core.Check({"lease"}));
+  Set(core, "short", "1", absl::Milliseconds(20));
+  ASSERT_TRUE(core.Append("short", "+").ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(*core.Check({"short"}));
+}
+
+// The rendezvous lists, then watches from the listing's revision: a
+// deletion or expiry in between must answer the watch at once, on a prefix
+// watched before or not.
+TEST(StoreCoreIndexTest, WatchFromAListingSeesALaterDeletion) {
+  for (bool watched_before : {false, true}) {
+    Parked earlier, w;
+    StoreCore core;
+    Set(core, "p/a", "1");
+    Set(core, "p/b", "1");
+    const int64_t listed = core.List("p/").revision;
+    if (watched_before) {
+      core.Watch("p/", listed, absl::ZeroDuration(), earlier.WatchDone());
+      ASSERT_FALSE(earlier.watch()->first);
+    }
+    Set(core, "other", "1");
+    ASSERT_EQ(*core.Delete({"p/a"}), 1);
+    Set(core, "other2", "1");
+    core.Watch("p/", listed, absl::Seconds(30), w.WatchDone());
+    ASSERT_TRUE(w.answered()) << watched_before;
+    EXPECT_TRUE(w.watch()->first);
+    // From after the deletion: nothing new.
+    Parked later;
+    core.Watch("p/", core.List("p/").revision, absl::ZeroDuration(),
+               later.WatchDone());
+    EXPECT_FALSE(later.watch()->first);
+  }
+}
+
+TEST(StoreCoreIndexTest, WatchFromAFutureRevisionWaitsForIt) {
+  Parked w;
+  StoreCore core;
+  const int64_t rev = Set(core, "p/k", "0");
+  core.Watch("p/", rev + 2, absl::Seconds(30), w.WatchDone());
+  Set(core, "p/k", "1");
+  Set(core, "p/k", "2");
+  EXPECT_FALSE(w.answered());
+  Set(core, "p/k", "3");
+  EXPECT_TRUE(w.answered());
+}
+
+TEST(StoreCoreIndexTest, OldTombstonesAreDroppedAndCountAsChanges) {
+  StoreLimits limits;
+  limits.max_tombstones = 4;
+  StoreCore core(limits);
+  const int64_t before = Set(core, "x", "0");
+  for (int i = 0; i < 20; ++i) {
+    Set(core, "t/" + std::to_string(i), "1");
+    ASSERT_EQ(*core.Delete({"t/" + std::to_string(i)}), 1);
+  }
+  const int64_t after = core.List("").revision;
+  // From before the dropped tombstones: answered "changed" at once, even
+  // under a prefix that never held a key (the store cannot tell).
+  for (const char* prefix : {"t/", "never/"}) {
+    Parked w;
+    core.Watch(prefix, before, absl::ZeroDuration(), w.WatchDone());
+    EXPECT_TRUE(w.watch()->first) << prefix;
+  }
+  // From after them: exact.
+  Parked quiet;
+  core.Watch("nothing/", after - 1, absl::ZeroDuration(), quiet.WatchDone());
+  EXPECT_FALSE(quiet.watch()->first);
+  Parked kept;  // the newest deletion still has its tombstone
+  core.Watch("t/19", after - 1, absl::ZeroDuration(), kept.WatchDone());
+  EXPECT_TRUE(kept.watch()->first);
+}
+
+TEST(StoreCoreIndexTest, TimeoutsLimitAndCancelUnparkWaiters) {
+  StoreLimits limits;
+  limits.max_waiters = 3;
+  std::deque<Parked> parked(6);
+  StoreCore core(limits);
+  const int64_t rev = Set(core, "k", "v");
+  core.MultiGet({"g"}, absl::Milliseconds(20), parked[0].GetDone());
+  core.Watch("w/", rev, absl::Milliseconds(20), parked[1].WatchDone());
+  core.MultiGet({"h"}, absl::Seconds(30), parked[2].GetDone());
+  core.Watch("w/", rev, absl::Seconds(30), parked[3].WatchDone());
+  ASSERT_TRUE(parked[3].answered());
+  EXPECT_EQ(parked[3].watch().status().code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(parked[0].Await());
+  EXPECT_EQ(parked[0].get().status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(parked[1].Await());
+  EXPECT_FALSE(parked[1].watch()->first);
+  // Timed-out waiters left no index entries behind: a write of their key
+  // or under their prefix answers nothing, and there is room again.
+  Set(core, "g", "1");
+  Set(core, "w/1", "1");
+  core.Watch("w/", core.List("").revision, absl::Seconds(30),
+             parked[4].WatchDone());
+  EXPECT_FALSE(parked[4].answered());
+  core.CancelAll();
+  for (int i : {2, 4}) {
+    ASSERT_TRUE(parked[i].answered());
+    EXPECT_EQ(i == 2 ? parked[i].get().status().code()
+                     : parked[i].watch().status().code(),
+              absl::StatusCode::kCancelled);
+  }
+  core.MultiGet({"never"}, absl::Seconds(30), parked[5].GetDone());
+  ASSERT_TRUE(parked[5].answered());
+  EXPECT_EQ(parked[5].get().status().code(), absl::StatusCode::kCancelled);
+}
+
+// The shape of a large rendezvous: thousands of nodes each parked on a
+// watch of the run's prefix and one of their own, and heartbeat-like
+// writes. Each write must cost about the waiters it answers, not all of
+// them; the deadline is generous (sanitizers, a loaded machine), while a
+// pass over every waiter and every key per write takes minutes here.
+TEST(StoreCoreIndexTest, ThousandsOfWatchersAndWritesFinishQuickly) {
+  constexpr int kNodes = 2000;
+  constexpr int kRounds = 10;
+  std::deque<Parked> parked;
+  StoreCore core;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kNodes; ++i) {
+    Set(core, "rdzv/run/alive/" + std::to_string(i), "1", absl::Seconds(60));
+  }
+  std::vector<Parked*> run_watch(kNodes), own_watch(kNodes);
+  int64_t rev = core.List("rdzv/run/").revision;
+  for (int i = 0; i < kNodes; ++i) {
+    run_watch[i] = &parked.emplace_back();
+    core.Watch("rdzv/run/", rev, absl::Seconds(60), run_watch[i]->WatchDone());
+    own_watch[i] = &parked.emplace_back();
+    core.Watch("node/" + std::to_string(i) + "/", rev, absl::Seconds(60),
+               own_watch[i]->WatchDone());
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    // Heartbeats outside the run's prefix, each answering one node.
+    for (int i = 0; i < kNodes; ++i) {
+      rev =
+          Set(core, "node/" + std::to_string(i) + "/hb", std::to_string(round));
+      ASSERT_TRUE(own_watch[i]->answered());
+      own_watch[i] = &parked.emplace_back();
+      core.Watch("node/" + std::to_string(i) + "/", rev, absl::Seconds(60),
+                 own_watch[i]->WatchDone());
+    }
+    // Lease renewals: no change, no answer.
+    for (int i = 0; i < kNodes; ++i) {
+      Set(core, "rdzv/run/alive/" + std::to_string(i), "1", absl::Seconds(60));
+    }
+    for (Parked* w : run_watch) ASSERT_FALSE(w->answered());
+    // One change under the run's prefix answers every node, which relists
+    // and watches again from the listing.
+    Set(core, "rdzv/run/state", std::to_string(round));
+    rev = core.List("rdzv/run/state").revision;
+    for (int i = 0; i < kNodes; ++i) {
+      ASSERT_TRUE(run_watch[i]->answered());
+      run_watch[i] = &parked.emplace_back();
+      core.Watch("rdzv/run/", rev, absl::Seconds(60),
+                 run_watch[i]->WatchDone());
+    }
+  }
+  // Gets parked on distinct keys, each answered by its own key.
+  std::vector<Parked*> gets(kNodes);
+  for (int i = 0; i < kNodes; ++i) {
+    gets[i] = &parked.emplace_back();
+    core.MultiGet({"rdzv/run/rank/" + std::to_string(i)}, absl::Seconds(60),
+                  gets[i]->GetDone());
+  }
+  for (int i = 0; i < kNodes; ++i) {
+    Set(core, "rdzv/run/rank/" + std::to_string(i), "r");
+    ASSERT_TRUE(gets[i]->answered());
+    if (i + 1 < kNodes) {
+      ASSERT_FALSE(gets[i + 1]->answered());
+    }
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(elapsed, std::chrono::seconds(20))
+      << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()
+      << " ms";
+}
+
+// The host's own view of its store: closing it ends its blocking calls
+// (its watcher thread must not wait out keep_alive_interval at exit), not
+// the store, which still serves everyone else.
+TEST(LocalStoreTest, CloseEndsBlockingCallsInFlightAndLaterOnes) {
+  StoreLimits one_waiter;
+  one_waiter.max_waiters = 1;  // so that a second wait tells the first parked
+  StoreCore core(one_waiter);
+  LocalStore view(&core);
+  LocalStore other(&core);
+  absl::StatusOr<std::pair<bool, int64_t>> watched;
+  absl::Notification returned;
+  std::thread watcher([&] {
+    do {  // until it, not the probe below, holds the one waiter's place
+      watched = view.Watch("k", core.List("k").revision, absl::Seconds(60));
+    } while (absl::IsResourceExhausted(watched.status()));
+    returned.Notify();
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!absl::IsResourceExhausted(
+             other.MultiGet({"absent"}, absl::Milliseconds(1)).status()) &&
+         absl::Now() < deadline) {
+  }
+  view.Close();
+  ASSERT_TRUE(returned.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  watcher.join();
+  EXPECT_EQ(watched.status().code(), absl::StatusCode::kCancelled);
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(view.MultiGet({"absent"}, absl::Seconds(60)).status().code(),
+            absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_TRUE(view.Set("k", "v").ok());  // writes still reach the store
+  auto v = other.MultiGet({"k"}, absl::Seconds(10));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)[0], "v");
+}
+
+}  // namespace
+}  // namespace distjob

@@ -1,0 +1,88 @@
+// The rendezvous store as the rendezvous algorithm sees it: TCPStore's
+// operations plus leases (TTL'd keys on the store's clock) and prefix
+// watches. Implementations: the embedded gRPC store (GrpcStoreClient), an
+// in-process store over StoreCore for tests (LocalStore), and later etcd v3.
+#ifndef DISTJOB_RENDEZVOUS_STORE_STORE_INTERFACE_H_
+#define DISTJOB_RENDEZVOUS_STORE_STORE_INTERFACE_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace distjob {
+
+struct StoreEntry {
+  std::string key;
+  std::string value;
+  int64_t revision = 0;
+  absl::Duration age;       // since the last write, on the store's clock
+  absl::Duration ttl_left;  // zero: no TTL
+};
+
+struct StoreListing {
+  std::vector<StoreEntry> entries;
+  int64_t revision = 0;
+};
+
+struct CompareSetResult {
+  std::string value;  // the value after the operation
+  bool swapped = false;
+};
+
+class StoreInterface {
+ public:
+  virtual ~StoreInterface() = default;
+
+  // Sets every pair atomically; `ttl` > 0 makes them a lease that expires
+  // unless written again within `ttl`.
+  virtual absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) = 0;
+  absl::StatusOr<int64_t> Set(const std::string& key, const std::string& value,
+                              absl::Duration ttl = absl::ZeroDuration()) {
+    return MultiSet({{key, value}}, ttl);
+  }
+  // Blocks until every key exists (DeadlineExceeded after `timeout`); a
+  // zero timeout does not block (NotFound).
+  virtual absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) = 0;
+  absl::StatusOr<std::string> Get(const std::string& key,
+                                  absl::Duration timeout) {
+    auto values = MultiGet({key}, timeout);
+    if (!values.ok()) return values.status();
+    return std::move((*values)[0]);
+  }
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    absl::Duration timeout) {
+    return MultiGet(keys, timeout).status();
+  }
+  virtual absl::StatusOr<int64_t> Add(const std::string& key,
+                                      int64_t delta) = 0;
+  virtual absl::StatusOr<CompareSetResult> CompareSet(
+      const std::string& key, const std::string& expected,
+      const std::string& desired) = 0;
+  virtual absl::StatusOr<int64_t> Append(const std::string& key,
+                                         const std::string& value) = 0;
+  virtual absl::StatusOr<bool> Check(const std::vector<std::string>& keys) = 0;
+  virtual absl::StatusOr<int64_t> Delete(
+      const std::vector<std::string>& keys) = 0;
+  virtual absl::StatusOr<int64_t> NumKeys() = 0;
+  virtual absl::StatusOr<StoreListing> List(const std::string& prefix) = 0;
+  // Returns the store revision once a key under `prefix` changed after
+  // `after_revision`, or nullopt-like: changed=false at `timeout`.
+  // Cancels calls in flight and fails later ones at once: a leaving agent
+  // must not wait out read_timeout on a store that is already gone.
+  virtual void Close() {}
+  virtual absl::StatusOr<std::pair<bool, int64_t>> Watch(
+      const std::string& prefix, int64_t after_revision,
+      absl::Duration timeout) = 0;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_STORE_STORE_INTERFACE_H_

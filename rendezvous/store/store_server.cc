@@ -1,0 +1,179 @@
+#include "rendezvous/store/store_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "proto/store.grpc.pb.h"
+
+namespace distjob {
+namespace {
+
+namespace pb = ::distjob::store::v1;
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+absl::Duration Ms(int64_t ms) { return absl::Milliseconds(ms); }
+
+// Whole requests are bounded by the transport; this is the gRPC-level cap.
+constexpr int kMaxMessageBytes = 8 << 20;
+
+}  // namespace
+
+class StoreServer::Service : public pb::Store::CallbackService {
+ public:
+  explicit Service(StoreCore* core) : core_(core) {}
+
+  grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* ctx,
+                                const pb::SetRequest* req,
+                                pb::SetResponse* resp) override {
+    std::vector<std::pair<std::string, std::string>> kvs;
+    for (const auto& kv : req->kvs()) kvs.emplace_back(kv.key(), kv.value());
+    auto rev = core_->MultiSet(kvs, Ms(req->ttl_ms()));
+    if (rev.ok()) resp->set_revision(*rev);
+    return Done(ctx, rev.status());
+  }
+
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
+                                const pb::GetRequest* req,
+                                pb::GetResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+    core_->MultiGet(keys, Ms(req->timeout_ms()), [reactor, resp](auto values) {
+      if (values.ok()) {
+        for (auto& v : *values) resp->add_values(std::move(v));
+      }
+      reactor->Finish(ToGrpc(values.status()));
+    });
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* ctx,
+                                const pb::AddRequest* req,
+                                pb::AddResponse* resp) override {
+    auto v = core_->Add(req->key(), req->delta());
+    if (v.ok()) resp->set_value(*v);
+    return Done(ctx, v.status());
+  }
+
+  grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* ctx,
+                                       const pb::CompareSetRequest* req,
+                                       pb::CompareSetResponse* resp) override {
+    auto r = core_->CompareSet(req->key(), req->expected(), req->desired());
+    if (r.ok()) {
+      resp->set_value(r->value);
+      resp->set_swapped(r->swapped);
+    }
+    return Done(ctx, r.status());
+  }
+
+  grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* ctx,
+                                   const pb::AppendRequest* req,
+                                   pb::AppendResponse* resp) override {
+    auto r = core_->Append(req->key(), req->value());
+    if (r.ok()) resp->set_size(*r);
+    return Done(ctx, r.status());
+  }
+
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx,
+                                  const pb::CheckRequest* req,
+                                  pb::CheckResponse* resp) override {
+    auto r = core_->Check({req->keys().begin(), req->keys().end()});
+    if (r.ok()) resp->set_all_exist(*r);
+    return Done(ctx, r.status());
+  }
+
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* ctx,
+                                   const pb::DeleteRequest* req,
+                                   pb::DeleteResponse* resp) override {
+    auto r = core_->Delete({req->keys().begin(), req->keys().end()});
+    if (r.ok()) resp->set_deleted(*r);
+    return Done(ctx, r.status());
+  }
+
+  grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* ctx,
+                                    const pb::NumKeysRequest*,
+                                    pb::NumKeysResponse* resp) override {
+    resp->set_num_keys(core_->NumKeys());
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx,
+                                 const pb::ListRequest* req,
+                                 pb::ListResponse* resp) override {
+    StoreListing l = core_->List(req->prefix());
+    resp->set_revision(l.revision);
+    for (const auto& e : l.entries) {
+      auto* out = resp->add_entries();
+      out->set_key(e.key);
+      out->set_value(e.value);
+      out->set_revision(e.revision);
+      out->set_age_ms(absl::ToInt64Milliseconds(e.age));
+      out->set_ttl_left_ms(absl::ToInt64Milliseconds(e.ttl_left));
+    }
+    return Done(ctx, absl::OkStatus());
+  }
+
+  grpc::ServerUnaryReactor* Watch(grpc::CallbackServerContext* ctx,
+                                  const pb::WatchRequest* req,
+                                  pb::WatchResponse* resp) override {
+    auto* reactor = ctx->DefaultReactor();
+    core_->Watch(req->prefix(), req->after_revision(), Ms(req->timeout_ms()),
+                 [reactor, resp](auto r) {
+                   if (r.ok()) {
+                     resp->set_changed(r->first);
+                     resp->set_revision(r->second);
+                   }
+                   reactor->Finish(ToGrpc(r.status()));
+                 });
+    return reactor;
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
+                                        const absl::Status& s) {
+    auto* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpc(s));
+    return reactor;
+  }
+  StoreCore* core_;
+};
+
+absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
+    const std::string& host, int port, StoreLimits limits) {
+  std::unique_ptr<StoreServer> s(new StoreServer());
+  s->core_ = std::make_unique<StoreCore>(limits);
+  s->service_ = std::make_unique<Service>(s->core_.get());
+  const std::string address =
+      host.find(':') != std::string::npos && host.front() != '['
+          ? absl::StrCat("[", host, "]:", port)
+          : absl::StrCat(host, ":", port);
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           &s->port_);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, " (in use?)"));
+  }
+  DJ_LOG_INFO("rendezvous store listening on {}:{}", host, s->port_);
+  return s;
+}
+
+void StoreServer::Shutdown() {
+  if (server_ == nullptr) return;
+  core_->CancelAll();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  server_.reset();
+}
+
+StoreServer::~StoreServer() { Shutdown(); }
+
+}  // namespace distjob

@@ -1,0 +1,42 @@
+// The embedded rendezvous store: StoreCore served over gRPC with the
+// callback API, so a blocked get or watch holds no thread.
+#ifndef DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
+#define DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "rendezvous/store/store_core.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace distjob {
+
+class StoreServer {
+ public:
+  // Listens on `host`:`port` (port 0: a free one). Fails with
+  // AlreadyExists-like Unavailable when the port is taken: SO_REUSEPORT is
+  // off so a second agent on the same machine becomes a client instead.
+  static absl::StatusOr<std::unique_ptr<StoreServer>> Start(
+      const std::string& host, int port, StoreLimits limits = {});
+  ~StoreServer();
+
+  int port() const { return port_; }
+  StoreCore* core() { return core_.get(); }
+  void Shutdown();
+
+ private:
+  StoreServer() = default;
+  class Service;
+  std::unique_ptr<StoreCore> core_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_

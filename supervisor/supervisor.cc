@@ -1,0 +1,481 @@
+#include "supervisor/supervisor.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/errno_status.h"
+#include "common/logging.h"
+#include "supervisor/exit_policy.h"
+#include "supervisor/process_tree.h"
+#include "supervisor/signal_names.h"
+
+namespace distjob {
+
+struct Supervisor::Running {
+  struct Worker {
+    int local_rank;
+    pid_t pid;
+    int exec_errno;
+    bool exited = false;
+    std::string heartbeat_file;
+    std::string error_file;
+    absl::Time started;
+    bool signalled = false;  // sent a stop signal (or SIGKILL) by the agent
+  };
+  std::vector<Worker> workers;
+  GroupResult result;
+  bool stopping = false;
+  bool killed = false;
+  absl::Time kill_deadline = absl::InfiniteFuture();
+  // Workers spared by StopGroup get the stop signal at this time.
+  absl::Time dying_signal_at = absl::InfiniteFuture();
+  int stop_signal_number = SIGTERM;
+  int hung_rank = -1;
+  // After the diagnostic signal, the group is stopped at this time.
+  absl::Time hang_stop_at = absl::InfiniteFuture();
+
+  bool AllExited() const {
+    return std::all_of(workers.begin(), workers.end(),
+                       [](const Worker& w) { return w.exited; });
+  }
+};
+
+namespace {
+
+// When the worker wrote its error file; nullopt if it has not (yet).
+std::optional<absl::Time> ErrorRecordedAt(const std::string& path) {
+  struct stat st;
+  if (path.empty() || stat(path.c_str(), &st) != 0 || st.st_size == 0) {
+    return std::nullopt;
+  }
+  return absl::TimeFromTimespec(st.st_mtim);
+}
+
+// Picks the root cause among the workers that failed on their own. The
+// first to exit is not always the first to fail: a rank that raises records
+// its error, and its peers' "connection closed" errors, recorded after that,
+// can reach the exit first while it is still unwinding. So when the first
+// exit had recorded an error, the earliest record wins (torchrun's rule, by
+// the file's time in nanoseconds rather than its whole seconds). A worker
+// that died without a record (a signal, a crash) stays the root cause: it
+// has no time of failure to compare but its exit.
+WorkerExit RootCause(const std::vector<WorkerExit>& exits,
+                     const WorkerExit& first_exit) {
+  if (!first_exit.error_recorded.has_value()) return first_exit;
+  const WorkerExit* earliest = &first_exit;
+  for (const WorkerExit& e : exits) {
+    if (e.exit_code == 0 || e.stopped_by_agent || !e.error_recorded) continue;
+    if (*e.error_recorded < *earliest->error_recorded) earliest = &e;
+  }
+  return *earliest;
+}
+
+}  // namespace
+
+Supervisor::Supervisor(const SupervisorOptions& options)
+    : options_(options), inherited_(InheritedSignalState::Capture()) {}
+
+Supervisor::~Supervisor() {
+  if (signal_fd_ >= 0) close(signal_fd_);
+  if (event_fd_ >= 0) close(event_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+}
+
+absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
+    const SupervisorOptions& options) {
+  std::unique_ptr<Supervisor> s(new Supervisor(options));
+  // Block everything catchable, so every signal waits in the signalfd until
+  // the loop reads it. SIGKILL/SIGSTOP cannot be blocked; synchronous
+  // faults (SEGV, BUS, FPE, ILL) must not be, or a bug would hang the agent.
+  const sigset_t all = AsyncSignals();
+  if (sigprocmask(SIG_BLOCK, &all, nullptr) != 0) {
+    return ErrnoError(errno, "sigprocmask(SIG_BLOCK)");
+  }
+  s->signal_fd_ = signalfd(-1, &all, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (s->signal_fd_ < 0) return ErrnoError(errno, "signalfd");
+  s->event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->event_fd_ < 0) return ErrnoError(errno, "eventfd");
+  s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (s->epoll_fd_ < 0) return ErrnoError(errno, "epoll_create1");
+  for (int fd : {s->signal_fd_, s->event_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      return ErrnoError(errno, "epoll_ctl(ADD)");
+    }
+  }
+  // As PID 1 the kernel re-parents orphans to us anyway; otherwise ask for
+  // them, so no grandchild outlives the agent unreaped.
+  if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    DJ_LOG_WARNING(
+        "prctl(PR_SET_CHILD_SUBREAPER) failed: {}; orphans of "
+        "workers will not be reaped by the agent",
+        std::strerror(errno));
+  }
+  return s;
+}
+
+void Supervisor::Interrupt() {
+  interrupted_ = true;
+  const uint64_t one = 1;
+  (void)!write(event_fd_, &one, sizeof(one));
+}
+
+void Supervisor::WaitForEvent(absl::Time deadline) {
+  int timeout_ms = -1;
+  if (deadline != absl::InfiniteFuture()) {
+    const absl::Duration left = deadline - absl::Now();
+    timeout_ms = left <= absl::ZeroDuration()
+                     ? 0
+                     : static_cast<int>(absl::ToInt64Milliseconds(
+                           absl::Ceil(left, absl::Milliseconds(1))));
+  }
+  epoll_event events[4];
+  const int n = epoll_wait(epoll_fd_, events, 4, timeout_ms);
+  if (n < 0 && errno != EINTR) {
+    DJ_LOG_ERROR("epoll_wait: {}", std::strerror(errno));
+  }
+  uint64_t drained;
+  (void)!read(event_fd_, &drained, sizeof(drained));
+}
+
+void Supervisor::ForwardSignal(Running* running, int signal_number) {
+  for (Running::Worker& w : running->workers) {
+    if (w.exited) continue;
+    // Once stopping, whatever the agent sends may be what ends the worker.
+    if (running->stopping) w.signalled = true;
+    // The worker's process group: the worker and everything it started
+    // that did not leave the group.
+    if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
+      kill(w.pid, signal_number);
+    }
+  }
+}
+
+void Supervisor::StopGroup(Running* running, absl::Time now) {
+  if (running->stopping) return;
+  running->stopping = true;
+  if (on_group_running_) on_group_running_(false);
+  running->kill_deadline =
+      std::min(now + options_.shutdown_timeout, stop_deadline_);
+  const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
+  running->stop_signal_number = signal_number;
+  DJ_LOG_INFO("stopping the worker group: {} now, SIGKILL in {}",
+              SignalName(signal_number),
+              absl::FormatDuration(running->kill_deadline - now));
+  std::vector<int> dying;
+  for (Running::Worker& w : running->workers) {
+    if (w.exited) continue;
+    // Signalled now, it would die of the agent's signal and not of its own
+    // error: its exit code and the root cause would be lost.
+    if (ErrorRecordedAt(w.error_file).has_value()) {
+      dying.push_back(w.local_rank);
+      continue;
+    }
+    w.signalled = true;
+    if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
+      kill(w.pid, signal_number);
+    }
+  }
+  if (!dying.empty()) {
+    running->dying_signal_at =
+        std::min(now + options_.exit_grace, running->kill_deadline);
+    DJ_LOG_INFO(
+        "worker local_rank(s) {} already recorded an error: {} to exit on "
+        "their own",
+        absl::StrJoin(dying, ","),
+        absl::FormatDuration(running->dying_signal_at - now));
+  }
+}
+
+void Supervisor::SignalDyingWorkers(Running* running) {
+  running->dying_signal_at = absl::InfiniteFuture();
+  ForwardSignal(running, running->stop_signal_number);
+}
+
+void Supervisor::HandleSignals(Running* running) {
+  signalfd_siginfo info;
+  while (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) {
+      ReapChildren(running);
+      continue;
+    }
+    const bool is_stop =
+        std::find(options_.stop_signals.begin(), options_.stop_signals.end(),
+                  sig) != options_.stop_signals.end();
+    if (is_stop && stop_signal_ == 0) {
+      // Only the first stop signal sets the deadline: a second one neither
+      // resets nor extends it.
+      stop_signal_ = sig;
+      stop_deadline_ = absl::Now() + options_.shutdown_timeout;
+      DJ_LOG_INFO("received {}: shutting down", SignalName(sig));
+    } else {
+      DJ_LOG_DEBUG("forwarding {}", SignalName(sig));
+    }
+    if (running != nullptr) {
+      if (is_stop && !running->stopping) {
+        StopGroup(running, absl::Now());
+      } else {
+        ForwardSignal(running, sig);
+      }
+    }
+  }
+  // Reap even when SIGCHLDs were coalesced with other signals.
+  ReapChildren(running);
+}
+
+void Supervisor::ReapChildren(Running* running) {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    if (running == nullptr) continue;  // an orphan between attempts
+    for (Running::Worker& w : running->workers) {
+      if (w.pid != pid || w.exited) continue;
+      w.exited = true;
+      WorkerExit exit;
+      exit.local_rank = w.local_rank;
+      exit.pid = pid;
+      exit.exit_code = ExitCodeFromWaitStatus(status);
+      exit.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      exit.exec_errno = w.exec_errno;
+      exit.stopped_by_agent = w.signalled;
+      exit.time = absl::Now();
+      if (exit.exit_code != 0) {
+        exit.error_recorded = ErrorRecordedAt(w.error_file);
+      }
+      running->result.exits.push_back(exit);
+      const bool is_hung =
+          running->result.hang && w.local_rank == running->hung_rank;
+      if ((is_hung || (exit.exit_code != 0 && !exit.stopped_by_agent)) &&
+          !running->result.first_failure.has_value()) {
+        running->result.first_failure = exit;
+      }
+      DJ_LOG_DEBUG("worker local_rank={} pid={} exited with {}", w.local_rank,
+                   pid, exit.exit_code);
+    }
+  }
+}
+
+absl::StatusOr<GroupResult> Supervisor::RunGroup(
+    const std::vector<WorkerSpec>& workers) {
+  Running running;
+  // interrupted_ is not cleared here: an Interrupt() that came after the
+  // round formed but before the workers started (a fast peer already
+  // opened the next round) must still stop this group.
+  for (const WorkerSpec& spec : workers) {
+    auto spawned = SpawnProcess(spec.process, inherited_);
+    if (!spawned.ok()) {
+      // Never leave a half-started group behind.
+      StopGroup(&running, absl::Now());
+      running.kill_deadline = absl::Now();
+      for (const auto& w : running.workers) killpg(w.pid, SIGKILL);
+      while (!running.AllExited()) {
+        WaitForEvent(absl::Now() + absl::Milliseconds(100));
+        HandleSignals(&running);
+      }
+      return spawned.status();
+    }
+    if (spawned->exec_errno != 0) {
+      DJ_LOG_ERROR("cannot execute '{}' for local_rank {}: {}",
+                   spec.process.argv[0], spec.local_rank,
+                   std::strerror(spawned->exec_errno));
+    }
+    Running::Worker worker;
+    worker.local_rank = spec.local_rank;
+    worker.pid = spawned->pid;
+    worker.exec_errno = spawned->exec_errno;
+    worker.heartbeat_file = spec.heartbeat_file;
+    worker.error_file = spec.error_file;
+    worker.started = absl::Now();
+    running.workers.push_back(std::move(worker));
+  }
+  DJ_LOG_DEBUG("started {} workers", running.workers.size());
+
+  // A stop signal that arrived before the workers existed is not lost: it
+  // is pending in the signalfd, or already recorded in stop_signal_.
+  if (stop_signal_ != 0) {
+    StopGroup(&running, absl::Now());
+  } else if (on_group_running_) {
+    on_group_running_(true);
+  }
+  for (;;) {
+    HandleSignals(&running);
+    const absl::Time now = absl::Now();
+    if (interrupted_ && !running.stopping) StopGroup(&running, now);
+    if (running.result.first_failure.has_value() && !running.stopping) {
+      if (on_first_failure_) on_first_failure_();
+      StopGroup(&running, now);
+    }
+    CheckHeartbeats(&running, now);
+    if (now >= running.hang_stop_at && !running.stopping) {
+      StopGroup(&running, now);
+    }
+    if (running.AllExited()) break;
+    if (now >= running.dying_signal_at) SignalDyingWorkers(&running);
+    if (running.stopping && !running.killed && now >= running.kill_deadline) {
+      DJ_LOG_WARNING("grace period over: sending SIGKILL to the worker group");
+      running.killed = true;
+      ForwardSignal(&running, SIGKILL);
+      SignalDescendants(getpid(), SIGKILL);
+    }
+    absl::Time wake =
+        running.stopping && !running.killed
+            ? std::min(running.kill_deadline, running.dying_signal_at)
+            : absl::InfiniteFuture();
+    if (!running.stopping) {
+      wake = std::min(wake, running.hang_stop_at);
+      for (size_t k = 0; k < running.workers.size(); ++k) {
+        wake = std::min(wake, HeartbeatDeadline(running, k));
+      }
+    }
+    WaitForEvent(wake);
+  }
+  // Whatever the workers left behind (in their process groups or escaped
+  // with setsid) is stopped with the attempt, so the next attempt starts
+  // clean; it gets the rest of the grace period to finish its own cleanup
+  // (tini #180) before SIGKILL.
+  DrainAttempt(&running);
+  if (on_group_running_) on_group_running_(false);
+
+  GroupResult result = std::move(running.result);
+  if (result.first_failure.has_value() && !result.hang) {
+    result.first_failure = RootCause(result.exits, *result.first_failure);
+  }
+  const bool interrupted = interrupted_.exchange(false);  // consumed
+  if (stop_signal_ != 0) {
+    result.outcome = GroupOutcome::kStopped;
+  } else if (result.first_failure.has_value()) {
+    result.outcome = GroupOutcome::kFailed;
+  } else if (interrupted) {
+    result.outcome = GroupOutcome::kInterrupted;
+  } else {
+    result.outcome = GroupOutcome::kSucceeded;
+  }
+  return result;
+}
+
+absl::Time Supervisor::HeartbeatDeadline(const Running& running,
+                                         size_t index) const {
+  const Running::Worker& w = running.workers[index];
+  if (options_.hang_timeout <= absl::ZeroDuration() || w.exited ||
+      w.heartbeat_file.empty() || running.hung_rank >= 0) {
+    return absl::InfiniteFuture();
+  }
+  struct stat st;
+  if (stat(w.heartbeat_file.c_str(), &st) == 0) {
+    return absl::TimeFromTimespec(st.st_mtim) + options_.hang_timeout;
+  }
+  const absl::Duration first =
+      options_.first_heartbeat_timeout > absl::ZeroDuration()
+          ? options_.first_heartbeat_timeout
+          : 2 * options_.hang_timeout;
+  return w.started + first;
+}
+
+void Supervisor::CheckHeartbeats(Running* running, absl::Time now) {
+  if (running->stopping) return;
+  for (size_t k = 0; k < running->workers.size(); ++k) {
+    if (now < HeartbeatDeadline(*running, k)) continue;
+    const Running::Worker& w = running->workers[k];
+    running->hung_rank = w.local_rank;
+    running->result.hang = true;
+    DJ_LOG_ERROR(
+        "worker local_rank={} (pid {}) made no progress: {} not "
+        "refreshed in time; treating it as hung",
+        w.local_rank, w.pid, w.heartbeat_file);
+    if (options_.hang_signal != 0) {
+      // Give a stack dumper (py-spy, faulthandler) a moment first.
+      killpg(w.pid, options_.hang_signal);
+      running->hang_stop_at =
+          now + std::min(absl::Seconds(5), options_.shutdown_timeout);
+    } else {
+      StopGroup(running, now);
+    }
+    return;
+  }
+}
+
+void Supervisor::DrainAttempt(Running* running) {
+  if (ListDescendants(getpid()).empty()) return;
+  if (!running->stopping) {
+    // The workers exited on their own: their leftovers get the full grace
+    // period, as dumb-init does after its child exits.
+    running->stopping = true;
+    running->kill_deadline =
+        std::min(absl::Now() + options_.shutdown_timeout, stop_deadline_);
+  }
+  const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
+  if (!running->killed) {
+    // Escaped processes never saw the group signal.
+    SignalDescendants(getpid(), signal_number);
+  }
+  while (!running->killed && absl::Now() < running->kill_deadline &&
+         !ListDescendants(getpid()).empty()) {
+    WaitForEvent(
+        std::min(running->kill_deadline, absl::Now() + absl::Milliseconds(20)));
+    HandleSignals(running);
+  }
+  if (SignalDescendants(getpid(), SIGKILL) > 0) {
+    DJ_LOG_WARNING("killed leftover worker processes at the deadline");
+  }
+  // Reap them, so none is mistaken for a later attempt's worker.
+  const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
+  while (!ListDescendants(getpid()).empty() && absl::Now() < reap_deadline) {
+    WaitForEvent(absl::Now() + absl::Milliseconds(20));
+    HandleSignals(running);
+  }
+  HandleSignals(running);
+}
+
+int Supervisor::PollStopSignal() {
+  HandleSignals(nullptr);
+  return stop_signal_;
+}
+
+bool Supervisor::Sleep(absl::Duration duration) {
+  const absl::Time until = absl::Now() + duration;
+  while (stop_signal_ == 0 && !interrupted_ && absl::Now() < until) {
+    WaitForEvent(until);
+    HandleSignals(nullptr);
+  }
+  return stop_signal_ == 0;
+}
+
+void Supervisor::DrainDescendants() {
+  HandleSignals(nullptr);
+  if (ListDescendants(getpid()).empty()) return;
+  const absl::Time deadline =
+      std::min(absl::Now() + options_.shutdown_timeout, stop_deadline_);
+  SignalDescendants(getpid(), SIGTERM);
+  while (absl::Now() < deadline && !ListDescendants(getpid()).empty()) {
+    WaitForEvent(std::min(deadline, absl::Now() + absl::Milliseconds(50)));
+    HandleSignals(nullptr);
+  }
+  if (SignalDescendants(getpid(), SIGKILL) > 0) {
+    DJ_LOG_WARNING("killed descendants still running after the grace period");
+  }
+  // Reap what was killed; a process in D state may take a moment.
+  const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < reap_deadline) {
+    HandleSignals(nullptr);
+    int status;
+    if (waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD) break;
+    WaitForEvent(absl::Now() + absl::Milliseconds(50));
+  }
+}
+
+}  // namespace distjob

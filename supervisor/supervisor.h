@@ -1,0 +1,161 @@
+// The PID-1 side of the agent: runs one attempt of the local worker group
+// and owns the whole process tree while it does.
+//
+// One thread, one epoll loop over a signalfd (every catchable signal is
+// blocked and read from it, so none is lost while the agent is busy) and an
+// eventfd (other threads ask the loop to interrupt the group). Orphans that
+// the kernel re-parents to the agent (as PID 1, or as a child subreaper
+// otherwise) are reaped on every SIGCHLD; only the workers' own pids count
+// as worker exits.
+#ifndef DISTJOB_SUPERVISOR_SUPERVISOR_H_
+#define DISTJOB_SUPERVISOR_SUPERVISOR_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "supervisor/process.h"
+#include "supervisor/supervisor_options.h"
+
+namespace distjob {
+
+struct WorkerSpec {
+  int local_rank = 0;
+  ProcessSpec process;
+  // The file the worker touches to show progress (hang watchdog); the
+  // agent removes it before the start.
+  std::string heartbeat_file;
+  // The worker's TORCHELASTIC_ERROR_FILE (empty: none): once written, the
+  // worker has failed on its own and is exiting.
+  std::string error_file;
+};
+
+struct WorkerExit {
+  int local_rank = 0;
+  pid_t pid = -1;
+  int exit_code = 0;              // exit status, or 128+signal
+  int term_signal = 0;            // the signal that killed it, 0 if it exited
+  int exec_errno = 0;             // exec failed: the worker never ran
+  bool stopped_by_agent = false;  // it died after the agent told it to stop
+  // When it wrote its error file; nullopt if it wrote none.
+  std::optional<absl::Time> error_recorded;
+  absl::Time time;
+};
+
+enum class GroupOutcome {
+  kSucceeded,    // every worker exited 0
+  kFailed,       // a worker failed; the others were stopped
+  kStopped,      // a stop signal reached the agent; the group was stopped
+  kInterrupted,  // Interrupt() was called; the group was stopped
+};
+
+struct GroupResult {
+  GroupOutcome outcome = GroupOutcome::kSucceeded;
+  std::vector<WorkerExit> exits;  // in order of exit
+  // The root cause, if failed: of the workers that failed on their own
+  // (not stopped by the agent), the first to record its error, as torchrun
+  // picks it (a rank's exception comes before its peers' "connection
+  // closed"), else the first to exit.
+  std::optional<WorkerExit> first_failure;
+  bool hang = false;  // the failure is a worker that stopped heartbeating
+};
+
+class Supervisor {
+ public:
+  // Blocks every catchable signal, opens the signalfd and, unless the agent
+  // is PID 1, registers it as a child subreaper.
+  static absl::StatusOr<std::unique_ptr<Supervisor>> Create(
+      const SupervisorOptions& options);
+  ~Supervisor();
+
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Starts the workers and supervises them until the group finishes. A
+  // failed or interrupted group is stopped whole (SIGTERM to every worker's
+  // process group, SIGKILL to all that remains after the grace period)
+  // before this returns. Errors are failures to start a worker.
+  absl::StatusOr<GroupResult> RunGroup(const std::vector<WorkerSpec>& workers);
+
+  // Waits for `duration` while reaping and watching for stop signals.
+  // Returns false if a stop signal arrived (or had arrived before).
+  bool Sleep(absl::Duration duration);
+
+  // Thread-safe: makes a running RunGroup stop the group and return
+  // kInterrupted; with none running, the next RunGroup (which then stops
+  // its group at once) or Sleep. The next RunGroup consumes it.
+  void Interrupt();
+
+  // SIGTERM to every remaining descendant, wait up to the grace period while
+  // reaping, then SIGKILL and reap. Called before the agent exits.
+  void DrainDescendants();
+
+  // Called from the loop with true once every worker of an attempt has
+  // started, and with false when the group starts stopping or has ended:
+  // readiness follows it.
+  void set_on_group_running(std::function<void(bool)> callback) {
+    on_group_running_ = std::move(callback);
+  }
+
+  // Called (on the RunGroup thread) the moment a worker's failure is seen,
+  // before its siblings are stopped: a multi-node job claims the failure in
+  // the store while its peers' workers are still only losing connections.
+  void set_on_first_failure(std::function<void()> callback) {
+    on_first_failure_ = std::move(callback);
+  }
+
+  // Handles the signals pending now (reaping, recording a stop signal)
+  // without waiting, and returns stop_signal(). For long waits outside
+  // RunGroup, such as DNS, that must end on a stop signal.
+  int PollStopSignal();
+
+  // The first stop signal received, 0 if none.
+  int stop_signal() const { return stop_signal_; }
+
+  const InheritedSignalState& inherited_signals() const { return inherited_; }
+
+ private:
+  explicit Supervisor(const SupervisorOptions& options);
+
+  struct Running;  // per-RunGroup state
+
+  // Reads pending signals; returns after handling what was read.
+  void HandleSignals(Running* running);
+  void ReapChildren(Running* running);
+  // When a worker's heartbeat is due; InfiniteFuture without a watchdog.
+  absl::Time HeartbeatDeadline(const Running& running, size_t index) const;
+  // Declares a hang for the first worker past its deadline.
+  void CheckHeartbeats(Running* running, absl::Time now);
+  void ForwardSignal(Running* running, int signal_number);
+  // The stop signal to every live worker, but those that already recorded
+  // their error get it exit_grace later.
+  void StopGroup(Running* running, absl::Time now);
+  void SignalDyingWorkers(Running* running);
+  // After the workers exited: TERM what they left behind, wait for it up to
+  // the deadline while reaping, then SIGKILL and reap.
+  void DrainAttempt(Running* running);
+  // epoll_wait until `deadline`; returns after an event or the deadline.
+  void WaitForEvent(absl::Time deadline);
+
+  SupervisorOptions options_;
+  InheritedSignalState inherited_;
+  int signal_fd_ = -1;
+  int event_fd_ = -1;
+  int epoll_fd_ = -1;
+  int stop_signal_ = 0;
+  absl::Time stop_deadline_ = absl::InfiniteFuture();
+  std::atomic<bool> interrupted_{false};
+  std::function<void(bool)> on_group_running_;
+  std::function<void()> on_first_failure_;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_SUPERVISOR_SUPERVISOR_H_

@@ -1,0 +1,36 @@
+// How the supervisor runs one attempt of the worker group: which signals
+// stop it, how long workers get to exit, and the hang watchdog. Filled by
+// agent/supervisor_flags.cc; the supervisor reads nothing else.
+#ifndef DISTJOB_SUPERVISOR_SUPERVISOR_OPTIONS_H_
+#define DISTJOB_SUPERVISOR_SUPERVISOR_OPTIONS_H_
+
+#include <csignal>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace distjob {
+
+struct SupervisorOptions {
+  // Signals that start a shutdown (all catchable ones are forwarded).
+  std::vector<int> stop_signals = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  // From the forwarded stop signal to SIGKILL. Below Kubernetes' default
+  // terminationGracePeriodSeconds (30 s) so the kubelet never has to.
+  absl::Duration shutdown_timeout = absl::Seconds(25);
+  // Hang watchdog: a worker whose heartbeat file is older than
+  // hang_timeout (or absent first_heartbeat_timeout after its start) is a
+  // retryable failure. Zero hang_timeout disables it; zero
+  // first_heartbeat_timeout means twice hang_timeout.
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  absl::Duration first_heartbeat_timeout = absl::ZeroDuration();
+  int hang_signal = 0;  // sent first, for a stack dump; 0 = none
+  // A worker that has already recorded its error (torchelastic's error
+  // file) when its group is stopped is exiting on its own: it gets this long
+  // (at most the shutdown timeout) before the stop signal, so its exit code
+  // is its own and not the agent's SIGTERM.
+  absl::Duration exit_grace = absl::Seconds(2);
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_SUPERVISOR_SUPERVISOR_OPTIONS_H_

@@ -1,0 +1,71 @@
+// Per-attempt worker files in torchrun's layout:
+//   <dir>/attempt_<n>/<local_rank>/error.json
+// <dir> is --log-dir when given, else a private temporary directory that is
+// removed when the agent exits (the error files are read before that).
+#ifndef DISTJOB_SUPERVISOR_WORKER_LOGS_H_
+#define DISTJOB_SUPERVISOR_WORKER_LOGS_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace distjob {
+
+// torchrun's --redirects/--tee value: "0".."3" for every rank, or
+// "RANK:MASK,..." (1 = stdout, 2 = stderr, 3 = both); one mask per rank.
+absl::StatusOr<std::vector<int>> ParseStreamMask(const std::string& text,
+                                                 int nproc);
+
+struct WorkerStreams {
+  int stdout_fd = -1;  // -1: the agent's own
+  int stderr_fd = -1;
+};
+
+class WorkerLogs {
+ public:
+  // An error only for an unusable --log-dir; without one, a temporary
+  // directory that cannot be made gives a WorkerLogs with !enabled().
+  static absl::StatusOr<WorkerLogs> Create(const std::string& log_dir);
+  bool enabled() const { return !dir_.empty(); }
+  WorkerLogs(WorkerLogs&& other) noexcept;
+  WorkerLogs& operator=(WorkerLogs&&) = delete;
+  ~WorkerLogs();
+
+  // Creates attempt_<attempt>/<rank>/ for every local rank and removes a
+  // stale error.json, so a file found later was written by this attempt.
+  absl::Status PrepareAttempt(int attempt, int nproc) const;
+
+  // These are "" when !enabled().
+  // Files for the streams in `redirect` (bits 1 = stdout, 2 = stderr), or
+  // for those in `tee` also copied to the console with `prefix` on every
+  // line: attempt_<n>/<rank>/stdout.log|stderr.log. The fds are the
+  // agent's until FinishAttempt.
+  absl::StatusOr<WorkerStreams> OpenStreams(int attempt, int local_rank,
+                                            int redirect, int tee,
+                                            const std::string& prefix);
+  // Closes the agent's copies of the stream fds and waits for the tee
+  // copiers to reach end of file (every writer of the attempt is gone).
+  void FinishAttempt();
+
+  std::string AttemptDir(int attempt, int local_rank) const;
+  std::string ErrorFile(int attempt, int local_rank) const;
+  // Given to the worker as DISTJOB_HEARTBEAT_FILE with --hang-timeout.
+  std::string HeartbeatFile(int attempt, int local_rank) const;
+
+ private:
+  WorkerLogs(std::string dir, bool temporary)
+      : dir_(std::move(dir)), temporary_(temporary) {}
+
+  std::string dir_;
+  bool temporary_ = false;
+  std::vector<int> open_fds_;
+  std::vector<std::thread> copiers_;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_SUPERVISOR_WORKER_LOGS_H_
