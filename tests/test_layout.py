@@ -1,0 +1,72 @@
+"""The shape of the tree: packages by concern, no upward arrows, private
+visibility by default, and the maps (README's Layout, docs/architecture.md)
+naming every package that exists."""
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# What each package may depend on (docs/architecture.md, "Packages").
+ALLOWED = {
+    "common": set(),
+    "proto": {"third_party"},  # the cc_grpc_library macro
+    "supervisor": {"common"},
+    "discovery": {"common"},
+    "launchers": {"discovery", "common"},
+    "rendezvous/store": {"proto", "common"},
+    "rendezvous": {"rendezvous/store", "proto", "common"},
+    "agent": {"supervisor", "discovery", "launchers", "rendezvous",
+              "rendezvous/store", "proto", "common"},
+    "bench": {"rendezvous", "rendezvous/store", "common"},
+}
+
+
+def packages():
+    found = []
+    for build in ROOT.rglob("BUILD.bazel"):
+        rel = build.parent.relative_to(ROOT).as_posix()
+        if rel == "." or rel.startswith(("third_party", "bazel-")):
+            continue
+        found.append(rel)
+    return sorted(found)
+
+
+def test_every_package_has_a_rule():
+    assert sorted(ALLOWED) == packages()
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_no_dependency_runs_upward(package):
+    text = (ROOT / package / "BUILD.bazel").read_text()
+    # Visibility lists name the users, not the dependencies.
+    text = re.sub(r"visibility = \[[^\]]*\]", "", text)
+    used = set(re.findall(r'"//([\w/]+):', text)) - {package}
+    assert used <= ALLOWED[package], (
+        f"{package}/ depends on {sorted(used - ALLOWED[package])}")
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_includes_follow_the_same_arrows(package):
+    others = {p for p in ALLOWED if p != package}
+    bad = []
+    for src in (ROOT / package).glob("*.[hc]*"):
+        for inc in re.findall(r'#include "([\w/]+)/[\w.]+"', src.read_text()):
+            if inc in others and inc not in ALLOWED[package]:
+                bad.append(f"{src.name} includes {inc}/")
+    assert not bad
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_visibility_is_private_by_default(package):
+    text = (ROOT / package / "BUILD.bazel").read_text()
+    assert 'default_visibility = ["//visibility:private"]' in text
+    assert "//visibility:public" not in text
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
+def test_the_maps_name_every_package(doc):
+    text = (ROOT / doc).read_text()
+    missing = [p for p in packages() if f"`{p}/`" not in text]
+    assert not missing, f"{doc} does not name {missing}"
