@@ -41,6 +41,9 @@ class AgentLoopTest : public ::testing::Test {
     options_.launch.nproc = 1;
   }
 
+  // Every failure claim the loop made was scripted.
+  void TearDown() override { EXPECT_EQ(rdzv_.claim_overruns, 0); }
+
   int Run() {
     AgentDeps deps;
     deps.make_supervisor = [this](const SupervisorOptions&)
