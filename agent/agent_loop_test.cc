@@ -204,6 +204,19 @@ TEST_F(AgentLoopTest, RetryableFailuresRestartUpToMaxRestarts) {
       << TerminationMessage();
 }
 
+TEST_F(AgentLoopTest, HangIsClaimedOnceTheGroupHasStopped) {
+  options_.launch.max_restarts = 1;
+  Rounds(2);
+  rdzv_.claims = {true};
+  GroupResult hung = FailedGroup(0);  // exited 0 on the watchdog's SIGTERM
+  hung.hang = true;
+  supervisor_.groups.push_back({hung, nullptr});
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(rdzv_.claim_calls, 1);
+  EXPECT_EQ(rdzv_.noted_restarts, (std::vector<int>{1}));
+}
+
 TEST_F(AgentLoopTest, PermanentCodeEndsWithoutRestart) {
   options_.launch.max_restarts = 5;
   Rounds(2);

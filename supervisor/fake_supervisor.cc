@@ -35,8 +35,10 @@ absl::StatusOr<GroupResult> FakeSupervisor::RunGroup(
   script_->groups.pop_front();
   if (on_group_running_) on_group_running_(true);
   if (step.during) step.during();
+  // A hang is declared by stopping the group: its failure is seen only
+  // after, when the callback no longer runs.
   if (step.result.ok() && step.result->outcome == GroupOutcome::kFailed &&
-      on_first_failure_) {
+      !step.result->hang && on_first_failure_) {
     on_first_failure_();
   }
   if (on_group_running_) on_group_running_(false);

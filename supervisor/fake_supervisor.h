@@ -52,9 +52,9 @@ class FakeSupervisor : public SupervisorInterface {
  public:
   explicit FakeSupervisor(FakeSupervisorScript* script) : script_(script) {}
 
-  // Pops the next step, runs its `during`, then, for a failed group, the
-  // first-failure callback, as the real one does before it stops the
-  // group.
+  // Pops the next step, runs its `during`, then, for a failed group that
+  // did not hang, the first-failure callback, as the real one does before
+  // it stops the group.
   absl::StatusOr<GroupResult> RunGroup(
       const std::vector<WorkerSpec>& workers) override;
   bool Sleep(absl::Duration duration) override;
