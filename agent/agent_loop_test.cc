@@ -3,12 +3,15 @@
 #include "agent/agent_loop.h"
 
 #include <csignal>
+#include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "agent/exit_codes.h"
 #include "gtest/gtest.h"

@@ -21,8 +21,8 @@ struct FakeRendezvousScript {
   // Next's answers in order. Past the end Next fails (FailedPrecondition),
   // so a loop that asks for more rounds than scripted ends visibly.
   std::deque<absl::StatusOr<RendezvousResult>> rounds;
-  // ClaimFailure's answers in order (elastic only). Past the end it fails
-  // the test's expectations by answering false and counting the overrun.
+  // ClaimFailure's answers in order (elastic only). Past the end it
+  // answers false and counts an overrun, for the test to check.
   std::deque<bool> claims;
 
   // Fires the membership change the loop registered for (elastic only):
