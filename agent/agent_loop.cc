@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "agent/barrier.h"
 #include "agent/env_command.h"
+#include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "agent/report.h"
 #include "common/logging.h"
@@ -173,8 +174,18 @@ void Report(const RunReport& report, const OutcomeOptions& options) {
 // go on, or the exit code to end with (the outcome already reported).
 class AgentRun {
  public:
-  AgentRun(const RunOptions& options, const EnvMap& env)
-      : options_(options), env_(env) {}
+  AgentRun(const RunOptions& options, const EnvMap& env, AgentDeps deps)
+      : options_(options), env_(env), deps_(std::move(deps)) {
+    if (!deps_.make_supervisor) {
+      deps_.make_supervisor = [](const SupervisorOptions& supervision)
+          -> absl::StatusOr<std::unique_ptr<SupervisorInterface>> {
+        auto supervisor = Supervisor::Create(supervision);
+        if (!supervisor.ok()) return supervisor.status();
+        return std::unique_ptr<SupervisorInterface>(*std::move(supervisor));
+      };
+    }
+    if (!deps_.make_rendezvous) deps_.make_rendezvous = MakeRendezvous;
+  }
 
   int Run() {
     std::optional<int> code = Start();
@@ -191,10 +202,10 @@ class AgentRun {
   // pod answers its probes (and so becomes Ready, and resolvable by its
   // peers) while it waits for them.
   std::optional<int> Start() {
-    auto supervisor = Supervisor::Create(options_.supervisor);
+    auto supervisor = deps_.make_supervisor(options_.supervisor);
     if (!supervisor.ok()) {
       DJ_LOG_ERROR("cannot set up supervision: {}", supervisor.status());
-      return Fail("error", 1);
+      return Fail("error", kExitInternalError);
     }
     supervisor_ = *std::move(supervisor);
     if (options_.outcome.health_port != 0) {
@@ -221,7 +232,7 @@ class AgentRun {
       if (supervisor_->stop_signal() != 0) return Stopped();
       DJ_LOG_ERROR("{}", job.status().message());
       // The pod's status then names the missing peer or the bad input.
-      return Fail("error", JobEnvExitCode(job.status()),
+      return Fail("error", ExitCodeFor(job.status()),
                   std::string(job.status().message()));
     }
     ApplyJobEnv(*job, &options_.launch);
@@ -237,27 +248,28 @@ class AgentRun {
     if (passed.ok()) return std::nullopt;
     if (supervisor_->stop_signal() != 0) return Stopped();
     DJ_LOG_ERROR("{}", passed.message());
-    return absl::IsInvalidArgument(passed)
-               ? Fail("error", kExitBadConfig)
-               : Fail("rendezvous", kExitRendezvousUnavailable);
+    const int code = ExitCodeFor(passed);
+    return Fail(code == kExitRendezvousUnavailable ? "rendezvous" : "error",
+                code);
   }
 
   // What every round needs: the rendezvous, the per-attempt files, the
   // output routing and the exit-code policy.
   std::optional<int> PrepareRounds() {
-    auto rendezvous = MakeRendezvous(options_);
+    auto rendezvous = deps_.make_rendezvous(options_);
     if (!rendezvous.ok()) {
       DJ_LOG_ERROR("{}", rendezvous.status().message());
-      return Fail("error", absl::IsInvalidArgument(rendezvous.status())
-                               ? kExitBadConfig
-                               : kExitRendezvousUnavailable);
+      return Fail("error", ExitCodeFor(rendezvous.status()));
     }
     rendezvous_ = *std::move(rendezvous);
-    // Membership changes are seen on the rendezvous' own thread; they stop
-    // the running group so the loop re-rendezvouses.
-    Supervisor* supervisor = supervisor_.get();
-    rendezvous_->SetOnMembershipChange(
-        [supervisor] { supervisor->Interrupt(); });
+    elastic_ = rendezvous_->AsElastic();
+    if (elastic_ != nullptr) {
+      // Membership changes are seen on the rendezvous' own thread; they
+      // stop the running group so the loop re-rendezvouses.
+      SupervisorInterface* supervisor = supervisor_.get();
+      elastic_->SetOnMembershipChange(
+          [supervisor] { supervisor->Interrupt(); });
+    }
     auto files = WorkerLogs::Create(options_.launch.log_dir);
     if (!files.ok()) {
       DJ_LOG_ERROR("{}", files.status().message());
@@ -325,16 +337,18 @@ class AgentRun {
       }
       const std::optional<int64_t> ooms_before = oom_counter_.Read();
       std::optional<bool> first_to_fail;
-      supervisor_->set_on_first_failure([this, &first_to_fail] {
-        first_to_fail = rendezvous_->ClaimFailure();
-      });
+      if (elastic_ != nullptr) {
+        supervisor_->set_on_first_failure([this, &first_to_fail] {
+          first_to_fail = elastic_->ClaimFailure();
+        });
+      }
       auto group = supervisor_->RunGroup(BuildWorkers(
           options_, env_, *round, restart_count_, *files_, redirects_, tees_));
       supervisor_->set_on_first_failure(nullptr);
       files_->FinishAttempt();
       if (!group.ok()) {
         DJ_LOG_ERROR("cannot start the workers: {}", group.status());
-        return Ended("error", 1);
+        return Ended("error", kExitInternalError);
       }
       const std::optional<int64_t> ooms_after = oom_counter_.Read();
       // Only a rise of the cgroup's counter is an OOM kill: a SIGKILL from
@@ -349,50 +363,74 @@ class AgentRun {
       }
       switch (group->outcome) {
         case GroupOutcome::kSucceeded:
-          return Ended("success", 0);
+          return Ended("success", kExitSuccess);
         case GroupOutcome::kStopped:
-          return Ended("stopped", 128 + supervisor_->stop_signal());
+          return Ended("stopped",
+                       ExitCodeForSignal(supervisor_->stop_signal()));
         case GroupOutcome::kInterrupted:
           continue;  // a membership change: the next round, no restart
         case GroupOutcome::kFailed:
           break;
       }
-      if (rendezvous_->MembershipChanged()) {
-        // The failure follows a peer loss the agent saw: part of that change.
-        DJ_LOG_INFO("worker failure after a membership change; re-forming");
-        deferred.emplace(*group, oom);
-        continue;
-      }
-      // A hang is seen later than the moment of failure: claimed here.
-      if (!(first_to_fail.has_value() ? *first_to_fail
-                                      : rendezvous_->ClaimFailure())) {
-        DJ_LOG_INFO(
-            "worker local_rank={} failed after another node's: following "
-            "that node's decision",
-            group->first_failure->local_rank);
+      // A fixed round (standalone, static) has no peers to defer to: this
+      // node's failure is the job's, decided here.
+      if (elastic_ != nullptr && !OwnsFailure(*group, first_to_fail)) {
         deferred.emplace(*group, oom);
         continue;
       }
       if (!RecordFailure(*group, oom)) return report_.exit_code;
       ++restart_count_;
-      rendezvous_->NoteFailureRestart(restart_count_);
-      if (backoff > absl::ZeroDuration()) {
-        DJ_LOG_INFO("restarting the worker group ({}/{}) in {}", restart_count_,
-                    options_.launch.max_restarts,
-                    absl::FormatDuration(backoff));
-        // A stop signal during the pause ends the job: no further attempt.
-        if (!supervisor_->Sleep(backoff)) {
-          return Ended("stopped", 128 + supervisor_->stop_signal());
-        }
-        backoff = std::min(backoff * 2, options_.outcome.restart_backoff_max);
-      } else {
-        DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count_,
-                    options_.launch.max_restarts);
-      }
-      if (supervisor_->stop_signal() != 0) {
-        return Ended("stopped", 128 + supervisor_->stop_signal());
+      if (elastic_ != nullptr) elastic_->NoteFailureRestart(restart_count_);
+      if (std::optional<int> stopped = PauseBeforeRestart(&backoff)) {
+        return *stopped;
       }
     }
+  }
+
+  // Whether this node decides what the job does after its group failed
+  // (elastic rendezvous only). If not, the failure belongs to a membership
+  // change or follows another node's, and the next round tells the
+  // decision. `first_to_fail`: the claim made the moment the failure was
+  // seen, if it was.
+  bool OwnsFailure(const GroupResult& group,
+                   std::optional<bool> first_to_fail) {
+    if (elastic_->MembershipChanged()) {
+      // The failure follows a peer loss the agent saw: part of that change.
+      DJ_LOG_INFO("worker failure after a membership change; re-forming");
+      return false;
+    }
+    // A hang is seen later than the moment of failure: claimed here.
+    if (!(first_to_fail.has_value() ? *first_to_fail
+                                    : elastic_->ClaimFailure())) {
+      DJ_LOG_INFO(
+          "worker local_rank={} failed after another node's: following "
+          "that node's decision",
+          group.first_failure->local_rank);
+      return false;
+    }
+    return true;
+  }
+
+  // The pause before restart restart_count_, `*backoff` long and doubled
+  // for the next one up to the maximum. Returns the exit code when a stop
+  // signal ends the job instead (during the pause or before it).
+  std::optional<int> PauseBeforeRestart(absl::Duration* backoff) {
+    if (*backoff > absl::ZeroDuration()) {
+      DJ_LOG_INFO("restarting the worker group ({}/{}) in {}", restart_count_,
+                  options_.launch.max_restarts, absl::FormatDuration(*backoff));
+      // A stop signal during the pause ends the job: no further attempt.
+      if (!supervisor_->Sleep(*backoff)) {
+        return Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
+      }
+      *backoff = std::min(*backoff * 2, options_.outcome.restart_backoff_max);
+    } else {
+      DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count_,
+                  options_.launch.max_restarts);
+    }
+    if (supervisor_->stop_signal() != 0) {
+      return Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
+    }
+    return std::nullopt;
   }
 
   // Classifies a failed attempt into report_; returns whether to restart.
@@ -400,7 +438,7 @@ class AgentRun {
     const WorkerExit& failure = *group.first_failure;
     int exit_code = failure.exit_code;
     // A hung worker may exit 0 on SIGTERM: it still failed, retryably.
-    if (group.hang && exit_code == 0) exit_code = 128 + SIGTERM;
+    if (group.hang && exit_code == 0) exit_code = ExitCodeForSignal(SIGTERM);
     const ExitClass exit_class =
         group.hang ? ExitClass::kRetryable : policy_.Classify(exit_code);
     DJ_LOG_ERROR("worker local_rank={} (pid {}) failed with exit code {} ({})",
@@ -427,7 +465,7 @@ class AgentRun {
     rendezvous_->Shutdown(exit_code == 0);
     supervisor_->DrainDescendants();
     if (supervisor_->stop_signal() != 0 && exit_code == 0) {
-      exit_code = 128 + supervisor_->stop_signal();
+      exit_code = ExitCodeForSignal(supervisor_->stop_signal());
       report_.outcome = "stopped";
       report_.exit_code = exit_code;
     }
@@ -452,8 +490,8 @@ class AgentRun {
   }
 
   int Stopped() {
-    RunReport report =
-        MakeReport("stopped", 128 + supervisor_->stop_signal(), 0, options_);
+    RunReport report = MakeReport(
+        "stopped", ExitCodeForSignal(supervisor_->stop_signal()), 0, options_);
     report.stop_signal = supervisor_->stop_signal();
     Report(report, options_.outcome);
     return report.exit_code;
@@ -461,9 +499,11 @@ class AgentRun {
 
   RunOptions options_;  // with what discovery found applied
   EnvMap env_;          // the agent's env plus the framework variables
-  std::unique_ptr<Supervisor> supervisor_;
+  AgentDeps deps_;
+  std::unique_ptr<SupervisorInterface> supervisor_;
   std::unique_ptr<HealthServer> health_;
   std::unique_ptr<Rendezvous> rendezvous_;
+  ElasticRendezvous* elastic_ = nullptr;  // rendezvous_'s, when it has one
   std::optional<WorkerLogs> files_;
   std::vector<int> redirects_, tees_;
   const OomCounter oom_counter_ = OomCounter::ForSelf();
@@ -475,7 +515,11 @@ class AgentRun {
 }  // namespace
 
 int RunAgent(const RunOptions& options, const EnvMap& env) {
-  return AgentRun(options, env).Run();
+  return RunAgentWith(options, env, AgentDeps());
+}
+
+int RunAgentWith(const RunOptions& options, const EnvMap& env, AgentDeps deps) {
+  return AgentRun(options, env, std::move(deps)).Run();
 }
 
 }  // namespace distjob

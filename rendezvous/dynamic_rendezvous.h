@@ -49,7 +49,7 @@ struct DynamicRendezvousOptions {
   RdzvConfig config;
 };
 
-class DynamicRendezvous : public Rendezvous {
+class DynamicRendezvous : public ElasticRendezvous {
  public:
   // `keep_alive` holds what must outlive the rendezvous (the store server
   // when this agent hosts it); it is released last, in Shutdown.

@@ -28,6 +28,11 @@ struct RendezvousResult {
   int restart_count = 0;
 };
 
+class ElasticRendezvous;
+
+// What every backend does. Standalone and static rounds are fixed (this
+// node decides alone, nothing changes under it); the elastic backends
+// implement ElasticRendezvous on top.
 class Rendezvous {
  public:
   virtual ~Rendezvous() = default;
@@ -37,47 +42,60 @@ class Rendezvous {
   // store cannot be reached in time (the agent exits retryable).
   virtual absl::StatusOr<RendezvousResult> Next(int local_world_size) = 0;
 
-  // The agent restarts its group after a worker failure (restart number
-  // `restart_count`): the next round carries the count to every node.
-  virtual void NoteFailureRestart(int restart_count) { (void)restart_count; }
-
-  // Called (from another thread) when the current round stops being the
-  // job's round: a peer was lost, a node waits to join, another node began
-  // a new round, or the store became unreachable. Set before Next.
-  virtual void SetOnMembershipChange(std::function<void()> callback) {
-    (void)callback;
-  }
-
-  // True once the change callback fired for the current round: a worker
-  // failure seen after it belongs to that change, not to the workers.
-  virtual bool MembershipChanged() const { return false; }
+  // The elastic side of this backend, or nullptr when it has none: the
+  // agent loop then owns every failure decision itself.
+  virtual ElasticRendezvous* AsElastic() { return nullptr; }
 
   // The addresses of the nodes in the round as last read from the store,
   // so a caller whose Next failed can say who was there (and so who was
-  // missing). Empty when the store was never read.
+  // missing). Empty when the store was never read, or there is none.
   virtual std::vector<std::string> LastSeenAddrs() const { return {}; }
 
   // Makes a Next blocked on another thread return Cancelled soon (the
-  // agent was told to stop while waiting). Shutdown still follows.
+  // agent was told to stop while waiting). Shutdown still follows. A
+  // backend whose Next does not block has nothing to cancel.
   virtual void Cancel() {}
 
   // Called once when the agent is done with the job. `succeeded`: its
   // workers all succeeded, so it waits (exit barrier) for the other nodes
   // to finish rather than tearing the store down under them; otherwise the
-  // other nodes are told the job ended.
+  // other nodes are told the job ended. Nothing to do without a store.
   virtual void Shutdown(bool succeeded) { (void)succeeded; }
+
+  // Why this agent ends the job when it does not succeed (its one-line
+  // outcome and root cause), set before Shutdown: the other nodes put it in
+  // their own termination messages, so every pod names the root cause.
+  // Without peers nobody reads it.
+  virtual void SetEndReason(const std::string& reason) { (void)reason; }
+};
+
+// A rendezvous whose membership changes while the job runs and whose nodes
+// agree, through the store, on who decides after a failure. Pure virtual
+// throughout: a default here (a ClaimFailure that always wins, say) would
+// let a new backend decide for the whole job without ever asking its peers.
+class ElasticRendezvous : public Rendezvous {
+ public:
+  ElasticRendezvous* AsElastic() final { return this; }
+
+  // The agent restarts its group after a worker failure (restart number
+  // `restart_count`): the next round carries the count to every node.
+  virtual void NoteFailureRestart(int restart_count) = 0;
+
+  // Called (from another thread) when the current round stops being the
+  // job's round: a peer was lost, a node waits to join, another node began
+  // a new round, or the store became unreachable. Set before Next.
+  virtual void SetOnMembershipChange(std::function<void()> callback) = 0;
+
+  // True once the change callback fired for the current round: a worker
+  // failure seen after it belongs to that change, not to the workers.
+  virtual bool MembershipChanged() const = 0;
 
   // Called when a local worker failed. True when this node's failure is
   // the first of the current round (the job's root cause, decided here);
   // false when another node's came first: a worker losing its peers
   // (gloo's "connection closed by peer") is collateral, and the node
   // re-rendezvouses to follow what the failing node decided.
-  virtual bool ClaimFailure() { return true; }
-
-  // Why this agent ends the job when it does not succeed (its one-line
-  // outcome and root cause), set before Shutdown: the other nodes put it in
-  // their own termination messages, so every pod names the root cause.
-  virtual void SetEndReason(const std::string& reason) { (void)reason; }
+  virtual bool ClaimFailure() = 0;
 };
 
 }  // namespace distjob

@@ -67,57 +67,76 @@ struct GroupResult {
   bool hang = false;  // the failure is a worker that stopped heartbeating
 };
 
-class Supervisor {
+// What the agent loop asks of the supervisor (agent/agent_loop.cc): the
+// seam its unit tests replace with a scripted fake. The real one is
+// Supervisor below; every method is its contract.
+class SupervisorInterface {
  public:
-  // Blocks every catchable signal, opens the signalfd and, unless the agent
-  // is PID 1, registers it as a child subreaper.
-  static absl::StatusOr<std::unique_ptr<Supervisor>> Create(
-      const SupervisorOptions& options);
-  ~Supervisor();
-
-  Supervisor(const Supervisor&) = delete;
-  Supervisor& operator=(const Supervisor&) = delete;
+  virtual ~SupervisorInterface() = default;
 
   // Starts the workers and supervises them until the group finishes. A
   // failed or interrupted group is stopped whole (SIGTERM to every worker's
   // process group, SIGKILL to all that remains after the grace period)
   // before this returns. Errors are failures to start a worker.
-  absl::StatusOr<GroupResult> RunGroup(const std::vector<WorkerSpec>& workers);
+  virtual absl::StatusOr<GroupResult> RunGroup(
+      const std::vector<WorkerSpec>& workers) = 0;
 
   // Waits for `duration` while reaping and watching for stop signals.
   // Returns false if a stop signal arrived (or had arrived before).
-  bool Sleep(absl::Duration duration);
+  virtual bool Sleep(absl::Duration duration) = 0;
 
   // Thread-safe: makes a running RunGroup stop the group and return
   // kInterrupted; with none running, the next RunGroup (which then stops
   // its group at once) or Sleep. The next RunGroup consumes it.
-  void Interrupt();
+  virtual void Interrupt() = 0;
 
   // SIGTERM to every remaining descendant, wait up to the grace period while
   // reaping, then SIGKILL and reap. Called before the agent exits.
-  void DrainDescendants();
+  virtual void DrainDescendants() = 0;
 
   // Called from the loop with true once every worker of an attempt has
   // started, and with false when the group starts stopping or has ended:
   // readiness follows it.
-  void set_on_group_running(std::function<void(bool)> callback) {
-    on_group_running_ = std::move(callback);
-  }
+  virtual void set_on_group_running(std::function<void(bool)> callback) = 0;
 
   // Called (on the RunGroup thread) the moment a worker's failure is seen,
   // before its siblings are stopped: a multi-node job claims the failure in
   // the store while its peers' workers are still only losing connections.
-  void set_on_first_failure(std::function<void()> callback) {
-    on_first_failure_ = std::move(callback);
-  }
+  virtual void set_on_first_failure(std::function<void()> callback) = 0;
 
   // Handles the signals pending now (reaping, recording a stop signal)
   // without waiting, and returns stop_signal(). For long waits outside
   // RunGroup, such as DNS, that must end on a stop signal.
-  int PollStopSignal();
+  virtual int PollStopSignal() = 0;
 
   // The first stop signal received, 0 if none.
-  int stop_signal() const { return stop_signal_; }
+  virtual int stop_signal() const = 0;
+};
+
+class Supervisor : public SupervisorInterface {
+ public:
+  // Blocks every catchable signal, opens the signalfd and, unless the agent
+  // is PID 1, registers it as a child subreaper.
+  static absl::StatusOr<std::unique_ptr<Supervisor>> Create(
+      const SupervisorOptions& options);
+  ~Supervisor() override;
+
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  absl::StatusOr<GroupResult> RunGroup(
+      const std::vector<WorkerSpec>& workers) override;
+  bool Sleep(absl::Duration duration) override;
+  void Interrupt() override;
+  void DrainDescendants() override;
+  void set_on_group_running(std::function<void(bool)> callback) override {
+    on_group_running_ = std::move(callback);
+  }
+  void set_on_first_failure(std::function<void()> callback) override {
+    on_first_failure_ = std::move(callback);
+  }
+  int PollStopSignal() override;
+  int stop_signal() const override { return stop_signal_; }
 
   const InheritedSignalState& inherited_signals() const { return inherited_; }
 

@@ -1,0 +1,268 @@
+// The agent loop's decisions, driven through its seams: a scripted
+// supervisor (no process is started) and a scripted rendezvous.
+#include "agent/agent_loop.h"
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "agent/exit_codes.h"
+#include "gtest/gtest.h"
+#include "rendezvous/fake_rendezvous.h"
+#include "supervisor/fake_supervisor.h"
+
+namespace distjob {
+namespace {
+
+// An elastic backend that forgets the multi-node methods cannot be built:
+// it has no failure claim that silently wins.
+struct OnlyNext : ElasticRendezvous {
+  absl::StatusOr<RendezvousResult> Next(int) override {
+    return RendezvousResult();
+  }
+};
+static_assert(std::is_abstract<OnlyNext>::value,
+              "ElasticRendezvous must leave its methods pure virtual");
+
+class AgentLoopTest : public ::testing::Test {
+ protected:
+  AgentLoopTest() {
+    termination_log_ = ::testing::TempDir() + "/agent-loop-termination-log";
+    std::remove(termination_log_.c_str());
+    options_.outcome.termination_log = termination_log_;
+    // Nothing of this machine is discovered.
+    options_.discovery.volcano_dir = ::testing::TempDir() + "/no-volcano";
+    options_.command = {"train"};
+    options_.launch.no_python = true;
+    options_.launch.nproc = 1;
+  }
+
+  // Every failure claim the loop made was scripted.
+  void TearDown() override { EXPECT_EQ(rdzv_.claim_overruns, 0); }
+
+  int Run() {
+    AgentDeps deps;
+    deps.make_supervisor = [this](const SupervisorOptions&)
+        -> absl::StatusOr<std::unique_ptr<SupervisorInterface>> {
+      if (!supervisor_error_.ok()) return supervisor_error_;
+      return std::make_unique<FakeSupervisor>(&supervisor_);
+    };
+    deps.make_rendezvous =
+        [this](
+            const RunOptions&) -> absl::StatusOr<std::unique_ptr<Rendezvous>> {
+      if (!rendezvous_error_.ok()) return rendezvous_error_;
+      if (elastic_) return std::make_unique<FakeElasticRendezvous>(&rdzv_);
+      return std::make_unique<FakeRendezvous>(&rdzv_);
+    };
+    return RunAgentWith(options_, EnvMap(), std::move(deps));
+  }
+
+  std::string TerminationMessage() const {
+    std::ifstream in(termination_log_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  // TORCHELASTIC_RESTART_COUNT of attempt `attempt`'s first worker.
+  std::string RestartCountOf(size_t attempt) const {
+    const auto& env = supervisor_.groups_run.at(attempt).at(0).process.env;
+    auto it = env.find("TORCHELASTIC_RESTART_COUNT");
+    return it == env.end() ? "<unset>" : it->second;
+  }
+
+  void Fail(int exit_code, std::function<void()> during = nullptr) {
+    supervisor_.groups.push_back({FailedGroup(exit_code), std::move(during)});
+  }
+  void Then(GroupOutcome outcome, std::function<void()> during = nullptr) {
+    supervisor_.groups.push_back({GroupWith(outcome), std::move(during)});
+  }
+  void Rounds(int count) {
+    for (int i = 0; i < count; ++i) rdzv_.rounds.push_back(FakeRound(i));
+  }
+
+  RunOptions options_;
+  std::string termination_log_;
+  FakeSupervisorScript supervisor_;
+  FakeRendezvousScript rdzv_;
+  bool elastic_ = true;
+  absl::Status supervisor_error_;
+  absl::Status rendezvous_error_;
+};
+
+TEST_F(AgentLoopTest, MembershipChangeInterruptsAndReformsWithoutRestart) {
+  Rounds(2);
+  Then(GroupOutcome::kInterrupted, [this] { rdzv_.FireMembershipChange(); });
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(supervisor_.interrupts, 1);
+  EXPECT_EQ(rdzv_.next_calls, 2);
+  EXPECT_TRUE(rdzv_.noted_restarts.empty());
+  EXPECT_TRUE(supervisor_.sleeps.empty());
+  EXPECT_EQ(RestartCountOf(1), "0");
+  EXPECT_EQ(rdzv_.shutdown, true);
+}
+
+TEST_F(AgentLoopTest, FailureAfterMembershipChangeIsDeferredToTheNextRound) {
+  // Exit 1 is permanent: had this node owned the failure, the job would
+  // have ended with it.
+  Rounds(2);
+  rdzv_.claims = {true};
+  Fail(1, [this] { rdzv_.FireMembershipChange(); });
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(rdzv_.next_calls, 2);
+  EXPECT_TRUE(rdzv_.noted_restarts.empty());
+  EXPECT_EQ(RestartCountOf(1), "0");
+}
+
+TEST_F(AgentLoopTest, LostClaimFollowsTheDecidersRound) {
+  options_.launch.max_restarts = 3;
+  rdzv_.rounds = {FakeRound(0), FakeRound(1, /*restart_count=*/1)};
+  rdzv_.claims = {false};
+  Fail(1);
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(rdzv_.claim_calls, 1);
+  // The decider counts the restart; this node takes it from the round.
+  EXPECT_TRUE(rdzv_.noted_restarts.empty());
+  EXPECT_EQ(RestartCountOf(1), "1");
+}
+
+TEST_F(AgentLoopTest, LostClaimThenJobEndedReportsThisNodesOwnFailure) {
+  rdzv_.rounds = {FakeRound(0),
+                  absl::AbortedError("node b ended the job: permanent")};
+  rdzv_.claims = {false};
+  Fail(3);
+  EXPECT_EQ(Run(), 3);
+  const std::string message = TerminationMessage();
+  EXPECT_EQ(message.rfind("distjob-agent: permanent exit_code=3", 0), 0)
+      << message;
+  EXPECT_NE(message.find("node b ended the job"), std::string::npos) << message;
+  EXPECT_NE(message.find("root cause: local_rank=0"), std::string::npos)
+      << message;
+  EXPECT_EQ(rdzv_.shutdown, false);
+  ASSERT_EQ(rdzv_.end_reasons.size(), 1u);
+  EXPECT_NE(rdzv_.end_reasons[0].find("exit_code=3"), std::string::npos);
+}
+
+TEST_F(AgentLoopTest, RendezvousErrorWithoutOwnFailureIsUnavailable) {
+  rdzv_.rounds = {absl::AbortedError("node b ended the job")};
+  EXPECT_EQ(Run(), kExitRendezvousUnavailable);
+  EXPECT_EQ(TerminationMessage().rfind("distjob-agent: rendezvous", 0), 0);
+}
+
+TEST_F(AgentLoopTest, BackoffDoublesUpToTheMaximum) {
+  options_.launch.max_restarts = 10;
+  options_.outcome.restart_backoff = absl::Seconds(1);
+  options_.outcome.restart_backoff_max = absl::Seconds(3);
+  Rounds(5);
+  rdzv_.claims = {true, true, true, true};
+  for (int i = 0; i < 4; ++i) Fail(137);
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(supervisor_.sleeps,
+            (std::vector<absl::Duration>{absl::Seconds(1), absl::Seconds(2),
+                                         absl::Seconds(3), absl::Seconds(3)}));
+  EXPECT_EQ(rdzv_.noted_restarts, (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(RestartCountOf(4), "4");
+}
+
+TEST_F(AgentLoopTest, StopSignalDuringBackoffEndsWithItsCode) {
+  options_.launch.max_restarts = 10;
+  options_.outcome.restart_backoff = absl::Seconds(1);
+  Rounds(2);
+  rdzv_.claims = {true, true};
+  Fail(137);
+  Fail(137);
+  supervisor_.stop_in_sleep = 1;
+  supervisor_.stop_signal_number = SIGINT;
+  EXPECT_EQ(Run(), 128 + SIGINT);
+  EXPECT_EQ(supervisor_.groups_run.size(), 2u);  // no further attempt
+  EXPECT_EQ(
+      TerminationMessage().rfind("distjob-agent: stopped exit_code=130", 0), 0)
+      << TerminationMessage();
+  EXPECT_EQ(supervisor_.drains, 1);
+}
+
+TEST_F(AgentLoopTest, RetryableFailuresRestartUpToMaxRestarts) {
+  options_.launch.max_restarts = 2;
+  Rounds(3);
+  rdzv_.claims = {true, true, true};
+  for (int i = 0; i < 3; ++i) Fail(137);
+  EXPECT_EQ(Run(), 137);
+  EXPECT_EQ(supervisor_.groups_run.size(), 3u);
+  EXPECT_EQ(rdzv_.noted_restarts, (std::vector<int>{1, 2}));
+  EXPECT_EQ(TerminationMessage().rfind("distjob-agent: retryable exit_code=137 "
+                                       "restarts=2/2",
+                                       0),
+            0)
+      << TerminationMessage();
+}
+
+TEST_F(AgentLoopTest, HangIsClaimedOnceTheGroupHasStopped) {
+  options_.launch.max_restarts = 1;
+  Rounds(2);
+  rdzv_.claims = {true};
+  GroupResult hung = FailedGroup(0);  // exited 0 on the watchdog's SIGTERM
+  hung.hang = true;
+  supervisor_.groups.push_back({hung, nullptr});
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(rdzv_.claim_calls, 1);
+  EXPECT_EQ(rdzv_.noted_restarts, (std::vector<int>{1}));
+}
+
+TEST_F(AgentLoopTest, PermanentCodeEndsWithoutRestart) {
+  options_.launch.max_restarts = 5;
+  Rounds(2);
+  rdzv_.claims = {true};
+  Fail(3);
+  EXPECT_EQ(Run(), 3);
+  EXPECT_EQ(supervisor_.groups_run.size(), 1u);
+  EXPECT_TRUE(rdzv_.noted_restarts.empty());
+  EXPECT_TRUE(supervisor_.sleeps.empty());
+}
+
+TEST_F(AgentLoopTest, FixedRoundDecidesItsFailureAlone) {
+  elastic_ = false;
+  options_.launch.max_restarts = 1;
+  Rounds(2);
+  Fail(137);
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(supervisor_.groups_run.size(), 2u);
+  EXPECT_EQ(RestartCountOf(1), "1");
+  EXPECT_FALSE(rdzv_.on_change);  // nothing to watch
+  EXPECT_EQ(rdzv_.claim_calls, 0);
+}
+
+TEST_F(AgentLoopTest, SupervisionThatCannotStartIsAnInternalError) {
+  supervisor_error_ = absl::InternalError("signalfd: out of descriptors");
+  EXPECT_EQ(Run(), kExitInternalError);
+  EXPECT_EQ(TerminationMessage().rfind("distjob-agent: error exit_code=70", 0),
+            0)
+      << TerminationMessage();
+}
+
+TEST_F(AgentLoopTest, WorkersThatCannotStartAreAnInternalError) {
+  Rounds(1);  // and no group scripted: RunGroup fails
+  EXPECT_EQ(Run(), kExitInternalError);
+}
+
+TEST_F(AgentLoopTest, RendezvousSetUpErrorsMapToTheirClass) {
+  rendezvous_error_ = absl::InvalidArgumentError("--rdzv-conf: bad");
+  EXPECT_EQ(Run(), kExitBadConfig);
+  rendezvous_error_ = absl::UnavailableError("cannot bind the store");
+  EXPECT_EQ(Run(), kExitRendezvousUnavailable);
+}
+
+}  // namespace
+}  // namespace distjob
