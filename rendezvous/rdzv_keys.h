@@ -3,7 +3,9 @@
 // reads them and the tests agree on one schema.
 //
 //   ctl/state          the round (RdzvState), changed only by compare-set
-//   ctl/alive/<node>   each agent's lease
+//   ctl/alive/<node>   each agent's lease, renewed every keep_alive_interval
+//                      and gone keep_alive_interval x keep_alive_max_attempt
+//                      after its agent stops renewing (on the store's clock)
 //   ctl/waiting/<node> a lease held by a node that waits for the next round
 //   ctl/aborted        why the job ended, for the nodes still running
 //   host               the node that hosts the store (ranked first)
