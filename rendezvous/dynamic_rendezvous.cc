@@ -675,23 +675,28 @@ void DynamicRendezvous::AcknowledgeEnd() {
 
 bool DynamicRendezvous::AllMarkedOrGone(
     const RdzvState& round, const std::string& marks_prefix,
-    const std::function<std::string(const std::string&)>& mark,
+    const std::function<std::optional<std::string>(absl::string_view)>&
+        marked_node,
     std::optional<std::vector<RdzvParticipant>>* members) {
   if (!members->has_value()) {
     auto m = ReadMembers(round.round, round.closer);
     if (!m.ok()) return true;  // no list to wait for
     *members = *std::move(m);
   }
-  auto marked = store_->List(marks_prefix);
+  auto marks = store_->List(marks_prefix);
   auto alive = store_->List(keys_.AlivePrefix());
-  if (!marked.ok() || !alive.ok()) return true;  // the store is gone
-  std::set<std::string> keys;
-  for (const auto& e : marked->entries) keys.insert(e.key);
-  for (const auto& e : alive->entries) keys.insert(e.key);
+  if (!marks.ok() || !alive.ok()) return true;  // the store is gone
+  std::set<std::string> marked, live;
+  for (const auto& e : marks->entries) {
+    if (auto node = marked_node(e.key); node.has_value()) marked.insert(*node);
+  }
+  for (const auto& e : alive->entries) {
+    if (auto node = keys_.ParseAlive(e.key); node.has_value())
+      live.insert(*node);
+  }
   for (const auto& p : **members) {
     if (p.node == options_.node) continue;
-    if (!keys.count(mark(p.node)) && keys.count(keys_.Alive(p.node)))
-      return false;
+    if (!marked.count(p.node) && live.count(p.node)) return false;
   }
   return true;
 }
@@ -704,7 +709,7 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
     if (!listing.ok()) return;
     if (AllMarkedOrGone(
             round, keys_.SeenEndPrefix(),
-            [this](const std::string& node) { return keys_.SeenEnd(node); },
+            [this](absl::string_view key) { return keys_.ParseSeenEnd(key); },
             &members)) {
       return;
     }
@@ -739,8 +744,8 @@ void DynamicRendezvous::ExitBarrier(const RdzvState& round) {
     if (v.ok() || !absl::IsDeadlineExceeded(v.status())) return;
     if (AllMarkedOrGone(
             round, keys_.DonePrefix(round.round),
-            [&](const std::string& node) {
-              return keys_.Done(round.round, node);
+            [&](absl::string_view key) {
+              return keys_.ParseDone(key, round.round);
             },
             &members)) {
       return;

@@ -100,12 +100,13 @@ class DynamicRendezvous : public Rendezvous {
   void StopThreads();
   // Tells the store this node has read why the job ended (once).
   void AcknowledgeEnd();
-  // Whether every other member of `round` has a mark (keys under
-  // `marks_prefix`, `mark(node)` each) or holds no lease; `members` caches
-  // the round's list across calls.
+  // Whether every other member of `round` has a mark (a key under
+  // `marks_prefix` whose node `marked_node` parses) or holds no lease;
+  // `members` caches the round's list across calls.
   bool AllMarkedOrGone(
       const RdzvState& round, const std::string& marks_prefix,
-      const std::function<std::string(const std::string&)>& mark,
+      const std::function<std::optional<std::string>(absl::string_view)>&
+          marked_node,
       std::optional<std::vector<RdzvParticipant>>* members);
   // The store's host ending the job keeps the store up until every other
   // live member of `round` acknowledged the end, at most one lease.
