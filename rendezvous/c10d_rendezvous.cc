@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/rdzv_config.h"
+#include "rendezvous/rdzv_keys.h"
 #include "rendezvous/store/etcd_store.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
@@ -116,9 +117,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   if (server != nullptr) {
     options.hosting = true;
     store = std::make_unique<LocalStore>(server->core());
-    if (auto s = store->Set(DynamicRendezvous::Prefix(p.run_id) + "host",
-                            options.node);
-        !s.ok()) {
+    if (auto s = store->Set(RdzvKeys(p.run_id).Host(), options.node); !s.ok()) {
       return s.status();
     }
   } else {

@@ -18,6 +18,7 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
                                      std::unique_ptr<StoreInterface> store,
                                      std::shared_ptr<void> keep_alive)
     : options_(std::move(options)),
+      keys_(options_.run_id),
       lease_(options_.config.keep_alive_interval *
              options_.config.keep_alive_max_attempt),
       store_(std::move(store)),
@@ -49,8 +50,7 @@ bool DynamicRendezvous::ClaimFailure() {
     round = current_.round;
   }
   // The store orders the claims: no clocks of different nodes compared.
-  auto claim = store_->CompareSet(Key(absl::StrCat("failed/", round)), "",
-                                  options_.node);
+  auto claim = store_->CompareSet(keys_.Failed(round), "", options_.node);
   if (!claim.ok()) return true;  // no store to ask: the failure is ours
   if (claim->value == options_.node) return true;
   DJ_LOG_INFO("node {}'s worker failed first in round {}", claim->value, round);
@@ -66,8 +66,8 @@ void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
 
 absl::Status DynamicRendezvous::Heartbeat() {
   std::vector<std::pair<std::string, std::string>> kvs = {
-      {Ctl("alive/" + options_.node), "1"}};
-  if (waiting_) kvs.emplace_back(Ctl("waiting/" + options_.node), "1");
+      {keys_.Alive(options_.node), "1"}};
+  if (waiting_) kvs.emplace_back(keys_.Waiting(options_.node), "1");
   return store_->MultiSet(kvs, lease_).status();
 }
 
@@ -86,25 +86,101 @@ void DynamicRendezvous::HeartbeatLoop() {
   }
 }
 
-absl::StatusOr<DynamicRendezvous::Read> DynamicRendezvous::ReadState() {
-  auto listing = store_->List(Ctl("state"));
-  if (!listing.ok()) return listing.status();
-  Read r;
-  r.revision = listing->revision;
-  for (const auto& e : listing->entries) {
-    if (e.key != Ctl("state")) continue;
-    r.raw = e.value;
-    auto st = RdzvState::Decode(e.value);
-    if (!st.ok()) return st.status();
-    r.state = std::move(*st);
+Progress DynamicRendezvous::CurrentProgress(absl::Time deadline,
+                                            int64_t announced_round) const {
+  Progress p;
+  p.now = absl::Now();
+  p.deadline = deadline;
+  p.cancelled = cancelled_;
+  p.store_lost = store_lost_;
+  p.min_nodes = options_.min_nodes;
+  p.max_nodes = options_.max_nodes;
+  p.last_call_timeout = options_.config.last_call_timeout;
+  p.keep_alive_interval = options_.config.keep_alive_interval;
+  p.last_round = last_round_;
+  p.decider_round = decider_round_;
+  p.pending_restarts = pending_restarts_;
+  p.joined_round = joined_round_;
+  p.join_index = join_index_;
+  p.join_written = join_written_;
+  p.joined_at = joined_at_;
+  p.announced_round = announced_round;
+  return p;
+}
+
+Observed DynamicRendezvous::Observe(RankCache* cache) {
+  Observed o;
+  o.fresh = true;
+  if (auto aborted = store_->Get(keys_.Aborted(), absl::ZeroDuration());
+      aborted.ok()) {
+    o.aborted = *std::move(aborted);
+    return o;
   }
-  return r;
+  auto listing = store_->List(keys_.State());
+  if (!listing.ok()) {
+    o.state_error = listing.status();
+    return o;
+  }
+  o.revision = listing->revision;
+  for (const auto& e : listing->entries) {
+    if (e.key != keys_.State()) continue;
+    o.raw = e.value;
+    auto st = RdzvState::Decode(e.value);
+    if (!st.ok()) {
+      o.state_error = st.status();
+      return o;
+    }
+    o.state = std::move(*st);
+  }
+  const RdzvState& st = o.state;
+  if (st.closed && (st.round != cache->round || st.closer != cache->closer)) {
+    // Whether this node is a member, and where: one small record.
+    auto rec = store_->Get(keys_.Rank(st.round, st.closer, options_.node),
+                           absl::ZeroDuration());
+    if (!rec.ok() && !absl::IsNotFound(rec.status())) {
+      o.rank_error = rec.status();
+      return o;
+    }
+    cache->mine.reset();
+    if (rec.ok()) {
+      auto r = DecodeRank(*rec);
+      if (!r.ok()) {
+        o.malformed = r.status();
+        return o;
+      }
+      cache->mine = *std::move(r);
+    }
+    cache->round = st.round;
+    cache->closer = st.closer;
+  }
+  if (st.closed) o.mine = cache->mine;
+  if (o.mine.has_value() && st.round == decider_round_) {
+    auto alive = store_->Check({keys_.Alive(decider_)});
+    if (alive.ok()) o.decider_alive = *alive;
+  }
+  if (st.closed && !o.mine.has_value()) {
+    auto members = ReadMembers(st.round, st.closer);
+    auto alive = store_->List(keys_.AlivePrefix());
+    if (members.ok() && alive.ok()) {
+      std::set<std::string> live;
+      for (const auto& e : alive->entries) live.insert(e.key);
+      bool any_alive = false;
+      absl::MutexLock lock(&seen_mu_);
+      last_seen_.clear();
+      for (const auto& p : *members) {
+        any_alive |= live.count(keys_.Alive(p.node)) > 0;
+        last_seen_.push_back(p.addr);
+      }
+      o.members_alive = any_alive;
+    }
+  }
+  return o;
 }
 
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   const RdzvConfig& c = options_.config;
   const absl::Time deadline = absl::Now() + c.join_timeout;
-  int64_t min_round = -1;
+  int64_t announced_round = -1;  // whose last call was logged
   bool announced_wait = false;
   bool near_deadline = false;  // then waits also end on a join
   changed_ = false;
@@ -124,127 +200,88 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     // The first contact: the store may not be up yet; keep trying below.
     DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
   }
-  // This node's rank record in the closed round last read (by round and
-  // closer), so that a wake-up does not fetch it again.
-  int64_t ranked_round = -1;
-  std::string ranked_closer;
-  std::optional<RankRecord> mine;
+  RankCache cache;
+  Observed o;  // nothing read yet
+  auto cas = [&](const RdzvState& next) -> absl::Status {
+    return store_->CompareSet(keys_.State(), o.raw, next.Encode()).status();
+  };
+  auto wait_change = [&](absl::Duration timeout) -> absl::Status {
+    timeout =
+        std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
+    return store_
+        ->Watch(near_deadline ? keys_.prefix() : keys_.State(), o.revision,
+                timeout)
+        .status();
+  };
+  auto announce_last_call = [&](const RdzvState& st) {
+    announced_round = st.round;
+    DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}",
+                st.round, join_index_, options_.min_nodes, options_.max_nodes,
+                absl::FormatDuration(c.last_call_timeout));
+  };
   for (;;) {
-    if (cancelled_) return absl::CancelledError("the rendezvous was cancelled");
-    if (store_lost_) {
-      return absl::UnavailableError(
-          "lost the rendezvous store (read_timeout passed without an answer)");
-    }
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rendezvous '", options_.run_id, "' did not complete within ",
-          absl::FormatDuration(c.join_timeout), " (join_timeout)"));
-    }
-    if (auto aborted = store_->Get(Ctl("aborted"), absl::ZeroDuration());
-        aborted.ok()) {
-      {
-        absl::MutexLock lock(&mu_);
-        aborted_ = *aborted;
+    const Action a = Decide(o, CurrentProgress(deadline, announced_round));
+    const RdzvState& st = o.state;
+    // Whatever changes the store or waits is followed by a new read.
+    bool reread = true;
+    switch (a.kind) {
+      case Action::kObserve:
+        o = Observe(&cache);
+        reread = false;
+        break;
+      case Action::kCancelled:
+        return absl::CancelledError("the rendezvous was cancelled");
+      case Action::kStoreLost:
+        return absl::UnavailableError(
+            "lost the rendezvous store (read_timeout passed without an "
+            "answer)");
+      case Action::kTimedOut:
+        return absl::DeadlineExceededError(absl::StrCat(
+            "rendezvous '", options_.run_id, "' did not complete within ",
+            absl::FormatDuration(c.join_timeout), " (join_timeout)"));
+      case Action::kFail:
+        return a.status;
+      case Action::kEndJob: {
+        {
+          absl::MutexLock lock(&mu_);
+          aborted_ = *o.aborted;
+        }
+        AcknowledgeEnd();
+        return absl::AbortedError(absl::StrCat("the job ended: ", *o.aborted));
       }
-      AcknowledgeEnd();
-      return absl::AbortedError(absl::StrCat("the job ended: ", *aborted));
-    }
-    auto read = ReadState();
-    if (!read.ok()) {
-      if (absl::IsInvalidArgument(read.status()) ||
-          absl::IsDataLoss(read.status())) {
-        return read.status();
-      }
-      DJ_LOG_WARNING("rendezvous store not reachable yet: {}",
-                     read.status().message());
-      if (auto s = Heartbeat(); !s.ok() && absl::Now() >= deadline) return s;
-      continue;
-    }
-    RdzvState& st = read->state;
-    if (st.closed && (st.round != ranked_round || st.closer != ranked_closer)) {
-      // Whether this node is a member, and where: one small record.
-      auto rec = store_->Get(RankKey(st.round, st.closer, options_.node),
-                             absl::ZeroDuration());
-      if (!rec.ok() && !absl::IsNotFound(rec.status())) {
+      case Action::kReconnect:
+        DJ_LOG_WARNING("rendezvous store not reachable yet: {}",
+                       o.state_error.message());
+        if (auto s = Heartbeat(); !s.ok() && absl::Now() >= deadline) return s;
+        break;
+      case Action::kRetryRead:
         DJ_LOG_WARNING("cannot read this node's rank in round {}: {}", st.round,
-                       rec.status().message());
-        continue;
-      }
-      mine.reset();
-      if (rec.ok()) {
-        auto r = DecodeRank(*rec);
-        if (!r.ok()) return r.status();
-        mine = *std::move(r);
-      }
-      ranked_round = st.round;
-      ranked_closer = st.closer;
-    }
-    const bool member = st.closed && mine.has_value();
-    auto cas = [&](const RdzvState& next) -> absl::Status {
-      auto r = store_->CompareSet(Ctl("state"), read->raw, next.Encode());
-      return r.status();
-    };
-    auto wait_change = [&](absl::Duration timeout) -> absl::Status {
-      timeout =
-          std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
-      return store_
-          ->Watch(near_deadline ? Prefix(options_.run_id) : Ctl("state"),
-                  read->revision, timeout)
-          .status();
-    };
-    if (member && st.round > last_round_) {
-      if (waiting_.exchange(false)) {
-        (void)store_->Delete({Ctl("waiting/" + options_.node)});
-      }
-      return Result(st, *mine);
-    }
-    if (member && st.round == decider_round_) {
-      // Another node's worker failed first in this round: that node restarts
-      // the group (it opens the next round) or ends the job. Opening the
-      // round here would pre-empt its decision; wait for it, unless that
-      // node is gone (its lease expired) without deciding.
-      auto alive = store_->Check({Ctl("alive/" + decider_)});
-      if (alive.ok() && *alive) {
+                       o.rank_error.message());
+        break;
+      case Action::kReturnResult:
+        if (waiting_.exchange(false)) {
+          (void)store_->Delete({keys_.Waiting(options_.node)});
+        }
+        return Result(st, *o.mine);
+      case Action::kAwaitDecider:
         if (!announced_wait) {
           DJ_LOG_INFO("waiting for node {} to restart or end the job",
                       decider_);
           announced_wait = true;
         }
-        (void)store_->Watch(Ctl(""), read->revision,
-                            std::min(left, c.keep_alive_interval));
-        continue;
-      }
-      if (alive.ok()) decider_round_ = -1;
-    }
-    bool open_next = false;
-    if (member) {
-      open_next = true;  // our own round ended: start the next one
-    } else if (st.closed || (joined_round_ == st.round &&
-                             join_index_ > options_.max_nodes)) {
-      // Someone else's round: ask for the next one. The members see the
-      // waiting lease and re-form; if none of them is alive any more, the
-      // waiting node opens the round itself.
-      bool any_alive = !st.closed;
-      if (st.closed) {
-        auto members = ReadMembers(st.round, st.closer);
-        auto alive = store_->List(Ctl("alive/"));
-        if (members.ok() && alive.ok()) {
-          std::set<std::string> live;
-          for (const auto& e : alive->entries) live.insert(e.key);
-          absl::MutexLock lock(&seen_mu_);
-          last_seen_.clear();
-          for (const auto& p : *members) {
-            any_alive |= live.count(Ctl("alive/" + p.node)) > 0;
-            last_seen_.push_back(p.addr);
-          }
-        } else {
-          any_alive = true;  // cannot tell: wait, and ask again
+        (void)store_->Watch(
+            keys_.Ctl(), o.revision,
+            std::min(deadline - absl::Now(), c.keep_alive_interval));
+        break;
+      case Action::kOpenNextRound: {
+        if (a.forget_decider) decider_round_ = -1;
+        const RdzvState next = NextRound(st, pending_restarts_);
+        if (cas(next).ok()) {
+          DJ_LOG_INFO("opened round {} of '{}'", next.round, options_.run_id);
         }
+        break;
       }
-      if (!any_alive) {
-        open_next = true;
-      } else {
+      case Action::kWaitForNextRound:
         if (!waiting_) {
           waiting_ = true;
           (void)Heartbeat();
@@ -254,86 +291,55 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
                       st.round, options_.run_id, st.closed ? "closed" : "full");
           announced_wait = true;
         }
-        if (auto s = wait_change(left); !s.ok()) {
+        if (auto s = wait_change(deadline - absl::Now()); !s.ok()) {
           DJ_LOG_WARNING("rendezvous wait: {}", s.message());
         }
-        continue;
+        break;
+      case Action::kJoin: {
+        auto k = store_->Add(keys_.Joined(st.round), 1);
+        if (!k.ok()) break;
+        joined_round_ = st.round;
+        join_index_ = *k;
+        join_written_ = false;
+        joined_at_ = absl::Now();
+        reread = false;  // decides again on the same read
+        break;
       }
-    }
-    if (open_next) {
-      RdzvState next;
-      next.round = st.round + 1;
-      next.restart_count = std::max(st.restart_count, pending_restarts_);
-      // The next close keeps this round's rank order (or, if it never
-      // closed, the order it would have kept).
-      next.prev_round = st.closed ? st.round : st.prev_round;
-      next.prev_closer = st.closed ? st.closer : st.prev_closer;
-      if (cas(next).ok()) {
-        DJ_LOG_INFO("opened round {} of '{}'", next.round, options_.run_id);
+      case Action::kWriteJoinRecord:
+        join_written_ = store_
+                            ->Set(keys_.Join(st.round, join_index_),
+                                  EncodeJoin({options_.node, local_world_size,
+                                              options_.addr}))
+                            .ok();
+        reread = !join_written_;
+        break;
+      case Action::kNoteRestarts: {
+        RdzvState next = st;
+        next.restart_count = pending_restarts_;
+        (void)cas(next);
+        break;
       }
-      continue;
+      case Action::kAwaitLastCall:
+        if (a.announce_last_call) announce_last_call(st);
+        (void)wait_change(a.until - absl::Now());
+        break;
+      case Action::kCloseRound:
+        if (a.announce_last_call) announce_last_call(st);
+        if (auto s = Close(st); !s.ok()) {
+          DJ_LOG_WARNING("cannot close round {}: {}", st.round, s.message());
+        } else {
+          (void)cas(CloseState(st));
+        }
+        break;
+      case Action::kWaitForJoiners:
+        if (a.follow_joiners) {
+          NoteJoinedAddrs(st.round);
+          near_deadline = true;
+        }
+        (void)wait_change(deadline - absl::Now());
+        break;
     }
-    // An open round: join it with a key of this node's own (one request,
-    // never contended); the node that fills it, or the one whose last call
-    // ends first, closes it.
-    if (joined_round_ != st.round) {
-      auto k = store_->Add(Key(absl::StrCat("joined/", st.round)), 1);
-      if (!k.ok()) continue;
-      joined_round_ = st.round;
-      join_index_ = *k;
-      join_written_ = false;
-      joined_at_ = absl::Now();
-    }
-    if (join_index_ > options_.max_nodes) continue;  // full: wait (above)
-    if (!join_written_) {
-      join_written_ =
-          store_
-              ->Set(
-                  Key(absl::StrCat("join/", st.round, "/", join_index_)),
-                  EncodeJoin({options_.node, local_world_size, options_.addr}))
-              .ok();
-      if (!join_written_) continue;
-    }
-    if (pending_restarts_ > st.restart_count) {
-      RdzvState next = st;
-      next.restart_count = pending_restarts_;
-      (void)cas(next);
-      continue;
-    }
-    bool close = join_index_ == options_.max_nodes;
-    if (!close && join_index_ >= options_.min_nodes) {
-      if (join_index_ == options_.min_nodes && min_round != st.round) {
-        min_round = st.round;
-        DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}",
-                    st.round, join_index_, options_.min_nodes,
-                    options_.max_nodes,
-                    absl::FormatDuration(c.last_call_timeout));
-      }
-      const absl::Duration remaining =
-          joined_at_ + c.last_call_timeout - absl::Now();
-      if (remaining <= absl::ZeroDuration()) {
-        close = true;
-      } else {
-        (void)wait_change(remaining);
-        continue;
-      }
-    }
-    if (!close && left <= 2 * c.keep_alive_interval) {
-      // Who is there matters only if the join times out: follow the
-      // joiners as the deadline nears, while the store is still up (its
-      // host, whose deadline comes first, takes it away).
-      NoteJoinedAddrs(st.round);
-      near_deadline = true;
-    }
-    if (close) {
-      if (auto s = Close(st); !s.ok()) {
-        DJ_LOG_WARNING("cannot close round {}: {}", st.round, s.message());
-      } else {
-        (void)cas(CloseState(st));
-      }
-      continue;
-    }
-    (void)wait_change(left);
+    if (reread) o.fresh = false;
   }
 }
 
@@ -351,7 +357,7 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   if (!members.ok()) return members.status();
   // Written by the store's host before it serves anyone.
   std::string host;
-  if (auto h = store_->Get(Key("host"), absl::ZeroDuration()); h.ok()) {
+  if (auto h = store_->Get(keys_.Host(), absl::ZeroDuration()); h.ok()) {
     host = *h;
   }
   std::vector<std::string> previous;
@@ -366,13 +372,14 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   // The records go in before the compare-set that closes the round: a
   // node that sees it closed finds its own.
   std::vector<std::pair<std::string, std::string>> kvs = {
-      {MembersKey(st.round, options_.node), EncodeMembers(*members)}};
+      {keys_.Members(st.round, options_.node), EncodeMembers(*members)}};
   closing_world_ = 0;
   for (const auto& p : *members) closing_world_ += p.nproc;
   closing_size_ = static_cast<int>(members->size());
   constexpr size_t kChunk = 1024;  // under the store's keys per request
   for (auto& [node, rec] : RankRecords(*members)) {
-    kvs.emplace_back(RankKey(st.round, options_.node, node), EncodeRank(rec));
+    kvs.emplace_back(keys_.Rank(st.round, options_.node, node),
+                     EncodeRank(rec));
     if (kvs.size() == kChunk) {
       if (auto s = store_->MultiSet(kvs, absl::ZeroDuration()); !s.ok()) {
         return s.status();
@@ -390,14 +397,14 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
     int64_t round, const std::string& closer) {
-  auto v = store_->Get(MembersKey(round, closer), absl::ZeroDuration());
+  auto v = store_->Get(keys_.Members(round, closer), absl::ZeroDuration());
   if (!v.ok()) return v.status();
   return DecodeMembers(*v);
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
     int64_t round) {
-  auto joined = store_->Add(Key(absl::StrCat("joined/", round)), 0);
+  auto joined = store_->Add(keys_.Joined(round), 0);
   if (!joined.ok()) return joined.status();
   const int64_t n = std::min<int64_t>(*joined, options_.max_nodes);
   std::vector<RdzvParticipant> members;
@@ -408,7 +415,7 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
   for (int64_t first = 1; complete && first <= n; first += kChunk) {
     std::vector<std::string> keys;
     for (int64_t i = first; i < first + kChunk && i <= n; ++i) {
-      keys.push_back(Key(absl::StrCat("join/", round, "/", i)));
+      keys.push_back(keys_.Join(round, i));
     }
     auto values = store_->MultiGet(keys, lease_);
     complete = values.ok();
@@ -420,16 +427,15 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
   }
   if (complete) return members;
   // Someone never wrote its record: the round closes with those who did.
-  const std::string prefix = Key(absl::StrCat("join/", round, "/"));
-  auto listing = store_->List(prefix);
+  auto listing = store_->List(keys_.JoinPrefix(round));
   if (!listing.ok()) return listing.status();
   std::vector<std::pair<int64_t, RdzvParticipant>> indexed;
   for (const auto& e : listing->entries) {
-    int64_t i = 0;
-    if (!absl::SimpleAtoi(e.key.substr(prefix.size()), &i) || i > n) continue;
+    const std::optional<int64_t> i = keys_.ParseJoin(e.key, round);
+    if (!i.has_value() || *i > n) continue;
     auto p = DecodeJoin(e.value);
     if (!p.ok()) return p.status();
-    indexed.emplace_back(i, *std::move(p));
+    indexed.emplace_back(*i, *std::move(p));
   }
   std::sort(indexed.begin(), indexed.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -448,7 +454,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   r.world_size = st.world_size;
   r.run_id = options_.run_id;
   r.restart_count = st.restart_count;
-  const std::string master_key = Key(absl::StrCat("master/", st.round));
+  const std::string master_key = keys_.Master(st.round);
   if (mine.group_rank == 0) {
     // A name may not resolve inside a static binary (no NSS): probe the
     // wildcard address then; the port is free on every interface.
@@ -502,7 +508,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
 std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
   // A few small reads, whatever the job's size: the state, the end, the
   // waiting nodes, and the lease of the next member in rank order.
-  auto listing = store_->List(Ctl("state"));
+  auto listing = store_->List(keys_.State());
   if (!listing.ok()) return "";
   *revision = listing->revision;
   RdzvState current;
@@ -512,7 +518,7 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     current = current_;
     mine = current_rank_;
   }
-  if (auto ended = store_->Get(Ctl("aborted"), absl::ZeroDuration());
+  if (auto ended = store_->Get(keys_.Aborted(), absl::ZeroDuration());
       ended.ok()) {
     absl::MutexLock lock(&mu_);
     aborted_ = *ended;
@@ -520,7 +526,7 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
   }
   std::string state_raw;
   for (const auto& e : listing->entries) {
-    if (e.key != Ctl("state")) continue;
+    if (e.key != keys_.State()) continue;
     state_raw = e.value;
     auto st = RdzvState::Decode(e.value);
     if (st.ok() && (st->round != current.round || !st->closed)) {
@@ -528,11 +534,12 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     }
   }
   if (current.size < options_.max_nodes) {
-    if (auto waiting = store_->List(Ctl("waiting/"));
-        waiting.ok() && !waiting->entries.empty()) {
-      return absl::StrCat(
-          "node ", waiting->entries[0].key.substr(Ctl("waiting/").size()),
-          " waits to join");
+    if (auto waiting = store_->List(keys_.WaitingPrefix()); waiting.ok()) {
+      for (const auto& e : waiting->entries) {
+        if (auto node = keys_.ParseWaiting(e.key); node.has_value()) {
+          return absl::StrCat("node ", *node, " waits to join");
+        }
+      }
     }
   }
   if (!liveness) return "";
@@ -540,27 +547,22 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
   // finished (done/) has left the ring: look past it.
   std::string peer = mine.next;
   for (int hops = 1; hops < current.size && peer != options_.node; ++hops) {
-    auto alive = store_->Check({Ctl("alive/" + peer)});
+    auto alive = store_->Check({keys_.Alive(peer)});
     if (!alive.ok() || *alive) return "";
-    auto done =
-        store_->Check({Key(absl::StrCat("done/", current.round, "/", peer))});
+    auto done = store_->Check({keys_.Done(current.round, peer)});
     if (!done.ok()) return "";
     if (!*done) {
       // Only this node sees it: open the next round now, which every
       // member sees at once, rather than after this node stopped its
       // workers.
-      RdzvState next;
-      next.round = current.round + 1;
-      next.restart_count = current.restart_count;
-      next.prev_round = current.round;
-      next.prev_closer = current.closer;
+      const RdzvState next = NextRound(current, current.restart_count);
       if (!state_raw.empty()) {
-        (void)store_->CompareSet(Ctl("state"), state_raw, next.Encode());
+        (void)store_->CompareSet(keys_.State(), state_raw, next.Encode());
       }
       return absl::StrCat("peer ", peer, " lost (no heartbeat for ",
                           absl::FormatDuration(lease_), ")");
     }
-    auto rec = store_->Get(RankKey(current.round, current.closer, peer),
+    auto rec = store_->Get(keys_.Rank(current.round, current.closer, peer),
                            absl::ZeroDuration());
     if (!rec.ok()) return "";
     auto next = DecodeRank(*rec);
@@ -599,8 +601,8 @@ void DynamicRendezvous::MonitorLoop() {
     const absl::Time call_start = absl::Now();
     // Only ctl/ wakes it: a running round's bookkeeping (joins, records,
     // the exit barrier) would wake every node on every write.
-    auto w =
-        store_->Watch(Ctl(""), revision, options_.config.keep_alive_interval);
+    auto w = store_->Watch(keys_.Ctl(), revision,
+                           options_.config.keep_alive_interval);
     if (!w.ok()) {
       // This node closed the store (Cancel, Shutdown), or stopped
       // watching (it is leaving, and the host may be gone first): nothing
@@ -642,7 +644,7 @@ void DynamicRendezvous::MonitorLoop() {
 }
 
 void DynamicRendezvous::NoteJoinedAddrs(int64_t round) {
-  auto listing = store_->List(Key(absl::StrCat("join/", round, "/")));
+  auto listing = store_->List(keys_.JoinPrefix(round));
   if (!listing.ok()) return;
   absl::MutexLock lock(&seen_mu_);
   last_seen_.clear();
@@ -668,27 +670,33 @@ void DynamicRendezvous::Cancel() {
 
 void DynamicRendezvous::AcknowledgeEnd() {
   if (end_acknowledged_.exchange(true)) return;
-  (void)store_->Set(Key("seen-end/" + options_.node), "1");
+  (void)store_->Set(keys_.SeenEnd(options_.node), "1");
 }
 
 bool DynamicRendezvous::AllMarkedOrGone(
-    const RdzvState& round, const std::string& marks,
+    const RdzvState& round, const std::string& marks_prefix,
+    const std::function<std::optional<std::string>(absl::string_view)>&
+        marked_node,
     std::optional<std::vector<RdzvParticipant>>* members) {
   if (!members->has_value()) {
     auto m = ReadMembers(round.round, round.closer);
     if (!m.ok()) return true;  // no list to wait for
     *members = *std::move(m);
   }
-  auto marked = store_->List(Key(marks));
-  auto alive = store_->List(Ctl("alive/"));
-  if (!marked.ok() || !alive.ok()) return true;  // the store is gone
-  std::set<std::string> keys;
-  for (const auto& e : marked->entries) keys.insert(e.key);
-  for (const auto& e : alive->entries) keys.insert(e.key);
+  auto marks = store_->List(marks_prefix);
+  auto alive = store_->List(keys_.AlivePrefix());
+  if (!marks.ok() || !alive.ok()) return true;  // the store is gone
+  std::set<std::string> marked, live;
+  for (const auto& e : marks->entries) {
+    if (auto node = marked_node(e.key); node.has_value()) marked.insert(*node);
+  }
+  for (const auto& e : alive->entries) {
+    if (auto node = keys_.ParseAlive(e.key); node.has_value())
+      live.insert(*node);
+  }
   for (const auto& p : **members) {
     if (p.node == options_.node) continue;
-    if (!keys.count(Key(marks + p.node)) && keys.count(Ctl("alive/" + p.node)))
-      return false;
+    if (!marked.count(p.node) && live.count(p.node)) return false;
   }
   return true;
 }
@@ -697,10 +705,17 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
   const absl::Time until = absl::Now() + lease_;
   std::optional<std::vector<RdzvParticipant>> members;
   while (absl::Now() < until) {
-    auto listing = store_->List(Key("seen-end/"));
+    auto listing = store_->List(keys_.SeenEndPrefix());
     if (!listing.ok()) return;
-    if (AllMarkedOrGone(round, "seen-end/", &members)) return;
-    if (!store_->Watch(Key("seen-end/"), listing->revision, until - absl::Now())
+    if (AllMarkedOrGone(
+            round, keys_.SeenEndPrefix(),
+            [this](absl::string_view key) { return keys_.ParseSeenEnd(key); },
+            &members)) {
+      return;
+    }
+    if (!store_
+             ->Watch(keys_.SeenEndPrefix(), listing->revision,
+                     until - absl::Now())
              .ok()) {
       return;
     }
@@ -715,10 +730,9 @@ void DynamicRendezvous::ExitBarrier(const RdzvState& round) {
   // says so with one key: N nodes wait on that key, not on each other's
   // marks (N x N wake-ups). A member that died never marks: checked, from
   // the leases, once per keep_alive_interval while the count falls short.
-  const std::string marks = absl::StrCat("done/", round.round, "/");
-  const std::string all = Key(absl::StrCat("done-all/", round.round));
-  (void)store_->Set(Key(marks + options_.node), "1");
-  auto count = store_->Add(Key(absl::StrCat("done-count/", round.round)), 1);
+  const std::string all = keys_.DoneAll(round.round);
+  (void)store_->Set(keys_.Done(round.round, options_.node), "1");
+  auto count = store_->Add(keys_.DoneCount(round.round), 1);
   if (count.ok() && *count >= round.size) (void)store_->Set(all, "1");
   const absl::Time deadline =
       absl::Now() + options_.config.exit_barrier_timeout;
@@ -728,7 +742,14 @@ void DynamicRendezvous::ExitBarrier(const RdzvState& round) {
         {all},
         std::min(options_.config.keep_alive_interval, deadline - absl::Now()));
     if (v.ok() || !absl::IsDeadlineExceeded(v.status())) return;
-    if (AllMarkedOrGone(round, marks, &members)) return;
+    if (AllMarkedOrGone(
+            round, keys_.DonePrefix(round.round),
+            [&](absl::string_view key) {
+              return keys_.ParseDone(key, round.round);
+            },
+            &members)) {
+      return;
+    }
   }
 }
 
@@ -747,7 +768,7 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     // Exit barrier: stay (and keep hosting the store) until every live
     // member of the round finished, so no node is torn down by another.
     ExitBarrier(round);
-    const std::string left = Key(absl::StrCat("left/", round.round));
+    const std::string left = keys_.Left(round.round);
     if (options_.hosting) {
       // Let the others read the barrier's outcome before the store goes.
       const int others = round.size - 1;
@@ -772,7 +793,7 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     AcknowledgeEnd();
   } else if (!store_lost_ && last_round_ >= 0) {
     (void)store_->Set(
-        Ctl("aborted"),
+        keys_.Aborted(),
         absl::StrCat("node ", options_.node, " exited",
                      end_reason_.empty() ? "" : ": ", end_reason_));
     if (options_.hosting) AwaitEndSeen(round);

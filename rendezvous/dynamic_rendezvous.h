@@ -1,20 +1,5 @@
-// The elastic (c10d-style) rendezvous over a StoreInterface.
-//
-// Keys under rdzv/<run_id>/:
-//   ctl/state          the round (RdzvState), changed only by compare-set
-//   ctl/alive/<node>   each agent's lease, renewed every keep_alive_interval
-//                      and gone keep_alive_interval x keep_alive_max_attempt
-//                      after its agent stops renewing (on the store's clock)
-//   ctl/waiting/<node> a lease held by a node that waits for the next round
-//   ctl/aborted        why the job ended, for the nodes still running
-//   joined/<round>, join/<round>/<i>   an open round's count and records
-//   members/<round>/<closer>, rank/<round>/<closer>/<node>   a closed
-//                      round's members, written by the node that closed it
-//   master/<round>     MASTER_ADDR:MASTER_PORT published by group rank 0
-//   done/<round>/<node>, done-count/<round>, done-all/<round>, left/<round>
-//                      the exit barrier
-//   failed/<round>     the node whose worker failed first (it decides)
-//   seen-end/<node>    a node read ctl/aborted
+// The elastic (c10d-style) rendezvous over a StoreInterface, with its keys
+// under rdzv/<run_id>/ (rendezvous/rdzv_keys.h lists them).
 // Waits are store-side watches (no polling). One watcher thread per agent
 // watches ctl/ alone, what tells that the current round stopped being the
 // job's, so that a round's own traffic wakes nobody; each wake-up costs a
@@ -33,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "rendezvous/rdzv_config.h"
+#include "rendezvous/rdzv_decide.h"
+#include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store/store_interface.h"
@@ -71,29 +58,22 @@ class DynamicRendezvous : public ElasticRendezvous {
   }
 
   static std::string Prefix(const std::string& run_id) {
-    return "rdzv/" + run_id + "/";
+    return RdzvKeys::Prefix(run_id);
   }
 
  private:
-  struct Read {
-    RdzvState state;
-    std::string raw;
-    int64_t revision = 0;
+  // This node's rank record in the closed round last read (by round and
+  // closer), so that a wake-up does not fetch it again.
+  struct RankCache {
+    int64_t round = -1;
+    std::string closer;
+    std::optional<RankRecord> mine;
   };
-  std::string Key(const std::string& suffix) const {
-    return Prefix(options_.run_id) + suffix;
-  }
-  std::string Ctl(const std::string& suffix) const {
-    return Key("ctl/" + suffix);
-  }
-  std::string MembersKey(int64_t round, const std::string& closer) const {
-    return Key(absl::StrCat("members/", round, "/", closer));
-  }
-  std::string RankKey(int64_t round, const std::string& closer,
-                      const std::string& node) const {
-    return Key(absl::StrCat("rank/", round, "/", closer, "/", node));
-  }
-  absl::StatusOr<Read> ReadState();
+  // Next's view of this node, for Decide.
+  Progress CurrentProgress(absl::Time deadline, int64_t announced_round) const;
+  // Reads what Decide needs (Observed): the end, the round, this node's
+  // place in it, and the leases that decide whether to wait.
+  Observed Observe(RankCache* cache);
   absl::StatusOr<RendezvousResult> Result(const RdzvState& state,
                                           const RankRecord& mine);
   // Adds the addresses of open round `round`'s joiners to last_seen_ (an
@@ -120,10 +100,14 @@ class DynamicRendezvous : public ElasticRendezvous {
   void StopThreads();
   // Tells the store this node has read why the job ended (once).
   void AcknowledgeEnd();
-  // Whether every other member of `round` has a key under `marks` or holds
-  // no lease; `members` caches the round's list across calls.
-  bool AllMarkedOrGone(const RdzvState& round, const std::string& marks,
-                       std::optional<std::vector<RdzvParticipant>>* members);
+  // Whether every other member of `round` has a mark (a key under
+  // `marks_prefix` whose node `marked_node` parses) or holds no lease;
+  // `members` caches the round's list across calls.
+  bool AllMarkedOrGone(
+      const RdzvState& round, const std::string& marks_prefix,
+      const std::function<std::optional<std::string>(absl::string_view)>&
+          marked_node,
+      std::optional<std::vector<RdzvParticipant>>* members);
   // The store's host ending the job keeps the store up until every other
   // live member of `round` acknowledged the end, at most one lease.
   void AwaitEndSeen(const RdzvState& round);
@@ -132,6 +116,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   void ExitBarrier(const RdzvState& round);
 
   const DynamicRendezvousOptions options_;
+  const RdzvKeys keys_;
   const absl::Duration lease_;
   std::unique_ptr<StoreInterface> store_;
   std::shared_ptr<void> keep_alive_;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "rendezvous/rdzv_state.h"
@@ -354,7 +355,9 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
   StoreCore core;
   ASSERT_TRUE(
       core.MultiSet({{"rdzv/job/host", "n0"}}, absl::ZeroDuration()).ok());
-  std::atomic<int64_t> judged_past{-1};  // n0's monitor watches from here
+  absl::Mutex mu;
+  int64_t judged_past = -1;  // n0's monitor watches from here
+  bool changed = false;
   std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
   for (int i = 0; i < 3; ++i) {
     auto o = Options(i, 3, 3);
@@ -362,37 +365,48 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
     nodes.push_back(std::make_unique<DynamicRendezvous>(
         o, std::make_unique<WatchHookStore>(
                &core, [&, i](const std::string& prefix, int64_t after) {
-                 if (i == 0 && prefix == "rdzv/job/ctl/") judged_past = after;
+                 if (i == 0 && prefix == "rdzv/job/ctl/") {
+                   absl::MutexLock lock(&mu);
+                   judged_past = after;
+                 }
                })));
   }
   std::vector<RendezvousResult> results = FormRound(nodes);
   ASSERT_EQ(results[0].group_rank, 0);
   const int rank1 = results[1].group_rank == 1 ? 1 : 2;
   const int rank2 = 3 - rank1;
-  std::atomic<bool> changed{false};
-  nodes[0]->SetOnMembershipChange([&] { changed = true; });
+  nodes[0]->SetOnMembershipChange([&] {
+    absl::MutexLock lock(&mu);
+    changed = true;
+  });
   // Rank 1 finishes; its exit barrier times out (the others still run) and
   // its lease lapses.
   nodes[rank1]->Shutdown(/*succeeded=*/true);
   const std::string lease = "rdzv/job/ctl/alive/n" + std::to_string(rank1);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (*core.Check({lease}) && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  LocalStore observer(&core);
+  for (;;) {  // until the lease is gone: each wait ends on its next change
+    const int64_t listed = core.List(lease).revision;
+    if (!*core.Check({lease}) || absl::Now() >= deadline) break;
+    ASSERT_TRUE(observer.Watch(lease, listed, deadline - absl::Now()).ok());
   }
   ASSERT_FALSE(*core.Check({lease}));
   // Once n0's monitor has judged the lapse, it has not fired.
   const int64_t lapsed_at = core.List("rdzv/job/ctl/").revision;
-  while (judged_past < lapsed_at && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  {
+    absl::MutexLock lock(&mu);
+    auto judged = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return judged_past >= lapsed_at;
+    };
+    ASSERT_TRUE(mu.AwaitWithDeadline(absl::Condition(&judged), deadline));
+    EXPECT_FALSE(changed);
   }
-  ASSERT_GE(judged_past, lapsed_at);
-  EXPECT_FALSE(changed);
   // Rank 2, past the finished rank 1, crashes: n0 sees that.
   nodes[rank2].reset();
-  while (!changed && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(mu.AwaitWithDeadline(absl::Condition(&changed), deadline));
   }
-  EXPECT_TRUE(changed);
   EXPECT_EQ(StoredRound(&core), 1);
 }
 

@@ -49,6 +49,15 @@ absl::StatusOr<RdzvState> RdzvState::Decode(const std::string& text) {
   return s;
 }
 
+RdzvState NextRound(const RdzvState& current, int restart_count) {
+  RdzvState next;
+  next.round = current.round + 1;
+  next.restart_count = std::max(current.restart_count, restart_count);
+  next.prev_round = current.closed ? current.round : current.prev_round;
+  next.prev_closer = current.closed ? current.closer : current.prev_closer;
+  return next;
+}
+
 std::string EncodeMembers(const std::vector<RdzvParticipant>& members) {
   std::string out;
   for (const auto& p : members) {

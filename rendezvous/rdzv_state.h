@@ -44,6 +44,13 @@ struct RdzvState {
   static absl::StatusOr<RdzvState> Decode(const std::string& text);
 };
 
+// The round that follows `current` (open, no members yet), counting at
+// least `restart_count` restarts. Its close keeps the rank order of
+// `current` if that closed, else the order `current` would have kept.
+// Every opener of a round (a node that finds its round over, the member
+// that sees a peer lost) builds it here, so they all write the same state.
+RdzvState NextRound(const RdzvState& current, int restart_count);
+
 // A closed round's members in rank order, one "node nproc addr" line each.
 std::string EncodeMembers(const std::vector<RdzvParticipant>& members);
 absl::StatusOr<std::vector<RdzvParticipant>> DecodeMembers(

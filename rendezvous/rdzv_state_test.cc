@@ -77,3 +77,46 @@ TEST(RdzvStateTest, RankRecordsCarryBaseRanksAndTheRing) {
 
 }  // namespace
 }  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(RdzvStateTest, NextRoundAfterAClosedRoundKeepsItsRankOrder) {
+  RdzvState closed;
+  closed.round = 4;
+  closed.closed = true;
+  closed.restart_count = 2;
+  closed.closer = "c";
+  closed.size = 3;
+  closed.world_size = 6;
+  closed.prev_round = 3;
+  closed.prev_closer = "old";
+  RdzvState next = NextRound(closed, 1);
+  EXPECT_EQ(next.round, 5);
+  EXPECT_FALSE(next.closed);
+  EXPECT_EQ(next.restart_count, 2);  // never fewer restarts than before
+  EXPECT_EQ(next.closer, "");
+  EXPECT_EQ(next.size, 0);
+  EXPECT_EQ(next.world_size, 0);
+  EXPECT_EQ(next.prev_round, 4);
+  EXPECT_EQ(next.prev_closer, "c");
+  EXPECT_EQ(NextRound(closed, 7).restart_count, 7);
+}
+
+TEST(RdzvStateTest, NextRoundAfterAnOpenRoundKeepsTheOrderItWouldHaveKept) {
+  RdzvState open;
+  open.round = 5;
+  open.restart_count = 1;
+  open.prev_round = 4;
+  open.prev_closer = "c";
+  RdzvState next = NextRound(open, 0);
+  EXPECT_EQ(next.round, 6);
+  EXPECT_EQ(next.restart_count, 1);
+  EXPECT_EQ(next.prev_round, 4);
+  EXPECT_EQ(next.prev_closer, "c");
+  RdzvState first;  // round 0, never closed: no order to keep
+  EXPECT_EQ(NextRound(first, 0).prev_round, -1);
+}
+
+}  // namespace
+}  // namespace distjob

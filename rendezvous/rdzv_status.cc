@@ -3,12 +3,10 @@
 #include <map>
 #include <set>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 
 namespace distjob {
@@ -41,8 +39,8 @@ std::string Age(const std::map<std::string, absl::Duration>& ages,
 absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                                                    const std::string& run_id,
                                                    bool json) {
-  auto listing =
-      store->List(run_id.empty() ? "rdzv/" : DynamicRendezvous::Prefix(run_id));
+  auto listing = store->List(run_id.empty() ? std::string(kRdzvRoot)
+                                            : RdzvKeys::Prefix(run_id));
   if (!listing.ok()) return listing.status();
   std::set<std::string> ids;
   std::map<std::string, std::string> values;
@@ -50,11 +48,7 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
   for (const auto& e : listing->entries) {
     values[e.key] = e.value;
     ages[e.key] = e.age;
-    // rdzv/<run_id>/ctl/state
-    if (absl::StartsWith(e.key, "rdzv/") &&
-        absl::EndsWith(e.key, "/ctl/state")) {
-      ids.insert(e.key.substr(5, e.key.size() - 5 - 10));
-    }
+    if (auto id = ParseRdzvStateKey(e.key); id.has_value()) ids.insert(*id);
   }
   if (ids.empty()) {
     return absl::NotFoundError(
@@ -63,24 +57,20 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
   }
   std::string text, js = "[";
   for (const std::string& id : ids) {
-    const std::string prefix = DynamicRendezvous::Prefix(id);
-    auto st = RdzvState::Decode(values[prefix + "ctl/state"]);
+    const RdzvKeys keys(id);
+    auto st = RdzvState::Decode(values[keys.State()]);
     if (!st.ok()) return st.status();
     std::vector<RdzvParticipant> members;
     if (st->closed) {
-      auto m = DecodeMembers(
-          values[absl::StrCat(prefix, "members/", st->round, "/", st->closer)]);
+      auto m = DecodeMembers(values[keys.Members(st->round, st->closer)]);
       if (!m.ok()) return m.status();
       members = *std::move(m);
     } else {
       // An open round's members are their join records, in join order.
-      const std::string joins = absl::StrCat(prefix, "join/", st->round, "/");
       std::map<int64_t, std::string> records;
       for (const auto& [k, v] : values) {
-        int64_t i = 0;
-        if (absl::StartsWith(k, joins) &&
-            absl::SimpleAtoi(k.substr(joins.size()), &i)) {
-          records[i] = v;
+        if (auto i = keys.ParseJoin(k, st->round); i.has_value()) {
+          records[*i] = v;
         }
       }
       for (const auto& [i, v] : records) {
@@ -91,11 +81,11 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     }
     std::vector<std::string> waiting;
     for (const auto& [k, v] : values) {
-      if (absl::StartsWith(k, prefix + "ctl/waiting/")) {
-        waiting.push_back(k.substr(prefix.size() + 12));
+      if (auto node = keys.ParseWaiting(k); node.has_value()) {
+        waiting.push_back(*node);
       }
     }
-    const std::string host = values[prefix + "host"];
+    const std::string host = values[keys.Host()];
     absl::StrAppend(&text, "rendezvous ", id, ": round ", st->round, " ",
                     st->closed ? "closed" : "open", ", restarts ",
                     st->restart_count, ", store host ",
@@ -110,7 +100,7 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                     ",\"store_host\":", Quote(host), ",\"participants\":[");
     for (size_t i = 0; i < members.size(); ++i) {
       const auto& p = members[i];
-      const std::string alive = prefix + "ctl/alive/" + p.node;
+      const std::string alive = keys.Alive(p.node);
       absl::StrAppend(
           &text, absl::StrFormat("  %-5s %-28s %-6d %-18s %s\n",
                                  st->closed ? absl::StrCat(i) : "-", p.node,
@@ -128,7 +118,7 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     }
     js += "],\"waiting\":[";
     for (size_t i = 0; i < waiting.size(); ++i) {
-      const std::string key = prefix + "ctl/waiting/" + waiting[i];
+      const std::string key = keys.Waiting(waiting[i]);
       absl::StrAppend(&text, "  waiting: ", waiting[i], " (heartbeat ",
                       Age(ages, key), " ago)\n");
       absl::StrAppend(&js, i ? "," : "", "{\"node\":", Quote(waiting[i]),

@@ -17,20 +17,21 @@ namespace {
 // see DropIdlePrefixes.
 constexpr size_t kMaxIdlePrefixes = 1024;
 
-StoreCore::Clock::time_point DeadlineAfter(absl::Duration d) {
-  if (d == absl::InfiniteDuration() || d > absl::Hours(24 * 365)) {
-    return StoreCore::Clock::time_point::max();
-  }
-  return StoreCore::Clock::now() + absl::ToChronoNanoseconds(d);
-}
-
-absl::Duration Since(StoreCore::Clock::time_point t) {
-  return absl::FromChrono(StoreCore::Clock::now() - t);
-}
-
 }  // namespace
 
-StoreCore::StoreCore(StoreLimits limits) : limits_(limits) {
+StoreCore::TimePoint StoreCore::DeadlineAfter(absl::Duration d) const {
+  if (d == absl::InfiniteDuration() || d > absl::Hours(24 * 365)) {
+    return TimePoint::max();
+  }
+  return clock_->Now() + absl::ToChronoNanoseconds(d);
+}
+
+absl::Duration StoreCore::Since(TimePoint t) const {
+  return absl::FromChrono(clock_->Now() - t);
+}
+
+StoreCore::StoreCore(StoreLimits limits, StoreClock* clock)
+    : limits_(limits), clock_(clock) {
   timer_ = std::thread([this] { TimerLoop(); });
 }
 
@@ -67,15 +68,14 @@ absl::Status StoreCore::CheckValue(size_t old_size, size_t new_size) const {
   return absl::OkStatus();
 }
 
-void StoreCore::Write(const std::string& key, std::string data,
-                      Clock::time_point exp) {
+void StoreCore::Write(const std::string& key, std::string data, TimePoint exp) {
   auto [it, inserted] = data_.try_emplace(key);
   Value& v = it->second;
   total_bytes_ = total_bytes_ - v.data.size() + data.size();
   if (inserted) total_bytes_ += key.size();
   v.data = std::move(data);
   v.revision = ++revision_;
-  v.written = Clock::now();
+  v.written = clock_->Now();
   SetExpiry(it, exp);
   if (auto t = deleted_at_.find(key); t != deleted_at_.end()) {
     tombstones_.erase(t->second);
@@ -85,18 +85,18 @@ void StoreCore::Write(const std::string& key, std::string data,
 }
 
 void StoreCore::SetExpiry(std::map<std::string, Value>::iterator it,
-                          Clock::time_point exp) {
+                          TimePoint exp) {
   Value& v = it->second;
-  if (v.expires != Clock::time_point::max()) leases_.erase(v.lease);
+  if (v.expires != TimePoint::max()) leases_.erase(v.lease);
   v.expires = exp;
-  if (exp != Clock::time_point::max()) {
+  if (exp != TimePoint::max()) {
     v.lease = leases_.emplace(exp, &it->first);
   }
 }
 
 void StoreCore::Erase(std::map<std::string, Value>::iterator it) {
   total_bytes_ -= it->first.size() + it->second.data.size();
-  if (it->second.expires != Clock::time_point::max()) {
+  if (it->second.expires != TimePoint::max()) {
     leases_.erase(it->second.lease);
   }
   const int64_t rev = ++revision_;
@@ -266,7 +266,7 @@ void StoreCore::DropIdlePrefixes() {
 
 void StoreCore::Park(Waiter w) {
   const WaiterId id = ++next_waiter_id_;
-  if (w.deadline != Clock::time_point::max()) {
+  if (w.deadline != TimePoint::max()) {
     deadlines_.emplace(w.deadline, id);
   }
   if (w.is_watch) {
@@ -283,7 +283,7 @@ StoreCore::Waiter StoreCore::Unpark(std::map<WaiterId, Waiter>::iterator it) {
   const WaiterId id = it->first;
   Waiter w = std::move(it->second);
   waiters_.erase(it);
-  if (w.deadline != Clock::time_point::max()) {
+  if (w.deadline != TimePoint::max()) {
     deadlines_.erase({w.deadline, id});
   }
   // NoteChange already took a waiter it woke out of these.
@@ -312,9 +312,8 @@ absl::StatusOr<int64_t> StoreCore::MultiSet(
         absl::StrCat(kvs.size(), " keys in one request; the limit is ",
                      limits_.max_keys_per_request));
   }
-  const Clock::time_point exp = ttl > absl::ZeroDuration()
-                                    ? DeadlineAfter(ttl)
-                                    : Clock::time_point::max();
+  const TimePoint exp =
+      ttl > absl::ZeroDuration() ? DeadlineAfter(ttl) : TimePoint::max();
   Ready ready;
   int64_t rev;
   {
@@ -335,11 +334,10 @@ absl::StatusOr<int64_t> StoreCore::MultiSet(
       auto it = data_.find(key);
       // Renewing a lease with the same value is a keep-alive, not a change:
       // watchers are not woken, so heartbeats cost O(1) each.
-      if (it != data_.end() && exp != Clock::time_point::max() &&
-          it->second.expires != Clock::time_point::max() &&
-          it->second.data == value) {
+      if (it != data_.end() && exp != TimePoint::max() &&
+          it->second.expires != TimePoint::max() && it->second.data == value) {
         SetExpiry(it, exp);
-        it->second.written = Clock::now();
+        it->second.written = clock_->Now();
         continue;
       }
       Write(key, value, exp);
@@ -412,7 +410,7 @@ absl::StatusOr<int64_t> StoreCore::Add(const std::string& key, int64_t delta) {
         !s.ok()) {
       return s;
     }
-    Write(key, std::move(text), Clock::time_point::max());
+    Write(key, std::move(text), TimePoint::max());
     Resolve(&ready);
   }
   for (auto& f : ready) f();
@@ -441,7 +439,7 @@ absl::StatusOr<CompareSetResult> StoreCore::CompareSet(
         !s.ok()) {
       return s;
     }
-    Write(key, desired, Clock::time_point::max());
+    Write(key, desired, TimePoint::max());
     result.value = desired;
     result.swapped = true;
     Resolve(&ready);
@@ -465,7 +463,7 @@ absl::StatusOr<int64_t> StoreCore::Append(const std::string& key,
     data += value;
     size = static_cast<int64_t>(data.size());
     Write(key, std::move(data),
-          it == data_.end() ? Clock::time_point::max() : it->second.expires);
+          it == data_.end() ? TimePoint::max() : it->second.expires);
     Resolve(&ready);
   }
   for (auto& f : ready) f();
@@ -507,7 +505,7 @@ StoreListing StoreCore::List(const std::string& prefix) {
   absl::MutexLock lock(&mu_);
   StoreListing out;
   out.revision = revision_;
-  const Clock::time_point now = Clock::now();
+  const TimePoint now = clock_->Now();
   for (auto it = data_.lower_bound(prefix);
        it != data_.end() && absl::StartsWith(it->first, prefix); ++it) {
     StoreEntry e;
@@ -515,7 +513,7 @@ StoreListing StoreCore::List(const std::string& prefix) {
     e.value = it->second.data;
     e.revision = it->second.revision;
     e.age = Since(it->second.written);
-    e.ttl_left = it->second.expires == Clock::time_point::max()
+    e.ttl_left = it->second.expires == TimePoint::max()
                      ? absl::ZeroDuration()
                      : absl::FromChrono(it->second.expires - now);
     out.entries.push_back(std::move(e));
@@ -592,7 +590,7 @@ void StoreCore::TimerLoop() {
                                absl::Milliseconds(10))) {
         return;
       }
-      const Clock::time_point now = Clock::now();
+      const TimePoint now = clock_->Now();
       bool expired = false;
       while (!leases_.empty() && leases_.begin()->first <= now) {
         Erase(data_.find(*leases_.begin()->second));

@@ -6,12 +6,11 @@
 // them (a get by one key it still misses, a watch by its prefix), so a
 // write costs O(log n) plus the waiters it answers, not a pass over every
 // waiter and every key under every watched prefix. One timer thread expires
-// leases and waiters from ordered queues, on the monotonic clock of this
-// process.
+// leases and waiters from ordered queues, on a monotonic clock of this
+// process (a StoreClock: steady_clock, or a test's).
 #ifndef DISTJOB_RENDEZVOUS_STORE_STORE_CORE_H_
 #define DISTJOB_RENDEZVOUS_STORE_STORE_CORE_H_
 
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -26,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "rendezvous/store/store_clock.h"
 #include "rendezvous/store/store_interface.h"
 
 namespace distjob {
@@ -46,13 +46,15 @@ struct StoreLimits {
 
 class StoreCore {
  public:
-  using Clock = std::chrono::steady_clock;
+  using TimePoint = StoreClock::TimePoint;
   using GetCallback =
       std::function<void(absl::StatusOr<std::vector<std::string>>)>;
   using WatchCallback =
       std::function<void(absl::StatusOr<std::pair<bool, int64_t>>)>;
 
-  explicit StoreCore(StoreLimits limits = {});
+  // `clock` must outlive the core.
+  explicit StoreCore(StoreLimits limits = {},
+                     StoreClock* clock = MonotonicStoreClock());
   ~StoreCore();
   StoreCore(const StoreCore&) = delete;
   StoreCore& operator=(const StoreCore&) = delete;
@@ -84,12 +86,12 @@ class StoreCore {
   using WaiterId = uint64_t;
   // Lease deadline -> key (the key string inside data_, whose map nodes do
   // not move), so the timer finds due leases without a pass over all keys.
-  using Leases = std::multimap<Clock::time_point, const std::string*>;
+  using Leases = std::multimap<TimePoint, const std::string*>;
   struct Value {
     std::string data;
     int64_t revision = 0;
-    Clock::time_point written;
-    Clock::time_point expires = Clock::time_point::max();
+    TimePoint written;
+    TimePoint expires = TimePoint::max();
     Leases::iterator lease;  // valid while `expires` is finite
   };
   struct Waiter {
@@ -98,7 +100,7 @@ class StoreCore {
     size_t missing = 0;             // get: index of the key it is parked on
     std::string prefix;             // watch
     int64_t after_revision = 0;
-    Clock::time_point deadline;
+    TimePoint deadline;
     GetCallback get_done;
     WatchCallback watch_done;
   };
@@ -113,12 +115,15 @@ class StoreCore {
   };
   using Ready = std::vector<std::function<void()>>;
 
+  // TimePoint::max() for a duration past a year (no deadline).
+  TimePoint DeadlineAfter(absl::Duration d) const;
+  absl::Duration Since(TimePoint t) const;
   absl::Status CheckKey(const std::string& key) const;
   absl::Status CheckValue(size_t old_size, size_t new_size) const;
-  void Write(const std::string& key, std::string data, Clock::time_point exp)
+  void Write(const std::string& key, std::string data, TimePoint exp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetExpiry(std::map<std::string, Value>::iterator it,
-                 Clock::time_point exp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetExpiry(std::map<std::string, Value>::iterator it, TimePoint exp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Erase(std::map<std::string, Value>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropOldestTombstones() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -147,6 +152,7 @@ class StoreCore {
   void TimerLoop();
 
   const StoreLimits limits_;
+  StoreClock* const clock_;
   absl::Mutex mu_;
   std::map<std::string, Value> data_ ABSL_GUARDED_BY(mu_);
   Leases leases_ ABSL_GUARDED_BY(mu_);
@@ -159,8 +165,7 @@ class StoreCore {
   // Parked waiters by id; ids grow, so this is arrival order.
   std::map<WaiterId, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   WaiterId next_waiter_id_ ABSL_GUARDED_BY(mu_) = 0;
-  std::set<std::pair<Clock::time_point, WaiterId>> deadlines_
-      ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<TimePoint, WaiterId>> deadlines_ ABSL_GUARDED_BY(mu_);
   // Parked gets by the one key each is parked on (a key it misses).
   absl::flat_hash_map<std::string, std::set<WaiterId>> gets_by_key_
       ABSL_GUARDED_BY(mu_);

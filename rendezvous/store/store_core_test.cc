@@ -11,126 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-
-namespace distjob {
-namespace {
-
-TEST(StoreCoreTest, SetGetAddAppendDeleteNumKeys) {
-  StoreCore core;
-  LocalStore store(&core);
-  ASSERT_TRUE(store.Set("a", "1").ok());
-  EXPECT_EQ(*store.Get("a", absl::ZeroDuration()), "1");
-  EXPECT_EQ(*store.Add("a", 4), 5);
-  EXPECT_EQ(*store.Add("n", 2), 2);
-  EXPECT_EQ(*store.Append("s", "ab"), 2);
-  EXPECT_EQ(*store.Append("s", "c"), 3);
-  EXPECT_EQ(*store.Get("s", absl::ZeroDuration()), "abc");
-  EXPECT_EQ(*store.NumKeys(), 3);
-  EXPECT_TRUE(*store.Check({"a", "n"}));
-  EXPECT_FALSE(*store.Check({"a", "zz"}));
-  EXPECT_EQ(*store.Delete({"a", "zz"}), 1);
-  EXPECT_EQ(store.Get("a", absl::ZeroDuration()).status().code(),
-            absl::StatusCode::kNotFound);
-  auto values = store.MultiGet({"n", "s"}, absl::ZeroDuration());
-  ASSERT_TRUE(values.ok());
-  EXPECT_EQ((*values)[1], "abc");
-}
-
-TEST(StoreCoreTest, CompareSetReturnsCurrentValueLikeTcpStore) {
-  StoreCore core;
-  LocalStore store(&core);
-  auto r = store.CompareSet("k", "", "v1");
-  EXPECT_TRUE(r->swapped);
-  EXPECT_EQ(r->value, "v1");
-  r = store.CompareSet("k", "wrong", "v2");
-  EXPECT_FALSE(r->swapped);
-  EXPECT_EQ(r->value, "v1");
-  r = store.CompareSet("missing", "x", "y");
-  EXPECT_FALSE(r->swapped);
-  EXPECT_EQ(r->value, "x");
-}
-
-TEST(StoreCoreTest, GetBlocksUntilSetAndTimesOut) {
-  StoreCore core;
-  LocalStore store(&core);
-  std::thread setter([&] {
-    // The getter parks first or not: either way it must see the value.
-    ASSERT_TRUE(store.Set("late", "x").ok());
-  });
-  EXPECT_EQ(*store.Get("late", absl::Seconds(10)), "x");
-  setter.join();
-  EXPECT_EQ(store.Get("never", absl::Milliseconds(50)).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
-}
-
-TEST(StoreCoreTest, LeaseExpiresOnServerClockAndWakesWatchers) {
-  StoreCore core;
-  LocalStore store(&core);
-  auto rev = store.Set("p/alive", "1", absl::Milliseconds(100));
-  ASSERT_TRUE(rev.ok());
-  auto w = store.Watch("p/", *rev, absl::Seconds(10));
-  ASSERT_TRUE(w.ok());
-  EXPECT_TRUE(w->first);
-  EXPECT_FALSE(*store.Check({"p/alive"}));
-}
-
-TEST(StoreCoreTest, WatchIgnoresOtherPrefixesAndTimesOut) {
-  StoreCore core;
-  LocalStore store(&core);
-  auto rev = store.Set("other", "1");
-  auto w = store.Watch("p/", *rev, absl::Milliseconds(50));
-  ASSERT_TRUE(w.ok());
-  EXPECT_FALSE(w->first);
-}
-
-TEST(StoreCoreTest, OverLimitRequestsAreRejected) {
-  StoreLimits limits;
-  limits.max_key_bytes = 8;
-  limits.max_value_bytes = 16;
-  limits.max_total_bytes = 64;
-  StoreCore core(limits);
-  LocalStore store(&core);
-  EXPECT_EQ(store.Set("a-very-long-key", "v").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(store.Set("k", std::string(17, 'x')).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(store.Set("k" + std::to_string(i), std::string(16, 'x')).ok());
-  }
-  EXPECT_EQ(store.Set("k9", std::string(16, 'x')).status().code(),
-            absl::StatusCode::kResourceExhausted);
-}
-
-TEST(StoreCoreTest, ThousandsOfParkedWaitsNeedNoThreads) {
-  StoreCore core;
-  std::atomic<int> answered{0};
-  for (int i = 0; i < 5000; ++i) {
-    core.MultiGet({"go"}, absl::Seconds(30),
-                  [&](auto r) { answered += r.ok() ? 1 : 0; });
-  }
-  EXPECT_EQ(answered.load(), 0);
-  ASSERT_TRUE(core.MultiSet({{"go", "1"}}, absl::ZeroDuration()).ok());
-  EXPECT_EQ(answered.load(), 5000);
-}
-
-}  // namespace
-}  // namespace distjob
-
-namespace distjob {
-namespace {
-
-TEST(StoreCoreTest, LeaseRenewalIsNotAChange) {
-  StoreCore core;
-  LocalStore store(&core);
-  auto rev = store.Set("p/alive", "1", absl::Seconds(10));
-  ASSERT_TRUE(store.Set("p/alive", "1", absl::Seconds(10)).ok());
-  auto w = store.Watch("p/", *rev, absl::Milliseconds(50));
-  ASSERT_TRUE(w.ok());
-  EXPECT_FALSE(w->first);
-}
-
-}  // namespace
-}  // namespace distjob
+#include "rendezvous/store/fake_store_clock.h"
 
 namespace distjob {
 namespace {
@@ -174,6 +55,159 @@ int64_t Set(StoreCore& core, const std::string& key, const std::string& value,
   EXPECT_TRUE(rev.ok()) << rev.status();
   return rev.ok() ? *rev : -1;
 }
+
+TEST(StoreCoreTest, SetGetAddAppendDeleteNumKeys) {
+  StoreCore core;
+  LocalStore store(&core);
+  ASSERT_TRUE(store.Set("a", "1").ok());
+  EXPECT_EQ(*store.Get("a", absl::ZeroDuration()), "1");
+  EXPECT_EQ(*store.Add("a", 4), 5);
+  EXPECT_EQ(*store.Add("n", 2), 2);
+  EXPECT_EQ(*store.Append("s", "ab"), 2);
+  EXPECT_EQ(*store.Append("s", "c"), 3);
+  EXPECT_EQ(*store.Get("s", absl::ZeroDuration()), "abc");
+  EXPECT_EQ(*store.NumKeys(), 3);
+  EXPECT_TRUE(*store.Check({"a", "n"}));
+  EXPECT_FALSE(*store.Check({"a", "zz"}));
+  EXPECT_EQ(*store.Delete({"a", "zz"}), 1);
+  EXPECT_EQ(store.Get("a", absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  auto values = store.MultiGet({"n", "s"}, absl::ZeroDuration());
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ((*values)[1], "abc");
+}
+
+TEST(StoreCoreTest, CompareSetReturnsCurrentValueLikeTcpStore) {
+  StoreCore core;
+  LocalStore store(&core);
+  auto r = store.CompareSet("k", "", "v1");
+  EXPECT_TRUE(r->swapped);
+  EXPECT_EQ(r->value, "v1");
+  r = store.CompareSet("k", "wrong", "v2");
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "v1");
+  r = store.CompareSet("missing", "x", "y");
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "x");
+}
+
+TEST(StoreCoreTest, GetBlocksUntilSetAndTimesOut) {
+  Parked never;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  LocalStore store(&core);
+  std::thread setter([&] {
+    // The getter parks first or not: either way it must see the value.
+    ASSERT_TRUE(store.Set("late", "x").ok());
+  });
+  EXPECT_EQ(*store.Get("late", absl::Seconds(10)), "x");
+  setter.join();
+  core.MultiGet({"never"}, absl::Milliseconds(50), never.GetDone());
+  clock.Advance(absl::Milliseconds(49));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(30)));
+  EXPECT_FALSE(never.answered());
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(never.Await());
+  EXPECT_EQ(never.get().status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(StoreCoreTest, LeaseExpiresOnServerClockAndWakesWatchers) {
+  Parked w;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  LocalStore store(&core);
+  auto rev = store.Set("p/alive", "1", absl::Milliseconds(100));
+  ASSERT_TRUE(rev.ok());
+  core.Watch("p/", *rev, absl::Seconds(10), w.WatchDone());
+  clock.Advance(absl::Milliseconds(99));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(30)));
+  EXPECT_TRUE(*store.Check({"p/alive"}));
+  EXPECT_FALSE(w.answered());
+  clock.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(w.Await());
+  ASSERT_TRUE(w.watch().ok());
+  EXPECT_TRUE(w.watch()->first);
+  EXPECT_FALSE(*store.Check({"p/alive"}));
+}
+
+TEST(StoreCoreTest, AgesAndLeasesAreReadOnTheInjectedClock) {
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  Set(core, "k", "v", absl::Seconds(10));
+  clock.Advance(absl::Milliseconds(1500));
+  const StoreListing listing = core.List("k");
+  ASSERT_EQ(listing.entries.size(), 1u);
+  EXPECT_EQ(listing.entries[0].age, absl::Milliseconds(1500));
+  EXPECT_EQ(listing.entries[0].ttl_left, absl::Milliseconds(8500));
+}
+
+TEST(StoreCoreTest, WatchIgnoresOtherPrefixesAndTimesOut) {
+  Parked w;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  const int64_t rev = Set(core, "other", "1");
+  core.Watch("p/", rev, absl::Milliseconds(50), w.WatchDone());
+  Set(core, "other", "2");
+  clock.Advance(absl::Milliseconds(50));
+  ASSERT_TRUE(w.Await());
+  ASSERT_TRUE(w.watch().ok());
+  EXPECT_FALSE(w.watch()->first);
+}
+
+TEST(StoreCoreTest, OverLimitRequestsAreRejected) {
+  StoreLimits limits;
+  limits.max_key_bytes = 8;
+  limits.max_value_bytes = 16;
+  limits.max_total_bytes = 64;
+  StoreCore core(limits);
+  LocalStore store(&core);
+  EXPECT_EQ(store.Set("a-very-long-key", "v").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Set("k", std::string(17, 'x')).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store.Set("k" + std::to_string(i), std::string(16, 'x')).ok());
+  }
+  EXPECT_EQ(store.Set("k9", std::string(16, 'x')).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(StoreCoreTest, ThousandsOfParkedWaitsNeedNoThreads) {
+  StoreCore core;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 5000; ++i) {
+    core.MultiGet({"go"}, absl::Seconds(30),
+                  [&](auto r) { answered += r.ok() ? 1 : 0; });
+  }
+  EXPECT_EQ(answered.load(), 0);
+  ASSERT_TRUE(core.MultiSet({{"go", "1"}}, absl::ZeroDuration()).ok());
+  EXPECT_EQ(answered.load(), 5000);
+}
+
+}  // namespace
+}  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(StoreCoreTest, LeaseRenewalIsNotAChange) {
+  Parked w;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  const int64_t rev = Set(core, "p/alive", "1", absl::Seconds(10));
+  Set(core, "p/alive", "1", absl::Seconds(10));
+  core.Watch("p/", rev, absl::Milliseconds(50), w.WatchDone());
+  clock.Advance(absl::Milliseconds(50));
+  ASSERT_TRUE(w.Await());
+  ASSERT_TRUE(w.watch().ok());
+  EXPECT_FALSE(w.watch()->first);
+}
+
+}  // namespace
+}  // namespace distjob
+
+namespace distjob {
+namespace {
 
 TEST(StoreCoreIndexTest, WatchIsAnsweredByAWriteUnderItsPrefixOnly) {
   Parked w;
@@ -320,37 +354,46 @@ TEST(StoreCoreIndexTest, DeletionAnswersAParkedWatch) {
 
 TEST(StoreCoreIndexTest, ExpiryAnswersAParkedWatchAndOnlyItsPrefix) {
   Parked p, q;
-  StoreCore core;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
   Set(core, "q/forever", "1");
   const int64_t rev = Set(core, "p/lease", "1", absl::Milliseconds(50));
   core.Watch("p/", rev, absl::Seconds(30), p.WatchDone());
   core.Watch("q/", rev, absl::Milliseconds(500), q.WatchDone());
+  clock.Advance(absl::Milliseconds(50));
   ASSERT_TRUE(p.Await());
   ASSERT_TRUE(p.watch().ok());
   EXPECT_TRUE(p.watch()->first);
   EXPECT_GT(p.watch()->second, rev);
+  EXPECT_FALSE(q.answered());
+  clock.Advance(absl::Milliseconds(450));
   ASSERT_TRUE(q.Await());
   EXPECT_FALSE(q.watch()->first);  // timed out
   EXPECT_FALSE(*core.Check({"p/lease"}));
 }
 
 TEST(StoreCoreIndexTest, RenewedLeaseDoesNotExpire) {
-  StoreCore core;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
   // Renewed for twice its TTL, each renewal well within it.
   Set(core, "lease", "1", absl::Milliseconds(300));
   for (int i = 0; i < 12; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    clock.Advance(absl::Milliseconds(50));
     Set(core, "lease", "1", absl::Milliseconds(300));
   }
+  clock.Advance(absl::Milliseconds(299));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(30)));
   EXPECT_TRUE(*core.Check({"lease"}));
   // Appending keeps the lease; a write with no TTL makes it permanent.
   ASSERT_TRUE(core.Append("lease", "+").ok());
   Set(core, "lease", "2");
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  clock.Advance(absl::Milliseconds(400));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(30)));
   EXPECT_TRUE(*core.Check({"lease"}));
   Set(core, "short", "1", absl::Milliseconds(20));
   ASSERT_TRUE(core.Append("short", "+").ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  clock.Advance(absl::Milliseconds(20));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(30)));
   EXPECT_FALSE(*core.Check({"short"}));
 }
 
@@ -424,7 +467,8 @@ TEST(StoreCoreIndexTest, TimeoutsLimitAndCancelUnparkWaiters) {
   StoreLimits limits;
   limits.max_waiters = 3;
   std::deque<Parked> parked(6);
-  StoreCore core(limits);
+  FakeStoreClock clock;
+  StoreCore core(limits, &clock);
   const int64_t rev = Set(core, "k", "v");
   core.MultiGet({"g"}, absl::Milliseconds(20), parked[0].GetDone());
   core.Watch("w/", rev, absl::Milliseconds(20), parked[1].WatchDone());
@@ -433,6 +477,7 @@ TEST(StoreCoreIndexTest, TimeoutsLimitAndCancelUnparkWaiters) {
   ASSERT_TRUE(parked[3].answered());
   EXPECT_EQ(parked[3].watch().status().code(),
             absl::StatusCode::kResourceExhausted);
+  clock.Advance(absl::Milliseconds(20));
   ASSERT_TRUE(parked[0].Await());
   EXPECT_EQ(parked[0].get().status().code(),
             absl::StatusCode::kDeadlineExceeded);

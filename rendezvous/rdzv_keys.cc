@@ -1,0 +1,132 @@
+#include "rendezvous/rdzv_keys.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace distjob {
+namespace {
+
+constexpr absl::string_view kStateSuffix = "/ctl/state";
+
+// The rest of `key` after `prefix` if it is one path segment (non-empty,
+// no '/').
+std::optional<std::string> Segment(absl::string_view key,
+                                   absl::string_view prefix) {
+  if (!absl::ConsumePrefix(&key, prefix)) return std::nullopt;
+  if (key.empty() || absl::StrContains(key, '/')) return std::nullopt;
+  return std::string(key);
+}
+
+}  // namespace
+
+std::optional<std::string> ParseRdzvStateKey(absl::string_view key) {
+  if (!absl::ConsumePrefix(&key, kRdzvRoot) ||
+      !absl::ConsumeSuffix(&key, kStateSuffix) || key.empty()) {
+    return std::nullopt;
+  }
+  return std::string(key);
+}
+
+RdzvKeys::RdzvKeys(const std::string& run_id) : prefix_(Prefix(run_id)) {}
+
+std::string RdzvKeys::Prefix(const std::string& run_id) {
+  return absl::StrCat(kRdzvRoot, run_id, "/");
+}
+
+std::string RdzvKeys::Alive(absl::string_view node) const {
+  return absl::StrCat(AlivePrefix(), node);
+}
+
+std::string RdzvKeys::Waiting(absl::string_view node) const {
+  return absl::StrCat(WaitingPrefix(), node);
+}
+
+std::string RdzvKeys::Joined(int64_t round) const {
+  return absl::StrCat(prefix_, "joined/", round);
+}
+
+std::string RdzvKeys::JoinPrefix(int64_t round) const {
+  return absl::StrCat(prefix_, "join/", round, "/");
+}
+
+std::string RdzvKeys::Join(int64_t round, int64_t index) const {
+  return absl::StrCat(JoinPrefix(round), index);
+}
+
+std::string RdzvKeys::Members(int64_t round, absl::string_view closer) const {
+  return absl::StrCat(prefix_, "members/", round, "/", closer);
+}
+
+std::string RdzvKeys::Rank(int64_t round, absl::string_view closer,
+                           absl::string_view node) const {
+  return absl::StrCat(prefix_, "rank/", round, "/", closer, "/", node);
+}
+
+std::string RdzvKeys::Master(int64_t round) const {
+  return absl::StrCat(prefix_, "master/", round);
+}
+
+std::string RdzvKeys::Failed(int64_t round) const {
+  return absl::StrCat(prefix_, "failed/", round);
+}
+
+std::string RdzvKeys::DonePrefix(int64_t round) const {
+  return absl::StrCat(prefix_, "done/", round, "/");
+}
+
+std::string RdzvKeys::Done(int64_t round, absl::string_view node) const {
+  return absl::StrCat(DonePrefix(round), node);
+}
+
+std::string RdzvKeys::DoneCount(int64_t round) const {
+  return absl::StrCat(prefix_, "done-count/", round);
+}
+
+std::string RdzvKeys::DoneAll(int64_t round) const {
+  return absl::StrCat(prefix_, "done-all/", round);
+}
+
+std::string RdzvKeys::Left(int64_t round) const {
+  return absl::StrCat(prefix_, "left/", round);
+}
+
+std::string RdzvKeys::SeenEnd(absl::string_view node) const {
+  return absl::StrCat(SeenEndPrefix(), node);
+}
+
+std::optional<std::string> RdzvKeys::ParseAlive(absl::string_view key) const {
+  return Segment(key, AlivePrefix());
+}
+
+std::optional<std::string> RdzvKeys::ParseWaiting(absl::string_view key) const {
+  return Segment(key, WaitingPrefix());
+}
+
+std::optional<std::string> RdzvKeys::ParseDone(absl::string_view key,
+                                               int64_t round) const {
+  return Segment(key, DonePrefix(round));
+}
+
+std::optional<std::string> RdzvKeys::ParseSeenEnd(absl::string_view key) const {
+  return Segment(key, SeenEndPrefix());
+}
+
+std::optional<int64_t> RdzvKeys::ParseJoin(absl::string_view key,
+                                           int64_t round) const {
+  auto index = Segment(key, JoinPrefix(round));
+  if (!index.has_value()) return std::nullopt;
+  // Digits only: the writer prints the index in decimal, from 1.
+  for (char c : *index) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      return std::nullopt;
+    }
+  }
+  int64_t i = 0;
+  if (!absl::SimpleAtoi(*index, &i) || i < 1) return std::nullopt;
+  return i;
+}
+
+}  // namespace distjob

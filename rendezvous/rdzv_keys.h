@@ -1,0 +1,89 @@
+// The store keys of one job's rendezvous, all under rdzv/<run_id>/: built
+// and parsed here only, so that the agent that writes them, `status` that
+// reads them and the tests agree on one schema.
+//
+//   ctl/state          the round (RdzvState), changed only by compare-set
+//   ctl/alive/<node>   each agent's lease, renewed every keep_alive_interval
+//                      and gone keep_alive_interval x keep_alive_max_attempt
+//                      after its agent stops renewing (on the store's clock)
+//   ctl/waiting/<node> a lease held by a node that waits for the next round
+//   ctl/aborted        why the job ended, for the nodes still running
+//   host               the node that hosts the store (ranked first)
+//   joined/<round>, join/<round>/<i>   an open round's count and records
+//   members/<round>/<closer>, rank/<round>/<closer>/<node>   a closed
+//                      round's members, written by the node that closed it
+//   master/<round>     MASTER_PORT MASTER_ADDR published by group rank 0
+//   failed/<round>     the node whose worker failed first (it decides)
+//   done/<round>/<node>, done-count/<round>, done-all/<round>, left/<round>
+//                      the exit barrier
+//   seen-end/<node>    a node read ctl/aborted
+//
+// Only ctl/ is watched for the whole of a round (see dynamic_rendezvous.h):
+// what is under it tells that the round stopped being the job's.
+#ifndef DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
+#define DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace distjob {
+
+// Every job's keys start with this.
+inline constexpr absl::string_view kRdzvRoot = "rdzv/";
+
+// The run id of `key` if it is a job's ctl/state key (one per job), else
+// nullopt.
+std::optional<std::string> ParseRdzvStateKey(absl::string_view key);
+
+class RdzvKeys {
+ public:
+  explicit RdzvKeys(const std::string& run_id);
+
+  // rdzv/<run_id>/
+  static std::string Prefix(const std::string& run_id);
+  const std::string& prefix() const { return prefix_; }
+
+  std::string Ctl() const { return prefix_ + "ctl/"; }
+  std::string State() const { return prefix_ + "ctl/state"; }
+  std::string AlivePrefix() const { return prefix_ + "ctl/alive/"; }
+  std::string Alive(absl::string_view node) const;
+  std::string WaitingPrefix() const { return prefix_ + "ctl/waiting/"; }
+  std::string Waiting(absl::string_view node) const;
+  std::string Aborted() const { return prefix_ + "ctl/aborted"; }
+  std::string Host() const { return prefix_ + "host"; }
+  std::string Joined(int64_t round) const;
+  std::string JoinPrefix(int64_t round) const;
+  std::string Join(int64_t round, int64_t index) const;
+  std::string Members(int64_t round, absl::string_view closer) const;
+  std::string Rank(int64_t round, absl::string_view closer,
+                   absl::string_view node) const;
+  std::string Master(int64_t round) const;
+  std::string Failed(int64_t round) const;
+  std::string DonePrefix(int64_t round) const;
+  std::string Done(int64_t round, absl::string_view node) const;
+  std::string DoneCount(int64_t round) const;
+  std::string DoneAll(int64_t round) const;
+  std::string Left(int64_t round) const;
+  std::string SeenEndPrefix() const { return prefix_ + "seen-end/"; }
+  std::string SeenEnd(absl::string_view node) const;
+
+  // The node of an Alive / Waiting / Done / SeenEnd key of this job, or
+  // nullopt for any other key (a node name is non-empty, without '/').
+  std::optional<std::string> ParseAlive(absl::string_view key) const;
+  std::optional<std::string> ParseWaiting(absl::string_view key) const;
+  std::optional<std::string> ParseDone(absl::string_view key,
+                                       int64_t round) const;
+  std::optional<std::string> ParseSeenEnd(absl::string_view key) const;
+  // The join index (from 1) of a Join key of `round`, or nullopt.
+  std::optional<int64_t> ParseJoin(absl::string_view key, int64_t round) const;
+
+ private:
+  std::string prefix_;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
