@@ -6,28 +6,15 @@
 
 namespace distjob {
 
-namespace {
-
-template <typename J>
-std::string Dump(const J& value, int indent) {
+std::string DumpJson(const Json& value, int indent) {
   try {
     return value.dump(indent, ' ', /*ensure_ascii=*/false,
-                      J::error_handler_t::replace);
+                      Json::error_handler_t::replace);
   } catch (const std::exception&) {
     // With the replace handler dump() has nothing left to throw but
     // bad_alloc; "null" still parses where a caller expects JSON.
     return "null";
   }
-}
-
-}  // namespace
-
-std::string DumpJson(const Json& value, int indent) {
-  return Dump(value, indent);
-}
-
-std::string DumpJson(const OrderedJson& value, int indent) {
-  return Dump(value, indent);
 }
 
 std::string ValidUtf8(absl::string_view text) {

@@ -46,8 +46,8 @@ TEST(ValidUtf8Test, ReplacesOnlyInvalidSequences) {
   EXPECT_EQ(ValidUtf8(std::string("nul\0in", 6)), std::string("nul\0in", 6));
 }
 
-TEST(DumpJsonTest, OrderedKeepsInsertionOrder) {
-  OrderedJson o;
+TEST(DumpJsonTest, KeepsInsertionOrder) {
+  Json o;
   o["zeta"] = 1;
   o["alpha"] = "\xff";
   EXPECT_EQ(DumpJson(o),

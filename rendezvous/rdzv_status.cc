@@ -54,7 +54,7 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                        : absl::StrCat("no rendezvous '", run_id, "'"));
   }
   std::string text;
-  OrderedJson js = OrderedJson::array();
+  Json js = Json::array();
   for (const std::string& id : ids) {
     const std::string prefix = DynamicRendezvous::Prefix(id);
     auto st = RdzvState::Decode(values[prefix + "ctl/state"]);
@@ -96,13 +96,13 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     absl::StrAppend(
         &text, absl::StrFormat("  %-5s %-28s %-6s %-18s %s\n", "RANK", "NODE",
                                "NPROC", "ADDR", "HEARTBEAT_AGE"));
-    OrderedJson& job = js.emplace_back();
+    Json& job = js.emplace_back();
     job["run_id"] = id;
     job["round"] = st->round;
     job["closed"] = st->closed;
     job["restart_count"] = st->restart_count;
     job["store_host"] = host;
-    job["participants"] = OrderedJson::array();
+    job["participants"] = Json::array();
     for (size_t i = 0; i < members.size(); ++i) {
       const auto& p = members[i];
       const std::string alive = prefix + "ctl/alive/" + p.node;
@@ -111,16 +111,15 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                                  st->closed ? absl::StrCat(i) : "-", p.node,
                                  p.nproc, p.addr, Age(ages, alive)));
       auto age = ages.find(alive);
-      OrderedJson& participant = job["participants"].emplace_back();
-      participant["rank"] = st->closed ? OrderedJson(i) : OrderedJson();
+      Json& participant = job["participants"].emplace_back();
+      participant["rank"] = st->closed ? Json(i) : Json();
       participant["node"] = p.node;
       participant["nproc"] = p.nproc;
       participant["addr"] = p.addr;
       participant["heartbeat_age_s"] =
-          age == ages.end() ? OrderedJson()
-                            : OrderedJson(AgeSeconds(age->second));
+          age == ages.end() ? Json() : Json(AgeSeconds(age->second));
     }
-    job["waiting"] = OrderedJson::array();
+    job["waiting"] = Json::array();
     for (size_t i = 0; i < waiting.size(); ++i) {
       const std::string key = prefix + "ctl/waiting/" + waiting[i];
       absl::StrAppend(&text, "  waiting: ", waiting[i], " (heartbeat ",
