@@ -6,8 +6,8 @@
 
 #include <thread>
 
+#include "common/net.h"
 #include "gtest/gtest.h"
-#include "rendezvous/standalone_rendezvous.h"
 
 namespace distjob {
 namespace {

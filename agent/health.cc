@@ -4,8 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/flag_parser.h"
+#include "agent/subcommand_flags.h"
+#include "common/duration.h"
+#include "common/grpc_status.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -88,75 +91,64 @@ absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
   const grpc::Status status = stub->Check(&context, request, &response);
   if (status.error_code() == grpc::StatusCode::NOT_FOUND) return "NOT_FOUND";
   if (!status.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat(host, ":", port, ": ", status.error_message(), " (code ",
-                     static_cast<int>(status.error_code()), ")"));
+    return FromGrpcStatus(status, absl::StrCat(host, ":", port));
   }
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
       response.status());
 }
 
-int HealthMain(int argc, char** argv) {
+int HealthCommand(const std::vector<std::string>& args, const EnvMap& env) {
   int port = -1;
   std::string service;
   std::string host = "127.0.0.1";
-  double timeout_s = 1.0;
-  const char* kUsage =
+  absl::Duration timeout = absl::Seconds(1);
+  // No environment defaults: a probe names what it checks.
+  FlagSet flags(
       "Usage: distjob-agent health --port N [--service S] [--host H] "
-      "[--timeout SECONDS]\n"
-      "Exits 0 when the agent reports SERVING, 1 otherwise.\n";
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "distjob-agent health: %s needs a value\n", name);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    const char* v = nullptr;
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--port") {
-      if ((v = value("--port")) == nullptr) return 2;
-      if (!absl::SimpleAtoi(v, &port) || port < 1 || port > 65535) {
-        std::fprintf(stderr,
-                     "distjob-agent health: --port: '%s' is not a port "
-                     "1-65535\n",
-                     v);
-        return 2;
-      }
-    } else if (a == "--service") {
-      if ((v = value("--service")) == nullptr) return 2;
-      service = v;
-    } else if (a == "--host") {
-      if ((v = value("--host")) == nullptr) return 2;
-      host = v;
-    } else if (a == "--timeout") {
-      if ((v = value("--timeout")) == nullptr) return 2;
-      if (!absl::SimpleAtod(v, &timeout_s) || timeout_s <= 0) {
-        std::fprintf(stderr,
-                     "distjob-agent health: --timeout: '%s' is not a "
-                     "positive number of seconds\n",
-                     v);
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "distjob-agent health: unknown argument '%s'\n%s",
-                   a.c_str(), kUsage);
-      return 2;
-    }
+      "[--timeout SECONDS]\n\n"
+      "One grpc.health.v1 Check against a running agent's --health-port.\n"
+      "Prints the serving status; exits 0 when SERVING, 1 otherwise.");
+  auto flag = [&flags](const char* name, const char* metavar, const char* help,
+                       FlagSetter set) {
+    Flag f;
+    f.names = {name};
+    f.metavar = metavar;
+    f.help = help;
+    f.set = std::move(set);
+    flags.Add(std::move(f));
+  };
+  flag("port", "N", "The agent's --health-port (required).",
+       SetInt(&port, 1, 65535));
+  flag("service", "S", "liveness, readiness or \"\" (default: overall).",
+       SetString(&service));
+  flag("host", "H", "Where the agent runs (default 127.0.0.1).",
+       SetString(&host));
+  flag("timeout", "SECONDS", "How long to wait for the answer (default 1).",
+       [&timeout](absl::string_view v, absl::string_view) {
+         auto d = ParseDuration(v, "value");
+         if (!d.ok()) return d.status();
+         if (*d <= absl::ZeroDuration()) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("'", v, "' is not a positive number of seconds"));
+         }
+         timeout = *d;
+         return absl::OkStatus();
+       });
+  std::vector<std::string> positional;
+  if (auto done =
+          ParseSubcommandFlags("health", flags, args, env, 0, &positional)) {
+    return *done;
   }
   if (port < 0) {
-    std::fprintf(stderr, "distjob-agent health: --port is required\n%s",
-                 kUsage);
-    return 2;
+    std::fprintf(stderr,
+                 "distjob-agent health: --port is required; see --help\n");
+    return kExitUsage;
   }
-  auto status = CheckHealth(host, port, service, absl::Seconds(timeout_s));
+  auto status = CheckHealth(host, port, service, timeout);
   if (!status.ok()) {
-    std::fprintf(stderr, "distjob-agent health: %s\n",
-                 std::string(status.status().message()).c_str());
+    std::fprintf(stderr, "distjob-agent health: %s (%s)\n",
+                 std::string(status.status().message()).c_str(),
+                 absl::StatusCodeToString(status.status().code()).c_str());
     return 1;
   }
   std::printf("%s\n", status->c_str());

@@ -10,9 +10,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/environment.h"
 
 namespace grpc {
 class Server;
@@ -37,10 +39,11 @@ class HealthServer {
   int port_ = 0;
 };
 
-// The `health` subcommand: one Check against 127.0.0.1:port. Returns 0 when
-// SERVING, 1 otherwise (NOT_SERVING, NOT_FOUND, unreachable), for exec
-// probes on clusters without gRPC probes.
-int HealthMain(int argc_after_command, char** args_after_command);
+// The `health` subcommand (`args` after the command): one Check against
+// 127.0.0.1:port. Returns 0 when SERVING, 1 otherwise (NOT_SERVING,
+// NOT_FOUND, unreachable), for exec probes on clusters without gRPC
+// probes; 2 for a command line that does not parse.
+int HealthCommand(const std::vector<std::string>& args, const EnvMap& env);
 
 // Check `service` on host:port; the status name ("SERVING", "NOT_SERVING",
 // "NOT_FOUND", ...) or an error.

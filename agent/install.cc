@@ -5,10 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "agent/flag_parser.h"
+#include "agent/subcommand_flags.h"
 #include "common/errno_status.h"
 
 namespace distjob {
@@ -78,6 +81,49 @@ absl::Status InstallAgent(const std::string& source, const std::string& dir) {
     return ErrnoError(errno, absl::StrCat("symlink ", link));
   }
   return absl::OkStatus();
+}
+
+int InstallCommand(const std::vector<std::string>& args, const EnvMap& env) {
+  std::string dir;
+  FlagSet flags(
+      "Usage: distjob-agent install [--dir] DIR\n\n"
+      "Copies this binary to DIR/distjob-agent and links DIR/torchrun to it:\n"
+      "the init container of the shared-emptyDir pattern (the agent-only\n"
+      "image has no cp).");
+  Flag dir_flag;
+  dir_flag.names = {"dir"};
+  dir_flag.metavar = "DIR";
+  dir_flag.help = "The target directory; the same as the argument.";
+  dir_flag.set = SetString(&dir);
+  flags.Add(std::move(dir_flag));
+  std::vector<std::string> positional;
+  if (auto done =
+          ParseSubcommandFlags("install", flags, args, env, 1, &positional)) {
+    return *done;
+  }
+  if (!positional.empty()) {
+    if (!dir.empty()) {
+      std::fprintf(stderr,
+                   "distjob-agent install: give the target directory once, "
+                   "as --dir or as the argument, not both\n");
+      return kExitUsage;
+    }
+    dir = positional[0];
+  }
+  if (dir.empty()) {
+    std::fputs(
+        "distjob-agent install: expected exactly one argument, the "
+        "target directory (e.g. `install /opt/distjob`)\n",
+        stderr);
+    return kExitUsage;
+  }
+  const absl::Status status = InstallAgent("/proc/self/exe", dir);
+  if (!status.ok()) {
+    std::fprintf(stderr, "distjob-agent install: %s\n",
+                 std::string(status.message()).c_str());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace distjob

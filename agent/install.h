@@ -5,8 +5,10 @@
 #define DISTJOB_AGENT_INSTALL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "common/environment.h"
 
 namespace distjob {
 
@@ -15,6 +17,11 @@ namespace distjob {
 // relative symlink to it. The copy goes through a temporary name and a
 // rename, so a container started concurrently never sees half a binary.
 absl::Status InstallAgent(const std::string& source, const std::string& dir);
+
+// The `install` subcommand (`args` after the command): installs
+// /proc/self/exe. Returns 0, 1 when the copy fails, 2 for a command line
+// that does not parse.
+int InstallCommand(const std::vector<std::string>& args, const EnvMap& env);
 
 }  // namespace distjob
 

@@ -43,7 +43,7 @@ constexpr char kUsage[] =
     "  status --rdzv-endpoint HOST[:PORT] [--rdzv-id ID] [--json]\n"
     "                                    the live state of a rendezvous\n"
     "  health --port N [--service S]     probe a running agent (exit 0/1)\n"
-    "  install DIR                       copy this binary to DIR (and link\n"
+    "  install [--dir] DIR               copy this binary to DIR (and link\n"
     "                                    DIR/torchrun to it): init containers\n"
     "\n"
     "Options:\n"
@@ -108,39 +108,17 @@ int Env(const std::vector<std::string>& args, const EnvMap& env) {
   return EnvCommand(args, env);
 }
 
-int Install(const std::vector<std::string>& args, const EnvMap&) {
-  if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
-    std::fputs(
-        "distjob-agent install: expected exactly one argument, the "
-        "target directory (e.g. `install /opt/distjob`)\n",
-        stderr);
-    return kExitBadConfig;
-  }
-  const absl::Status status = InstallAgent("/proc/self/exe", args[0]);
-  if (!status.ok()) {
-    std::fprintf(stderr, "distjob-agent install: %s\n",
-                 std::string(status.message()).c_str());
-    return 1;
-  }
-  return 0;
-}
-
-int Health(const std::vector<std::string>& args, const EnvMap&) {
-  std::vector<char*> argv;
-  for (const std::string& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  return HealthMain(static_cast<int>(args.size()), argv.data());
-}
-
 struct Subcommand {
   const char* name;
   int (*main)(const std::vector<std::string>& args, const EnvMap& env);
 };
 
 constexpr Subcommand kSubcommands[] = {
-    {"run", Run},       {"env", Env},         {"status", StatusCommand},
-    {"health", Health}, {"install", Install},
+    {"run", Run},
+    {"env", Env},
+    {"status", StatusCommand},
+    {"health", HealthCommand},
+    {"install", InstallCommand},
 };
 
 int Main(int argc, char** argv) {

@@ -9,8 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/json.h"
 #include "supervisor/signal_names.h"
 
 namespace distjob {
@@ -142,24 +141,22 @@ std::string ReadWorkerErrorMessage(const std::string& error_file) {
   if (error_file.empty()) return "";
   const std::string json = ReadFile(error_file);
   if (json.empty()) return "";
-  google::protobuf::Struct root;
-  if (!google::protobuf::util::JsonStringToMessage(json, &root).ok()) {
-    return json;  // not torchelastic's shape: the raw text is still useful
-  }
-  auto it = root.fields().find("message");
-  if (it == root.fields().end()) return json;
-  if (it->second.has_string_value()) return it->second.string_value();
-  if (!it->second.has_struct_value()) return json;
-  const auto& message = it->second.struct_value().fields();
+  auto root = ParseJson(ValidUtf8(json), error_file);
+  // Not torchelastic's shape: the raw text is still useful.
+  if (!root.ok() || !root->is_object()) return json;
+  auto it = root->find("message");
+  if (it == root->end()) return json;
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_object()) return json;
   std::string text;
-  if (auto m = message.find("message"); m != message.end()) {
-    text = m->second.string_value();
+  if (auto m = it->find("message"); m != it->end() && m->is_string()) {
+    text = m->get<std::string>();
   }
-  if (auto extra = message.find("extraInfo");
-      extra != message.end() && extra->second.has_struct_value()) {
-    const auto& info = extra->second.struct_value().fields();
-    if (auto stack = info.find("py_callstack"); stack != info.end()) {
-      absl::StrAppend(&text, "\n", stack->second.string_value());
+  if (auto extra = it->find("extraInfo");
+      extra != it->end() && extra->is_object()) {
+    if (auto stack = extra->find("py_callstack");
+        stack != extra->end() && stack->is_string()) {
+      absl::StrAppend(&text, "\n", stack->get<std::string>());
     }
   }
   return text;
@@ -167,18 +164,18 @@ std::string ReadWorkerErrorMessage(const std::string& error_file) {
 
 absl::Status WriteRootCauseErrorFile(const std::string& path,
                                      const RootCause& cause) {
-  google::protobuf::Struct root;
-  bool have_worker_json = false;
+  Json root;
   if (!cause.error_file.empty()) {
-    const std::string json = ReadFile(cause.error_file);
-    have_worker_json =
-        !json.empty() &&
-        google::protobuf::util::JsonStringToMessage(json, &root).ok() &&
-        root.fields().count("message") &&
-        root.fields().at("message").has_struct_value();
+    // A worker's bytes need not be UTF-8; its message is kept, with
+    // U+FFFD where they were not.
+    auto worker =
+        ParseJson(ValidUtf8(ReadFile(cause.error_file)), cause.error_file);
+    if (worker.ok() && worker->is_object() && worker->contains("message") &&
+        (*worker)["message"].is_object()) {
+      root = *std::move(worker);
+    }
   }
-  if (!have_worker_json) {
-    root.Clear();
+  if (root.is_null()) {
     std::string text =
         cause.reason.empty()
             ? (cause.term_signal != 0
@@ -189,23 +186,15 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
                                   cause.pid, ") exited with code ",
                                   cause.exit_code))
             : cause.reason;
-    auto* message = (*root.mutable_fields())["message"].mutable_struct_value();
-    (*message->mutable_fields())["message"].set_string_value(text);
-    auto* extra =
-        (*message->mutable_fields())["extraInfo"].mutable_struct_value();
-    (*extra->mutable_fields())["py_callstack"].set_string_value("");
-    (*extra->mutable_fields())["timestamp"].set_string_value(
-        absl::StrCat(absl::ToUnixSeconds(cause.time)));
+    root = Json{
+        {"message",
+         {{"message", std::move(text)},
+          {"extraInfo",
+           {{"py_callstack", ""},
+            {"timestamp", absl::StrCat(absl::ToUnixSeconds(cause.time))}}}}}};
   }
-  auto* message = (*root.mutable_fields())["message"].mutable_struct_value();
-  (*message->mutable_fields())["errorCode"].set_number_value(cause.exit_code);
-  std::string out;
-  auto printed = google::protobuf::util::MessageToJsonString(root, &out);
-  if (!printed.ok()) {
-    return absl::InternalError(absl::StrCat("cannot encode the error file ",
-                                            path, ": ", printed.ToString()));
-  }
-  return WriteFileAtomically(path, out);
+  root["message"]["errorCode"] = cause.exit_code;
+  return WriteFileAtomically(path, DumpJson(root));
 }
 
 }  // namespace distjob

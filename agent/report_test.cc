@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/json.h"
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -96,6 +97,41 @@ TEST(ReportTest, ErrorFileSynthesisedForASignalDeath) {
             std::string::npos)
       << json;
   EXPECT_NE(json.find("\"errorCode\":137"), std::string::npos) << json;
+}
+
+// A worker's message with bytes that are not UTF-8 is kept, and the file
+// is still JSON that torchelastic and kubectl can read.
+TEST(ReportTest, ErrorFileIsValidJsonForInvalidUtf8FromTheWorker) {
+  const std::string worker = TempPath("worker_error_bytes.json");
+  const std::string agent = TempPath("agent_error_bytes.json");
+  std::ofstream(worker)
+      << "{\"message\": {\"message\": \"bad \xff\xfe \xc0\xaf "
+         "\xed\xa0\x80 \xf4\x90\x80\x80 end\", \"extraInfo\": "
+         "{\"py_callstack\": \"tb\"}}}";
+  RootCause cause;
+  cause.exit_code = 1;
+  cause.error_file = worker;
+  ASSERT_TRUE(WriteRootCauseErrorFile(agent, cause).ok());
+  auto parsed = ParseJson(Slurp(agent), agent);
+  ASSERT_TRUE(parsed.ok()) << Slurp(agent);
+  const std::string message = (*parsed)["message"]["message"];
+  EXPECT_EQ(message.rfind("bad \xef\xbf\xbd", 0), 0u) << message;
+  EXPECT_NE(message.find(" end"), std::string::npos) << message;
+  EXPECT_EQ((*parsed)["message"]["errorCode"], 1);
+}
+
+TEST(ReportTest, ErrorFileIsValidJsonForInvalidUtf8InTheReason) {
+  const std::string agent = TempPath("agent_error_reason.json");
+  RootCause cause;
+  cause.exit_code = 127;
+  cause.reason = "cannot execute '\xff\xfe': No such file or directory";
+  ASSERT_TRUE(WriteRootCauseErrorFile(agent, cause).ok());
+  auto parsed = ParseJson(Slurp(agent), agent);
+  ASSERT_TRUE(parsed.ok()) << Slurp(agent);
+  EXPECT_EQ((*parsed)["message"]["message"],
+            "cannot execute '\xef\xbf\xbd\xef\xbf\xbd': No such file or "
+            "directory");
+  EXPECT_EQ((*parsed)["message"]["extraInfo"]["py_callstack"], "");
 }
 
 TEST(ReportTest, UnwritablePathIsAnErrorNamingIt) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent_loop.h"
 #include "agent/flag_parser.h"
+#include "agent/subcommand_flags.h"
 #include "common/duration.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_status.h"
@@ -111,21 +112,10 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ConnectStore(
 int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
   StatusOptions options;
   FlagSet flags = StatusFlags(&options);
-  for (const std::string& a : args) {
-    if (a == "-h" || a == "--help") {
-      std::fputs(flags.Help().c_str(), stdout);
-      return 0;
-    }
-  }
-  auto rest = flags.Parse(args, env);
-  if (rest.ok() && !rest->empty()) {
-    rest = absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", (*rest)[0], "'"));
-  }
-  if (!rest.ok()) {
-    std::fprintf(stderr, "distjob-agent status: %s\n",
-                 std::string(rest.status().message()).c_str());
-    return kExitBadConfig;
+  std::vector<std::string> positional;
+  if (auto done =
+          ParseSubcommandFlags("status", flags, args, env, 0, &positional)) {
+    return *done;
   }
   if (options.run_id == "none") options.run_id.clear();
   auto store = ConnectStore(options);

@@ -17,8 +17,6 @@ import os
 import pathlib
 import platform
 import select
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -133,12 +131,6 @@ def bench_restart_standalone(reps):
 
 # -- multi-node helpers -----------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_for(pred, timeout, what):
     """tests/harness.wait_for, polling every 2 ms."""
     return harness.wait_for(pred, timeout, interval=0.002, what=what)
@@ -153,8 +145,9 @@ class Nodes:
         self.launcher, self.tmp, self.nnodes = launcher, tmp, nnodes
         self.conf, self.max_restarts = conf, max_restarts
         self.fail_node, self.hold = fail_node, hold
-        self.port = free_port()
+        self.port = harness.free_port()
         self.procs = {}
+        self.background = harness.Background()
 
     def stamps(self, i):
         return os.path.join(self.tmp, f"stamps{i}")
@@ -184,9 +177,9 @@ class Nodes:
                                "--no_python"] + self.worker(i)
         env = dict(os.environ)
         env["DISTJOB_TERMINATION_LOG"] = os.path.join(self.tmp, f"term{i}")
-        self.procs[i] = subprocess.Popen(
+        self.procs[i] = self.background.start(
             argv, env=env, stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(self.tmp, f"log{i}"), "w"))
+            log=os.path.join(self.tmp, f"log{i}"))
 
     def starts(self, i, after=0):
         try:
@@ -207,15 +200,7 @@ class Nodes:
         return max(firsts)
 
     def kill9(self, i):
-        p = self.procs[i]
-        kids = harness.descendants(p.pid)
-        p.kill()
-        for pid in kids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        p.wait(10)
+        harness.kill_tree(self.procs[i])
 
     def finish(self, timeout=60):
         pathlib.Path(self.tmp, "go").write_text("go")
@@ -224,9 +209,7 @@ class Nodes:
             p.wait(max(0.1, deadline - time.monotonic()))
 
     def cleanup(self):
-        for i, p in self.procs.items():
-            if p.poll() is None:
-                self.kill9(i)
+        self.background.close()
 
 
 RDZV_AGENT_N = [2, 4, 8, 16, 32, 64]

@@ -1,30 +1,22 @@
 #include "rendezvous/rdzv_status.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 
 namespace distjob {
 namespace {
 
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// Seconds to the millisecond, as the table shows them to the tenth.
+double AgeSeconds(absl::Duration age) {
+  return std::round(absl::ToDoubleSeconds(age) * 1000) / 1000;
 }
 
 std::string Age(const std::map<std::string, absl::Duration>& ages,
@@ -55,7 +47,8 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
         run_id.empty() ? "no rendezvous in the store"
                        : absl::StrCat("no rendezvous '", run_id, "'"));
   }
-  std::string text, js = "[";
+  std::string text;
+  Json js = Json::array();
   for (const std::string& id : ids) {
     const RdzvKeys keys(id);
     auto st = RdzvState::Decode(values[keys.State()]);
@@ -93,11 +86,13 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     absl::StrAppend(
         &text, absl::StrFormat("  %-5s %-28s %-6s %-18s %s\n", "RANK", "NODE",
                                "NPROC", "ADDR", "HEARTBEAT_AGE"));
-    if (js.size() > 1) js += ",";
-    absl::StrAppend(&js, "{\"run_id\":", Quote(id), ",\"round\":", st->round,
-                    ",\"closed\":", st->closed ? "true" : "false",
-                    ",\"restart_count\":", st->restart_count,
-                    ",\"store_host\":", Quote(host), ",\"participants\":[");
+    Json& job = js.emplace_back();
+    job["run_id"] = id;
+    job["round"] = st->round;
+    job["closed"] = st->closed;
+    job["restart_count"] = st->restart_count;
+    job["store_host"] = host;
+    job["participants"] = Json::array();
     for (size_t i = 0; i < members.size(); ++i) {
       const auto& p = members[i];
       const std::string alive = keys.Alive(p.node);
@@ -106,30 +101,24 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                                  st->closed ? absl::StrCat(i) : "-", p.node,
                                  p.nproc, p.addr, Age(ages, alive)));
       auto age = ages.find(alive);
-      absl::StrAppend(
-          &js, i ? "," : "",
-          "{\"rank\":", st->closed ? absl::StrCat(i) : "null",
-          ",\"node\":", Quote(p.node), ",\"nproc\":", p.nproc,
-          ",\"addr\":", Quote(p.addr), ",\"heartbeat_age_s\":",
-          age == ages.end()
-              ? "null"
-              : absl::StrFormat("%.3f", absl::ToDoubleSeconds(age->second)),
-          "}");
+      Json& participant = job["participants"].emplace_back();
+      participant["rank"] = st->closed ? Json(i) : Json();
+      participant["node"] = p.node;
+      participant["nproc"] = p.nproc;
+      participant["addr"] = p.addr;
+      participant["heartbeat_age_s"] =
+          age == ages.end() ? Json() : Json(AgeSeconds(age->second));
     }
-    js += "],\"waiting\":[";
+    job["waiting"] = Json::array();
     for (size_t i = 0; i < waiting.size(); ++i) {
       const std::string key = keys.Waiting(waiting[i]);
       absl::StrAppend(&text, "  waiting: ", waiting[i], " (heartbeat ",
                       Age(ages, key), " ago)\n");
-      absl::StrAppend(&js, i ? "," : "", "{\"node\":", Quote(waiting[i]),
-                      ",\"heartbeat_age_s\":",
-                      absl::StrFormat("%.3f", absl::ToDoubleSeconds(ages[key])),
-                      "}");
+      job["waiting"].push_back(
+          {{"node", waiting[i]}, {"heartbeat_age_s", AgeSeconds(ages[key])}});
     }
-    js += "]}";
   }
-  js += "]\n";
-  return json ? js : text;
+  return json ? DumpJson(js) + "\n" : text;
 }
 
 }  // namespace distjob

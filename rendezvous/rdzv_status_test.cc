@@ -1,5 +1,6 @@
 #include "rendezvous/rdzv_status.h"
 
+#include "common/json.h"
 #include "gtest/gtest.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/store/store_core.h"
@@ -64,6 +65,26 @@ TEST(RdzvStatusTest, OpenRoundListsItsJoinRecordsInJoinOrder) {
       << *json;
   EXPECT_LT(json->find("a-1"), json->find("b-2"));
   EXPECT_EQ(json->find("old"), std::string::npos) << *json;
+}
+
+// Node names come from other pods' join records: whatever bytes they hold,
+// --json stays parseable.
+TEST(RdzvStatusTest, JsonIsValidForAnyNodeName) {
+  StoreCore core;
+  LocalStore store(&core);
+  RdzvState st;
+  st.round = 1;
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
+  ASSERT_TRUE(
+      store.Set("rdzv/j/join/1/1", EncodeJoin({"n\"\\\xff\xfe", 1, "10.0.0.1"}))
+          .ok());
+  auto out = RenderRendezvousStatus(&store, "j", true);
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto json = ParseJson(*out, "status --json");
+  ASSERT_TRUE(json.ok()) << *out;
+  EXPECT_EQ((*json)[0]["participants"][0]["node"],
+            "n\"\\\xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_TRUE((*json)[0]["participants"][0]["rank"].is_null());
 }
 
 }  // namespace

@@ -1,17 +1,8 @@
 #include "rendezvous/standalone_rendezvous.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <sys/random.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
-#include "absl/cleanup/cleanup.h"
-#include "absl/strings/str_cat.h"
-#include "common/errno_status.h"
+#include "common/net.h"
 
 namespace distjob {
 
@@ -34,45 +25,6 @@ absl::StatusOr<RendezvousResult> StandaloneRendezvous::Next(
   r.master_port = *port;
   r.run_id = run_id_;
   return r;
-}
-
-absl::StatusOr<int> FindFreePort(const std::string& address) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* info = nullptr;
-  const int rc = getaddrinfo(address.c_str(), "0", &hints, &info);
-  if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot resolve local address '", address, "': ", gai_strerror(rc)));
-  }
-  absl::Cleanup free_info = [info] { freeaddrinfo(info); };
-  int last_errno = 0;
-  for (addrinfo* ai = info; ai != nullptr; ai = ai->ai_next) {
-    const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      last_errno = errno;
-      continue;
-    }
-    absl::Cleanup close_fd = [fd] { close(fd); };
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-      last_errno = errno;
-      continue;
-    }
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-      last_errno = errno;
-      continue;
-    }
-    if (bound.ss_family == AF_INET6) {
-      return ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
-    }
-    return ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  }
-  return ErrnoError(last_errno,
-                    absl::StrCat("binding a free port on '", address, "'"));
 }
 
 std::string RandomRunId() {

@@ -6,6 +6,9 @@
 
 #include <string>
 
+// FindFreePort moved to common/net.h; dynamic_rendezvous.cc still finds it
+// through this include until it includes common/net.h itself.
+#include "common/net.h"
 #include "rendezvous/rendezvous.h"
 
 namespace distjob {
@@ -23,9 +26,6 @@ class StandaloneRendezvous : public Rendezvous {
   std::string run_id_;
   int64_t round_ = 0;
 };
-
-// A kernel-assigned free TCP port on `address` (bound, read, released).
-absl::StatusOr<int> FindFreePort(const std::string& address);
 
 // 32 random hex digits, like a uuid4's hex.
 std::string RandomRunId();

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from harness import agent_binary  # noqa: E402
+from harness import Background, agent_binary  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +26,20 @@ def agent():
     return path
 
 
+def agent_env(tmp_path, env=None):
+    """The test's environment updated with `env` (a None value unsets one);
+    the termination log defaults into `tmp_path`."""
+    full_env = dict(os.environ)
+    full_env.setdefault("DISTJOB_TERMINATION_LOG",
+                        str(tmp_path / "termination-log"))
+    for name, value in (env or {}).items():
+        if value is None:
+            full_env.pop(name, None)  # None unsets
+        else:
+            full_env[name] = value
+    return full_env
+
+
 @pytest.fixture
 def run_agent(agent, tmp_path):
     """Runs the agent to completion with a deadline and returns the result.
@@ -33,15 +47,28 @@ def run_agent(agent, tmp_path):
     `env` entries update the test's environment; a None value unsets one.
     """
     def run(args, env=None, timeout=60, **kwargs):
-        full_env = dict(os.environ)
-        full_env.setdefault("DISTJOB_TERMINATION_LOG",
-                            str(tmp_path / "termination-log"))
-        for name, value in (env or {}).items():
-            if value is None:
-                full_env.pop(name, None)  # None unsets
-            else:
-                full_env[name] = value
-        return subprocess.run([agent] + list(args), env=full_env,
+        return subprocess.run([agent] + list(args),
+                              env=agent_env(tmp_path, env),
                               capture_output=True, text=True,
                               timeout=timeout, **kwargs)
     return run
+
+
+@pytest.fixture
+def background():
+    """harness.Background: processes started in the background, killed
+    with their descendants when the test ends."""
+    with Background() as procs:
+        yield procs
+
+
+@pytest.fixture
+def start_agent(agent, tmp_path, background):
+    """Starts the agent in the background and returns its Popen; it is
+    killed with its workers when the test ends. `env` as run_agent's; `log`
+    and the rest as harness.spawn's."""
+    def start(args, env=None, log=None, **kwargs):
+        return background.start([agent] + list(args),
+                                env=agent_env(tmp_path, env), log=log,
+                                **kwargs)
+    return start

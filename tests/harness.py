@@ -1,8 +1,11 @@
 """Helpers for tests of the built agent: locate it, wait for conditions
-with a deadline (never a fixed sleep), inspect the process tree."""
+with a deadline (never a fixed sleep), inspect the process tree, start
+agents in the background and find free ports."""
 
 import os
 import pathlib
+import socket
+import subprocess
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -36,9 +39,9 @@ def pid_alive(pid):
         return False
 
 
-def descendants(pid):
-    """All live descendants of `pid`, from /proc."""
-    children = {}
+def process_table():
+    """(pid, state, parent pid) of every process, from /proc."""
+    table = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -47,8 +50,16 @@ def descendants(pid):
                 fields = f.read().rsplit(")", 1)[1].split()
         except (FileNotFoundError, ProcessLookupError):
             continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
+        table.append((int(entry), fields[0], int(fields[1])))
+    return table
+
+
+def descendants(pid):
+    """All live descendants of `pid`, from /proc."""
+    children = {}
+    for child, state, parent in process_table():
+        if state != "Z":
+            children.setdefault(parent, []).append(child)
     out, frontier = [], [pid]
     while frontier:
         for child in children.get(frontier.pop(), []):
@@ -68,3 +79,59 @@ def kill_tree(proc):
             pass
     proc.kill()
     proc.wait()
+
+
+def free_ports(n, host="127.0.0.1"):
+    """`n` distinct free TCP ports on `host`: all bound at once, then
+    released, so no two are the same."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((host, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port(host="127.0.0.1"):
+    """A free TCP port on `host` (bound, read, released)."""
+    return free_ports(1, host)[0]
+
+
+def spawn(argv, env=None, log=None, stdout=None, **popen_kwargs):
+    """Starts `argv` in the background (`env`: the whole environment, None
+    to inherit). `log`, a path, receives its stderr, and its stdout too
+    unless `stdout` says where that goes (e.g. subprocess.DEVNULL)."""
+    if log is None:
+        return subprocess.Popen(argv, env=env, stdout=stdout, **popen_kwargs)
+    with open(log, "w") as f:
+        return subprocess.Popen(
+            argv, env=env, stdout=f if stdout is None else stdout,
+            stderr=subprocess.STDOUT if stdout is None else f,
+            **popen_kwargs)
+
+
+class Background:
+    """Processes started with spawn(), each killed with its descendants at
+    close() (or the end of a `with` block) whatever the test did."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, env=None, log=None, **kwargs):
+        proc = spawn(argv, env=env, log=log, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def close(self):
+        for proc in self.procs:
+            kill_tree(proc)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

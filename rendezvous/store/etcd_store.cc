@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/grpc_status.h"
 #include "common/logging.h"
 #include "proto/etcd_rpc.grpc.pb.h"
 
@@ -40,11 +41,6 @@ std::string PrefixEnd(const std::string& prefix) {
     end.pop_back();
   }
   return std::string(1, '\0');
-}
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      s.error_message());
 }
 
 bool Retryable(const grpc::Status& s) {
@@ -266,7 +262,7 @@ struct EtcdStore::Impl {
       Unregister(&ctx);
       NoteResult(i, last.ok() || !Retryable(last));
       if (last.ok()) return absl::OkStatus();
-      if (!Retryable(last)) return FromGrpc(last);
+      if (!Retryable(last)) return FromGrpcStatus(last);
       DJ_LOG_DEBUG("etcd {} at {}: {}", what, members[i].endpoint,
                    last.error_message());
       size_t seen = i;
@@ -529,7 +525,7 @@ struct EtcdStore::Impl {
       if (absl::Now() >= deadline) return std::make_pair(false, revision);
       if (!Retryable(last) &&
           last.error_code() != grpc::StatusCode::CANCELLED) {
-        return FromGrpc(last);
+        return FromGrpcStatus(last);
       }
       DJ_LOG_DEBUG("etcd watch at {}: {}", members[i].endpoint,
                    last.error_message());

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/net.h"
 #include "gtest/gtest.h"
-#include "rendezvous/standalone_rendezvous.h"
 
 namespace distjob {
 namespace {

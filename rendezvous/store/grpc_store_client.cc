@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
 #include "proto/store.grpc.pb.h"
 
 namespace distjob {
@@ -17,9 +18,7 @@ namespace pb = ::distjob::store::v1;
 absl::Status FromGrpc(const grpc::Status& s, absl::string_view what,
                       absl::string_view endpoint) {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(
-      static_cast<absl::StatusCode>(s.error_code()),
-      absl::StrCat("store ", what, " at ", endpoint, ": ", s.error_message()));
+  return FromGrpcStatus(s, absl::StrCat("store ", what, " at ", endpoint));
 }
 
 // How long a new client retries its first connection on its own schedule.

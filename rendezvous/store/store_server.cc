@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/grpc_status.h"
 #include "common/logging.h"
 #include "proto/store.grpc.pb.h"
 
@@ -11,11 +12,6 @@ namespace distjob {
 namespace {
 
 namespace pb = ::distjob::store::v1;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
-                      std::string(s.message()));
-}
 
 absl::Duration Ms(int64_t ms) { return absl::Milliseconds(ms); }
 
@@ -47,7 +43,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
       if (values.ok()) {
         for (auto& v : *values) resp->add_values(std::move(v));
       }
-      reactor->Finish(ToGrpc(values.status()));
+      reactor->Finish(ToGrpcStatus(values.status()));
     });
     return reactor;
   }
@@ -128,7 +124,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
                      resp->set_changed(r->first);
                      resp->set_revision(r->second);
                    }
-                   reactor->Finish(ToGrpc(r.status()));
+                   reactor->Finish(ToGrpcStatus(r.status()));
                  });
     return reactor;
   }
@@ -137,7 +133,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
   static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
                                         const absl::Status& s) {
     auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpc(s));
+    reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
   StoreCore* core_;

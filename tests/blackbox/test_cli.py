@@ -1,6 +1,9 @@
 """The command line: help, version, and clear errors for bad input."""
 
+import os
 import re
+
+from harness import free_port
 
 
 def test_version(run_agent):
@@ -71,3 +74,69 @@ def test_bad_configuration_still_writes_a_termination_message(run_agent,
     assert r.returncode == 2
     message = log.read_text()
     assert "exit_code=2" in message and "--nnodes" in message, message
+
+
+# status, health and install parse their flags as `run` does.
+
+SUBCOMMAND_USAGE = {
+    "status": "Usage: distjob-agent status",
+    "health": "Usage: distjob-agent health",
+    "install": "Usage: distjob-agent install",
+}
+
+
+def test_each_subcommand_prints_its_own_help(run_agent):
+    for command, usage in SUBCOMMAND_USAGE.items():
+        for flag in ["--help", "-h"]:
+            r = run_agent([command, flag])
+            assert r.returncode == 0, (command, flag, r.stderr)
+            assert r.stdout.startswith(usage), (command, r.stdout)
+            assert "Options:" in r.stdout, (command, r.stdout)
+
+
+def test_each_subcommand_rejects_an_unknown_flag_naming_it(run_agent,
+                                                           tmp_path):
+    for command in SUBCOMMAND_USAGE:
+        r = run_agent([command, "--no-such-flag", str(tmp_path / "d")])
+        assert r.returncode == 2, (command, r.stderr)
+        assert "--no-such-flag" in r.stderr, (command, r.stderr)
+        assert f"distjob-agent {command}:" in r.stderr, r.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_status_accepts_equals_and_underscore_spellings(run_agent):
+    # Nothing listens on port 1: the flags parsed, the store is unreachable.
+    for args in (["--rdzv-endpoint=127.0.0.1:1", "--timeout=0.2"],
+                 ["--rdzv_endpoint", "127.0.0.1:1", "--timeout", "0.2"]):
+        r = run_agent(["status"] + args)
+        assert r.returncode == 138, (args, r.stderr)
+    r = run_agent(["status", "--rdzv-endpoint=127.0.0.1:1", "--timeout=x"])
+    assert r.returncode == 2 and "--timeout" in r.stderr, r.stderr
+
+
+def test_health_accepts_equals_form_and_names_bad_values(run_agent):
+    port = free_port()  # nothing listens: the probe is refused
+    r = run_agent(["health", f"--port={port}", "--timeout=0.5",
+                   "--service=liveness"])
+    assert r.returncode == 1, r.stderr
+    assert f"127.0.0.1:{port}" in r.stderr, r.stderr
+    r = run_agent(["health", "--port=0"])
+    assert r.returncode == 2 and "--port" in r.stderr, r.stderr
+    r = run_agent(["health", "--port=1", "--timeout=0"])
+    assert r.returncode == 2 and "--timeout" in r.stderr, r.stderr
+    r = run_agent(["health"])
+    assert r.returncode == 2 and "--port is required" in r.stderr, r.stderr
+
+
+def test_install_accepts_dir_flag_in_both_forms(run_agent, tmp_path):
+    for args in (["--dir", str(tmp_path / "a")], [f"--dir={tmp_path / 'b'}"],
+                 ["--", str(tmp_path / "c")]):
+        r = run_agent(["install"] + args)
+        assert r.returncode == 0, (args, r.stderr)
+    for d in "abc":
+        assert os.readlink(tmp_path / d / "torchrun") == "distjob-agent"
+    r = run_agent(["install", "--dir", str(tmp_path / "x"),
+                   str(tmp_path / "y")])
+    assert r.returncode == 2 and "not both" in r.stderr, r.stderr
+    r = run_agent(["install", str(tmp_path / "x"), str(tmp_path / "y")])
+    assert r.returncode == 2 and "unexpected argument" in r.stderr, r.stderr

@@ -2,21 +2,13 @@
 the agent's own gRPC client (`distjob-agent health`) across start, run,
 restart and shutdown."""
 
-import os
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
-from harness import descendants, wait_for
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from harness import free_port, wait_for
 
 
 def probe(agent, port, service=None):
@@ -28,32 +20,19 @@ def probe(agent, port, service=None):
 
 
 @pytest.fixture
-def background(agent, tmp_path):
-    procs = []
-
+def started(start_agent, tmp_path):
     def start(args):
-        env = dict(os.environ, DISTJOB_TERMINATION_LOG=str(tmp_path / "tlog"))
-        p = subprocess.Popen([agent] + args, env=env,
-                             stdout=subprocess.DEVNULL,
-                             stderr=open(tmp_path / "agent.stderr", "w"))
-        procs.append(p)
-        return p
-    yield start
-    for p in procs:
-        if p.poll() is None:
-            for pid in [p.pid] + descendants(p.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            p.wait(timeout=10)
+        return start_agent(
+            args, env={"DISTJOB_TERMINATION_LOG": str(tmp_path / "tlog")},
+            log=tmp_path / "agent.stderr", stdout=subprocess.DEVNULL)
+    return start
 
 
-def test_health_states_across_restart_and_shutdown(agent, background,
+def test_health_states_across_restart_and_shutdown(agent, started,
                                                     tmp_path):
     port = free_port()
     first, second = tmp_path / "first", tmp_path / "second"
-    p = background([
+    p = started([
         "run", "--health-port", str(port), "--max-restarts", "1",
         "--restart-backoff", "3", "--shutdown-timeout", "3", "--", "sh", "-c",
         f'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ]; then touch {first}; '
@@ -93,12 +72,12 @@ def test_health_client_rejects_bad_port(agent):
     assert "--port" in r.stderr
 
 
-def test_probes_answer_while_waiting_for_peers(agent, background):
+def test_probes_answer_while_waiting_for_peers(agent, started):
     # Peers' DNS records appear only once their pods are Ready: an agent
     # that answered no probe while it waits for them would never be Ready
     # itself, and every pod of the job would wait for the others forever.
     port = free_port()
-    p = background([
+    p = started([
         "run", "--health-port", str(port), "--job-name", "j", "--task",
         "worker", "--task-index", "0", "--peers",
         "worker=j-worker-0.invalid,j-worker-1.invalid", "--dns-server",

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from harness import PYTHON, descendants, pid_alive, wait_for
+from harness import (PYTHON, descendants, kill_tree, pid_alive,
+                     process_table, spawn, wait_for)
 
 # Catchable asynchronous signals: 1..31 without the synchronous faults
 # (which the agent must not block), CHLD, KILL and STOP, then the stop
@@ -47,9 +48,8 @@ class Agent:
         if pid1:
             cmd = ["unshare", "--pid", "--fork", "--mount-proc"] + cmd
         self.stderr_path = tmp_path / "agent.stderr"
-        self.proc = subprocess.Popen(cmd, env=full_env,
-                                     stdout=subprocess.DEVNULL,
-                                     stderr=open(self.stderr_path, "w"))
+        self.proc = spawn(cmd, env=full_env, log=self.stderr_path,
+                          stdout=subprocess.DEVNULL)
         self.pid = self.proc.pid
         if pid1:  # the agent is unshare's child
             self.pid = wait_for(lambda: (descendants(self.proc.pid) or [None])[0],
@@ -65,14 +65,7 @@ class Agent:
         return self.stderr_path.read_text()
 
     def close(self):
-        if self.proc.poll() is None:
-            tree = descendants(self.proc.pid)
-            for pid in [self.proc.pid] + tree:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            self.proc.wait(timeout=10)
+        kill_tree(self.proc)
 
 
 @pytest.fixture
@@ -232,18 +225,8 @@ def cmdline(pid):
 
 
 def zombies_and_sleepers(agent_pid, worker_pid):
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[1]) == agent_pid and int(entry) != worker_pid:
-            out.append((int(entry), fields[0]))
-    return out
+    return [(pid, state) for pid, state, parent in process_table()
+            if parent == agent_pid and pid != worker_pid]
 
 
 @pytest.mark.parametrize("pid1", [False, True], ids=["subreaper", "pid1"])

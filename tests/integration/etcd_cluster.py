@@ -3,7 +3,6 @@ rendezvous backend's tests: N members on free ports with throw-away data
 dirs, killed whatever happens."""
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
@@ -12,29 +11,16 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import wait_for  # noqa: E402
+from harness import free_ports, wait_for  # noqa: E402
 
 ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"
 
 
-def _free_ports(n):
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 class EtcdCluster:
     def __init__(self, directory, members=3):
         self.dir = directory
-        ports = _free_ports(2 * members)
+        ports = free_ports(2 * members)
         self.client_ports = ports[:members]
         self.peer_ports = ports[members:]
         self.names = [f"m{i}" for i in range(members)]

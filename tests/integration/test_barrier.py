@@ -10,8 +10,6 @@ that never comes makes every agent exit 138 naming it.
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import textwrap
 import time
@@ -20,7 +18,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, wait_for  # noqa: E402
+from harness import PYTHON, Background, free_port, wait_for  # noqa: E402
 
 CLEAN = {k: None for k in os.environ
          if k.startswith(("VC_", "VK_", "PET_", "DISTJOB_", "MASTER_"))
@@ -38,12 +36,6 @@ WORKER = textwrap.dedent("""
 
 PODS = [("ps", 0), ("worker", 0), ("worker", 1)]
 STAGGER = 2.0  # seconds between agent starts, as pods come up in a cluster
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TfJob:
@@ -65,6 +57,7 @@ class TfJob:
         self.env = {k: v for k, v in os.environ.items() if k not in CLEAN}
         self.procs = {}
         self.started = {}
+        self.background = Background()
 
     def start(self, i):
         task, index = PODS[i]
@@ -75,10 +68,9 @@ class TfJob:
                             "--local-addr", f"127.0.0.{i + 1}",
                             "--no-python", PYTHON, str(self.dir / "worker.py"),
                             str(self.out), pod]
-        log = open(self.dir / f"{pod}.log", "w")
         self.started[pod] = time.time()
-        self.procs[pod] = subprocess.Popen(args, env=env, stdout=log,
-                                           stderr=subprocess.STDOUT)
+        self.procs[pod] = self.background.start(args, env=env,
+                                                log=self.dir / f"{pod}.log")
 
     def log(self, pod):
         return (self.dir / f"{pod}.log").read_text()
@@ -100,10 +92,7 @@ class TfJob:
         return codes
 
     def close(self):
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        self.background.close()
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from etcd_cluster import (  # noqa: E402,F401
-    _free_ports, etcd_cluster, own_etcd_cluster)
-from harness import wait_for  # noqa: E402
+from etcd_cluster import etcd_cluster, own_etcd_cluster  # noqa: E402,F401
+from harness import free_ports, wait_for  # noqa: E402
 from test_rendezvous import FAST, Job  # noqa: E402
 
 
@@ -124,7 +123,7 @@ def test_tls_with_client_certificates(agent, tmp_path):
     if not os.access("/usr/bin/etcd", os.X_OK):
         pytest.skip("etcd-server is not installed")
     _make_certs(tmp_path)
-    client, peer = _free_ports(2)
+    client, peer = free_ports(2)
     url = f"https://127.0.0.1:{client}"
     purl = f"http://127.0.0.1:{peer}"
     etcd = subprocess.Popen(

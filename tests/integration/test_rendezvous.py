@@ -7,7 +7,6 @@ waits for a `go` file, so the tests decide when a round may finish.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,7 +16,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, kill_tree, wait_for  # noqa: E402
+from harness import (PYTHON, Background, free_port, kill_tree,  # noqa: E402
+                     wait_for)
 from etcd_cluster import etcd_cluster  # noqa: E402,F401
 
 WORKER = textwrap.dedent("""
@@ -44,12 +44,6 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Job:
     """Agents of one job, cleaned up whatever happens."""
 
@@ -68,6 +62,7 @@ class Job:
         self.nproc = nproc
         self.max_restarts = max_restarts
         self.procs = {}
+        self.background = Background()
 
     def status_args(self):
         """The `status` arguments that reach this job's store."""
@@ -99,9 +94,8 @@ class Job:
                 "--max-restarts", str(self.max_restarts),
                 "--no-python", PYTHON, str(self.dir / "worker.py"),
                 str(self.out)]
-        log = open(self.dir / f"agent{i}.log", "w")
-        self.procs[i] = subprocess.Popen(args, env=full_env, stdout=log,
-                                         stderr=subprocess.STDOUT)
+        self.procs[i] = self.background.start(
+            args, env=full_env, log=self.dir / f"agent{i}.log")
         return self.procs[i]
 
     def log(self, i):
@@ -137,9 +131,7 @@ class Job:
         (self.out / "go").write_text("go")
 
     def cleanup(self):
-        for i in list(self.procs):
-            if self.procs[i].poll() is None:
-                self.kill9(i)
+        self.background.close()
 
 
 @pytest.fixture(params=["c10d", "etcd"])
@@ -308,10 +300,9 @@ def test_endpoint_name_that_resolves_late(job_factory, tmp_path):
            f"--rdzv-conf is_host=0,read_timeout=2,keep_alive_interval=1 "
            f"--local-addr 127.0.0.2 --no-python {PYTHON} "
            f"{job.dir / 'worker.py'} {job.out}")
-    log = open(tmp_path / "agent1.log", "w")
-    job.procs[1] = subprocess.Popen(["unshare", "-m", "sh", "-c", cmd],
-                                    env=full_env, stdout=log,
-                                    stderr=subprocess.STDOUT)
+    job.procs[1] = job.background.start(["unshare", "-m", "sh", "-c", cmd],
+                                        env=full_env,
+                                        log=tmp_path / "agent1.log")
     wait_for(lambda: "waiting for the rendezvous store" in job.log(1), 30,
              interval=0.1, what="node1 to wait for the unresolvable name")
     with open(hosts, "a") as f:  # in place: the bind mount keeps the inode
@@ -328,7 +319,7 @@ def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     procs = []
-    try:
+    with Background() as background:
         for i in range(2):
             env = dict(os.environ,
                        PET_NNODES="2:4",
@@ -341,7 +332,7 @@ def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
                        PET_RDZV_CONF=f"is_host={1 if i == 0 else 0},"
                                      "last_call_timeout=1",
                        DISTJOB_TERMINATION_LOG=str(tmp_path / f"t{i}"))
-            procs.append(subprocess.Popen(
+            procs.append(background.start(
                 [agent, "run", "--no-python", "sh", "-c",
                  f"echo $GROUP_RANK $WORLD_SIZE $TORCHELASTIC_MAX_RESTARTS "
                  f"> {out}/$RANK"], env=env, stdout=subprocess.PIPE,
@@ -350,11 +341,6 @@ def test_kubeflow_elastic_env_without_flags(agent, tmp_path):
         # store host that already left.
         outs = [p.communicate(timeout=30)[0] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     assert (out / "0").read_text().split() == ["0", "2", "3"]
     assert (out / "1").read_text().split() == ["1", "2", "3"]
 

@@ -3,7 +3,6 @@ the elastic c10d rendezvous on loopback."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, ROOT, kill_tree  # noqa: E402
+from harness import PYTHON, ROOT, free_port, kill_tree  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "pytorch" / "train_ddp.py"
 
@@ -23,9 +22,7 @@ def torch_available():
 @pytest.mark.skipif(not torch_available(),
                     reason="Debian's python3-torch is not installed")
 def test_ddp_across_two_agents(agent, tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     procs = []
     try:
         for i in range(2):

@@ -1,0 +1,28 @@
+// Small facts about this machine's network that several packages need: is a
+// host an address or a name, what is this machine called, which port is
+// free. One copy, so every caller agrees (e.g. on "[::1]").
+#ifndef DISTJOB_COMMON_NET_H_
+#define DISTJOB_COMMON_NET_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace distjob {
+
+// True when `host` is a numeric IPv4 or IPv6 address; an IPv6 address may be
+// bracketed as in URLs ("[::1]"). Names, even "localhost", are not.
+bool IsIpLiteral(absl::string_view host);
+
+// gethostname(): in a pod, the pod's name (or Volcano's hostname). "" when
+// the kernel will not say.
+std::string LocalHostname();
+
+// A kernel-assigned free TCP port on `address` (bound, read, released).
+// Errors name the address.
+absl::StatusOr<int> FindFreePort(const std::string& address);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_COMMON_NET_H_

@@ -1,0 +1,61 @@
+#include "common/net.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+TEST(IsIpLiteralTest, AddressesAreLiterals) {
+  EXPECT_TRUE(IsIpLiteral("127.0.0.1"));
+  EXPECT_TRUE(IsIpLiteral("10.1.2.3"));
+  EXPECT_TRUE(IsIpLiteral("::1"));
+  EXPECT_TRUE(IsIpLiteral("fe80::1"));
+  EXPECT_TRUE(IsIpLiteral("[::1]"));
+}
+
+TEST(IsIpLiteralTest, NamesAndJunkAreNot) {
+  EXPECT_FALSE(IsIpLiteral("localhost"));
+  EXPECT_FALSE(IsIpLiteral("job-worker-0.job"));
+  EXPECT_FALSE(IsIpLiteral(""));
+  EXPECT_FALSE(IsIpLiteral("[]"));
+  EXPECT_FALSE(IsIpLiteral("[127.0.0.1"));
+  EXPECT_FALSE(IsIpLiteral("127.0.0.1:29400"));
+  EXPECT_FALSE(IsIpLiteral("256.0.0.1"));
+}
+
+TEST(LocalHostnameTest, IsTheKernelsName) {
+  char name[256] = {};
+  ASSERT_EQ(gethostname(name, sizeof(name) - 1), 0);
+  EXPECT_EQ(LocalHostname(), name);
+  EXPECT_FALSE(LocalHostname().empty());
+}
+
+TEST(FindFreePortTest, PortCanBeBound) {
+  auto port = FindFreePort("127.0.0.1");
+  ASSERT_TRUE(port.ok()) << port.status();
+  ASSERT_GT(*port, 0);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(fd);
+}
+
+TEST(FindFreePortTest, RejectsUnresolvableAddressNamingIt) {
+  auto port = FindFreePort("no-such-host.invalid");
+  ASSERT_FALSE(port.ok());
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(port.status().message().find("no-such-host.invalid"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace distjob
