@@ -38,9 +38,10 @@ BarrierPlan PlanBarrier(const JobEnv& job, const RunOptions& options) {
     return Skip("PyTorch's own rendezvous gathers the nodes");
   }
   if (launch.standalone) return Skip("--standalone");
-  if (launch.rdzv_backend != "static") {
+  if (launch.rdzv_backend != RdzvBackend::kStatic) {
     return Skip(absl::StrCat("the job's own --rdzv-backend ",
-                             launch.rdzv_backend, " gathers the nodes"));
+                             RdzvBackendName(launch.rdzv_backend),
+                             " gathers the nodes"));
   }
   if (job.cluster.TotalHosts() <= 1) return Skip("a one-pod job");
 
