@@ -230,14 +230,15 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
       out += "}";
     } else {
       absl::StrAppend(&out, "# local_rank ", local_rank, "\n");
+      // Commented out, so that the output can still be sourced; first, so
+      // that the lines stay sorted.
+      for (const auto& [k, why] : pending) {
+        absl::StrAppend(&out, "# ", k, ": ", why, "\n");
+      }
       for (const auto& [k, v] : changed) {
         absl::StrAppend(&out, k, "=", v);
         if (explain) absl::StrAppend(&out, "  # ", source_of(k));
         out += "\n";
-      }
-      // Commented out, so that the output can still be sourced.
-      for (const auto& [k, why] : pending) {
-        absl::StrAppend(&out, "# ", k, ": ", why, "\n");
       }
     }
   }

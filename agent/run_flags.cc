@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/discovery_flags.h"
 #include "agent/supervisor_flags.h"
 #include "common/duration.h"
@@ -145,7 +146,14 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                             std::vector<std::string> notices;
                             auto config =
                                 ParseRdzvConf(std::string(v), &notices);
-                            if (!config.ok()) return config.status();
+                            if (!config.ok()) {
+                              // The flag parser names the option already.
+                              absl::string_view message =
+                                  config.status().message();
+                              absl::ConsumePrefix(&message, "--rdzv-conf: ");
+                              absl::ConsumePrefix(&message, "--rdzv-conf ");
+                              return absl::InvalidArgumentError(message);
+                            }
                             for (const std::string& notice : notices) {
                               DJ_LOG_INFO("{}", notice);
                             }
