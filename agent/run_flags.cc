@@ -17,6 +17,7 @@
 #include "common/duration.h"
 #include "common/logging.h"
 #include "rendezvous/rdzv_config.h"
+#include "rendezvous/store/etcd_store.h"
 #include "supervisor/signal_names.h"
 #include "supervisor/worker_logs.h"
 
@@ -302,6 +303,13 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     auto endpoint = ParseEndpoint(launch.rdzv_endpoint);
     if (!endpoint.ok()) return endpoint.status();
     launch.endpoint = *endpoint;
+  }
+  if (launch.rdzv_backend == RdzvBackend::kEtcd ||
+      launch.rdzv_backend == RdzvBackend::kEtcdV3) {
+    // The etcd backend's own keys (etcd_prefix, cert and key together...).
+    auto etcd = ParseEtcdOptions(launch.rdzv_endpoint, launch.rdzv_conf,
+                                 launch.rdzv_id);
+    if (!etcd.ok()) return etcd.status();
   }
   auto redirects = ParseStreamMask(launch.redirects_spec, launch.nproc);
   if (!redirects.ok()) {

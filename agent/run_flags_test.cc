@@ -129,6 +129,11 @@ TEST(RunFlagsTest, ConfigErrorsAtParseTime) {
       {"--rdzv-backend", "c10d", "--rdzv-endpoint", "host:port", "x"}, {});
   ASSERT_FALSE(endpoint.ok());
   EXPECT_NE(endpoint.status().message().find("host:port"), std::string::npos);
+  auto etcd = ParseRunOptions(
+      {"--rdzv-backend", "etcd", "--rdzv-conf", "etcd_prefix=relative", "x"},
+      {});
+  ASSERT_FALSE(etcd.ok());
+  EXPECT_NE(etcd.status().message().find("etcd_prefix"), std::string::npos);
   auto backend = ParseRunOptions({"--rdzv-backend", "zk", "x"}, {});
   ASSERT_FALSE(backend.ok());
   EXPECT_NE(backend.status().message().find("'zk'"), std::string::npos);

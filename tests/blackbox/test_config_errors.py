@@ -62,10 +62,11 @@ def test_misspelled_key_from_the_environment(run_agent, tmp_path):
      "tfj-ps-0:http"),
     (["--rdzv-backend", "c10d", "--rdzv-endpoint", "[fd00::1"], "[fd00::1"),
     (["--rdzv-backend", "zookeeper"], "zookeeper"),
+    (["--rdzv-backend", "etcd", "--rdzv-conf", "cert=/c.pem"], "cert"),
     (["--redirects", "5"], "--redirects"),
     (["--nproc-per-node", "2", "--tee", "0:3,1:x"], "--tee"),
     (["--framework", "tensorflw"], "tensorflw"),
-], ids=["endpoint-port", "endpoint-bracket", "backend", "redirects", "tee",
+], ids=["endpoint-port", "endpoint-bracket", "backend", "etcd-conf", "redirects", "tee",
         "framework"])
 def test_bad_values_exit_2_before_any_wait(run_agent, tmp_path, args, named):
     r, took = run_tf_job(run_agent, tmp_path, *args)

@@ -142,3 +142,28 @@ def test_static_multi_node_pytorch_job(uts_agent, tmp_path):
     assert w1["env"]["WORLD_SIZE"] == "6"
     assert w1["env"]["MASTER_ADDR"] == "node-0.example"
     assert set(w1.get("undecided", {})) == {"TORCHELASTIC_ERROR_FILE"}
+
+
+def test_elastic_values_are_never_invented(agent, tmp_path):
+    """2:4 nodes: no rank, size or master exists before the round, in the
+    JSON (null, with why) and in the text (a comment, not KEY=VALUE)."""
+    env = {"PATH": os.environ["PATH"]}
+    args = ["env", "--nnodes", "2:4", "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", "store.example:29400", "--nproc-per-node", "2"]
+    shown = subprocess.run([agent, *args, "--json"], env=env,
+                           capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0, shown.stderr
+    worker = json.loads(shown.stdout)["workers"][1]
+    for key in ("RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_ADDR",
+                "MASTER_PORT"):
+        assert worker["env"][key] is None
+        assert worker["undecided"][key].startswith(
+            "decided at rendezvous (nnodes 2:4")
+    assert worker["env"]["LOCAL_RANK"] == "1"
+    assert worker["env"]["TORCHELASTIC_RUN_ID"] == "none"
+    text = subprocess.run([agent, *args], env=env, capture_output=True,
+                          text=True, timeout=30).stdout.splitlines()
+    assert not any(line.startswith(("RANK=", "WORLD_SIZE=", "MASTER_PORT="))
+                   for line in text)
+    assert any(line.startswith("# RANK: decided at rendezvous")
+               for line in text)
