@@ -52,7 +52,8 @@ struct LaunchOptions {
   std::string tee_spec = "0";
   std::vector<int> redirects = {0};
   std::vector<int> tees = {0};
-  std::string local_ranks_filter;
+  // --local-ranks-filter; empty: every local rank.
+  std::set<int> local_ranks_filter;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

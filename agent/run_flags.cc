@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -211,9 +212,24 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           "Like --redirects, and also copy the lines to the "
                           "console with a [role rank]: prefix.",
                           SetString(&o->tee_spec), false, "t"));
-  flags->Add(TorchrunFlag("local-ranks-filter", "R[,R...]",
-                          "Only these local ranks reach the console.",
-                          SetString(&o->local_ranks_filter)));
+  flags->Add(TorchrunFlag(
+      "local-ranks-filter", "R[,R...]",
+      "Only these local ranks reach the console.",
+      [o](absl::string_view v, absl::string_view) {
+        std::set<int> ranks;
+        for (absl::string_view r : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+          auto rank = ParseInt(absl::StripAsciiWhitespace(r), 0, 1 << 20);
+          if (!rank.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("'", v,
+                             "' is not a comma-separated list of "
+                             "local ranks (e.g. 0,3)"));
+          }
+          ranks.insert(*rank);
+        }
+        o->local_ranks_filter = std::move(ranks);
+        return absl::OkStatus();
+      }));
   flags->Add(TorchrunFlag("node-rank", "N",
                           "This node's rank (static backend only).",
                           SetInt(&o->node_rank, 0, 1 << 30)));

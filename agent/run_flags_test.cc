@@ -159,6 +159,16 @@ TEST(RunFlagsTest, StreamMasksResolvedAgainstNproc) {
   EXPECT_NE(bad.status().message().find("--tee"), std::string::npos);
 }
 
+TEST(RunFlagsTest, LocalRanksFilter) {
+  auto o = ParseRunOptions({"--local-ranks-filter", "0,3", "x"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch.local_ranks_filter, (std::set<int>{0, 3}));
+  auto bad = ParseRunOptions({"--local-ranks-filter", "0,one", "x"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--local-ranks-filter"),
+            std::string::npos);
+}
+
 TEST(RunFlagsTest, TypedDiscoveryValues) {
   auto o = ParseRunOptions(
       {"--framework", "mxnet", "--tf-roles", "ps=server", "x"}, {});
