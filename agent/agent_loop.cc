@@ -17,6 +17,7 @@
 #include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "agent/report.h"
+#include "agent/worker_env.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
@@ -32,7 +33,7 @@ namespace distjob {
 namespace {
 
 std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
-                                     const EnvMap& env,
+                                     const EnvMap& env, const JobEnv& job,
                                      const RendezvousResult& round,
                                      int restart_count, WorkerLogs& files,
                                      const std::vector<int>& redirects,
@@ -65,8 +66,12 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     spec.local_rank = local_rank;
     spec.process.argv = WorkerArgv(options.command, command, local_rank);
     spec.error_file = files.ErrorFile(restart_count, local_rank);
-    spec.process.env =
-        PyTorchWorkerEnv(group, local_rank, env, spec.error_file);
+    if (options.supervisor.hang_timeout > absl::ZeroDuration() &&
+        files.enabled()) {
+      spec.heartbeat_file = files.HeartbeatFile(restart_count, local_rank);
+    }
+    spec.process.env = BuildWorkerEnv(job, group, local_rank, env,
+                                      {spec.error_file, spec.heartbeat_file});
     const int redirect = redirects[static_cast<size_t>(local_rank)];
     const int tee = tees[static_cast<size_t>(local_rank)];
     if ((redirect | tee) != 0) {
@@ -82,11 +87,6 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                        streams.status());
       }
     }
-    if (options.supervisor.hang_timeout > absl::ZeroDuration() &&
-        files.enabled()) {
-      spec.heartbeat_file = files.HeartbeatFile(restart_count, local_rank);
-      spec.process.env["DISTJOB_HEARTBEAT_FILE"] = spec.heartbeat_file;
-    }
     workers.push_back(std::move(spec));
   }
   return workers;
@@ -96,15 +96,17 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
     const RunOptions& options) {
   const LaunchOptions& launch = options.launch;
   if (launch.standalone ||
-      (launch.max_nodes == 1 && launch.rdzv_backend == "static")) {
+      (launch.max_nodes == 1 && launch.rdzv_backend == RdzvBackend::kStatic)) {
     return std::make_unique<StandaloneRendezvous>(
         launch.local_addr, launch.standalone ? "" : launch.rdzv_id);
   }
   RendezvousParams params;
-  params.backend = launch.rdzv_backend;
+  params.backend = RdzvBackendName(launch.rdzv_backend);
   params.endpoint = launch.rdzv_endpoint;
+  params.parsed_endpoint = launch.endpoint;
   params.run_id = launch.rdzv_id;
   params.conf = launch.rdzv_conf;
+  params.config = launch.rdzv_config;
   params.min_nodes = launch.min_nodes;
   params.max_nodes = launch.max_nodes;
   params.local_addr = launch.local_addr;
@@ -227,7 +229,7 @@ class AgentRun {
   // restart, the start barrier.
   std::optional<int> Discover() {
     auto stop_requested = [this] { return supervisor_->PollStopSignal() != 0; };
-    auto job = ResolveJobEnv(options_, env_, stop_requested);
+    auto job = ResolveJobEnv(options_.discovery, env_, stop_requested);
     if (!job.ok()) {
       if (supervisor_->stop_signal() != 0) return Stopped();
       DJ_LOG_ERROR("{}", job.status().message());
@@ -235,8 +237,8 @@ class AgentRun {
       return Fail("error", ExitCodeFor(job.status()),
                   std::string(job.status().message()));
     }
-    ApplyJobEnv(*job, &options_.launch);
-    for (const auto& [key, value] : job->extra.vars) env_[key] = value;
+    options_.launch = EffectiveLaunch(*job, options_.launch);
+    job_ = *job;
     const BarrierPlan barrier = PlanBarrier(*job, options_);
     if (!barrier.run) {
       if (job->has_identity) {
@@ -281,17 +283,8 @@ class AgentRun {
           "no writable temporary directory: workers get no "
           "TORCHELASTIC_ERROR_FILE and the hang watchdog is off");
     }
-    auto redirects =
-        ParseStreamMask(options_.launch.redirects, options_.launch.nproc);
-    auto tees = ParseStreamMask(options_.launch.tee, options_.launch.nproc);
-    if (!redirects.ok() || !tees.ok()) {
-      DJ_LOG_ERROR("{}: {}", !redirects.ok() ? "--redirects" : "--tee",
-                   !redirects.ok() ? redirects.status().message()
-                                   : tees.status().message());
-      return Fail("error", kExitBadConfig);
-    }
-    redirects_ = *std::move(redirects);
-    tees_ = *std::move(tees);
+    redirects_ = options_.launch.redirects;
+    tees_ = options_.launch.tees;
     if (!oom_counter_.path().has_value()) {
       DJ_LOG_DEBUG(
           "no cgroup OOM-kill counter found: OOM kills are not "
@@ -342,8 +335,9 @@ class AgentRun {
           first_to_fail = elastic_->ClaimFailure();
         });
       }
-      auto group = supervisor_->RunGroup(BuildWorkers(
-          options_, env_, *round, restart_count_, *files_, redirects_, tees_));
+      auto group = supervisor_->RunGroup(
+          BuildWorkers(options_, env_, job_, *round, restart_count_, *files_,
+                       redirects_, tees_));
       supervisor_->set_on_first_failure(nullptr);
       files_->FinishAttempt();
       if (!group.ok()) {
@@ -498,7 +492,8 @@ class AgentRun {
   }
 
   RunOptions options_;  // with what discovery found applied
-  EnvMap env_;          // the agent's env plus the framework variables
+  EnvMap env_;          // the agent's env
+  JobEnv job_;          // what discovery found
   AgentDeps deps_;
   std::unique_ptr<SupervisorInterface> supervisor_;
   std::unique_ptr<HealthServer> health_;

@@ -38,9 +38,10 @@ BarrierPlan PlanBarrier(const JobEnv& job, const RunOptions& options) {
     return Skip("PyTorch's own rendezvous gathers the nodes");
   }
   if (launch.standalone) return Skip("--standalone");
-  if (launch.rdzv_backend != "static") {
+  if (launch.rdzv_backend != RdzvBackend::kStatic) {
     return Skip(absl::StrCat("the job's own --rdzv-backend ",
-                             launch.rdzv_backend, " gathers the nodes"));
+                             RdzvBackendName(launch.rdzv_backend),
+                             " gathers the nodes"));
   }
   if (job.cluster.TotalHosts() <= 1) return Skip("a one-pod job");
 
@@ -89,14 +90,17 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   RendezvousParams params;
   params.backend = "c10d";
   params.endpoint = plan.endpoint.ToString();
+  params.parsed_endpoint = plan.endpoint;
   params.run_id = plan.run_id;
+  RdzvConfig config;
+  config.is_host = plan.is_host;
+  config.join_timeout = plan.timeout;
   // Short store calls: while the host's pod is not up, each call blocks
   // (wait-for-ready) up to read_timeout, and the join deadline is checked
   // between calls.
-  const double seconds = absl::ToDoubleSeconds(plan.timeout);
-  params.conf = absl::StrCat(
-      "is_host=", plan.is_host ? "1" : "0", ",join_timeout=", seconds,
-      ",read_timeout=", std::min(seconds, 2.0), ",exit_barrier_timeout=30");
+  config.read_timeout = std::min(plan.timeout, absl::Seconds(2));
+  config.exit_barrier_timeout = absl::Seconds(30);
+  params.config = config;
   params.min_nodes = params.max_nodes = static_cast<int>(plan.pods.size());
   // The pod label is this node's address in the store: the listing of the
   // open round then names the pods that arrived.

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/env_command.h"
 #include "agent/options.h"
+#include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
 
 namespace distjob {

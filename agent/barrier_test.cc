@@ -81,7 +81,7 @@ TEST(PlanBarrierTest, SkippedWhereSomethingElseGathersTheNodes) {
   pytorch.framework = "pytorch";
   EXPECT_FALSE(PlanBarrier(pytorch, options).run);
 
-  options.launch.rdzv_backend = "c10d";
+  options.launch.rdzv_backend = RdzvBackend::kC10d;
   EXPECT_FALSE(PlanBarrier(TfJob("ps", 0), options).run);
 
   options = RunOptions();

@@ -10,11 +10,15 @@
 
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "discovery/job_env.h"
+#include "rendezvous/rdzv_config.h"
 #include "supervisor/supervisor_options.h"
 
 namespace distjob {
 
-// torchrun's options, same names and defaults (see torchrun --help).
+// torchrun's options, same names and defaults (see torchrun --help), each
+// already parsed and checked against the others (agent/run_flags.cc): a
+// value wrong here fails the start, not a step minutes into the run.
 struct LaunchOptions {
   std::string nnodes = "1:1";
   int min_nodes = 1;
@@ -23,10 +27,17 @@ struct LaunchOptions {
   std::string nproc_per_node = "1";
   int nproc = 1;
   bool standalone = false;
-  std::string rdzv_backend = "static";
+  RdzvBackend rdzv_backend = RdzvBackend::kStatic;
+  // As given: the etcd backends take a comma-separated list of URLs.
   std::string rdzv_endpoint;
+  // The c10d store's address parsed from rdzv_endpoint (the other backends
+  // leave it at localhost).
+  Endpoint endpoint;
   std::string rdzv_id = "none";
-  std::string rdzv_conf;  // k1=v1,k2=v2 as given
+  // As given (k1=v1,k2=v2), for the etcd backend's own keys...
+  std::string rdzv_conf;
+  // ...and parsed.
+  RdzvConfig rdzv_config;
   int max_restarts = 0;
   absl::Duration monitor_interval = absl::Milliseconds(100);
   std::string start_method = "spawn";  // accepted for compatibility
@@ -35,9 +46,14 @@ struct LaunchOptions {
   bool no_python = false;
   bool run_path = false;
   std::string log_dir;
-  std::string redirects = "0";
-  std::string tee = "0";
-  std::string local_ranks_filter;
+  // --redirects/--tee as given (0|1|2|3|RANK:MASK,...), and resolved per
+  // local rank once nproc is known: stream bits, 1 stdout, 2 stderr.
+  std::string redirects_spec = "0";
+  std::string tee_spec = "0";
+  std::vector<int> redirects = {0};
+  std::vector<int> tees = {0};
+  // --local-ranks-filter; empty: every local rank.
+  std::set<int> local_ranks_filter;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
@@ -61,34 +77,6 @@ struct OutcomeOptions {
   bool restart_on_any_failure = false;  // --restart-policy any
   // grpc.health.v1 port on all interfaces; 0 = no health server.
   int health_port = 0;
-};
-
-// Who this pod is and who its peers are (agent/discovery_flags.cc), and the
-// framework environment built from that.
-struct DiscoveryOptions {
-  std::string job_name;
-  std::string task;
-  int task_index = -1;   // -1: not given
-  std::string hostname;  // empty: gethostname()
-  std::string volcano_dir = "/etc/volcano";
-  std::string replicas;  // Kubeflow: worker=4,ps=2
-  std::string k8s_namespace;
-  std::string cluster_domain;
-  std::string peers;  // task=h1,h2;task2=h3
-  std::string peers_file;
-  std::vector<std::string> dns_servers;
-  absl::Duration dns_timeout = absl::Minutes(5);
-  bool no_barrier = false;
-  // The start barrier's store: hosted by the cluster's first pod on this
-  // port; a pod missing after barrier_timeout fails the job retryably.
-  int barrier_port = 29401;
-  absl::Duration barrier_timeout = absl::Seconds(600);
-  std::string framework = "auto";
-  int tf_port = 2222;
-  std::string tf_roles;
-  bool tf_no_evaluator = false;
-  bool override_tf_config = false;
-  int mxnet_port = 9091;
 };
 
 struct RunOptions {

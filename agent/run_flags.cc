@@ -6,15 +6,21 @@
 
 #include <csignal>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/discovery_flags.h"
 #include "agent/supervisor_flags.h"
 #include "common/duration.h"
+#include "common/logging.h"
+#include "rendezvous/rdzv_config.h"
+#include "rendezvous/store/etcd_store.h"
 #include "supervisor/signal_names.h"
+#include "supervisor/worker_logs.h"
 
 namespace distjob {
 namespace {
@@ -120,7 +126,12 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           }));
   flags->Add(TorchrunFlag("rdzv-backend", "static|c10d|etcd|etcd-v3",
                           "Rendezvous backend (default static).",
-                          SetString(&o->rdzv_backend)));
+                          [o](absl::string_view v, absl::string_view) {
+                            auto backend = ParseRdzvBackend(std::string(v));
+                            if (!backend.ok()) return backend.status();
+                            o->rdzv_backend = *backend;
+                            return absl::OkStatus();
+                          }));
   flags->Add(TorchrunFlag("rdzv-endpoint", "HOST[:PORT]",
                           "Rendezvous store endpoint (c10d default port "
                           "29400).",
@@ -133,7 +144,25 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           "last_call_timeout, close_timeout, "
                           "heartbeat_timeout, keep_alive_interval, "
                           "keep_alive_max_attempt, read_timeout, is_host.",
-                          SetString(&o->rdzv_conf)));
+                          [o](absl::string_view v, absl::string_view) {
+                            std::vector<std::string> notices;
+                            auto config =
+                                ParseRdzvConf(std::string(v), &notices);
+                            if (!config.ok()) {
+                              // The flag parser names the option already.
+                              absl::string_view message =
+                                  config.status().message();
+                              absl::ConsumePrefix(&message, "--rdzv-conf: ");
+                              absl::ConsumePrefix(&message, "--rdzv-conf ");
+                              return absl::InvalidArgumentError(message);
+                            }
+                            for (const std::string& notice : notices) {
+                              DJ_LOG_INFO("{}", notice);
+                            }
+                            o->rdzv_conf = std::string(v);
+                            o->rdzv_config = *config;
+                            return absl::OkStatus();
+                          }));
   flags->Add(TorchrunFlag("standalone", "",
                           "Single-node job: a local rendezvous on a free "
                           "port with a fresh run id.",
@@ -178,14 +207,29 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(TorchrunFlag("redirects", "0|1|2|3|RANK:MASK,...",
                           "Redirect worker stdout (1), stderr (2) or both "
                           "(3) to files under --log-dir.",
-                          SetString(&o->redirects), false, "r"));
+                          SetString(&o->redirects_spec), false, "r"));
   flags->Add(TorchrunFlag("tee", "0|1|2|3|RANK:MASK,...",
                           "Like --redirects, and also copy the lines to the "
                           "console with a [role rank]: prefix.",
-                          SetString(&o->tee), false, "t"));
-  flags->Add(TorchrunFlag("local-ranks-filter", "R[,R...]",
-                          "Only these local ranks reach the console.",
-                          SetString(&o->local_ranks_filter)));
+                          SetString(&o->tee_spec), false, "t"));
+  flags->Add(TorchrunFlag(
+      "local-ranks-filter", "R[,R...]",
+      "Only these local ranks reach the console.",
+      [o](absl::string_view v, absl::string_view) {
+        std::set<int> ranks;
+        for (absl::string_view r : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+          auto rank = ParseInt(absl::StripAsciiWhitespace(r), 0, 1 << 20);
+          if (!rank.ok()) {
+            return absl::InvalidArgumentError(
+                absl::StrCat("'", v,
+                             "' is not a comma-separated list of "
+                             "local ranks (e.g. 0,3)"));
+          }
+          ranks.insert(*rank);
+        }
+        o->local_ranks_filter = std::move(ranks);
+        return absl::OkStatus();
+      }));
   flags->Add(TorchrunFlag("node-rank", "N",
                           "This node's rank (static backend only).",
                           SetInt(&o->node_rank, 0, 1 << 30)));
@@ -263,12 +307,40 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   if (launch.standalone) {
     // As torchrun: a local c10d rendezvous on a free port, a fresh id, and
     // exactly one node, whatever else was said.
-    launch.rdzv_backend = "c10d";
+    launch.rdzv_backend = RdzvBackend::kC10d;
     launch.rdzv_endpoint = "localhost:0";
     launch.rdzv_id.clear();
     launch.nnodes = "1:1";
     launch.min_nodes = launch.max_nodes = 1;
   }
+  // Checked here, not where they are used: that is after the DNS wait, the
+  // start barrier or the rendezvous, minutes into a run.
+  if (launch.rdzv_backend == RdzvBackend::kC10d) {
+    auto endpoint = ParseEndpoint(launch.rdzv_endpoint);
+    if (!endpoint.ok()) return endpoint.status();
+    launch.endpoint = *endpoint;
+  }
+  if (launch.rdzv_backend == RdzvBackend::kEtcd ||
+      launch.rdzv_backend == RdzvBackend::kEtcdV3) {
+    // The etcd backend's own keys (etcd_prefix, cert and key together...).
+    auto etcd = ParseEtcdOptions(launch.rdzv_endpoint, launch.rdzv_conf,
+                                 launch.rdzv_id);
+    if (!etcd.ok()) return etcd.status();
+  }
+  auto redirects = ParseStreamMask(launch.redirects_spec, launch.nproc);
+  if (!redirects.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redirects: ", redirects.status().message()));
+  }
+  launch.redirects = *std::move(redirects);
+  auto tees = ParseStreamMask(launch.tee_spec, launch.nproc);
+  if (!tees.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tee: ", tees.status().message()));
+  }
+  launch.tees = *std::move(tees);
+  options.discovery.standalone = launch.standalone;
+  options.discovery.master_port = launch.master_port;
   return options;
 }
 

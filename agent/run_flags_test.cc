@@ -13,7 +13,7 @@ TEST(RunFlagsTest, TorchrunDefaults) {
   EXPECT_EQ(o->launch.nproc, 1);
   EXPECT_EQ(o->launch.min_nodes, 1);
   EXPECT_EQ(o->launch.max_nodes, 1);
-  EXPECT_EQ(o->launch.rdzv_backend, "static");
+  EXPECT_EQ(o->launch.rdzv_backend, RdzvBackend::kStatic);
   EXPECT_EQ(o->launch.rdzv_id, "none");
   EXPECT_EQ(o->launch.max_restarts, 0);
   EXPECT_EQ(o->launch.master_port, 29500);
@@ -31,7 +31,7 @@ TEST(RunFlagsTest, StandaloneFromEnvEvenWhenEmptyOverridesRendezvous) {
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->launch.standalone);
   EXPECT_EQ(o->launch.nproc, 3);
-  EXPECT_EQ(o->launch.rdzv_backend, "c10d");
+  EXPECT_EQ(o->launch.rdzv_backend, RdzvBackend::kC10d);
   EXPECT_EQ(o->launch.rdzv_endpoint, "localhost:0");
   EXPECT_EQ(o->launch.max_nodes, 1);
 }
@@ -91,10 +91,91 @@ TEST(RunFlagsTest, ShortOptionsAndSignals) {
                            {});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_TRUE(o->launch.module);
-  EXPECT_EQ(o->launch.redirects, "3");
-  EXPECT_EQ(o->launch.tee, "1");
+  EXPECT_EQ(o->launch.redirects, std::vector<int>{3});
+  EXPECT_EQ(o->launch.tees, std::vector<int>{1});
   EXPECT_EQ(o->supervisor.stop_signals, (std::vector<int>{SIGUSR1, SIGTERM}));
   EXPECT_EQ(o->supervisor.shutdown_timeout, absl::ZeroDuration());
+}
+
+TEST(RunFlagsTest, TypedRendezvousValues) {
+  auto o = ParseRunOptions(
+      {"--rdzv-backend", "c10d", "--rdzv-endpoint", "[fd00::1]:1234",
+       "--rdzv-conf", "join_timeout=7,is_host=0", "--nnodes", "2:4", "x"},
+      {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch.endpoint.host, "fd00::1");
+  EXPECT_EQ(o->launch.endpoint.port, 1234);
+  EXPECT_EQ(o->launch.rdzv_config.join_timeout, absl::Seconds(7));
+  ASSERT_TRUE(o->launch.rdzv_config.is_host.has_value());
+  EXPECT_FALSE(*o->launch.rdzv_config.is_host);
+  auto etcd = ParseRunOptions({"--rdzv-backend=etcd-v3", "x"}, {});
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  EXPECT_EQ(etcd->launch.rdzv_backend, RdzvBackend::kEtcdV3);
+}
+
+TEST(RunFlagsTest, ConfigErrorsAtParseTime) {
+  auto typo = ParseRunOptions({"--rdzv-conf", "join_timout=5", "x"}, {});
+  ASSERT_FALSE(typo.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(typo.status()));
+  EXPECT_NE(typo.status().message().find("did you mean 'join_timeout'?"),
+            std::string::npos);
+  // From the environment too (Kubeflow sets PET_*).
+  auto pet = ParseRunOptions({"x"}, {{"PET_RDZV_CONF", "last_cal_timeout=1"}});
+  ASSERT_FALSE(pet.ok());
+  EXPECT_NE(pet.status().message().find("'last_call_timeout'"),
+            std::string::npos);
+  EXPECT_TRUE(ParseRunOptions({"--rdzv-conf", "store_type=tcp", "x"}, {}).ok());
+  auto endpoint = ParseRunOptions(
+      {"--rdzv-backend", "c10d", "--rdzv-endpoint", "host:port", "x"}, {});
+  ASSERT_FALSE(endpoint.ok());
+  EXPECT_NE(endpoint.status().message().find("host:port"), std::string::npos);
+  auto etcd = ParseRunOptions(
+      {"--rdzv-backend", "etcd", "--rdzv-conf", "etcd_prefix=relative", "x"},
+      {});
+  ASSERT_FALSE(etcd.ok());
+  EXPECT_NE(etcd.status().message().find("etcd_prefix"), std::string::npos);
+  auto backend = ParseRunOptions({"--rdzv-backend", "zk", "x"}, {});
+  ASSERT_FALSE(backend.ok());
+  EXPECT_NE(backend.status().message().find("'zk'"), std::string::npos);
+  auto framework = ParseRunOptions({"--framework", "torch", "x"}, {});
+  ASSERT_FALSE(framework.ok());
+  EXPECT_NE(framework.status().message().find("'torch'"), std::string::npos);
+  auto roles = ParseRunOptions({"--tf-roles", "boss=x", "x"}, {});
+  ASSERT_FALSE(roles.ok());
+}
+
+TEST(RunFlagsTest, StreamMasksResolvedAgainstNproc) {
+  auto o = ParseRunOptions(
+      {"--nproc-per-node", "3", "--redirects", "0:1,2:3", "--tee", "2", "x"},
+      {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch.redirects, (std::vector<int>{1, 0, 3}));
+  EXPECT_EQ(o->launch.tees, (std::vector<int>{2, 2, 2}));
+  auto bad = ParseRunOptions({"--redirects", "7", "x"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--redirects"), std::string::npos);
+  bad = ParseRunOptions({"--tee", "0:x", "x"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--tee"), std::string::npos);
+}
+
+TEST(RunFlagsTest, LocalRanksFilter) {
+  auto o = ParseRunOptions({"--local-ranks-filter", "0,3", "x"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch.local_ranks_filter, (std::set<int>{0, 3}));
+  auto bad = ParseRunOptions({"--local-ranks-filter", "0,one", "x"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--local-ranks-filter"),
+            std::string::npos);
+}
+
+TEST(RunFlagsTest, TypedDiscoveryValues) {
+  auto o = ParseRunOptions(
+      {"--framework", "mxnet", "--tf-roles", "ps=server", "x"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->discovery.framework, Framework::kMXNet);
+  EXPECT_EQ(o->discovery.tf_roles.at("ps"), "server");
+  EXPECT_EQ(o->discovery.tf_roles.at("worker"), "worker");
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 namespace distjob {
 
 FrameworkChoice ChooseFramework(
-    const std::string& requested, const Cluster& cluster, const EnvMap& env,
+    Framework requested, const Cluster& cluster, const EnvMap& env,
     const std::map<std::string, std::string>& tf_roles) {
-  if (requested != "auto") return {requested, "flag --framework"};
+  if (requested != Framework::kAuto) {
+    return {FrameworkName(requested), "flag --framework"};
+  }
   if (cluster.Find("scheduler") || cluster.Find("server")) {
     return {"mxnet", "a scheduler/server task"};
   }

@@ -23,7 +23,7 @@ struct FrameworkChoice {
 // (scheduler/server: mxnet; ps/chief/evaluator: tensorflow; master:
 // pytorch) and then at the operator's env (TF_CONFIG, DMLC_ROLE).
 FrameworkChoice ChooseFramework(
-    const std::string& requested, const Cluster& cluster, const EnvMap& env,
+    Framework requested, const Cluster& cluster, const EnvMap& env,
     const std::map<std::string, std::string>& tf_roles);
 
 }  // namespace distjob

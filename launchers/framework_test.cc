@@ -11,7 +11,7 @@ TEST(ChooseFrameworkTest, FromTaskNamesAndEnv) {
   auto pick = [](const char* replicas, const EnvMap& env = {}) {
     Cluster c;
     if (*replicas) c = *KubeflowPeers("j", replicas, "", "");
-    return ChooseFramework("auto", c, env, kRoles).framework;
+    return ChooseFramework(Framework::kAuto, c, env, kRoles).framework;
   };
   EXPECT_EQ(pick("scheduler=1,server=1,worker=1"), "mxnet");
   EXPECT_EQ(pick("ps=1,worker=2"), "tensorflow");
@@ -23,8 +23,20 @@ TEST(ChooseFrameworkTest, FromTaskNamesAndEnv) {
   // Kubeflow's elastic PyTorchJob: worker replicas only, torchrun's PET_*.
   EXPECT_EQ(pick("worker=2", {{"PET_NNODES", "2:4"}}), "pytorch");
   EXPECT_EQ(pick("", {{"PET_RDZV_ENDPOINT", "j-worker-0:23456"}}), "pytorch");
-  EXPECT_EQ(ChooseFramework("tensorflow", {}, {}, kRoles).framework,
+  EXPECT_EQ(ChooseFramework(Framework::kTensorFlow, {}, {}, kRoles).framework,
             "tensorflow");
+}
+
+TEST(FrameworkTest, ParsesEveryNameAndRejectsOthers) {
+  for (const char* name : {"auto", "pytorch", "tensorflow", "mxnet", "none"}) {
+    auto f = ParseFramework(name);
+    ASSERT_TRUE(f.ok()) << name;
+    EXPECT_STREQ(FrameworkName(*f), name);
+  }
+  auto bad = ParseFramework("torch");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("'torch'"), std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace distjob {
@@ -19,6 +20,13 @@ struct LauncherEnv {
     sources[key] = std::move(source);
   }
 };
+
+// --framework: which framework environment a pod gets.
+enum class Framework { kAuto, kPyTorch, kTensorFlow, kMXNet, kNone };
+
+// auto | pytorch | tensorflow | mxnet | none; else InvalidArgument.
+absl::StatusOr<Framework> ParseFramework(absl::string_view text);
+const char* FrameworkName(Framework framework);
 
 // A JSON string literal, quotes included.
 std::string JsonQuote(absl::string_view s);

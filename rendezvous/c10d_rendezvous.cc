@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   }
   if (p.backend == "etcd" || p.backend == "etcd-v3") {
     // Same algorithm, external store: no host, every node a client.
-    auto config = ParseRdzvConf(p.conf);
+    auto config = p.config ? absl::StatusOr<RdzvConfig>(*p.config)
+                           : ParseRdzvConf(p.conf);
     if (!config.ok()) return config.status();
     auto etcd = ParseEtcdOptions(p.endpoint, p.conf, p.run_id);
     if (!etcd.ok()) return etcd.status();
@@ -81,9 +82,12 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
         "--rdzv-backend '", p.backend,
         "' is not supported; expected c10d, etcd, etcd-v3 or static"));
   }
-  auto endpoint = ParseEndpoint(p.endpoint);
+  auto endpoint = p.parsed_endpoint
+                      ? absl::StatusOr<Endpoint>(*p.parsed_endpoint)
+                      : ParseEndpoint(p.endpoint);
   if (!endpoint.ok()) return endpoint.status();
-  auto config = ParseRdzvConf(p.conf);
+  auto config =
+      p.config ? absl::StatusOr<RdzvConfig>(*p.config) : ParseRdzvConf(p.conf);
   if (!config.ok()) return config.status();
 
   DynamicRendezvousOptions options;

@@ -5,9 +5,11 @@
 #define DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/rdzv_config.h"
 #include "rendezvous/rendezvous.h"
 
 namespace distjob {
@@ -15,8 +17,12 @@ namespace distjob {
 struct RendezvousParams {
   std::string backend = "c10d";
   std::string endpoint;
+  // Already parsed (at start-up, by the agent's flags): used instead of
+  // parsing `endpoint` (c10d) and `conf` again.
+  std::optional<Endpoint> parsed_endpoint;
   std::string run_id = "none";
   std::string conf;
+  std::optional<RdzvConfig> config;
   int min_nodes = 1;
   int max_nodes = 1;
   std::string local_addr;

@@ -6,10 +6,14 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace distjob {
@@ -80,9 +84,104 @@ absl::StatusOr<absl::Duration> Seconds(absl::string_view key,
   return absl::Seconds(s);
 }
 
+// The keys this file reads, then the etcd backend's (ParseEtcdOptions in
+// rendezvous/store/etcd_store.cc), which the conf carries to it.
+const std::vector<std::string>& AcceptedKeys() {
+  static const auto* keys =
+      new std::vector<std::string>{"join_timeout",
+                                   "last_call_timeout",
+                                   "close_timeout",
+                                   "heartbeat_timeout",
+                                   "keep_alive_interval",
+                                   "keep_alive_max_attempt",
+                                   "read_timeout",
+                                   "is_host",
+                                   "exit_barrier_timeout",
+                                   "etcd_prefix",
+                                   "ca_cert",
+                                   "cert",
+                                   "key",
+                                   "etcd_session_ttl"};
+  return *keys;
+}
+
+// Keys torchrun's handlers read that have no meaning here: the store is
+// always the agent's own, and the etcd TLS files have their own names.
+const std::vector<std::string>& TorchrunOnlyKeys() {
+  static const auto* keys = new std::vector<std::string>{
+      "store_type", "timeout", "use_libuv", "protocol",
+      "cacert",     "ttl",     "local_addr"};
+  return *keys;
+}
+
+bool Contains(const std::vector<std::string>& list, const std::string& s) {
+  for (const std::string& item : list) {
+    if (item == s) return true;
+  }
+  return false;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace
 
-absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text) {
+std::string ClosestMatch(const std::string& word,
+                         const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = 0;
+  for (const std::string& c : candidates) {
+    const size_t d = EditDistance(absl::AsciiStrToLower(word), c);
+    if (best.empty() || d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  // Beyond about a third of the word it is another word, not a typo.
+  const size_t limit = std::max<size_t>(2, word.size() / 3);
+  return best_distance <= limit ? best : std::string();
+}
+
+absl::StatusOr<RdzvBackend> ParseRdzvBackend(const std::string& text) {
+  if (text == "static") return RdzvBackend::kStatic;
+  if (text == "c10d") return RdzvBackend::kC10d;
+  if (text == "etcd") return RdzvBackend::kEtcd;
+  if (text == "etcd-v3") return RdzvBackend::kEtcdV3;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--rdzv-backend '", text,
+                   "' is not supported; expected c10d, etcd, etcd-v3 or "
+                   "static"));
+}
+
+const char* RdzvBackendName(RdzvBackend backend) {
+  switch (backend) {
+    case RdzvBackend::kStatic:
+      return "static";
+    case RdzvBackend::kC10d:
+      return "c10d";
+    case RdzvBackend::kEtcd:
+      return "etcd";
+    case RdzvBackend::kEtcdV3:
+      return "etcd-v3";
+  }
+  return "static";
+}
+
+absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
+                                         std::vector<std::string>* notices) {
   RdzvConfig c;
   if (text.empty()) return c;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
@@ -124,6 +223,18 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--rdzv-conf is_host=", value, ": expected true|false|1|0"));
       }
+    } else if (Contains(TorchrunOnlyKeys(), key)) {
+      if (notices != nullptr) {
+        notices->push_back(absl::StrCat("--rdzv-conf ", key, "=", value,
+                                        ": a torchrun key the agent does not "
+                                        "use; ignored"));
+      }
+    } else if (!Contains(AcceptedKeys(), key)) {
+      const std::string near = ClosestMatch(key, AcceptedKeys());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-conf: unknown key '", key, "'",
+          near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?"),
+          " (accepted: ", absl::StrJoin(AcceptedKeys(), ", "), ")"));
     }
   }
   return c;

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -37,9 +38,27 @@ struct RdzvConfig {
   absl::Duration exit_barrier_timeout = absl::Seconds(300);
 };
 
-// k1=v1,k2=v2. Durations in seconds (fractions allowed); unknown keys are
-// ignored as torchrun does (other backends' keys: store_type, timeout...).
-absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text);
+// k1=v1,k2=v2. Durations in seconds (fractions allowed). The etcd
+// backend's own keys (etcd_prefix, ca_cert, cert, key, etcd_session_ttl)
+// are accepted and left to it. Keys torchrun accepts that the agent does
+// not use (store_type, timeout, ...) add a one-line notice to `notices`
+// (optional) instead of failing; any other key is InvalidArgument naming
+// the closest accepted key, since a typo there would otherwise only show
+// as a wrong timeout minutes into the job.
+absl::StatusOr<RdzvConfig> ParseRdzvConf(
+    const std::string& text, std::vector<std::string>* notices = nullptr);
+
+// --rdzv-backend, as torchrun spells the ones the agent implements.
+enum class RdzvBackend { kStatic, kC10d, kEtcd, kEtcdV3 };
+
+// static | c10d | etcd | etcd-v3; anything else is InvalidArgument.
+absl::StatusOr<RdzvBackend> ParseRdzvBackend(const std::string& text);
+const char* RdzvBackendName(RdzvBackend backend);
+
+// The candidate nearest to `word` by edit distance, or empty when none is
+// close enough to be a plausible typo.
+std::string ClosestMatch(const std::string& word,
+                         const std::vector<std::string>& candidates);
 
 // True if `host` names this machine: localhost, a loopback literal, the
 // hostname, any name under it (FQDN, <hostname>.<subdomain>), or an

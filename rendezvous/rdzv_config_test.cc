@@ -35,6 +35,58 @@ TEST(RdzvConfigTest, TorchrunKeysAndDefaults) {
   EXPECT_FALSE(ParseRdzvConf("join_timeout").ok());
 }
 
+TEST(RdzvConfigTest, UnknownKeyNamesTheClosestAcceptedOne) {
+  auto c = ParseRdzvConf("join_timout=5");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status()));
+  EXPECT_NE(c.status().message().find("'join_timout'"), std::string::npos);
+  EXPECT_NE(c.status().message().find("did you mean 'join_timeout'?"),
+            std::string::npos);
+  c = ParseRdzvConf("Last_Call_Timeout=5");
+  EXPECT_NE(c.status().message().find("did you mean 'last_call_timeout'?"),
+            std::string::npos);
+  // Nothing near: no suggestion, the accepted keys instead.
+  c = ParseRdzvConf("banana=1");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().find("did you mean"), std::string::npos);
+  EXPECT_NE(c.status().message().find("accepted: join_timeout"),
+            std::string::npos);
+}
+
+TEST(RdzvConfigTest, TorchrunOnlyKeysAreNoticesNotErrors) {
+  std::vector<std::string> notices;
+  auto c = ParseRdzvConf("store_type=tcp,timeout=900,join_timeout=7", &notices);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->join_timeout, absl::Seconds(7));
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_NE(notices[0].find("store_type=tcp"), std::string::npos);
+  EXPECT_NE(notices[1].find("timeout=900"), std::string::npos);
+  // The etcd backend's keys travel through untouched.
+  notices.clear();
+  EXPECT_TRUE(ParseRdzvConf("etcd_prefix=/x,ca_cert=/c", &notices).ok());
+  EXPECT_TRUE(notices.empty());
+}
+
+TEST(RdzvConfigTest, BackendNames) {
+  EXPECT_EQ(*ParseRdzvBackend("static"), RdzvBackend::kStatic);
+  EXPECT_EQ(*ParseRdzvBackend("c10d"), RdzvBackend::kC10d);
+  EXPECT_EQ(*ParseRdzvBackend("etcd"), RdzvBackend::kEtcd);
+  EXPECT_EQ(*ParseRdzvBackend("etcd-v3"), RdzvBackend::kEtcdV3);
+  EXPECT_STREQ(RdzvBackendName(RdzvBackend::kEtcdV3), "etcd-v3");
+  auto bad = ParseRdzvBackend("zookeeper");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'zookeeper'"), std::string::npos);
+}
+
+TEST(RdzvConfigTest, EndpointErrorsNameTheValue) {
+  auto ep = ParseEndpoint("host:99999");
+  ASSERT_FALSE(ep.ok());
+  EXPECT_NE(ep.status().message().find("host:99999"), std::string::npos);
+  EXPECT_FALSE(ParseEndpoint("[::1]x").ok());
+  EXPECT_EQ(ParseEndpoint("[fe80::1]")->port, 29400);
+  EXPECT_EQ(ParseEndpoint("fe80::1")->host, "fe80::1");
+}
+
 TEST(RdzvConfigTest, LocalHostNames) {
   EXPECT_TRUE(IsLocalHost("localhost"));
   EXPECT_TRUE(IsLocalHost("127.0.0.1"));

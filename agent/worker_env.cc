@@ -1,0 +1,70 @@
+#include "agent/worker_env.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace distjob {
+
+LaunchOptions EffectiveLaunch(const JobEnv& job, const LaunchOptions& launch) {
+  LaunchOptions effective = launch;
+  if (!job.pytorch_layout) return effective;
+  effective.node_rank = job.node_rank;
+  effective.min_nodes = effective.max_nodes = job.nnodes;
+  effective.nnodes = absl::StrCat(job.nnodes);
+  effective.master_addr = job.master_addr;
+  effective.master_port = job.master_port;
+  return effective;
+}
+
+WorkerRound PlanRound(const LaunchOptions& launch) {
+  WorkerRound round;
+  PyTorchGroupInfo& g = round.group;
+  g.local_world_size = launch.nproc;
+  g.role_name = launch.role;
+  g.max_restarts = launch.max_restarts;
+  g.run_id = launch.rdzv_id;
+  if (launch.standalone ||
+      (launch.max_nodes == 1 && launch.rdzv_backend == RdzvBackend::kStatic)) {
+    // One node: the local rendezvous picks a free port at each round.
+    g.world_size = g.role_world_size = launch.nproc;
+    g.master_addr = launch.local_addr.empty() ? "127.0.0.1" : launch.local_addr;
+    round.undecided["MASTER_PORT"] =
+        "decided at rendezvous (a free port on this node)";
+    if (launch.standalone) {
+      round.undecided["TORCHELASTIC_RUN_ID"] =
+          "decided at rendezvous (a fresh id for --standalone)";
+    }
+    return round;
+  }
+  if (launch.rdzv_backend == RdzvBackend::kStatic) {
+    g.group_rank = launch.node_rank;
+    g.group_world_size = launch.max_nodes;
+    g.base_rank = g.role_base_rank = launch.node_rank * launch.nproc;
+    g.world_size = g.role_world_size = launch.max_nodes * launch.nproc;
+    g.master_addr = launch.master_addr;
+    g.master_port = launch.master_port;
+    return round;
+  }
+  const std::string why = absl::StrCat(
+      "decided at rendezvous (nnodes ", launch.min_nodes, ":", launch.max_nodes,
+      ", ", RdzvBackendName(launch.rdzv_backend), ")");
+  for (const char* key :
+       {"RANK", "GROUP_RANK", "ROLE_RANK", "WORLD_SIZE", "GROUP_WORLD_SIZE",
+        "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) {
+    round.undecided[key] = why;
+  }
+  return round;
+}
+
+EnvMap BuildWorkerEnv(const JobEnv& job, const PyTorchGroupInfo& group,
+                      int local_rank, const EnvMap& agent_env,
+                      const WorkerFiles& files) {
+  EnvMap base = agent_env;
+  for (const auto& [key, value] : job.extra.vars) base[key] = value;
+  EnvMap env = PyTorchWorkerEnv(group, local_rank, base, files.error_file);
+  if (!files.heartbeat_file.empty()) {
+    env["DISTJOB_HEARTBEAT_FILE"] = files.heartbeat_file;
+  }
+  return env;
+}
+
+}  // namespace distjob

@@ -1,0 +1,52 @@
+// The one worker-environment builder: `run` launches each worker with it
+// and `env` prints it, so the two cannot disagree. What only the
+// rendezvous decides (ranks and sizes of an elastic job, a standalone
+// job's free port and run id) is marked as such before the round, never
+// replaced by a guess.
+#ifndef DISTJOB_AGENT_WORKER_ENV_H_
+#define DISTJOB_AGENT_WORKER_ENV_H_
+
+#include <map>
+#include <string>
+
+#include "agent/options.h"
+#include "common/environment.h"
+#include "discovery/job_env.h"
+#include "launchers/pytorch_env.h"
+
+namespace distjob {
+
+// The launch options in effect once discovery is done: the PyTorch
+// operators' master/worker layout fixes the nodes, this node's rank and
+// the master; otherwise `launch` as given.
+LaunchOptions EffectiveLaunch(const JobEnv& job, const LaunchOptions& launch);
+
+// Where this node's workers stand in a round.
+struct WorkerRound {
+  PyTorchGroupInfo group;
+  // Variable -> why its value is not known yet, e.g. "decided at
+  // rendezvous (nnodes 2:4)". Empty once a rendezvous decided the round.
+  std::map<std::string, std::string> undecided;
+};
+
+// The first round as far as it is known before any rendezvous, from the
+// effective launch options; mirrors the choice of rendezvous in
+// agent/agent_loop.cc (MakeRendezvous).
+WorkerRound PlanRound(const LaunchOptions& launch);
+
+// Per-attempt files of one worker; empty when there are none.
+struct WorkerFiles {
+  std::string error_file;      // TORCHELASTIC_ERROR_FILE
+  std::string heartbeat_file;  // DISTJOB_HEARTBEAT_FILE
+};
+
+// The full environment of local worker `local_rank`: the agent's own
+// `agent_env`, the framework variables discovery found for `job`, then
+// torchrun's variables for `group`, then the files.
+EnvMap BuildWorkerEnv(const JobEnv& job, const PyTorchGroupInfo& group,
+                      int local_rank, const EnvMap& agent_env,
+                      const WorkerFiles& files);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_WORKER_ENV_H_

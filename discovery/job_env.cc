@@ -1,0 +1,170 @@
+#include "discovery/job_env.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "discovery/dns_resolver.h"
+#include "launchers/framework.h"
+#include "launchers/mxnet.h"
+#include "launchers/pytorch_operator.h"
+
+namespace distjob {
+namespace {
+
+bool IsIpLiteral(const std::string& host) {
+  unsigned char buf[16];
+  std::string h = host;
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  }
+  return inet_pton(AF_INET, h.c_str(), buf) == 1 ||
+         inet_pton(AF_INET6, h.c_str(), buf) == 1;
+}
+
+std::string LocalHostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
+  return buf;
+}
+
+absl::StatusOr<Cluster> FindPeers(const DiscoveryOptions& d, const EnvMap& env,
+                                  const std::string& job) {
+  if (!d.peers.empty()) return ParseStaticPeers(d.peers, "flag --peers");
+  if (!d.peers_file.empty()) return ReadPeersFile(d.peers_file);
+  if (!d.replicas.empty()) {
+    return KubeflowPeers(job, d.replicas, d.k8s_namespace, d.cluster_domain);
+  }
+  return ReadVolcanoPeers(d.volcano_dir, env);
+}
+
+}  // namespace
+
+absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
+                                     const EnvMap& env,
+                                     std::function<bool()> cancelled) {
+  JobEnv job;
+  // Kubeflow names embed the job name, which may itself come from the
+  // hostname: resolve the identity against the replica types first.
+  auto cluster = FindPeers(d, env, d.job_name.empty() ? "job" : d.job_name);
+  if (!cluster.ok()) return cluster.status();
+  job.cluster = std::move(*cluster);
+
+  TensorFlowOptions tf;
+  tf.port = d.tf_port;
+  tf.include_evaluator = !d.tf_no_evaluator;
+  tf.override_existing = d.override_tf_config;
+  tf.roles = d.tf_roles;
+
+  const bool wants_identity = !job.cluster.tasks.empty() ||
+                              d.framework != Framework::kAuto ||
+                              !d.job_name.empty() || !d.task.empty();
+  if (!wants_identity) {
+    // torchrun's PET_* alone (Kubeflow's elastic PyTorchJob) say PyTorch;
+    // the rendezvous, not the operator's layout, places the node.
+    FrameworkChoice choice =
+        ChooseFramework(d.framework, job.cluster, env, tf.roles);
+    if (choice.framework == "pytorch") {
+      job.framework = choice.framework;
+      job.framework_reason = choice.reason;
+      return job;
+    }
+    job.framework_reason = "no peers found";
+    // A kept TF_CONFIG must still be sane: a garbage one is a config error.
+    if (Lookup(env, "TF_CONFIG")) {
+      auto checked = TensorFlowEnv({}, job.cluster, tf, env);
+      if (!checked.ok()) return checked.status();
+    }
+    return job;
+  }
+  FrameworkChoice choice =
+      ChooseFramework(d.framework, job.cluster, env, tf.roles);
+  job.framework = choice.framework;
+  job.framework_reason = choice.reason;
+  if (job.cluster.tasks.empty() && job.framework != "none") {
+    if (job.framework == "tensorflow" && Lookup(env, "TF_CONFIG")) {
+      auto checked = TensorFlowEnv({}, job.cluster, tf, env);
+      if (!checked.ok()) return checked.status();
+      return job;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--framework ", job.framework, " needs peers: none in ", d.volcano_dir,
+        " or VC_*_HOSTS; set --peers, --peers-file or --replicas"));
+  }
+  IdentityInputs in;
+  in.job = d.job_name;
+  in.task = d.task;
+  in.index = d.task_index;
+  in.hostname = d.hostname.empty() ? LocalHostname() : d.hostname;
+  auto identity = ResolveIdentity(in, env, job.cluster);
+  if (!identity.ok()) return identity.status();
+  job.identity = std::move(*identity);
+  job.has_identity = true;
+  if (!d.replicas.empty() && d.job_name.empty()) {
+    auto named = FindPeers(d, env, job.identity.id.job);
+    if (!named.ok()) return named.status();
+    job.cluster = std::move(*named);
+  }
+  DJ_LOG_INFO("this pod is job={} task={} index={}; framework {} ({})",
+              job.identity.id.job, job.identity.id.task, job.identity.id.index,
+              job.framework, job.framework_reason);
+
+  // A standalone job dials no peer: waiting for their names (the pod's own
+  // included, which exists only once the pod is Ready) could only hang it.
+  if (!d.standalone && !job.cluster.tasks.empty() &&
+      d.dns_timeout > absl::ZeroDuration()) {
+    std::vector<std::string> names;
+    for (const TaskPeers& t : job.cluster.tasks) {
+      for (const std::string& h : t.hosts) {
+        if (!IsIpLiteral(h)) names.push_back(h);
+      }
+    }
+    if (!names.empty()) {
+      DnsOptions dns;
+      dns.servers = d.dns_servers;
+      dns.timeout = d.dns_timeout;
+      dns.cancelled = std::move(cancelled);
+      auto resolved = WaitForNames(names, dns);
+      if (!resolved.ok()) return resolved.status();
+    }
+  }
+
+  const Identity& self = job.identity.id;
+  if (job.framework == "tensorflow") {
+    auto out = TensorFlowEnv(self, job.cluster, tf, env);
+    if (!out.ok()) return out.status();
+    job.extra = std::move(*out);
+  } else if (job.framework == "mxnet") {
+    MXNetOptions mx;
+    mx.port = d.mxnet_port;
+    auto out = MXNetEnv(self, job.cluster, mx);
+    if (!out.ok()) return out.status();
+    job.extra = std::move(*out);
+  } else if (job.framework == "pytorch" && job.cluster.Find("master")) {
+    // The operators' non-elastic master/worker layout. Without a master
+    // task (Kubeflow's elastic PyTorchJob) the rendezvous places the node.
+    auto layout = PyTorchOperatorNodes(self, job.cluster);
+    if (!layout.ok()) return layout.status();
+    job.pytorch_layout = true;
+    job.node_rank = layout->node_rank;
+    job.nnodes = layout->nnodes;
+    job.master_addr = layout->master_addr;
+    job.master_source = job.cluster.Find("master")->origin;
+    // The operators publish the port they opened (Volcano 23456, Kubeflow
+    // the container port); torchrun's --master-port otherwise.
+    job.master_port = d.master_port;
+    if (auto port = Lookup(env, "MASTER_PORT"); port.has_value()) {
+      int p = 0;
+      if (!absl::SimpleAtoi(*port, &p) || p < 1 || p > 65535) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "env MASTER_PORT='", *port, "' is not a port (1-65535)"));
+      }
+      job.master_port = p;
+    }
+  }
+  return job;
+}
+
+}  // namespace distjob
