@@ -229,7 +229,7 @@ class AgentRun {
   // restart, the start barrier.
   std::optional<int> Discover() {
     auto stop_requested = [this] { return supervisor_->PollStopSignal() != 0; };
-    auto job = ResolveJobEnv(options_.discovery, env_, stop_requested);
+    auto job = ResolveJob(options_.discovery, env_, stop_requested);
     if (!job.ok()) {
       if (supervisor_->stop_signal() != 0) return Stopped();
       DJ_LOG_ERROR("{}", job.status().message());

@@ -1,6 +1,6 @@
 // The agent's outer loop for `run`: rendezvous, launch the group, supervise
 // it, and decide, from how it ended and the exit-code policy, whether to
-// restart or to exit and with which code (DESIGN.md §3.5).
+// restart or to exit and with which code (the README's exit-code table).
 #ifndef DISTJOB_AGENT_AGENT_LOOP_H_
 #define DISTJOB_AGENT_AGENT_LOOP_H_
 

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/duration.h"
-#include "launchers/framework_types.h"
+#include "discovery/framework.h"
 #include "launchers/tensorflow.h"
 
 namespace distjob {
@@ -99,19 +99,19 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
                        }));
   flags->Add(AgentFlag("tf-port", "PORT", "TF_CONFIG port (default 2222).",
                        SetInt(&d->tf_port, 1, 65535)));
-  flags->Add(AgentFlag(
-      "tf-roles", "ROLE=TASK[,...]",
-      "Task names of the TF roles (default "
-      "ps=ps,worker=worker,chief=chief,evaluator=evaluator).",
-      [d](absl::string_view v, absl::string_view) {
-        // Over the defaults, not over an earlier value.
-        std::map<std::string, std::string> roles = TensorFlowOptions().roles;
-        if (absl::Status s = ParseTfRoles(v, &roles); !s.ok()) {
-          return s;
-        }
-        d->tf_roles = std::move(roles);
-        return absl::OkStatus();
-      }));
+  flags->Add(
+      AgentFlag("tf-roles", "ROLE=TASK[,...]",
+                "Task names of the TF roles (default "
+                "ps=ps,worker=worker,chief=chief,evaluator=evaluator).",
+                [d](absl::string_view v, absl::string_view) {
+                  // Over the defaults, not over an earlier value.
+                  std::map<std::string, std::string> roles = DefaultTfRoles();
+                  if (absl::Status s = ParseTfRoles(v, &roles); !s.ok()) {
+                    return s;
+                  }
+                  d->tf_roles = std::move(roles);
+                  return absl::OkStatus();
+                }));
   flags->Add(AgentFlag("tf-no-evaluator", "",
                        "Leave the evaluator out of TF_CONFIG's cluster.",
                        SetBool(&d->tf_no_evaluator), /*is_bool=*/true));

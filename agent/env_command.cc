@@ -8,17 +8,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/exit_codes.h"
 #include "agent/run_flags.h"
 #include "agent/worker_env.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "launchers/worker_command.h"
 
 namespace distjob {
 namespace {
 
-// As agent/agent_loop.h, which depends on this library.
-constexpr int kExitBadConfig = 2;
-constexpr int kExitRendezvousUnavailable = 138;
 constexpr char kPlaceholder[] = "distjob-agent-env-placeholder";
 
 // The source of a torchrun option, for --explain.
@@ -42,12 +41,6 @@ std::string LaunchSource(const std::vector<std::string>& args,
 }
 
 }  // namespace
-
-int JobEnvExitCode(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kDeadlineExceeded
-             ? kExitRendezvousUnavailable
-             : kExitBadConfig;
-}
 
 std::string EnvHelp() {
   std::string help =
@@ -111,11 +104,11 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   std::vector<std::string>& cmd = options->command;
   if (!cmd.empty() && cmd.back() == kPlaceholder) cmd.pop_back();
   if (!in_command && !cmd.empty() && cmd.back() == "--") cmd.pop_back();
-  auto job = ResolveJobEnv(options->discovery, env);
+  auto job = ResolveJob(options->discovery, env);
   if (!job.ok()) {
     std::fprintf(stderr, "distjob-agent env: %s\n",
                  std::string(job.status().message()).c_str());
-    return JobEnvExitCode(job.status());
+    return ExitCodeFor(job.status());
   }
   const LaunchOptions launch = EffectiveLaunch(*job, options->launch);
   const WorkerRound round = PlanRound(launch);
@@ -170,16 +163,14 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   for (const auto& [k, why] : at_launch) pending[k] = why;
 
   std::string out;
-  if (json) {
-    out = absl::StrCat("{\"framework\":", JsonQuote(job->framework));
-    // Always an object (empty job/task, index -1 when nothing identified
-    // this pod), so consumers need not special-case a plain torchrun job.
-    absl::StrAppend(&out,
-                    ",\"identity\":{\"job\":", JsonQuote(job->identity.id.job),
-                    ",\"task\":", JsonQuote(job->identity.id.task),
-                    ",\"index\":", job->identity.id.index, "}");
-    absl::StrAppend(&out, ",\"workers\":[");
-  }
+  Json doc;
+  doc["framework"] = job->framework;
+  // Always an object (empty job/task, index -1 when nothing identified
+  // this pod), so consumers need not special-case a plain torchrun job.
+  doc["identity"] = {{"job", job->identity.id.job},
+                     {"task", job->identity.id.task},
+                     {"index", job->identity.id.index}};
+  Json workers = Json::array();
   for (int local_rank = 0; local_rank < launch.nproc; ++local_rank) {
     const EnvMap full =
         BuildWorkerEnv(*job, round.group, local_rank, env, WorkerFiles{});
@@ -200,34 +191,28 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
       return "default";
     };
     if (json) {
-      std::vector<std::string> argv_items, env_items, src_items, pending_items;
-      const std::vector<std::string> argv =
-          options->command.empty()
-              ? std::vector<std::string>{}
-              : WorkerArgv(options->command, command, local_rank);
-      for (const std::string& a : argv) argv_items.push_back(JsonQuote(a));
+      Json& worker = workers.emplace_back();
+      worker["local_rank"] = local_rank;
+      worker["argv"] = options->command.empty()
+                           ? std::vector<std::string>{}
+                           : WorkerArgv(options->command, command, local_rank);
+      // Sorted by name, decided or not: an undecided value is null in
+      // "env" and its reason is in "undecided".
+      std::map<std::string, Json> env_items;
+      Json sources = Json::object(), undecided = Json::object();
       for (const auto& [k, v] : changed) {
-        env_items.push_back(absl::StrCat(JsonQuote(k), ":", JsonQuote(v)));
-        src_items.push_back(
-            absl::StrCat(JsonQuote(k), ":", JsonQuote(source_of(k))));
+        env_items[k] = v;
+        sources[k] = source_of(k);
       }
-      // An undecided value is null in "env", its reason in "undecided".
       for (const auto& [k, why] : pending) {
-        env_items.push_back(absl::StrCat(JsonQuote(k), ":null"));
-        pending_items.push_back(
-            absl::StrCat(JsonQuote(k), ":", JsonQuote(why)));
+        env_items[k] = nullptr;
+        undecided[k] = why;
       }
-      std::sort(env_items.begin(), env_items.end());
-      absl::StrAppend(&out, local_rank ? "," : "",
-                      "{\"local_rank\":", local_rank, ",\"argv\":[",
-                      absl::StrJoin(argv_items, ","), "],\"env\":{",
-                      absl::StrJoin(env_items, ","), "},\"undecided\":{",
-                      absl::StrJoin(pending_items, ","), "}");
-      if (explain) {
-        absl::StrAppend(&out, ",\"sources\":{", absl::StrJoin(src_items, ","),
-                        "}");
-      }
-      out += "}";
+      Json env_json = Json::object();
+      for (auto& [k, v] : env_items) env_json[k] = std::move(v);
+      worker["env"] = std::move(env_json);
+      worker["undecided"] = std::move(undecided);
+      if (explain) worker["sources"] = std::move(sources);
     } else {
       absl::StrAppend(&out, "# local_rank ", local_rank, "\n");
       // Commented out, so that the output can still be sourced; first, so
@@ -242,7 +227,10 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
       }
     }
   }
-  if (json) out += "]}\n";
+  if (json) {
+    doc["workers"] = std::move(workers);
+    out = DumpJson(doc) + "\n";
+  }
   std::fputs(out.c_str(), stdout);
   return 0;
 }

@@ -16,9 +16,6 @@
 
 namespace distjob {
 
-// The exit code for a ResolveJobEnv error.
-int JobEnvExitCode(const absl::Status& status);
-
 // `env`'s own usage: its options, then run's that it reads.
 std::string EnvHelp();
 

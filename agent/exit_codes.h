@@ -10,6 +10,9 @@
 namespace distjob {
 
 inline constexpr int kExitSuccess = 0;
+// A check subcommand's "no": `health` found the service not serving,
+// `status` found no such rendezvous.
+inline constexpr int kExitCheckFailed = 1;
 // Bad flags, environment or input files: a one-line error names them.
 inline constexpr int kExitBadConfig = 2;
 // A bug or an unexpected failure of the agent itself (EX_SOFTWARE of

@@ -45,7 +45,9 @@ TEST(ExitCodesTest, EverythingElseIsInternal) {
   EXPECT_EQ(ExitCodeFor(absl::CancelledError("x")), 70);
 }
 
-TEST(ExitCodesTest, OkIsSuccess) { EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0); }
+TEST(ExitCodesTest, OkIsSuccess) {
+  EXPECT_EQ(ExitCodeFor(absl::OkStatus()), 0);
+}
 
 }  // namespace
 }  // namespace distjob

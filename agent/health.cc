@@ -149,10 +149,10 @@ int HealthCommand(const std::vector<std::string>& args, const EnvMap& env) {
     std::fprintf(stderr, "distjob-agent health: %s (%s)\n",
                  std::string(status.status().message()).c_str(),
                  absl::StatusCodeToString(status.status().code()).c_str());
-    return 1;
+    return kExitCheckFailed;
   }
   std::printf("%s\n", status->c_str());
-  return *status == "SERVING" ? 0 : 1;
+  return *status == "SERVING" ? kExitSuccess : kExitCheckFailed;
 }
 
 }  // namespace distjob

@@ -121,7 +121,7 @@ int InstallCommand(const std::vector<std::string>& args, const EnvMap& env) {
   if (!status.ok()) {
     std::fprintf(stderr, "distjob-agent install: %s\n",
                  std::string(status.message()).c_str());
-    return 1;
+    return ExitCodeFor(status);
   }
   return 0;
 }

@@ -97,15 +97,7 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
 }
 
 int Env(const std::vector<std::string>& args, const EnvMap& env) {
-  if (WantsHelp(args)) {
-    std::fputs(RunHelp().c_str(), stdout);
-    std::fputs(
-        "  --json\n      env: print one JSON object.\n"
-        "  --explain\n      env: say where each value came from.\n",
-        stdout);
-    return 0;
-  }
-  return EnvCommand(args, env);
+  return EnvCommand(args, env);  // it answers --help with env's own usage
 }
 
 struct Subcommand {

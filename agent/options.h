@@ -71,7 +71,7 @@ struct OutcomeOptions {
   // to restart_backoff_max.
   absl::Duration restart_backoff = absl::ZeroDuration();
   absl::Duration restart_backoff_max = absl::Seconds(60);
-  // Exit-code class overrides (DESIGN.md 3.5).
+  // Exit-code class overrides (supervisor/exit_policy.h).
   std::set<int> permanent_exit_codes;
   std::set<int> retryable_exit_codes;
   bool restart_on_any_failure = false;  // --restart-policy any

@@ -1,5 +1,6 @@
-// What the agent leaves behind when it exits (DESIGN.md 3.6): the
-// Kubernetes termination message and torchelastic's root-cause error file.
+// What the agent leaves behind when it exits (README: "Supervision and
+// reporting"): the Kubernetes termination message and torchelastic's root-cause
+// error file.
 #ifndef DISTJOB_AGENT_REPORT_H_
 #define DISTJOB_AGENT_REPORT_H_
 

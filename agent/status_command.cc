@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "agent/agent_loop.h"
+#include "agent/exit_codes.h"
 #include "agent/flag_parser.h"
 #include "agent/subcommand_flags.h"
 #include "common/duration.h"
@@ -122,14 +122,14 @@ int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
   if (!store.ok()) {
     std::fprintf(stderr, "distjob-agent status: %s\n",
                  std::string(store.status().message()).c_str());
-    return absl::IsInvalidArgument(store.status()) ? kExitBadConfig
-                                                   : kExitRendezvousUnavailable;
+    return ExitCodeFor(store.status());
   }
   auto out = RenderRendezvousStatus(store->get(), options.run_id, options.json);
   if (!out.ok()) {
     std::fprintf(stderr, "distjob-agent status: %s\n",
                  std::string(out.status().message()).c_str());
-    return absl::IsNotFound(out.status()) ? 1 : kExitRendezvousUnavailable;
+    return absl::IsNotFound(out.status()) ? kExitCheckFailed
+                                          : kExitRendezvousUnavailable;
   }
   std::fputs(out->c_str(), stdout);
   return 0;

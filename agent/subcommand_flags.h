@@ -9,15 +9,14 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "agent/exit_codes.h"
 #include "agent/flag_parser.h"
 #include "common/environment.h"
 
 namespace distjob {
 
-// The exit code of a command line that does not parse; the same number as
-// kExitBadConfig (agent/agent_loop.h, which depends on this package's
-// health library, so it cannot be included here).
-inline constexpr int kExitUsage = 2;
+// The exit code of a command line that does not parse.
+inline constexpr int kExitUsage = kExitBadConfig;
 
 // True when -h or --help comes before "--". These subcommands run no worker
 // command, so a --help after a flag's value is still theirs (`run` stops

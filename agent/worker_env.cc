@@ -1,8 +1,22 @@
 #include "agent/worker_env.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "launchers/framework_env.h"
 
 namespace distjob {
+
+absl::StatusOr<JobEnv> ResolveJob(const DiscoveryOptions& options,
+                                  const EnvMap& env,
+                                  std::function<bool()> cancelled) {
+  auto job = ResolveJobEnv(options, env, std::move(cancelled));
+  if (!job.ok()) return job.status();
+  auto extra = FrameworkEnv(*job, options, env);
+  if (!extra.ok()) return extra.status();
+  job->extra = *std::move(extra);
+  return job;
+}
 
 LaunchOptions EffectiveLaunch(const JobEnv& job, const LaunchOptions& launch) {
   LaunchOptions effective = launch;

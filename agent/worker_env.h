@@ -6,15 +6,24 @@
 #ifndef DISTJOB_AGENT_WORKER_ENV_H_
 #define DISTJOB_AGENT_WORKER_ENV_H_
 
+#include <functional>
 #include <map>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "agent/options.h"
 #include "common/environment.h"
 #include "discovery/job_env.h"
 #include "launchers/pytorch_env.h"
 
 namespace distjob {
+
+// Discovery (discovery/job_env) and then the framework variables every
+// worker gets (launchers/framework_env): what `run` and `env` both start
+// from. `cancelled` (optional) is polled while waiting for DNS.
+absl::StatusOr<JobEnv> ResolveJob(const DiscoveryOptions& options,
+                                  const EnvMap& env,
+                                  std::function<bool()> cancelled = nullptr);
 
 // The launch options in effect once discovery is done: the PyTorch
 // operators' master/worker layout fixes the nodes, this node's rank and

@@ -5,11 +5,23 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace distjob {
 
 using EnvMap = std::map<std::string, std::string>;
+
+// Variables with where each came from (for `env --explain`).
+struct SourcedEnv {
+  EnvMap vars;
+  std::map<std::string, std::string> sources;
+
+  void Set(const std::string& key, std::string value, std::string source) {
+    vars[key] = std::move(value);
+    sources[key] = std::move(source);
+  }
+};
 
 // Reads a NULL-terminated envp (e.g. `environ`). Entries without '=' are
 // skipped; the first of duplicate names wins, as getenv(3) does.

@@ -1,34 +1,15 @@
 #include "discovery/job_env.h"
 
-#include <arpa/inet.h>
-#include <unistd.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/net.h"
 #include "discovery/dns_resolver.h"
-#include "launchers/framework.h"
-#include "launchers/mxnet.h"
-#include "launchers/pytorch_operator.h"
+#include "discovery/framework.h"
+#include "discovery/pytorch_operator.h"
 
 namespace distjob {
 namespace {
-
-bool IsIpLiteral(const std::string& host) {
-  unsigned char buf[16];
-  std::string h = host;
-  if (h.size() > 2 && h.front() == '[' && h.back() == ']') {
-    h = h.substr(1, h.size() - 2);
-  }
-  return inet_pton(AF_INET, h.c_str(), buf) == 1 ||
-         inet_pton(AF_INET6, h.c_str(), buf) == 1;
-}
-
-std::string LocalHostname() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "";
-  return buf;
-}
 
 absl::StatusOr<Cluster> FindPeers(const DiscoveryOptions& d, const EnvMap& env,
                                   const std::string& job) {
@@ -52,12 +33,6 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
   if (!cluster.ok()) return cluster.status();
   job.cluster = std::move(*cluster);
 
-  TensorFlowOptions tf;
-  tf.port = d.tf_port;
-  tf.include_evaluator = !d.tf_no_evaluator;
-  tf.override_existing = d.override_tf_config;
-  tf.roles = d.tf_roles;
-
   const bool wants_identity = !job.cluster.tasks.empty() ||
                               d.framework != Framework::kAuto ||
                               !d.job_name.empty() || !d.task.empty();
@@ -65,30 +40,22 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
     // torchrun's PET_* alone (Kubeflow's elastic PyTorchJob) say PyTorch;
     // the rendezvous, not the operator's layout, places the node.
     FrameworkChoice choice =
-        ChooseFramework(d.framework, job.cluster, env, tf.roles);
+        ChooseFramework(d.framework, job.cluster, env, d.tf_roles);
     if (choice.framework == "pytorch") {
       job.framework = choice.framework;
       job.framework_reason = choice.reason;
       return job;
     }
     job.framework_reason = "no peers found";
-    // A kept TF_CONFIG must still be sane: a garbage one is a config error.
-    if (Lookup(env, "TF_CONFIG")) {
-      auto checked = TensorFlowEnv({}, job.cluster, tf, env);
-      if (!checked.ok()) return checked.status();
-    }
     return job;
   }
   FrameworkChoice choice =
-      ChooseFramework(d.framework, job.cluster, env, tf.roles);
+      ChooseFramework(d.framework, job.cluster, env, d.tf_roles);
   job.framework = choice.framework;
   job.framework_reason = choice.reason;
   if (job.cluster.tasks.empty() && job.framework != "none") {
-    if (job.framework == "tensorflow" && Lookup(env, "TF_CONFIG")) {
-      auto checked = TensorFlowEnv({}, job.cluster, tf, env);
-      if (!checked.ok()) return checked.status();
-      return job;
-    }
+    // The operator's own TF_CONFIG, kept (launchers/ checks it).
+    if (job.framework == "tensorflow" && Lookup(env, "TF_CONFIG")) return job;
     return absl::InvalidArgumentError(absl::StrCat(
         "--framework ", job.framework, " needs peers: none in ", d.volcano_dir,
         " or VC_*_HOSTS; set --peers, --peers-file or --replicas"));
@@ -132,17 +99,7 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
   }
 
   const Identity& self = job.identity.id;
-  if (job.framework == "tensorflow") {
-    auto out = TensorFlowEnv(self, job.cluster, tf, env);
-    if (!out.ok()) return out.status();
-    job.extra = std::move(*out);
-  } else if (job.framework == "mxnet") {
-    MXNetOptions mx;
-    mx.port = d.mxnet_port;
-    auto out = MXNetEnv(self, job.cluster, mx);
-    if (!out.ok()) return out.status();
-    job.extra = std::move(*out);
-  } else if (job.framework == "pytorch" && job.cluster.Find("master")) {
+  if (job.framework == "pytorch" && job.cluster.Find("master")) {
     // The operators' non-elastic master/worker layout. Without a master
     // task (Kubeflow's elastic PyTorchJob) the rendezvous places the node.
     auto layout = PyTorchOperatorNodes(self, job.cluster);

@@ -13,10 +13,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/environment.h"
+#include "discovery/framework.h"
 #include "discovery/identity.h"
 #include "discovery/peers.h"
-#include "launchers/framework_types.h"
-#include "launchers/tensorflow.h"
 
 namespace distjob {
 
@@ -43,7 +42,7 @@ struct DiscoveryOptions {
   Framework framework = Framework::kAuto;
   int tf_port = 2222;
   // TF role -> task name (--tf-roles over the defaults).
-  std::map<std::string, std::string> tf_roles = TensorFlowOptions().roles;
+  std::map<std::string, std::string> tf_roles = DefaultTfRoles();
   bool tf_no_evaluator = false;
   bool override_tf_config = false;
   int mxnet_port = 9091;
@@ -59,7 +58,9 @@ struct JobEnv {
   bool has_identity = false;
   ResolvedIdentity identity;
   Cluster cluster;
-  LauncherEnv extra;  // framework variables for every worker
+  // Framework variables for every worker: filled by launchers/
+  // (FrameworkEnv), not by discovery.
+  SourcedEnv extra;
   // Set in PyTorch operator mode: the node layout `run` uses.
   bool pytorch_layout = false;
   int node_rank = 0;

@@ -1,9 +1,11 @@
 #include "launchers/mxnet.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json.h"
 
 namespace distjob {
 namespace {
@@ -63,23 +65,20 @@ absl::StatusOr<LauncherEnv> MXNetEnv(const Identity& self,
     out.Set("DMLC_WORKER_ID", absl::StrCat(self.index), "task index");
   }
   // Kubeflow's shape: a Go map, so roles in sorted order (tasks already are).
-  std::vector<std::string> cluster_items, labels;
+  Json cluster_json = Json::object(), labels = Json::object();
   for (const TaskPeers& t : cluster.tasks) {
-    std::vector<std::string> hosts;
+    Json hosts = Json::array();
     for (const std::string& h : t.hosts) {
-      hosts.push_back(
-          absl::StrCat("{\"url\":", JsonQuote(h), ",\"port\":", port, "}"));
+      hosts.push_back({{"url", h}, {"port", options.port}});
     }
-    cluster_items.push_back(
-        absl::StrCat(JsonQuote(t.task), ":[", absl::StrJoin(hosts, ","), "]"));
-    labels.push_back(absl::StrCat(JsonQuote(t.task), ":\"\""));
+    cluster_json[t.task] = std::move(hosts);
+    labels[t.task] = "";
   }
-  out.Set("MX_CONFIG",
-          absl::StrCat("{\"cluster\":{", absl::StrJoin(cluster_items, ","),
-                       "},\"labels\":{", absl::StrJoin(labels, ","),
-                       "},\"task\":{\"type\":", JsonQuote(self.task),
-                       ",\"index\":", self.index, "}}"),
-          source);
+  Json config;
+  config["cluster"] = std::move(cluster_json);
+  config["labels"] = std::move(labels);
+  config["task"] = {{"type", self.task}, {"index", self.index}};
+  out.Set("MX_CONFIG", DumpJson(config), source);
   return out;
 }
 

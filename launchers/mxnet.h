@@ -1,5 +1,5 @@
 // MXNet / ps-lite: the DMLC_* variables and MX_CONFIG as Kubeflow's MXJob
-// controller writes them (DESIGN.md §3.3, reference/operators.md §1.4).
+// controller writes them (README: "Peer discovery, framework launchers").
 #ifndef DISTJOB_LAUNCHERS_MXNET_H_
 #define DISTJOB_LAUNCHERS_MXNET_H_
 

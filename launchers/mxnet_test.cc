@@ -20,7 +20,7 @@ Cluster Mx(int schedulers, int servers, int workers) {
   return *c;
 }
 
-// reference/operators.md §1.4: job mx, scheduler 1, server 2, worker 3.
+// Kubeflow's MXJob example: job mx, scheduler 1, server 2, worker 3.
 TEST(MXNetEnvTest, KubeflowExampleWorker1) {
   auto out = MXNetEnv({"mx", "worker", 1}, Mx(1, 2, 3), {});
   ASSERT_TRUE(out.ok()) << out.status();

@@ -6,8 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/json.h"
 
 namespace distjob {
 namespace {
@@ -20,12 +19,10 @@ std::string HostPort(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-std::string HostList(const TaskPeers& peers, int port) {
-  std::vector<std::string> items;
-  for (const std::string& h : peers.hosts) {
-    items.push_back(JsonQuote(HostPort(h, port)));
-  }
-  return absl::StrCat("[", absl::StrJoin(items, ","), "]");
+Json HostList(const TaskPeers& peers, int port) {
+  Json items = Json::array();
+  for (const std::string& h : peers.hosts) items.push_back(HostPort(h, port));
+  return items;
 }
 
 }  // namespace
@@ -54,8 +51,8 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
                                           const EnvMap& env) {
   LauncherEnv out;
   if (auto existing = Lookup(env, "TF_CONFIG"); existing.has_value()) {
-    google::protobuf::Struct parsed;
-    if (!google::protobuf::util::JsonStringToMessage(*existing, &parsed).ok()) {
+    auto parsed = ParseJson(*existing, "env TF_CONFIG");
+    if (!parsed.ok() || !parsed->is_object()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "env TF_CONFIG is not a JSON object: '", existing->substr(0, 80),
           "'; fix it, unset it, or pass "
@@ -67,7 +64,7 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
   if (cluster.TotalHosts() <= 1) return out;
 
   const bool kubeflow = cluster.source == PeerSource::kKubeflow;
-  std::vector<std::string> entries;
+  Json entries = Json::object();
   std::vector<std::string> origins;
   std::string task_type = self.task;
   if (kubeflow) {
@@ -75,8 +72,7 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
     // master stays master (the controller does not translate it).
     for (const TaskPeers& t : cluster.tasks) {
       if (t.task == "evaluator" && !options.include_evaluator) continue;
-      entries.push_back(
-          absl::StrCat(JsonQuote(t.task), ":", HostList(t, options.port)));
+      entries[t.task] = HostList(t, options.port);
       origins.push_back(t.origin);
     }
   } else {
@@ -97,18 +93,15 @@ absl::StatusOr<LauncherEnv> TensorFlowEnv(const Identity& self,
       }
       const TaskPeers* t = cluster.Find(task);
       if (t == nullptr) continue;
-      entries.push_back(
-          absl::StrCat(JsonQuote(role), ":", HostList(*t, options.port)));
+      entries[role] = HostList(*t, options.port);
       origins.push_back(t->origin);
     }
   }
-  std::string config =
-      absl::StrCat("{\"cluster\":{", absl::StrJoin(entries, ","),
-                   "},\"task\":{\"type\":", JsonQuote(task_type),
-                   ",\"index\":", self.index, "}");
-  if (kubeflow) absl::StrAppend(&config, ",\"environment\":\"cloud\"");
-  config += "}";
-  out.Set("TF_CONFIG", std::move(config),
+  Json config;
+  config["cluster"] = std::move(entries);
+  config["task"] = {{"type", task_type}, {"index", self.index}};
+  if (kubeflow) config["environment"] = "cloud";
+  out.Set("TF_CONFIG", DumpJson(config),
           absl::StrCat(absl::StrJoin(origins, ", "), "; port ", options.port));
   return out;
 }

@@ -1,5 +1,5 @@
 // TensorFlow: TF_CONFIG as Volcano's tensorflow plugin and Kubeflow's TFJob
-// controller write it (DESIGN.md §3.3, reference/operators.md §1.2, §2.5).
+// controller write it (README: "Peer discovery, framework launchers").
 #ifndef DISTJOB_LAUNCHERS_TENSORFLOW_H_
 #define DISTJOB_LAUNCHERS_TENSORFLOW_H_
 
@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/environment.h"
+#include "discovery/framework.h"
 #include "discovery/peers.h"
 #include "launchers/framework_types.h"
 
@@ -16,10 +17,7 @@ namespace distjob {
 struct TensorFlowOptions {
   int port = 2222;
   // TF role -> task name, as Volcano's --ps/--worker/--chief/--evaluator.
-  std::map<std::string, std::string> roles = {{"ps", "ps"},
-                                              {"worker", "worker"},
-                                              {"chief", "chief"},
-                                              {"evaluator", "evaluator"}};
+  std::map<std::string, std::string> roles = DefaultTfRoles();
   bool include_evaluator = true;
   bool override_existing = false;
 };

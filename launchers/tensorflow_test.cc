@@ -49,7 +49,7 @@ TEST(TensorFlowEnvTest, VolcanoSeedJobFromEveryPod) {
   }
 }
 
-// reference/operators.md §2.5: Volcano's own test vector.
+// Volcano's tensorflow plugin's own test vector.
 TEST(TensorFlowEnvTest, VolcanoChiefWorkerPsOrder) {
   const Cluster c =
       Make(PeerSource::kVolcano,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/net.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_keys.h"
@@ -13,21 +14,10 @@
 #include "rendezvous/store/store_server.h"
 
 namespace distjob {
-namespace {
-
-bool IsNumeric(const std::string& host) {
-  unsigned char buf[16];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 ||
-         inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
-
-}  // namespace
-
 std::string LocalNodeAddress(const std::string& local_addr) {
   if (!local_addr.empty()) return local_addr;
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') return name;
-  return "127.0.0.1";
+  const std::string name = LocalHostname();
+  return name.empty() ? "127.0.0.1" : name;
 }
 
 absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
@@ -103,9 +93,9 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   if (try_host) {
     std::string bind = endpoint->host;
     if (bind == "localhost") bind = "127.0.0.1";
-    if (!IsNumeric(bind)) {
+    if (!IsIpLiteral(bind)) {
       // A name: listen where this node says it is, else everywhere.
-      bind = IsNumeric(options.addr) ? options.addr : "::";
+      bind = IsIpLiteral(options.addr) ? options.addr : "::";
     }
     auto started = StoreServer::Start(bind, endpoint->port);
     if (started.ok()) {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
-#include "rendezvous/standalone_rendezvous.h"
+#include "common/net.h"
 
 namespace distjob {
 
@@ -458,10 +458,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   if (mine.group_rank == 0) {
     // A name may not resolve inside a static binary (no NSS): probe the
     // wildcard address then; the port is free on every interface.
-    unsigned char buf[16];
-    const bool numeric = inet_pton(AF_INET, options_.addr.c_str(), buf) == 1 ||
-                         inet_pton(AF_INET6, options_.addr.c_str(), buf) == 1;
-    auto port = FindFreePort(numeric ? options_.addr : "0.0.0.0");
+    auto port =
+        FindFreePort(IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0");
     if (!port.ok()) return port.status();
     r.master_addr = options_.addr;
     r.master_port = *port;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/net.h"
 
 namespace distjob {
 
@@ -246,8 +247,7 @@ bool IsLocalHost(const std::string& host_in) {
       host == "0.0.0.0" || host == "::") {
     return true;
   }
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') {
+  if (const std::string name = LocalHostname(); !name.empty()) {
     const std::string me = absl::AsciiStrToLower(name);
     // The FQDN and Volcano's <hostname>.<subdomain> both start with it.
     if (host == me || absl::StartsWith(host, me + ".")) return true;

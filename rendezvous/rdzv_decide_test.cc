@@ -95,9 +95,8 @@ std::vector<Row> Rows() {
     o.state_error = absl::UnavailableError("connection refused");
     add("store not up yet", o, Fresh(), Action::kReconnect);
     o.state_error = absl::DataLossError("malformed rendezvous state line");
-    add("malformed state", o, Fresh(), Action::kFail, [](const Action& a) {
-      EXPECT_TRUE(absl::IsDataLoss(a.status));
-    });
+    add("malformed state", o, Fresh(), Action::kFail,
+        [](const Action& a) { EXPECT_TRUE(absl::IsDataLoss(a.status)); });
     o.state_error = absl::InvalidArgumentError("key too long");
     add("rejected read", o, Fresh(), Action::kFail, [](const Action& a) {
       EXPECT_TRUE(absl::IsInvalidArgument(a.status));

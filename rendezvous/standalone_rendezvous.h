@@ -6,9 +6,6 @@
 
 #include <string>
 
-// FindFreePort moved to common/net.h; dynamic_rendezvous.cc still finds it
-// through this include until it includes common/net.h itself.
-#include "common/net.h"
 #include "rendezvous/rendezvous.h"
 
 namespace distjob {

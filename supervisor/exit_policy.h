@@ -1,4 +1,5 @@
-// What an exit status means for the job: the classes of DESIGN.md §3.5.
+// What an exit status means for the job: the classes of the README's exit-code
+// table.
 //   0        success
 //   1..127   permanent: a bug or bad input; restarting will not help
 //   128..255 retryable: killed (128+signal), preempted, or told to retry

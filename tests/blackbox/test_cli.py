@@ -94,6 +94,17 @@ def test_each_subcommand_prints_its_own_help(run_agent):
             assert "Options:" in r.stdout, (command, r.stdout)
 
 
+def test_env_help_is_envs_own_usage(run_agent):
+    for flag in ["--help", "-h"]:
+        r = run_agent(["env", "--nproc-per-node", "2", flag])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("Usage: distjob-agent env"), r.stdout
+        assert "--json" in r.stdout and "--explain" in r.stdout
+        # Run's own options are listed, run's usage line is not.
+        assert "--nproc-per-node" in r.stdout
+        assert "Usage: distjob-agent run" not in r.stdout
+
+
 def test_each_subcommand_rejects_an_unknown_flag_naming_it(run_agent,
                                                            tmp_path):
     for command in SUBCOMMAND_USAGE:

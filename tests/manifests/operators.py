@@ -1,6 +1,6 @@
 """What the job operators inject into each pod of a manifest.
 
-A model of /work/shared/reference/operators.md (Volcano v1.9 `env`, `svc`
+A model of the operators as they document themselves (Volcano v1.9 `env`, `svc`
 and `pytorch` plugins; Kubeflow training-operator v1.8 PyTorchJob, TFJob and
 MXJob), enough to give `distjob-agent env` exactly the input a pod would
 see: environment, hostname and the /etc/volcano files. Anything the model

@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "examples" / "k8s").glob("*.yaml"))
 TF_ROLES = {"ps": "ps", "worker": "worker", "chief": "chief",
             "master": "chief", "evaluator": "evaluator"}
-RETRYABLE_PORTABLE = 138  # retried by every Kubeflow version (operators.md §4)
+RETRYABLE_PORTABLE = 138  # retried by every Kubeflow version (README: "Exit-code policy per operator")
 
 
 def load(path):

@@ -1,11 +1,11 @@
-#include "launchers/framework.h"
+#include "discovery/framework.h"
 
 #include "gtest/gtest.h"
 
 namespace distjob {
 namespace {
 
-const std::map<std::string, std::string> kRoles = TensorFlowOptions().roles;
+const std::map<std::string, std::string> kRoles = DefaultTfRoles();
 
 TEST(ChooseFrameworkTest, FromTaskNamesAndEnv) {
   auto pick = [](const char* replicas, const EnvMap& env = {}) {

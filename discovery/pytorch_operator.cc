@@ -1,4 +1,4 @@
-#include "launchers/pytorch_operator.h"
+#include "discovery/pytorch_operator.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,11 +1,11 @@
-#include "launchers/pytorch_operator.h"
+#include "discovery/pytorch_operator.h"
 
 #include "gtest/gtest.h"
 
 namespace distjob {
 namespace {
 
-// reference/operators.md §2.4: job pj, master 1 + worker 3.
+// Volcano's pytorch plugin example: job pj, master 1 + worker 3.
 TEST(PyTorchOperatorTest, VolcanoRanks) {
   Cluster c;
   c.source = PeerSource::kVolcano;

@@ -1,8 +1,8 @@
 // PyTorch without elasticity, as the operators lay it out: one master task
 // and one worker task (Volcano's pytorch plugin, Kubeflow's PyTorchJob).
 // Node rank 0 is master-0, worker i is node i+1.
-#ifndef DISTJOB_LAUNCHERS_PYTORCH_OPERATOR_H_
-#define DISTJOB_LAUNCHERS_PYTORCH_OPERATOR_H_
+#ifndef DISTJOB_DISCOVERY_PYTORCH_OPERATOR_H_
+#define DISTJOB_DISCOVERY_PYTORCH_OPERATOR_H_
 
 #include <string>
 
@@ -24,4 +24,4 @@ absl::StatusOr<PyTorchOperatorLayout> PyTorchOperatorNodes(
 
 }  // namespace distjob
 
-#endif  // DISTJOB_LAUNCHERS_PYTORCH_OPERATOR_H_
+#endif  // DISTJOB_DISCOVERY_PYTORCH_OPERATOR_H_

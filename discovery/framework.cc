@@ -1,8 +1,41 @@
-#include "launchers/framework.h"
+#include "discovery/framework.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace distjob {
+
+absl::StatusOr<Framework> ParseFramework(absl::string_view text) {
+  for (Framework f :
+       {Framework::kAuto, Framework::kPyTorch, Framework::kTensorFlow,
+        Framework::kMXNet, Framework::kNone}) {
+    if (text == FrameworkName(f)) return f;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", text, "' is not one of auto, pytorch, tensorflow, mxnet, none"));
+}
+
+const char* FrameworkName(Framework framework) {
+  switch (framework) {
+    case Framework::kAuto:
+      return "auto";
+    case Framework::kPyTorch:
+      return "pytorch";
+    case Framework::kTensorFlow:
+      return "tensorflow";
+    case Framework::kMXNet:
+      return "mxnet";
+    case Framework::kNone:
+      return "none";
+  }
+  return "auto";
+}
+
+std::map<std::string, std::string> DefaultTfRoles() {
+  return {{"ps", "ps"},
+          {"worker", "worker"},
+          {"chief", "chief"},
+          {"evaluator", "evaluator"}};
+}
 
 FrameworkChoice ChooseFramework(
     Framework requested, const Cluster& cluster, const EnvMap& env,

@@ -1,18 +1,25 @@
 // Which framework environment a pod gets (--framework auto|pytorch|
 // tensorflow|mxnet|none), and the dispatch to its launcher.
-#ifndef DISTJOB_LAUNCHERS_FRAMEWORK_H_
-#define DISTJOB_LAUNCHERS_FRAMEWORK_H_
+#ifndef DISTJOB_DISCOVERY_FRAMEWORK_H_
+#define DISTJOB_DISCOVERY_FRAMEWORK_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/environment.h"
 #include "discovery/peers.h"
-#include "launchers/framework_types.h"
-#include "launchers/mxnet.h"
-#include "launchers/tensorflow.h"
 
 namespace distjob {
+
+enum class Framework { kAuto, kPyTorch, kTensorFlow, kMXNet, kNone };
+
+absl::StatusOr<Framework> ParseFramework(absl::string_view text);
+const char* FrameworkName(Framework framework);
+
+// TF role -> task name, as Volcano's --ps/--worker/--chief/--evaluator.
+std::map<std::string, std::string> DefaultTfRoles();
 
 struct FrameworkChoice {
   std::string framework;  // pytorch | tensorflow | mxnet | none
@@ -28,4 +35,4 @@ FrameworkChoice ChooseFramework(
 
 }  // namespace distjob
 
-#endif  // DISTJOB_LAUNCHERS_FRAMEWORK_H_
+#endif  // DISTJOB_DISCOVERY_FRAMEWORK_H_
