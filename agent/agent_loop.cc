@@ -22,6 +22,7 @@
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/rendezvous_kind.h"
 #include "rendezvous/standalone_rendezvous.h"
 #include "supervisor/cgroup_oom.h"
 #include "supervisor/exit_policy.h"
@@ -95,8 +96,8 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
     const RunOptions& options) {
   const LaunchOptions& launch = options.launch;
-  if (launch.standalone ||
-      (launch.max_nodes == 1 && launch.rdzv_backend == RdzvBackend::kStatic)) {
+  if (ChooseRendezvous(launch.standalone, launch.max_nodes,
+                       launch.rdzv_backend) == RendezvousKind::kLocal) {
     return std::make_unique<StandaloneRendezvous>(
         launch.local_addr, launch.standalone ? "" : launch.rdzv_id);
   }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "launchers/framework_env.h"
+#include "rendezvous/rendezvous_kind.h"
 
 namespace distjob {
 
@@ -36,8 +37,9 @@ WorkerRound PlanRound(const LaunchOptions& launch) {
   g.role_name = launch.role;
   g.max_restarts = launch.max_restarts;
   g.run_id = launch.rdzv_id;
-  if (launch.standalone ||
-      (launch.max_nodes == 1 && launch.rdzv_backend == RdzvBackend::kStatic)) {
+  const RendezvousKind kind = ChooseRendezvous(
+      launch.standalone, launch.max_nodes, launch.rdzv_backend);
+  if (kind == RendezvousKind::kLocal) {
     // One node: the local rendezvous picks a free port at each round.
     g.world_size = g.role_world_size = launch.nproc;
     g.master_addr = launch.local_addr.empty() ? "127.0.0.1" : launch.local_addr;
@@ -49,7 +51,7 @@ WorkerRound PlanRound(const LaunchOptions& launch) {
     }
     return round;
   }
-  if (launch.rdzv_backend == RdzvBackend::kStatic) {
+  if (kind == RendezvousKind::kStatic) {
     g.group_rank = launch.node_rank;
     g.group_world_size = launch.max_nodes;
     g.base_rank = g.role_base_rank = launch.node_rank * launch.nproc;

@@ -39,8 +39,8 @@ struct WorkerRound {
 };
 
 // The first round as far as it is known before any rendezvous, from the
-// effective launch options; mirrors the choice of rendezvous in
-// agent/agent_loop.cc (MakeRendezvous).
+// effective launch options and the same choice of rendezvous as `run`
+// (rendezvous/rendezvous_kind.h).
 WorkerRound PlanRound(const LaunchOptions& launch);
 
 // Per-attempt files of one worker; empty when there are none.
