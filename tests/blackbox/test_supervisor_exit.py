@@ -3,9 +3,7 @@
 
 import concurrent.futures
 import json
-import os
 import signal
-import subprocess
 import time
 
 import pytest

@@ -529,6 +529,21 @@ class Cluster:
         """Sends `sig` to the pod's agent, as the kubelet does to PID 1."""
         os.kill(pod.agent_pid(), sig)
 
+    def stop_all_within(self, pods, grace, slack):
+        """SIGTERM to every pod's agent at once, as a node drain does; each
+        must exit 143 within `grace` seconds (waited for up to grace +
+        `slack`). Returns the results."""
+        sent = time.monotonic()
+        for pod in pods:
+            self.kill_agent(pod, signal.SIGTERM)
+        results = self.wait_all(timeout=grace + slack)
+        elapsed = time.monotonic() - sent
+        for name, r in results.items():
+            assert r.exit_code == 143, (name, r.exit_code, r.stderr[-2000:],
+                                        r.artifacts)
+        assert elapsed < grace, f"stopped after {elapsed:.1f}s, grace {grace}s"
+        return results
+
     def kill_pod(self, pod):
         """The pod's node dies: SIGKILL to every process in it at once, and
         its DNS record goes (the endpoint is no longer ready)."""
