@@ -14,6 +14,16 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
       "on this port on all interfaces, IPv4 and IPv6; 0 (default) serves "
       "nothing.",
       SetInt(&o->metrics_port, 0, 65535)));
+  flags->Add(AgentFlag("log-format", "text|json",
+                       "The agent's own log lines: text (default) or one "
+                       "JSON object a line with time, level, message, pid, "
+                       "job, role, node_rank, round and attempt.",
+                       [o](absl::string_view v, absl::string_view) {
+                         auto format = ParseLogFormat(v);
+                         if (!format.ok()) return format.status();
+                         o->log_format = *format;
+                         return absl::OkStatus();
+                       }));
   flags->Add(TorchrunFlag(
       "event-log-handler", "null|console|file:PATH",
       "Where lifecycle events go, one JSON object a line: null (default, "

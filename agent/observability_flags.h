@@ -8,8 +8,9 @@
 
 namespace distjob {
 
-// Registers --metrics-port (DISTJOB_METRICS_PORT) and torchrun's
-// --event-log-handler (PET_EVENT_LOG_HANDLER).
+// Registers --metrics-port (DISTJOB_METRICS_PORT), --log-format
+// (DISTJOB_LOG_FORMAT) and torchrun's --event-log-handler
+// (PET_EVENT_LOG_HANDLER).
 void AddObservabilityFlags(FlagSet* flags, RunOptions* options);
 
 }  // namespace distjob

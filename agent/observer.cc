@@ -11,6 +11,10 @@
 namespace distjob {
 
 absl::Status Observer::Start(const RunOptions& options) {
+  // Lines before this one (flag errors) are text: the format is a flag.
+  if (options.observability.log_format != LogFormat::kText) {
+    InitLogging(options.log_level, options.observability.log_format);
+  }
   if (absl::Status opened =
           events_.Open(options.observability.event_log_handler);
       !opened.ok()) {
@@ -40,6 +44,9 @@ void Observer::Shutdown() {
 void Observer::SetJob(const std::string& job, const std::string& role,
                       int node_rank) {
   metrics_->SetJobLabels(job, role, node_rank);
+  SetLogContext("job", job);
+  SetLogContext("role", role);
+  SetLogContext("node_rank", node_rank);
   events_.SetContext("job", job);
   events_.SetContext("role", role);
   events_.SetContext("node_rank", node_rank);
@@ -61,6 +68,7 @@ void Observer::RoundClosed(const RendezvousResult& round,
   metrics_->Set("distjob_rendezvous_round", static_cast<double>(round.round));
   metrics_->Set("distjob_group_rank", round.group_rank);
   metrics_->Set("distjob_group_world_size", round.group_world_size);
+  SetLogContext("round", round.round);
   events_.SetContext("round", round.round);
   Json fields = Json::object();
   fields["group_rank"] = round.group_rank;
@@ -75,6 +83,7 @@ void Observer::RoundClosed(const RendezvousResult& round,
 
 void Observer::Attempt(int restart_count) {
   metrics_->Set("distjob_attempt", restart_count);
+  SetLogContext("attempt", restart_count);
   events_.SetContext("attempt", restart_count);
 }
 

@@ -86,6 +86,8 @@ struct ObservabilityOptions {
   int metrics_port = 0;
   // The event log: null (none), console or file:PATH.
   std::string event_log_handler = "null";
+  // The agent's own lines: text, or one JSON object a line.
+  LogFormat log_format = LogFormat::kText;
 };
 
 struct RunOptions {
