@@ -338,8 +338,8 @@ class AgentRun {
         return kExitRendezvousUnavailable;
       }
       restart_count_ = std::max(restart_count_, round->restart_count);
-      observer_.RoundClosed(*round, absl::Now() - joined);
       observer_.Attempt(restart_count_);
+      observer_.RoundClosed(*round, absl::Now() - joined);
       if (absl::Status made =
               files_->PrepareAttempt(restart_count_, options_.launch.nproc);
           !made.ok()) {

@@ -159,7 +159,7 @@ def test_event_log_rebuilds_the_timeline(run_agent, tmp_path):
         "restart",
         "round_closed", "workers_started", "group_exited",
         "exit"]
-    exited = lines[4]
+    exited = lines[5]
     assert (exited["local_rank"], exited["exit_code"], exited["class"],
             exited["attempt"]) == (1, 200, "retryable", 0)
     assert lines[6]["cause"] == "retryable_exit"
