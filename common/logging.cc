@@ -2,7 +2,6 @@
 
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -46,9 +45,9 @@ class JsonStderrSink : public spdlog::sinks::base_sink<std::mutex> {
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
     Json line = Json::object();
-    line["time"] = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ",
-                                    absl::FromChrono(msg.time),
-                                    absl::UTCTimeZone());
+    line["time"] =
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromChrono(msg.time),
+                         absl::UTCTimeZone());
     line["level"] = LevelName(msg.level);
     line["message"] =
         ValidUtf8(absl::string_view(msg.payload.data(), msg.payload.size()));
