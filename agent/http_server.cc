@@ -11,10 +11,8 @@
 #include <cstring>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -179,13 +177,16 @@ void HttpServer::Answer(int connection) {
     request.append(buffer, static_cast<size_t>(n));
   }
   // "GET /metrics?x HTTP/1.1": the method, and the path without a query.
-  std::vector<std::string> words =
-      absl::StrSplit(request.substr(0, request.find("\r\n")), ' ');
+  const std::string first = request.substr(0, request.find("\r\n"));
+  const size_t method_end = first.find(' ');
+  const size_t path_end = first.find(' ', method_end + 1);
   std::string response;
-  if (words.size() != 3) {
+  if (method_end == std::string::npos || path_end == std::string::npos) {
     response = Response(400, "text/plain", "bad request\n", false);
   } else {
-    response = Respond(words[0], words[1].substr(0, words[1].find('?')));
+    std::string path = first.substr(method_end + 1, path_end - method_end - 1);
+    response =
+        Respond(first.substr(0, method_end), path.substr(0, path.find('?')));
   }
   size_t sent = 0;
   while (sent < response.size()) {

@@ -18,61 +18,65 @@ struct Definition {
   const char* name;
   Kind kind;
   const char* help;
-  // Extra-label values whose series exist from the start (at 0), so that a
-  // rate() over them has a first sample; empty for plain series.
-  std::vector<std::string> preset;
+  // Extra labels whose series exist from the start (at 0), so that a
+  // rate() over them has a first sample: "" for a plain series, nullptr
+  // ends the list (none for a histogram).
+  const char* preset[5];
 };
 
 // Every series the agent exposes; the README's "See the job" section
 // lists the same names.
-const std::vector<Definition>& Definitions() {
-  static const auto* const definitions = new std::vector<Definition>{
-      {"distjob_worker_group_restarts_total",
-       Kind::kCounter,
-       "Worker group restarts, by cause.",
-       {"cause=\"retryable_exit\"", "cause=\"membership_change\"",
-        "cause=\"hang\"", "cause=\"oom\""}},
-      {"distjob_rendezvous_rounds_total",
-       Kind::kCounter,
-       "Rendezvous rounds this node took part in.",
-       {""}},
-      {"distjob_worker_exits_total",
-       Kind::kCounter,
-       "Failed worker group attempts, by the exit class of the first "
-       "failure.",
-       {"class=\"retryable\"", "class=\"permanent\""}},
-      {"distjob_attempt",
-       Kind::kGauge,
-       "The current attempt (failure restarts so far).",
-       {""}},
-      {"distjob_rendezvous_round",
-       Kind::kGauge,
-       "The rendezvous round the workers run in.",
-       {""}},
-      {"distjob_group_rank", Kind::kGauge, "This node's group rank.", {""}},
-      {"distjob_group_world_size", Kind::kGauge, "Nodes in the round.", {""}},
-      {"distjob_local_workers_alive",
-       Kind::kGauge,
-       "Workers of this node's group running now.",
-       {""}},
-      {"distjob_last_exit_code",
-       Kind::kGauge,
-       "Exit code of the last failed worker (0: none failed).",
-       {""}},
-      {"distjob_dns_wait_seconds",
-       Kind::kGauge,
-       "Time discovery waited for this pod's identity and peers' DNS names.",
-       {""}},
-      {"distjob_rendezvous_duration_seconds",
-       Kind::kHistogram,
-       "Time from joining a round to its close, waiting for peers included.",
-       {}},
-  };
-  return *definitions;
-}
+constexpr Definition kDefinitions[] = {
+    {"distjob_worker_group_restarts_total",
+     Kind::kCounter,
+     "Worker group restarts, by cause.",
+     {"cause=\"retryable_exit\"", "cause=\"membership_change\"",
+      "cause=\"hang\"", "cause=\"oom\"", nullptr}},
+    {"distjob_rendezvous_rounds_total",
+     Kind::kCounter,
+     "Rendezvous rounds this node took part in.",
+     {"", nullptr}},
+    {"distjob_worker_exits_total",
+     Kind::kCounter,
+     "Failed worker group attempts, by the exit class of the first "
+     "failure.",
+     {"class=\"retryable\"", "class=\"permanent\"", nullptr}},
+    {"distjob_attempt",
+     Kind::kGauge,
+     "The current attempt (failure restarts so far).",
+     {"", nullptr}},
+    {"distjob_rendezvous_round",
+     Kind::kGauge,
+     "The rendezvous round the workers run in.",
+     {"", nullptr}},
+    {"distjob_group_rank",
+     Kind::kGauge,
+     "This node's group rank.",
+     {"", nullptr}},
+    {"distjob_group_world_size",
+     Kind::kGauge,
+     "Nodes in the round.",
+     {"", nullptr}},
+    {"distjob_local_workers_alive",
+     Kind::kGauge,
+     "Workers of this node's group running now.",
+     {"", nullptr}},
+    {"distjob_last_exit_code",
+     Kind::kGauge,
+     "Exit code of the last failed worker (0: none failed).",
+     {"", nullptr}},
+    {"distjob_dns_wait_seconds",
+     Kind::kGauge,
+     "Time discovery waited for this pod's identity and peers' DNS names.",
+     {"", nullptr}},
+    {"distjob_rendezvous_duration_seconds",
+     Kind::kHistogram,
+     "Time from joining a round to its close, waiting for peers included.",
+     {nullptr}},
+};
 
 const Definition* Find(const std::string& name) {
-  for (const Definition& d : Definitions()) {
+  for (const Definition& d : kDefinitions) {
     if (name == d.name) return &d;
   }
   return nullptr;
@@ -147,12 +151,14 @@ std::string EscapeLabelValue(const std::string& value) {
 
 Metrics::Metrics() {
   absl::MutexLock lock(&mu_);
-  for (const Definition& d : Definitions()) {
+  for (const Definition& d : kDefinitions) {
     if (d.kind == Kind::kHistogram) {
       histograms_[d.name].counts.assign(Buckets().size(), 0);
       continue;
     }
-    for (const std::string& label : d.preset) values_[d.name][label] = 0;
+    for (const char* const* label = d.preset; *label != nullptr; ++label) {
+      values_[d.name][*label] = 0;
+    }
   }
 }
 
@@ -196,7 +202,7 @@ void Metrics::Observe(const std::string& name, double seconds) {
 std::string Metrics::Render() const {
   std::string out;
   absl::MutexLock lock(&mu_);
-  for (const Definition& d : Definitions()) {
+  for (const Definition& d : kDefinitions) {
     Header(&out, d.name, TypeName(d.kind), d.help);
     if (d.kind == Kind::kHistogram) {
       const Histogram& h = histograms_.at(d.name);

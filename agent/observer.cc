@@ -32,7 +32,6 @@ absl::Status Observer::Start(const RunOptions& options) {
   started["nnodes"] = options.launch.nnodes;
   started["nproc_per_node"] = options.launch.nproc;
   started["max_restarts"] = options.launch.max_restarts;
-  started["command"] = options.command;
   events_.Emit("started", started);
   return absl::OkStatus();
 }

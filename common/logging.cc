@@ -1,6 +1,6 @@
 #include "common/logging.h"
 
-#include <spdlog/sinks/base_sink.h>
+#include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <unistd.h>
 
@@ -41,9 +41,11 @@ const char* LevelName(spdlog::level::level_enum level) {
 // One JSON object per line on unbuffered stderr. The message is whatever
 // the call formatted; invalid UTF-8 in it (a worker's bytes quoted in an
 // error) becomes U+FFFD rather than an unparseable line.
-class JsonStderrSink : public spdlog::sinks::base_sink<std::mutex> {
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
+// A plain sink, not base_sink<>: it formats nothing with spdlog's pattern
+// machinery, which would only add to the static binary.
+class JsonStderrSink : public spdlog::sinks::sink {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
     Json line = Json::object();
     line["time"] =
         absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromChrono(msg.time),
@@ -59,9 +61,16 @@ class JsonStderrSink : public spdlog::sinks::base_sink<std::mutex> {
       }
     }
     const std::string text = DumpJson(line) + "\n";
+    // One write per line: threads' lines do not interleave.
+    std::lock_guard<std::mutex> lock(mu_);
     std::fwrite(text.data(), 1, text.size(), stderr);
   }
-  void flush_() override { std::fflush(stderr); }
+  void flush() override { std::fflush(stderr); }
+  void set_pattern(const std::string&) override {}
+  void set_formatter(std::unique_ptr<spdlog::formatter>) override {}
+
+ private:
+  std::mutex mu_;
 };
 
 void SetContextValue(const std::string& key, Json value) {
