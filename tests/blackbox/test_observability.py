@@ -186,3 +186,28 @@ def test_event_log_on_console_records_the_stop_signal(started, tmp_path):
     assert names[-2:] == ["stop_signal", "exit"]
     assert events[-2]["signal"] == "SIGTERM"
     assert events[-1]["exit_code"] == 143
+
+
+def test_json_log_lines_parse_and_carry_the_context(run_agent):
+    r = run_agent(["run", "--log-format", "json", "--rdzv-id", "job-c",
+                   "--max-restarts", "1", "--", "sh", "-c",
+                   '[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && exit 200; '
+                   "exit 0"], timeout=30)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(line) for line in r.stderr.splitlines()]
+    assert lines, r.stderr
+    for line in lines:
+        assert {"time", "level", "message", "pid", "job"} <= line.keys()
+        assert line["job"] == "job-c"
+    failed = [line for line in lines if "failed with exit code 200"
+              in line["message"]]
+    assert len(failed) == 1
+    assert (failed[0]["level"], failed[0]["round"],
+            failed[0]["attempt"]) == ("error", 0, 0)
+    assert lines[-1]["attempt"] == 1
+
+
+def test_bad_log_format_exits_2(run_agent):
+    r = run_agent(["run", "--log-format", "xml", "--", "true"], timeout=10)
+    assert r.returncode == 2
+    assert "--log-format" in r.stderr and "text, json" in r.stderr
