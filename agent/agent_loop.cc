@@ -16,6 +16,7 @@
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
 #include "agent/health.h"
+#include "agent/observer.h"
 #include "agent/report.h"
 #include "agent/worker_env.h"
 #include "common/logging.h"
@@ -196,6 +197,9 @@ class AgentRun {
     if (!code) code = PrepareRounds();
     if (!code) code = Finish(Supervise());
     if (health_ != nullptr) health_->Shutdown();
+    observer_.Exit(*code, outcome_,
+                   supervisor_ ? supervisor_->stop_signal() : 0);
+    observer_.Shutdown();
     return *code;
   }
 
@@ -211,6 +215,14 @@ class AgentRun {
       return Fail("error", kExitInternalError);
     }
     supervisor_ = *std::move(supervisor);
+    if (absl::Status observed = observer_.Start(options_); !observed.ok()) {
+      DJ_LOG_ERROR("{}", observed.message());
+      return Fail("error", kExitBadConfig);
+    }
+    supervisor_->set_on_group_running([this](bool running) {
+      if (health_ != nullptr) health_->SetReady(running);
+      observer_.GroupRunning(running, options_.launch.nproc);
+    });
     if (options_.outcome.health_port != 0) {
       auto started = HealthServer::Start(options_.outcome.health_port);
       if (!started.ok()) {
@@ -219,8 +231,6 @@ class AgentRun {
       }
       health_ = *std::move(started);
       DJ_LOG_INFO("health server on port {}", health_->port());
-      supervisor_->set_on_group_running(
-          [h = health_.get()](bool running) { h->SetReady(running); });
     }
     return std::nullopt;
   }
@@ -230,6 +240,7 @@ class AgentRun {
   // restart, the start barrier.
   std::optional<int> Discover() {
     auto stop_requested = [this] { return supervisor_->PollStopSignal() != 0; };
+    const absl::Time resolving = absl::Now();
     auto job = ResolveJob(options_.discovery, env_, stop_requested);
     if (!job.ok()) {
       if (supervisor_->stop_signal() != 0) return Stopped();
@@ -240,6 +251,9 @@ class AgentRun {
     }
     options_.launch = EffectiveLaunch(*job, options_.launch);
     job_ = *job;
+    observer_.SetJob(options_.launch.rdzv_id, options_.launch.role,
+                     options_.launch.node_rank);
+    observer_.PeersResolved(options_.launch.max_nodes, absl::Now() - resolving);
     const BarrierPlan barrier = PlanBarrier(*job, options_);
     if (!barrier.run) {
       if (job->has_identity) {
@@ -305,6 +319,7 @@ class AgentRun {
     // worker failed first, or the membership changed).
     std::optional<std::pair<GroupResult, bool>> deferred;
     for (;;) {
+      const absl::Time joined = absl::Now();
       auto round = rendezvous_->Next(options_.launch.nproc);
       if (!round.ok() && deferred.has_value() &&
           absl::IsAborted(round.status())) {
@@ -324,6 +339,8 @@ class AgentRun {
         return kExitRendezvousUnavailable;
       }
       restart_count_ = std::max(restart_count_, round->restart_count);
+      observer_.Attempt(restart_count_);
+      observer_.RoundClosed(*round, absl::Now() - joined);
       if (absl::Status made =
               files_->PrepareAttempt(restart_count_, options_.launch.nproc);
           !made.ok()) {
@@ -355,7 +372,10 @@ class AgentRun {
             "the kernel's OOM killer ended {} process(es) of the worker "
             "group ({})",
             *ooms_after - *ooms_before, *oom_counter_.path());
+        observer_.Oom(*ooms_after - *ooms_before);
       }
+      if (group->hang) observer_.Hang();
+      observer_.GroupExited(group->outcome);
       switch (group->outcome) {
         case GroupOutcome::kSucceeded:
           return Ended("success", kExitSuccess);
@@ -363,6 +383,7 @@ class AgentRun {
           return Ended("stopped",
                        ExitCodeForSignal(supervisor_->stop_signal()));
         case GroupOutcome::kInterrupted:
+          observer_.MembershipChange();
           continue;  // a membership change: the next round, no restart
         case GroupOutcome::kFailed:
           break;
@@ -375,6 +396,10 @@ class AgentRun {
       }
       if (!RecordFailure(*group, oom)) return report_.exit_code;
       ++restart_count_;
+      observer_.Restart(group->hang ? "hang"
+                        : oom       ? "oom"
+                                    : "retryable_exit",
+                        restart_count_);
       if (elastic_ != nullptr) elastic_->NoteFailureRestart(restart_count_);
       if (std::optional<int> stopped = PauseBeforeRestart(&backoff)) {
         return *stopped;
@@ -439,6 +464,7 @@ class AgentRun {
     DJ_LOG_ERROR("worker local_rank={} (pid {}) failed with exit code {} ({})",
                  failure.local_rank, failure.pid, exit_code,
                  ExitClassName(exit_class));
+    observer_.WorkerFailed(failure, exit_code, ExitClassName(exit_class));
     Ended(failure.exec_errno != 0 ? "exec-failed" : ExitClassName(exit_class),
           exit_code);
     report_.oom = oom;
@@ -462,6 +488,7 @@ class AgentRun {
     if (supervisor_->stop_signal() != 0 && exit_code == 0) {
       exit_code = ExitCodeForSignal(supervisor_->stop_signal());
       report_.outcome = "stopped";
+      outcome_ = "stopped";
       report_.exit_code = exit_code;
     }
     report_.stop_signal = supervisor_->stop_signal();
@@ -471,6 +498,7 @@ class AgentRun {
 
   // Sets report_ for an ending of the loop; returns `exit_code`.
   int Ended(const std::string& outcome, int exit_code) {
+    outcome_ = outcome;
     report_ = MakeReport(outcome, exit_code, restart_count_, options_);
     return exit_code;
   }
@@ -479,6 +507,7 @@ class AgentRun {
   int Fail(const std::string& outcome, int exit_code,
            const std::string& detail = "") {
     RunReport report = MakeReport(outcome, exit_code, 0, options_);
+    outcome_ = outcome;
     report.detail = detail;
     Report(report, options_.outcome);
     return exit_code;
@@ -488,6 +517,7 @@ class AgentRun {
     RunReport report = MakeReport(
         "stopped", ExitCodeForSignal(supervisor_->stop_signal()), 0, options_);
     report.stop_signal = supervisor_->stop_signal();
+    outcome_ = "stopped";
     Report(report, options_.outcome);
     return report.exit_code;
   }
@@ -498,6 +528,8 @@ class AgentRun {
   AgentDeps deps_;
   std::unique_ptr<SupervisorInterface> supervisor_;
   std::unique_ptr<HealthServer> health_;
+  Observer observer_{&GlobalMetrics()};
+  std::string outcome_;  // the report's outcome, for the exit event
   std::unique_ptr<Rendezvous> rendezvous_;
   ElasticRendezvous* elastic_ = nullptr;  // rendezvous_'s, when it has one
   std::optional<WorkerLogs> files_;

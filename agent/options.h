@@ -79,11 +79,23 @@ struct OutcomeOptions {
   int health_port = 0;
 };
 
+// What the agent shows of the job from outside (agent/observability_flags).
+struct ObservabilityOptions {
+  // HTTP /metrics, /healthz, /readyz on this port (all interfaces, IPv4 and
+  // IPv6); 0 = none.
+  int metrics_port = 0;
+  // The event log: null (none), console or file:PATH.
+  std::string event_log_handler = "null";
+  // The agent's own lines: text, or one JSON object a line.
+  LogFormat log_format = LogFormat::kText;
+};
+
 struct RunOptions {
   LaunchOptions launch;
   SupervisorOptions supervisor;
   OutcomeOptions outcome;
   DiscoveryOptions discovery;
+  ObservabilityOptions observability;
   LogLevel log_level = LogLevel::kInfo;
   // The worker command as given: training script (or binary) and its args.
   std::vector<std::string> command;

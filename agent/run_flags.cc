@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/discovery_flags.h"
+#include "agent/observability_flags.h"
 #include "agent/supervisor_flags.h"
 #include "common/duration.h"
 #include "common/logging.h"
@@ -277,6 +278,7 @@ std::string RunHelp() {
   AddTorchrunFlags(&flags, &unused);
   AddSupervisorFlags(&flags, &unused);
   AddDiscoveryFlags(&flags, &unused);
+  AddObservabilityFlags(&flags, &unused);
   return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
@@ -287,6 +289,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   AddTorchrunFlags(&flags, &options);
   AddSupervisorFlags(&flags, &options);
   AddDiscoveryFlags(&flags, &options);
+  AddObservabilityFlags(&flags, &options);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);

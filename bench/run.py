@@ -508,6 +508,62 @@ def bench_store(reps):
     return results
 
 
+def cpu_ns(pid):
+    """CPU time of every thread of `pid` in ns (schedstat: the clock-tick
+    counters of /proc/PID/stat read 0 for an idle agent)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+    return total
+
+
+def bench_metrics(reps, idle_s=3.0):
+    """The cost of --metrics-port: launch overhead (as bench_launch) and an
+    idle agent's CPU over `idle_s` while a scraper reads /metrics once a
+    second, each with metrics off and on."""
+    import urllib.request
+    launch = {"off": [], "on": []}
+    idle = {"off": [], "on": []}
+    for _ in range(reps):
+        for mode in ("off", "on"):
+            port = harness.free_port() if mode == "on" else 0
+            base = [AGENT, "run", "--standalone", "--nproc-per-node", "1",
+                    "--metrics-port", str(port)]
+            launch[mode].append(run_measured(base + ["--", "/bin/true"]))
+            proc = subprocess.Popen(
+                base + ["--", "/bin/sleep", str(idle_s + 2)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                time.sleep(1.0)  # past start-up: the agent is idle
+                before = cpu_ns(proc.pid)
+                start = time.monotonic()
+                while time.monotonic() - start < idle_s:
+                    if mode == "on":
+                        urllib.request.urlopen(
+                            f"http://127.0.0.1:{port}/metrics",
+                            timeout=2).read()
+                    time.sleep(1.0)
+                used = (cpu_ns(proc.pid) - before) / 1e9
+                idle[mode].append(used / (time.monotonic() - start) * 1e6)
+            finally:
+                proc.wait(timeout=30)
+    medians = {m: statistics.median(v) for m, v in launch.items()}
+    return [
+        {"name": "launch overhead, metrics off (wall)", "unit": "s",
+         "samples": {"distjob-agent": launch["off"]}},
+        {"name": "launch overhead, metrics on (wall)", "unit": "s",
+         "samples": {"distjob-agent": launch["on"]},
+         "target": {"distjob-agent": medians["off"] + 0.001},
+         "note": "target: at most 1 ms over the metrics-off median."},
+        {"name": "idle agent CPU, metrics off", "unit": "µs/s",
+         "samples": {"distjob-agent": idle["off"]}},
+        {"name": "idle agent CPU, metrics on (1 scrape/s)", "unit": "µs/s",
+         "samples": {"distjob-agent": idle["on"]}},
+    ]
+
+
 SCALE_N = [1, 4, 16, 64, 256, 1024, 4096]
 SCALE_HB_SECONDS = 3.0
 SCALE_CAP_S = 60.0  # a larger N is not tried once one takes longer
@@ -677,6 +733,7 @@ BENCHMARKS = {
     "peerloss": bench_peer_loss,
     "store": bench_store,
     "scale": bench_scale,
+    "metrics": bench_metrics,
 }
 
 

@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -20,8 +21,20 @@ enum class LogLevel { kDebug, kInfo, kWarning, kError, kOff };
 // Accepts debug, info, warning (warn), error, off; case-insensitive.
 absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text);
 
+// text: "[time distjob-agent pid level] message"; json: one object a line
+// (time, level, message, pid and the context below), for log pipelines.
+enum class LogFormat { kText, kJson };
+
+// Accepts text, json.
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text);
+
 // Sets up the process-wide logger. Safe to call more than once.
-void InitLogging(LogLevel level);
+void InitLogging(LogLevel level, LogFormat format = LogFormat::kText);
+
+// A field every JSON line carries from now on (job, node_rank, round,
+// attempt); a later call overwrites it. Text lines do not show it.
+void SetLogContext(const std::string& key, const std::string& value);
+void SetLogContext(const std::string& key, int64_t value);
 
 }  // namespace distjob
 

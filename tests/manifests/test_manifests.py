@@ -281,3 +281,38 @@ def check_pytorch(pod, merged):
         assert env["WORLD_SIZE"] == str(nnodes * nproc)
         assert env["MASTER_ADDR"] == pod.env["MASTER_ADDR"]
         assert env["MASTER_PORT"] == pod.env["MASTER_PORT"]
+
+
+def templates(node):
+    """Every pod template (a dict whose spec has containers) anywhere in a
+    manifest."""
+    if isinstance(node, dict):
+        spec = node.get("spec")
+        if isinstance(spec, dict) and "containers" in spec:
+            yield node
+        for value in node.values():
+            yield from templates(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from templates(value)
+
+
+def test_metrics_port_is_declared_and_annotated():
+    seen = 0
+    for path in MANIFESTS:
+        for template in templates(load(path)):
+            for c in template["spec"]["containers"]:
+                env = {e["name"]: e.get("value") for e in c.get("env", [])
+                       if isinstance(e, dict)}
+                port = env.get("DISTJOB_METRICS_PORT")
+                if port is None:
+                    continue
+                seen += 1
+                ports = {p.get("name"): p["containerPort"]
+                         for p in c.get("ports", [])}
+                assert ports.get("metrics") == int(port), path.name
+                notes = template.get("metadata", {}).get("annotations", {})
+                assert notes.get("prometheus.io/scrape") == "true", path.name
+                assert notes.get("prometheus.io/port") == port, path.name
+                assert notes.get("prometheus.io/path") == "/metrics"
+    assert seen >= 1, "no example shows --metrics-port"

@@ -1,0 +1,250 @@
+#include "agent/metrics.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace distjob {
+namespace {
+
+enum class Kind { kCounter, kGauge, kHistogram };
+
+struct Definition {
+  const char* name;
+  Kind kind;
+  const char* help;
+  // Extra labels whose series exist from the start (at 0), so that a
+  // rate() over them has a first sample: "" for a plain series, nullptr
+  // ends the list (none for a histogram).
+  const char* preset[5];
+};
+
+// Every series the agent exposes; the README's "See the job" section
+// lists the same names.
+constexpr Definition kDefinitions[] = {
+    {"distjob_worker_group_restarts_total",
+     Kind::kCounter,
+     "Worker group restarts, by cause.",
+     {"cause=\"retryable_exit\"", "cause=\"membership_change\"",
+      "cause=\"hang\"", "cause=\"oom\"", nullptr}},
+    {"distjob_rendezvous_rounds_total",
+     Kind::kCounter,
+     "Rendezvous rounds this node took part in.",
+     {"", nullptr}},
+    {"distjob_worker_exits_total",
+     Kind::kCounter,
+     "Failed worker group attempts, by the exit class of the first "
+     "failure.",
+     {"class=\"retryable\"", "class=\"permanent\"", nullptr}},
+    {"distjob_attempt",
+     Kind::kGauge,
+     "The current attempt (failure restarts so far).",
+     {"", nullptr}},
+    {"distjob_rendezvous_round",
+     Kind::kGauge,
+     "The rendezvous round the workers run in.",
+     {"", nullptr}},
+    {"distjob_group_rank",
+     Kind::kGauge,
+     "This node's group rank.",
+     {"", nullptr}},
+    {"distjob_group_world_size",
+     Kind::kGauge,
+     "Nodes in the round.",
+     {"", nullptr}},
+    {"distjob_local_workers_alive",
+     Kind::kGauge,
+     "Workers of this node's group running now.",
+     {"", nullptr}},
+    {"distjob_last_exit_code",
+     Kind::kGauge,
+     "Exit code of the last failed worker (0: none failed).",
+     {"", nullptr}},
+    {"distjob_dns_wait_seconds",
+     Kind::kGauge,
+     "Time discovery waited for this pod's identity and peers' DNS names.",
+     {"", nullptr}},
+    {"distjob_rendezvous_duration_seconds",
+     Kind::kHistogram,
+     "Time from joining a round to its close, waiting for peers included.",
+     {nullptr}},
+};
+
+const Definition* Find(const std::string& name) {
+  for (const Definition& d : kDefinitions) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+// Buckets for waits from a standalone round (milliseconds) to a slow
+// elastic start (minutes).
+const std::vector<double>& Buckets() {
+  static const auto* const buckets = new std::vector<double>{
+      0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900};
+  return *buckets;
+}
+
+std::string FormatValue(double v) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.15g", v);
+  return text;
+}
+
+// `base` and `extra` as one label set.
+std::string Labels(const std::string& base, const std::string& extra) {
+  if (extra.empty()) return base.empty() ? "" : absl::StrCat("{", base, "}");
+  if (base.empty()) return absl::StrCat("{", extra, "}");
+  return absl::StrCat("{", base, ",", extra, "}");
+}
+
+const char* TypeName(Kind kind) {
+  switch (kind) {
+    case Kind::kCounter:
+      return "counter";
+    case Kind::kGauge:
+      return "gauge";
+    case Kind::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+void Header(std::string* out, const char* name, const char* type,
+            const char* help) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type,
+                  "\n");
+}
+
+// Resident set size from /proc/self/statm (pages); 0 when unreadable.
+double ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long size = 0, resident = 0;
+  const int read = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  if (read != 2) return 0;
+  return static_cast<double>(resident) *
+         static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+double CpuSeconds() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) {
+  return absl::StrReplaceAll(value,
+                             {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}});
+}
+
+Metrics::Metrics() {
+  absl::MutexLock lock(&mu_);
+  for (const Definition& d : kDefinitions) {
+    if (d.kind == Kind::kHistogram) {
+      histograms_[d.name].counts.assign(Buckets().size(), 0);
+      continue;
+    }
+    for (const char* const* label = d.preset; *label != nullptr; ++label) {
+      values_[d.name][*label] = 0;
+    }
+  }
+}
+
+void Metrics::SetJobLabels(const std::string& job, const std::string& role,
+                           int node_rank) {
+  absl::MutexLock lock(&mu_);
+  labels_ =
+      absl::StrCat("job=\"", EscapeLabelValue(job), "\",role=\"",
+                   EscapeLabelValue(role), "\",node_rank=\"", node_rank, "\"");
+}
+
+void Metrics::Increment(const std::string& name, const std::string& label,
+                        double by) {
+  if (Find(name) == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  values_[name][label] += by;
+}
+
+void Metrics::Set(const std::string& name, double value,
+                  const std::string& label) {
+  if (Find(name) == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  values_[name][label] = value;
+}
+
+void Metrics::Observe(const std::string& name, double seconds) {
+  absl::MutexLock lock(&mu_);
+  auto it = histograms_.find(name);
+  if (it == histograms_.end()) return;
+  Histogram& h = it->second;
+  for (size_t i = 0; i < Buckets().size(); ++i) {
+    if (seconds <= Buckets()[i]) {
+      h.counts[i] += 1;
+      break;
+    }
+  }
+  h.sum += seconds;
+  h.count += 1;
+}
+
+std::string Metrics::Render() const {
+  std::string out;
+  absl::MutexLock lock(&mu_);
+  for (const Definition& d : kDefinitions) {
+    Header(&out, d.name, TypeName(d.kind), d.help);
+    if (d.kind == Kind::kHistogram) {
+      const Histogram& h = histograms_.at(d.name);
+      double cumulative = 0;
+      for (size_t i = 0; i < Buckets().size(); ++i) {
+        cumulative += h.counts[i];
+        absl::StrAppend(
+            &out, d.name, "_bucket",
+            Labels(labels_,
+                   absl::StrCat("le=\"", FormatValue(Buckets()[i]), "\"")),
+            " ", FormatValue(cumulative), "\n");
+      }
+      absl::StrAppend(&out, d.name, "_bucket", Labels(labels_, "le=\"+Inf\""),
+                      " ", FormatValue(h.count), "\n");
+      absl::StrAppend(&out, d.name, "_sum", Labels(labels_, ""), " ",
+                      FormatValue(h.sum), "\n");
+      absl::StrAppend(&out, d.name, "_count", Labels(labels_, ""), " ",
+                      FormatValue(h.count), "\n");
+      continue;
+    }
+    auto it = values_.find(d.name);
+    if (it == values_.end()) continue;
+    for (const auto& [label, value] : it->second) {
+      absl::StrAppend(&out, d.name, Labels(labels_, label), " ",
+                      FormatValue(value), "\n");
+    }
+  }
+  Header(&out, "distjob_agent_resident_memory_bytes", "gauge",
+         "The agent's own resident set size.");
+  absl::StrAppend(&out, "distjob_agent_resident_memory_bytes",
+                  Labels(labels_, ""), " ", FormatValue(ResidentBytes()), "\n");
+  Header(&out, "distjob_agent_cpu_seconds_total", "counter",
+         "CPU time the agent itself used (user and system), workers not "
+         "included.");
+  absl::StrAppend(&out, "distjob_agent_cpu_seconds_total", Labels(labels_, ""),
+                  " ", FormatValue(CpuSeconds()), "\n");
+  return out;
+}
+
+Metrics& GlobalMetrics() {
+  static Metrics* const metrics = new Metrics();
+  return *metrics;
+}
+
+}  // namespace distjob

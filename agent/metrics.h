@@ -1,0 +1,60 @@
+// The agent's Prometheus metrics: a small registry of counters, gauges and
+// histograms, rendered in the text exposition format (version 0.0.4) for
+// the /metrics endpoint (agent/http_server.h). Every series carries the
+// job, role and node_rank labels set once at start-up, so a dashboard over
+// many pods groups by them without relabelling.
+#ifndef DISTJOB_AGENT_METRICS_H_
+#define DISTJOB_AGENT_METRICS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace distjob {
+
+class Metrics {
+ public:
+  Metrics();
+
+  // The labels every series gets (values are escaped when rendered).
+  void SetJobLabels(const std::string& job, const std::string& role,
+                    int node_rank);
+
+  // `name` must be declared below (kCounters, kGauges, kHistograms);
+  // `label` is an optional extra "key=value" pair (e.g. cause=hang).
+  void Increment(const std::string& name, const std::string& label = "",
+                 double by = 1);
+  void Set(const std::string& name, double value,
+           const std::string& label = "");
+  void Observe(const std::string& name, double seconds);
+
+  // The text exposition of every series, and of the agent's own RSS and
+  // CPU read now.
+  std::string Render() const;
+
+ private:
+  struct Histogram {
+    std::vector<double> counts;  // one per bucket, cumulative when rendered
+    double sum = 0;
+    double count = 0;
+  };
+  mutable absl::Mutex mu_;
+  std::string labels_ ABSL_GUARDED_BY(mu_);
+  // name -> extra label -> value
+  std::map<std::string, std::map<std::string, double>> values_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Histogram> histograms_ ABSL_GUARDED_BY(mu_);
+};
+
+// The process-wide registry: hooks anywhere in the agent call into it, and
+// it costs nothing to update when no server reads it.
+Metrics& GlobalMetrics();
+
+// A label value escaped for the exposition format (\\, \" and \n).
+std::string EscapeLabelValue(const std::string& value);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_METRICS_H_

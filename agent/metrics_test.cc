@@ -1,0 +1,72 @@
+#include "agent/metrics.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(MetricsTest, SeriesCarryTheJobLabelsAndStartAtZero) {
+  Metrics metrics;
+  metrics.SetJobLabels("train", "trainer", 3);
+  const std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE distjob_worker_group_restarts_total "
+                              "counter\n"));
+  EXPECT_THAT(text,
+              HasSubstr("distjob_worker_group_restarts_total{job=\"train\","
+                        "role=\"trainer\",node_rank=\"3\",cause=\"hang\"} "
+                        "0\n"));
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE distjob_agent_cpu_seconds_total counter"));
+}
+
+TEST(MetricsTest, CountersAddAndGaugesSet) {
+  Metrics metrics;
+  metrics.Increment("distjob_worker_group_restarts_total", "cause=\"oom\"");
+  metrics.Increment("distjob_worker_group_restarts_total", "cause=\"oom\"");
+  metrics.Set("distjob_group_world_size", 4);
+  metrics.Set("distjob_group_world_size", 2);
+  const std::string text = metrics.Render();
+  EXPECT_THAT(
+      text,
+      HasSubstr("distjob_worker_group_restarts_total{cause=\"oom\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("distjob_group_world_size 2\n"));
+}
+
+TEST(MetricsTest, UndeclaredNamesAreIgnored) {
+  Metrics metrics;
+  metrics.Increment("distjob_made_up_total");
+  EXPECT_THAT(metrics.Render(), Not(HasSubstr("distjob_made_up_total")));
+}
+
+TEST(MetricsTest, HistogramBucketsAreCumulative) {
+  Metrics metrics;
+  metrics.Observe("distjob_rendezvous_duration_seconds", 0.2);
+  metrics.Observe("distjob_rendezvous_duration_seconds", 7);
+  const std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("distjob_rendezvous_duration_seconds_bucket{le="
+                              "\"0.1\"} 0\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("distjob_rendezvous_duration_seconds_bucket{le=\"1\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("distjob_rendezvous_duration_seconds_bucket{le=\"10\"} 2\n"));
+  EXPECT_THAT(
+      text, HasSubstr("distjob_rendezvous_duration_seconds_bucket{le=\"+Inf\"} "
+                      "2\n"));
+  EXPECT_THAT(text, HasSubstr("distjob_rendezvous_duration_seconds_sum 7.2\n"));
+  EXPECT_THAT(text, HasSubstr("distjob_rendezvous_duration_seconds_count 2\n"));
+}
+
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  EXPECT_EQ(EscapeLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+}
+
+}  // namespace
+}  // namespace distjob

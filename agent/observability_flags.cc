@@ -1,0 +1,40 @@
+#include "agent/observability_flags.h"
+
+#include <string>
+
+#include "agent/event_log.h"
+
+namespace distjob {
+
+void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
+  ObservabilityOptions* o = &options->observability;
+  flags->Add(AgentFlag(
+      "metrics-port", "PORT",
+      "Serve HTTP /metrics (Prometheus text format), /healthz and /readyz "
+      "on this port on all interfaces, IPv4 and IPv6; 0 (default) serves "
+      "nothing.",
+      SetInt(&o->metrics_port, 0, 65535)));
+  flags->Add(AgentFlag("log-format", "text|json",
+                       "The agent's own log lines: text (default) or one "
+                       "JSON object a line with time, level, message, pid, "
+                       "job, role, node_rank, round and attempt.",
+                       [o](absl::string_view v, absl::string_view) {
+                         auto format = ParseLogFormat(v);
+                         if (!format.ok()) return format.status();
+                         o->log_format = *format;
+                         return absl::OkStatus();
+                       }));
+  flags->Add(TorchrunFlag(
+      "event-log-handler", "null|console|file:PATH",
+      "Where lifecycle events go, one JSON object a line: null (default, "
+      "none), console (stderr) or file:PATH (appended).",
+      [o](absl::string_view v, absl::string_view) {
+        if (absl::Status valid = ValidateEventLogHandler(v); !valid.ok()) {
+          return valid;
+        }
+        o->event_log_handler = std::string(v);
+        return absl::OkStatus();
+      }));
+}
+
+}  // namespace distjob

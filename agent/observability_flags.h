@@ -1,0 +1,18 @@
+// The options of `distjob-agent run` that show the job from outside:
+// metrics and HTTP probes, the event log.
+#ifndef DISTJOB_AGENT_OBSERVABILITY_FLAGS_H_
+#define DISTJOB_AGENT_OBSERVABILITY_FLAGS_H_
+
+#include "agent/flag_parser.h"
+#include "agent/options.h"
+
+namespace distjob {
+
+// Registers --metrics-port (DISTJOB_METRICS_PORT), --log-format
+// (DISTJOB_LOG_FORMAT) and torchrun's --event-log-handler
+// (PET_EVENT_LOG_HANDLER).
+void AddObservabilityFlags(FlagSet* flags, RunOptions* options);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_OBSERVABILITY_FLAGS_H_

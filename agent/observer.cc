@@ -1,0 +1,171 @@
+#include "agent/observer.h"
+
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "supervisor/signal_names.h"
+
+namespace distjob {
+
+absl::Status Observer::Start(const RunOptions& options) {
+  // Lines before this one (flag errors) are text: the format is a flag.
+  if (options.observability.log_format != LogFormat::kText) {
+    InitLogging(options.log_level, options.observability.log_format);
+  }
+  if (absl::Status opened =
+          events_.Open(options.observability.event_log_handler);
+      !opened.ok()) {
+    return opened;
+  }
+  if (options.observability.metrics_port != 0) {
+    auto http = HttpServer::Start(options.observability.metrics_port, metrics_);
+    if (!http.ok()) return http.status();
+    http_ = *std::move(http);
+    DJ_LOG_INFO("metrics and HTTP probes on port {}", http_->port());
+  }
+  SetJob(options.launch.rdzv_id, options.launch.role, options.launch.node_rank);
+  Json started = Json::object();
+  started["pid"] = static_cast<int64_t>(getpid());
+  started["nnodes"] = options.launch.nnodes;
+  started["nproc_per_node"] = options.launch.nproc;
+  started["max_restarts"] = options.launch.max_restarts;
+  events_.Emit("started", started);
+  return absl::OkStatus();
+}
+
+void Observer::Shutdown() {
+  if (http_ != nullptr) http_->Shutdown();
+}
+
+void Observer::SetJob(const std::string& job, const std::string& role,
+                      int node_rank) {
+  metrics_->SetJobLabels(job, role, node_rank);
+  SetLogContext("job", job);
+  SetLogContext("role", role);
+  SetLogContext("node_rank", node_rank);
+  events_.SetContext("job", job);
+  events_.SetContext("role", role);
+  events_.SetContext("node_rank", node_rank);
+}
+
+void Observer::PeersResolved(int nnodes, absl::Duration waited) {
+  metrics_->Set("distjob_dns_wait_seconds", absl::ToDoubleSeconds(waited));
+  Json fields = Json::object();
+  fields["nnodes"] = nnodes;
+  fields["dns_wait_seconds"] = absl::ToDoubleSeconds(waited);
+  events_.Emit("peers_resolved", fields);
+}
+
+void Observer::RoundClosed(const RendezvousResult& round,
+                           absl::Duration waited) {
+  metrics_->Observe("distjob_rendezvous_duration_seconds",
+                    absl::ToDoubleSeconds(waited));
+  metrics_->Increment("distjob_rendezvous_rounds_total");
+  metrics_->Set("distjob_rendezvous_round", static_cast<double>(round.round));
+  metrics_->Set("distjob_group_rank", round.group_rank);
+  metrics_->Set("distjob_group_world_size", round.group_world_size);
+  SetLogContext("round", round.round);
+  events_.SetContext("round", round.round);
+  Json fields = Json::object();
+  fields["group_rank"] = round.group_rank;
+  fields["group_world_size"] = round.group_world_size;
+  fields["base_rank"] = round.base_rank;
+  fields["world_size"] = round.world_size;
+  fields["master_addr"] = round.master_addr;
+  fields["master_port"] = round.master_port;
+  fields["wait_seconds"] = absl::ToDoubleSeconds(waited);
+  events_.Emit("round_closed", fields);
+}
+
+void Observer::Attempt(int restart_count) {
+  metrics_->Set("distjob_attempt", restart_count);
+  SetLogContext("attempt", restart_count);
+  events_.SetContext("attempt", restart_count);
+}
+
+void Observer::GroupRunning(bool running, int nproc) {
+  if (http_ != nullptr) http_->SetReady(running);
+  metrics_->Set("distjob_local_workers_alive", running ? nproc : 0);
+  if (running) {
+    Json fields = Json::object();
+    fields["local_world_size"] = nproc;
+    events_.Emit("workers_started", fields);
+  }
+}
+
+void Observer::GroupExited(GroupOutcome outcome) {
+  Json fields = Json::object();
+  switch (outcome) {
+    case GroupOutcome::kSucceeded:
+      fields["outcome"] = "succeeded";
+      break;
+    case GroupOutcome::kFailed:
+      fields["outcome"] = "failed";
+      break;
+    case GroupOutcome::kStopped:
+      fields["outcome"] = "stopped";
+      break;
+    case GroupOutcome::kInterrupted:
+      fields["outcome"] = "interrupted";
+      break;
+  }
+  events_.Emit("group_exited", fields);
+}
+
+void Observer::WorkerFailed(const WorkerExit& failure, int exit_code,
+                            const std::string& exit_class) {
+  metrics_->Set("distjob_last_exit_code", exit_code);
+  metrics_->Increment("distjob_worker_exits_total",
+                      absl::StrCat("class=\"", exit_class, "\""));
+  Json fields = Json::object();
+  fields["local_rank"] = failure.local_rank;
+  fields["pid"] = static_cast<int64_t>(failure.pid);
+  fields["exit_code"] = exit_code;
+  if (failure.term_signal != 0) {
+    fields["signal"] = SignalName(failure.term_signal);
+  }
+  fields["class"] = exit_class;
+  events_.Emit("worker_exited", fields);
+}
+
+void Observer::Oom(int64_t kills) {
+  Json fields = Json::object();
+  fields["kills"] = kills;
+  events_.Emit("oom", fields);
+}
+
+void Observer::Hang() { events_.Emit("hang"); }
+
+void Observer::MembershipChange() {
+  metrics_->Increment("distjob_worker_group_restarts_total",
+                      "cause=\"membership_change\"");
+  events_.Emit("membership_change");
+}
+
+void Observer::Restart(const std::string& cause, int attempt) {
+  metrics_->Increment("distjob_worker_group_restarts_total",
+                      absl::StrCat("cause=\"", cause, "\""));
+  Json fields = Json::object();
+  fields["cause"] = cause;
+  fields["next_attempt"] = attempt;
+  events_.Emit("restart", fields);
+}
+
+void Observer::Exit(int exit_code, const std::string& outcome,
+                    int stop_signal) {
+  if (stop_signal != 0) {
+    Json fields = Json::object();
+    fields["signal"] = SignalName(stop_signal);
+    events_.Emit("stop_signal", fields);
+  }
+  Json fields = Json::object();
+  fields["exit_code"] = exit_code;
+  fields["outcome"] = outcome;
+  events_.Emit("exit", fields);
+  metrics_->Set("distjob_local_workers_alive", 0);
+}
+
+}  // namespace distjob

@@ -1,0 +1,58 @@
+// What the agent loop tells the outside about a run: one call per
+// lifecycle step, fanned out to the metrics (agent/metrics.h), the HTTP
+// endpoint (agent/http_server.h) and the event log (agent/event_log.h), so
+// that agent/agent_loop.cc stays one line per hook.
+#ifndef DISTJOB_AGENT_OBSERVER_H_
+#define DISTJOB_AGENT_OBSERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/event_log.h"
+#include "agent/http_server.h"
+#include "agent/metrics.h"
+#include "agent/options.h"
+#include "rendezvous/rendezvous.h"
+#include "supervisor/supervisor.h"
+
+namespace distjob {
+
+class Observer {
+ public:
+  // `metrics` outlives the observer (GlobalMetrics() in the agent).
+  explicit Observer(Metrics* metrics) : metrics_(metrics) {}
+
+  // Opens the event log and starts the HTTP endpoint the options ask for;
+  // InvalidArgument naming the flag when either cannot be (exit 2).
+  absl::Status Start(const RunOptions& options);
+  void Shutdown();
+
+  // job, role and node_rank for every series and event.
+  void SetJob(const std::string& job, const std::string& role, int node_rank);
+  void PeersResolved(int nnodes, absl::Duration waited);
+  void RoundClosed(const RendezvousResult& round, absl::Duration waited);
+  void Attempt(int restart_count);
+  void GroupRunning(bool running, int nproc);
+  void GroupExited(GroupOutcome outcome);
+  void WorkerFailed(const WorkerExit& failure, int exit_code,
+                    const std::string& exit_class);
+  void Oom(int64_t kills);
+  void Hang();
+  void MembershipChange();
+  // `cause`: retryable_exit, hang or oom.
+  void Restart(const std::string& cause, int attempt);
+  void Exit(int exit_code, const std::string& outcome, int stop_signal);
+
+  int metrics_port() const { return http_ ? http_->port() : 0; }
+
+ private:
+  Metrics* metrics_;
+  EventLog events_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_OBSERVER_H_

@@ -1,0 +1,95 @@
+"""A 2-node elastic job seen from outside: each agent's /metrics (strictly
+parsed) moves as the membership changes, every JSON log line and event
+line of every node parses, and the events rebuild the job's timeline."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from harness import free_ports, wait_for  # noqa: E402
+from prometheus_client.parser import (  # noqa: E402
+    text_string_to_metric_families)
+from test_rendezvous import FAST, Job  # noqa: E402
+import urllib.request  # noqa: E402
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                timeout=2) as r:
+        text = r.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = {k: v for k, v in s.labels.items()
+                      if k not in ("job", "role", "node_rank")}
+            assert s.labels["job"] == "testjob"
+            out[(s.name, frozenset(labels.items()))] = s.value
+    return out
+
+
+def metric(port, name, **labels):
+    return scrape(port).get((name, frozenset(labels.items())))
+
+
+def test_membership_change_seen_in_metrics_logs_and_events(agent, tmp_path):
+    job = Job(agent, tmp_path, nnodes="2:3",
+              conf=FAST + ",last_call_timeout=1")
+    ports = free_ports(3)
+    try:
+        def start(i):
+            job.start(i, env={
+                "DISTJOB_METRICS_PORT": str(ports[i]),
+                "DISTJOB_LOG_FORMAT": "json",
+                "PET_EVENT_LOG_HANDLER": f"file:{tmp_path}/events{i}.jsonl"})
+        start(0)
+        start(1)
+        job.wait_round(["node0", "node1"])
+        wait_for(lambda: metric(ports[0], "distjob_local_workers_alive") == 1,
+                 10, what="node0's workers alive")
+        for i in (0, 1):
+            assert metric(ports[i], "distjob_group_world_size") == 2
+            assert metric(ports[i], "distjob_rendezvous_rounds_total") == 1
+        # A third node joins: the running round re-forms, no restart.
+        start(2)
+        job.wait_round(["node0", "node1", "node2"])
+        wait_for(lambda: metric(ports[0], "distjob_group_world_size") == 3,
+                 10, what="node0 in the round of 3")
+        assert metric(ports[0], "distjob_worker_group_restarts_total",
+                      cause="membership_change") == 1
+        assert metric(ports[0], "distjob_worker_group_restarts_total",
+                      cause="retryable_exit") == 0
+        assert metric(ports[0], "distjob_rendezvous_rounds_total") == 2
+        assert metric(ports[0], "distjob_attempt") == 0
+        assert metric(ports[0],
+                      "distjob_rendezvous_duration_seconds_count") == 2
+        job.go()
+        for i in range(3):
+            assert job.procs[i].wait(60) == 0, job.log(i)
+    finally:
+        job.cleanup()
+    # Every agent line is one JSON object (workers print nothing here).
+    for i in range(3):
+        for line in job.log(i).splitlines():
+            record = json.loads(line)
+            assert {"time", "level", "message", "pid"} <= record.keys()
+            if "job" in record:
+                assert record["job"] == "testjob"
+    # node0's events tell its history.
+    events = [json.loads(line) for line in
+              (tmp_path / "events0.jsonl").read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names[:4] == ["started", "peers_resolved", "round_closed",
+                         "workers_started"]
+    assert events[2]["group_world_size"] == 2
+    change = names.index("membership_change")
+    assert names[change + 1:] == ["round_closed", "workers_started",
+                                  "group_exited", "exit"]
+    assert events[change + 1]["group_world_size"] == 3
+    assert events[change + 1]["round"] > events[2]["round"]
+    assert events[-1]["exit_code"] == 0
+    for i in (1, 2):
+        for line in (tmp_path / f"events{i}.jsonl").read_text().splitlines():
+            assert json.loads(line)["node_rank"] is not None
