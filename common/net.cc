@@ -8,7 +8,9 @@
 #include <cerrno>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/errno_status.h"
 
 namespace distjob {
@@ -17,11 +19,50 @@ bool IsIpLiteral(absl::string_view host) {
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  // inet_pton needs a NUL-terminated string.
+  // inet_pton needs a NUL-terminated string, so an embedded NUL would
+  // hide whatever follows it.
+  if (host.find('\0') != absl::string_view::npos) return false;
   const std::string h(host);
   unsigned char buf[16];
   return inet_pton(AF_INET, h.c_str(), buf) == 1 ||
          inet_pton(AF_INET6, h.c_str(), buf) == 1;
+}
+
+absl::Status CheckHostName(absl::string_view host, absl::string_view what) {
+  auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " ", QuoteForMessage(host), ": ", why,
+        "; expected an IP address or a DNS name (labels of letters, digits, "
+        "'-' and '_', not starting with '-')"));
+  };
+  if (host.empty()) return invalid("empty host name");
+  if (IsIpLiteral(host)) return absl::OkStatus();
+  if (host.size() > 254 || (host.size() == 254 && host.back() != '.')) {
+    return invalid("longer than 253 bytes");
+  }
+  absl::string_view name = host;
+  if (name.back() == '.') name.remove_suffix(1);
+  for (absl::string_view label : absl::StrSplit(name, '.')) {
+    if (label.empty()) return invalid("empty label");
+    if (label.size() > 63) return invalid("a label is longer than 63 bytes");
+    if (label.front() == '-' || label.back() == '-') {
+      return invalid("a label starts or ends with '-'");
+    }
+    for (char c : label) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                      (c >= '0' && c <= '9') || c == '-' || c == '_';
+      if (!ok) return invalid("not a DNS name");
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string QuoteForMessage(absl::string_view value, size_t max_bytes) {
+  if (value.size() <= max_bytes) {
+    return absl::StrCat("'", absl::CHexEscape(value), "'");
+  }
+  return absl::StrCat("'", absl::CHexEscape(value.substr(0, max_bytes)),
+                      "...' (", value.size(), " bytes)");
 }
 
 std::string LocalHostname() {

@@ -15,6 +15,19 @@ namespace distjob {
 // bracketed as in URLs ("[::1]"). Names, even "localhost", are not.
 bool IsIpLiteral(absl::string_view host);
 
+// OK when `host` is an IP literal (IPv6 bracketed or not) or a DNS name:
+// dot-separated labels of letters, digits, '-' and '_' (1-63 bytes, not
+// starting or ending with '-'), 253 bytes at most, one trailing dot allowed.
+// Otherwise InvalidArgument "<what> <quoted host>: ..." saying what is
+// accepted: a space, a NUL or a leading '-' reaching a resolver or a
+// command line shows up much later as something else.
+absl::Status CheckHostName(absl::string_view host, absl::string_view what);
+
+// `value` for an error message: on one line (control bytes, quotes and
+// non-ASCII escaped as in C), single-quoted, and cut after `max_bytes` of
+// input with the total length said, so a 100 KB variable stays readable.
+std::string QuoteForMessage(absl::string_view value, size_t max_bytes = 80);
+
 // gethostname(): in a pod, the pod's name (or Volcano's hostname). "" when
 // the kernel will not say.
 std::string LocalHostname();

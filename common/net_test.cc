@@ -18,6 +18,39 @@ TEST(IsIpLiteralTest, AddressesAreLiterals) {
   EXPECT_TRUE(IsIpLiteral("[::1]"));
 }
 
+TEST(CheckHostNameTest, AcceptsAddressesAndDnsNames) {
+  EXPECT_TRUE(CheckHostName("10.0.0.1", "--x").ok());
+  EXPECT_TRUE(CheckHostName("[fd00::1]", "--x").ok());
+  EXPECT_TRUE(CheckHostName("fd00::1", "--x").ok());
+  EXPECT_TRUE(CheckHostName("localhost", "--x").ok());
+  EXPECT_TRUE(CheckHostName("job-worker-0.job.ns.svc.", "--x").ok());
+  EXPECT_TRUE(CheckHostName("proj_web_1", "--x").ok());
+}
+
+TEST(CheckHostNameTest, RefusesWhatIsNotAName) {
+  for (absl::string_view bad :
+       {absl::string_view(""), absl::string_view("a b"),
+        absl::string_view("-rf"), absl::string_view("http://h"),
+        absl::string_view("a:b:c"), absl::string_view("a..b"),
+        absl::string_view("h\n"), absl::string_view("h\0x", 3),
+        absl::string_view("127.0.0.1\0x", 11)}) {
+    absl::Status s = CheckHostName(bad, "--local-addr");
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("--local-addr"), absl::string_view::npos);
+    EXPECT_EQ(s.message().find('\n'), absl::string_view::npos);
+  }
+  EXPECT_FALSE(CheckHostName(std::string(64, 'a'), "--x").ok());
+  EXPECT_FALSE(CheckHostName(std::string(300, 'a'), "--x").ok());
+}
+
+TEST(QuoteForMessageTest, OneLineAndCut) {
+  EXPECT_EQ(QuoteForMessage("a\nb"), "'a\\nb'");
+  const std::string big(100 * 1024, 'x');
+  const std::string quoted = QuoteForMessage(big);
+  EXPECT_LT(quoted.size(), 120u);
+  EXPECT_NE(quoted.find("(102400 bytes)"), std::string::npos);
+}
+
 TEST(IsIpLiteralTest, NamesAndJunkAreNot) {
   EXPECT_FALSE(IsIpLiteral("localhost"));
   EXPECT_FALSE(IsIpLiteral("job-worker-0.job"));
