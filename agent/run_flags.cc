@@ -22,6 +22,7 @@
 #include "common/environment.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/text.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/store/etcd_store.h"
 #include "supervisor/signal_names.h"
@@ -56,15 +57,6 @@ int CountGpus(const EnvMap& env) {
     count = std::min(count, listed);
   }
   return count;
-}
-
-// A host name or address; empty keeps the default.
-FlagSetter SetHost(std::string* out) {
-  return [out](absl::string_view v, absl::string_view) {
-    if (absl::Status s = CheckHostName(v, "value"); !s.ok()) return s;
-    *out = std::string(v);
-    return absl::OkStatus();
-  };
 }
 
 }  // namespace
@@ -264,7 +256,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(TorchrunFlag("master-addr", "HOST",
                           "Rank 0's address (static backend only; default "
                           "127.0.0.1).",
-                          SetHost(&o->master_addr)));
+                          SetHostName(&o->master_addr)));
   flags->Add(TorchrunFlag("master-port", "PORT",
                           "Rank 0's port (static backend only; default "
                           "29500).",
@@ -272,7 +264,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(TorchrunFlag("local-addr", "ADDR",
                           "This node's address, used as MASTER_ADDR when it "
                           "is rank 0 (default: its hostname).",
-                          SetHost(&o->local_addr)));
+                          SetHostName(&o->local_addr)));
   flags->Add(TorchrunFlag(
       "signals-to-handle", "SIG[,SIG...]",
       "Signals that stop the job (forwarded, then SIGKILL after "

@@ -108,7 +108,8 @@ TEST(RunFlagsTest, TypedRendezvousValues) {
   EXPECT_EQ(o->launch.rdzv_config.join_timeout, absl::Seconds(7));
   ASSERT_TRUE(o->launch.rdzv_config.is_host.has_value());
   EXPECT_FALSE(*o->launch.rdzv_config.is_host);
-  auto etcd = ParseRunOptions({"--rdzv-backend=etcd-v3", "x"}, {});
+  auto etcd = ParseRunOptions(
+      {"--rdzv-backend=etcd-v3", "--rdzv-endpoint", "etcd:2379", "x"}, {});
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   EXPECT_EQ(etcd->launch.rdzv_backend, RdzvBackend::kEtcdV3);
 }

@@ -8,10 +8,10 @@
 #include <cerrno>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/errno_status.h"
+#include "common/text.h"
 
 namespace distjob {
 
@@ -55,14 +55,6 @@ absl::Status CheckHostName(absl::string_view host, absl::string_view what) {
     }
   }
   return absl::OkStatus();
-}
-
-std::string QuoteForMessage(absl::string_view value, size_t max_bytes) {
-  if (value.size() <= max_bytes) {
-    return absl::StrCat("'", absl::CHexEscape(value), "'");
-  }
-  return absl::StrCat("'", absl::CHexEscape(value.substr(0, max_bytes)),
-                      "...' (", value.size(), " bytes)");
 }
 
 std::string LocalHostname() {

@@ -23,11 +23,6 @@ bool IsIpLiteral(absl::string_view host);
 // command line shows up much later as something else.
 absl::Status CheckHostName(absl::string_view host, absl::string_view what);
 
-// `value` for an error message: on one line (control bytes, quotes and
-// non-ASCII escaped as in C), single-quoted, and cut after `max_bytes` of
-// input with the total length said, so a 100 KB variable stays readable.
-std::string QuoteForMessage(absl::string_view value, size_t max_bytes = 80);
-
 // gethostname(): in a pod, the pod's name (or Volcano's hostname). "" when
 // the kernel will not say.
 std::string LocalHostname();

@@ -43,14 +43,6 @@ TEST(CheckHostNameTest, RefusesWhatIsNotAName) {
   EXPECT_FALSE(CheckHostName(std::string(300, 'a'), "--x").ok());
 }
 
-TEST(QuoteForMessageTest, OneLineAndCut) {
-  EXPECT_EQ(QuoteForMessage("a\nb"), "'a\\nb'");
-  const std::string big(100 * 1024, 'x');
-  const std::string quoted = QuoteForMessage(big);
-  EXPECT_LT(quoted.size(), 120u);
-  EXPECT_NE(quoted.find("(102400 bytes)"), std::string::npos);
-}
-
 TEST(IsIpLiteralTest, NamesAndJunkAreNot) {
   EXPECT_FALSE(IsIpLiteral("localhost"));
   EXPECT_FALSE(IsIpLiteral("job-worker-0.job"));

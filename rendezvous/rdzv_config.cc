@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "common/duration.h"
 #include "common/net.h"
+#include "common/text.h"
 
 namespace distjob {
 

@@ -24,6 +24,7 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/text.h"
 #include "proto/etcd_rpc.grpc.pb.h"
 
 namespace distjob {
@@ -134,11 +135,6 @@ absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
     if (!normalized.ok()) return normalized.status();
     o.endpoints.push_back(*std::move(normalized));
   }
-  if (o.endpoints.empty()) {
-    return absl::InvalidArgumentError(
-        "--rdzv-endpoint is empty; the etcd backend needs "
-        "[http[s]://]HOST[:PORT][,...] (default port 2379)");
-  }
   for (absl::string_view item :
        absl::StrSplit(conf, ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> kv =
@@ -181,6 +177,11 @@ absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
     return absl::InvalidArgumentError(
         "--rdzv-conf cert and key go together (client certificate and its "
         "private key)");
+  }
+  if (o.endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-endpoint is empty; the etcd backend needs "
+        "[http[s]://]HOST[:PORT][,...] (default port 2379)");
   }
   while (absl::EndsWith(o.prefix, "/") && o.prefix.size() > 1) {
     o.prefix.pop_back();
