@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/backoff.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -297,7 +298,9 @@ struct EtcdStore::Impl {
   absl::Status Call(absl::string_view what, absl::Duration budget, F call) {
     const absl::Time deadline = absl::Now() + budget;
     grpc::Status last;
-    absl::Duration backoff = absl::Milliseconds(50);
+    // Jittered, so the agents of a job do not retry a recovering cluster
+    // in step.
+    Backoff backoff(absl::Milliseconds(50), absl::Seconds(1));
     for (size_t attempt = 1;; ++attempt) {
       const size_t i = current.load() % members.size();
       grpc::ClientContext ctx;
@@ -320,8 +323,7 @@ struct EtcdStore::Impl {
       current.compare_exchange_strong(seen, i + 1);
       if (absl::Now() >= deadline) break;
       if (attempt % members.size() == 0) {
-        absl::SleepFor(std::min(backoff, deadline - absl::Now()));
-        backoff = std::min(backoff * 2, absl::Seconds(1));
+        absl::SleepFor(std::min(backoff.Next(), deadline - absl::Now()));
       }
     }
     return absl::UnavailableError(absl::StrCat("etcd cluster ", Endpoints(),
