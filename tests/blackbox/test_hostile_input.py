@@ -91,7 +91,7 @@ def test_100kb_multiline_value_is_quoted_cut_on_one_line(run_agent,
     b"tfj-worker-0.tfj\ntfj worker 1.tfj\n",
     b"tfj-worker-0.tfj\n-rf\n",
     b"tfj-worker-0\0.tfj\ntfj-worker-1.tfj\n",
-    b"\x7fELF\x02\x01\x01\0\0\0\n",
+    b"\x7fELF\x02\x01\n\x01\0\0\0\n",
 ], ids=["space", "dash", "nul", "binary"])
 def test_volcano_file_hosts_that_are_not_dns_names(run_agent, tmp_path,
                                                    content):
