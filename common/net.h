@@ -28,7 +28,8 @@ absl::Status CheckHostName(absl::string_view host, absl::string_view what);
 std::string LocalHostname();
 
 // A kernel-assigned free TCP port on `address` (bound, read, released).
-// Errors name the address.
+// A host name is not resolved: the port is found free on every interface.
+// Errors (a value that is no host name, a failed bind) name the address.
 absl::StatusOr<int> FindFreePort(const std::string& address);
 
 }  // namespace distjob
