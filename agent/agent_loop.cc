@@ -19,6 +19,7 @@
 #include "agent/observer.h"
 #include "agent/report.h"
 #include "agent/worker_env.h"
+#include "common/environment.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
@@ -248,6 +249,12 @@ class AgentRun {
       // The pod's status then names the missing peer or the bad input.
       return Fail("error", ExitCodeFor(job.status()),
                   std::string(job.status().message()));
+    }
+    // A generated variable (TF_CONFIG of a large cluster) past the
+    // kernel's per-string limit would fail every worker's exec.
+    if (absl::Status s = CheckExecStrings(job->extra.vars, "worker"); !s.ok()) {
+      DJ_LOG_ERROR("{}", s.message());
+      return Fail("error", kExitBadConfig, std::string(s.message()));
     }
     options_.launch = EffectiveLaunch(*job, options_.launch);
     job_ = *job;

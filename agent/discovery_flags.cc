@@ -27,7 +27,7 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(AgentFlag("hostname", "NAME",
                        "Pod name to derive the identity from (default: the "
                        "hostname).",
-                       SetString(&d->hostname)));
+                       SetHostName(&d->hostname)));
   flags->Add(AgentFlag("volcano-dir", "DIR",
                        "Where Volcano's svc plugin mounts <task>.host files "
                        "(default /etc/volcano).",
@@ -37,11 +37,11 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
                        SetString(&d->replicas)));
   flags->Add(AgentFlag("namespace", "NS",
                        "With --replicas: hosts are <job>-<type>-<i>.<NS>.svc.",
-                       SetString(&d->k8s_namespace)));
+                       SetHostName(&d->k8s_namespace)));
   flags->Add(AgentFlag("cluster-domain", "DOMAIN",
                        "With --namespace: appended after .svc (as Kubeflow's "
                        "CUSTOM_CLUSTER_DOMAIN).",
-                       SetString(&d->cluster_domain)));
+                       SetHostName(&d->cluster_domain)));
   flags->Add(AgentFlag("peers", "TASK=H1,H2[;TASK2=H3]",
                        "Static peers; index = position.",
                        SetString(&d->peers)));

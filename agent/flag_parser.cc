@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/duration.h"
+#include "common/net.h"
+#include "common/text.h"
 
 namespace distjob {
 
@@ -17,6 +19,15 @@ std::string EnvName(absl::string_view prefix, absl::string_view name) {
   std::string var = absl::StrCat(prefix, absl::AsciiStrToUpper(name));
   std::replace(var.begin(), var.end(), '-', '_');
   return var;
+}
+
+// A value as the user wrote it when that fits on a line; quoted, escaped
+// and cut otherwise.
+std::string ShownValue(absl::string_view value) {
+  const bool plain = value.size() <= 80 &&
+                     std::all_of(value.begin(), value.end(),
+                                 [](char c) { return c >= ' ' && c < 0x7f; });
+  return plain ? std::string(value) : QuoteForMessage(value);
 }
 
 }  // namespace
@@ -75,6 +86,14 @@ FlagSetter SetDuration(absl::Duration* out) {
   };
 }
 
+FlagSetter SetHostName(std::string* out) {
+  return [out](absl::string_view v, absl::string_view) {
+    if (absl::Status s = CheckHostName(v, "value"); !s.ok()) return s;
+    *out = std::string(v);
+    return absl::OkStatus();
+  };
+}
+
 std::string CanonicalFlagName(absl::string_view name) {
   std::string out(name);
   std::replace(out.begin(), out.end(), '_', '-');
@@ -112,8 +131,9 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
       }
       if (s.ok()) s = flag.set(effective, var);
       if (!s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "environment variable ", var, "=", *value, ": ", s.message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("environment variable ", var, "=", ShownValue(*value),
+                         ": ", s.message()));
       }
       break;
     }

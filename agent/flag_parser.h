@@ -77,6 +77,8 @@ FlagSetter SetBool(bool* out);
 FlagSetter SetInt(int* out, int min, int max);
 // Durations as common/duration.h parses them (never negative).
 FlagSetter SetDuration(absl::Duration* out);
+// A host name or an IP address (common/net.h CheckHostName).
+FlagSetter SetHostName(std::string* out);
 
 // Normalises a flag name for lookup: '_' becomes '-'.
 std::string CanonicalFlagName(absl::string_view name);

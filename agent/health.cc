@@ -41,12 +41,17 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port) {
   grpc::ServerBuilder builder;
   static UnimplementedService* const unimplemented = new UnimplementedService;
   builder.RegisterCallbackGenericService(unimplemented);
+  // gRPC sets SO_REUSEPORT by default: a second agent on the same port
+  // would then share it silently, and probes would reach either agent.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(absl::StrCat("0.0.0.0:", port),
                            grpc::InsecureServerCredentials(), &health->port_);
   health->server_ = builder.BuildAndStart();
   if (health->server_ == nullptr || health->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--health-port: cannot listen on 0.0.0.0:", port));
+    return absl::UnavailableError(absl::StrCat(
+        "--health-port ", port, ": cannot listen on 0.0.0.0:", port,
+        "; the port is taken (by another agent or process in this network "
+        "namespace?)"));
   }
   health->SetLive(true);
   health->SetReady(false);

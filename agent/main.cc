@@ -23,6 +23,7 @@
 #include "agent/status_command.h"
 #include "common/environment.h"
 #include "common/logging.h"
+#include "common/text.h"
 #include "supervisor/process.h"
 
 extern char** environ;
@@ -87,7 +88,8 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
   }
   auto options = ParseRunOptions(args, env);
   if (!options.ok()) {
-    const std::string problem(options.status().message());
+    // One line whatever the input held (newlines, NULs, 100 KB values).
+    const std::string problem = OneLine(options.status().message());
     std::fprintf(stderr, "distjob-agent run: %s\n", problem.c_str());
     ReportBadConfig(problem, env);
     return kExitBadConfig;

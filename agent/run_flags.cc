@@ -4,8 +4,11 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -17,7 +20,10 @@
 #include "agent/observability_flags.h"
 #include "agent/supervisor_flags.h"
 #include "common/duration.h"
+#include "common/environment.h"
 #include "common/logging.h"
+#include "common/net.h"
+#include "common/text.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/store/etcd_store.h"
 #include "supervisor/signal_names.h"
@@ -137,9 +143,23 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           "Rendezvous store endpoint (c10d default port "
                           "29400).",
                           SetString(&o->rdzv_endpoint)));
-  flags->Add(TorchrunFlag("rdzv-id", "ID",
-                          "Job id shared by all nodes (default none).",
-                          SetString(&o->rdzv_id)));
+  flags->Add(TorchrunFlag(
+      "rdzv-id", "ID", "Job id shared by all nodes (default none).",
+      [o](absl::string_view v, absl::string_view) {
+        // Every store key carries it (rdzv/<id>/...): past the store's key
+        // limit each write would fail, and be retried, for the whole join
+        // timeout.
+        const bool printable = std::all_of(v.begin(), v.end(), [](char c) {
+          return c > ' ' && c < 0x7f && c != '/';
+        });
+        if (v.empty() || v.size() > kMaxRdzvIdBytes || !printable) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              QuoteForMessage(v), " is not 1-", kMaxRdzvIdBytes,
+              " printable ASCII characters without spaces or '/'"));
+        }
+        o->rdzv_id = std::string(v);
+        return absl::OkStatus();
+      }));
   flags->Add(TorchrunFlag("rdzv-conf", "K=V[,K=V...]",
                           "Rendezvous settings: join_timeout, "
                           "last_call_timeout, close_timeout, "
@@ -237,7 +257,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(TorchrunFlag("master-addr", "HOST",
                           "Rank 0's address (static backend only; default "
                           "127.0.0.1).",
-                          SetString(&o->master_addr)));
+                          SetHostName(&o->master_addr)));
   flags->Add(TorchrunFlag("master-port", "PORT",
                           "Rank 0's port (static backend only; default "
                           "29500).",
@@ -245,7 +265,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(TorchrunFlag("local-addr", "ADDR",
                           "This node's address, used as MASTER_ADDR when it "
                           "is rank 0 (default: its hostname).",
-                          SetString(&o->local_addr)));
+                          SetHostName(&o->local_addr)));
   flags->Add(TorchrunFlag(
       "signals-to-handle", "SIG[,SIG...]",
       "Signals that stop the job (forwarded, then SIGKILL after "
@@ -253,6 +273,16 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
       [options](absl::string_view v, absl::string_view) {
         auto signals = ParseSignalList(v);
         if (!signals.ok()) return signals.status();
+        for (int sig : *signals) {
+          // SIGKILL and SIGSTOP cannot be caught; SIGCHLD is how the
+          // supervisor learns that a worker exited.
+          if (sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                QuoteForMessage(v), ": ", SignalName(sig),
+                " cannot be a stop signal; list catchable signals such as "
+                "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"));
+          }
+        }
         options->supervisor.stop_signals = *signals;
         return absl::OkStatus();
       }));
@@ -307,6 +337,23 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();
   launch.nproc = *nproc;
+  // WORLD_SIZE and every global rank are ints in the workers' frameworks.
+  const int64_t world_size = int64_t{launch.max_nodes} * launch.nproc;
+  if (world_size > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes ", launch.nnodes, " x --nproc-per-node ", launch.nproc, " = ",
+        world_size, " workers; the world size must stay below 2^31"));
+  }
+  if (absl::Status s = CheckExecStrings(env, "environment"); !s.ok()) {
+    return s;
+  }
+  for (const std::string& arg : options.command) {
+    if (arg.size() + 1 > kMaxExecString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "command argument ", QuoteForMessage(arg), " is longer than the ",
+          kMaxExecString, " bytes the kernel passes per argument"));
+    }
+  }
   if (launch.standalone) {
     // As torchrun: a local c10d rendezvous on a free port, a fresh id, and
     // exactly one node, whatever else was said.

@@ -24,6 +24,10 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
 
 std::string RunHelp();
 
+// --rdzv-id's longest accepted value: with two host names (253 bytes each)
+// it keeps every rendezvous key far below the store's 4096-byte limit.
+inline constexpr size_t kMaxRdzvIdBytes = 256;
+
 // "N" or "MIN:MAX" with 0 < MIN <= MAX.
 absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
                          int* max_nodes);

@@ -2,6 +2,7 @@
 
 #include <csignal>
 
+#include "common/environment.h"
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -108,9 +109,48 @@ TEST(RunFlagsTest, TypedRendezvousValues) {
   EXPECT_EQ(o->launch.rdzv_config.join_timeout, absl::Seconds(7));
   ASSERT_TRUE(o->launch.rdzv_config.is_host.has_value());
   EXPECT_FALSE(*o->launch.rdzv_config.is_host);
-  auto etcd = ParseRunOptions({"--rdzv-backend=etcd-v3", "x"}, {});
+  auto etcd = ParseRunOptions(
+      {"--rdzv-backend=etcd-v3", "--rdzv-endpoint", "etcd:2379", "x"}, {});
   ASSERT_TRUE(etcd.ok()) << etcd.status();
   EXPECT_EQ(etcd->launch.rdzv_backend, RdzvBackend::kEtcdV3);
+}
+
+TEST(RunFlagsTest, HostileValuesAreRefusedAtParseTime) {
+  auto bad = [](std::vector<std::string> args, EnvMap env,
+                absl::string_view named) {
+    args.push_back("x");
+    auto o = ParseRunOptions(args, env);
+    ASSERT_FALSE(o.ok()) << named;
+    EXPECT_TRUE(absl::IsInvalidArgument(o.status())) << o.status();
+    EXPECT_NE(o.status().message().find(named), std::string::npos)
+        << o.status();
+    EXPECT_EQ(o.status().message().find('\n'), std::string::npos);
+    EXPECT_LT(o.status().message().size(), 1000u);
+  };
+  bad({"--rdzv-id", std::string(kMaxRdzvIdBytes + 1, 'j')}, {}, "--rdzv-id");
+  bad({"--rdzv-id", "a b"}, {}, "--rdzv-id");
+  bad({"--rdzv-id", "a/b"}, {}, "--rdzv-id");
+  bad({"--local-addr", std::string(300, 'h')}, {}, "--local-addr");
+  bad({"--local-addr", "-x"}, {}, "--local-addr");
+  bad({"--master-addr", "http://m"}, {}, "--master-addr");
+  bad({"--signals-to-handle", "SIGKILL,SIGCHLD"}, {}, "SIGKILL");
+  bad({"--signals-to-handle", "SIGTERM,SIGCHLD"}, {}, "SIGCHLD");
+  bad({"--nnodes", "2147483647", "--nproc-per-node", "2"}, {}, "--nnodes");
+  bad({"--rdzv-backend", "c10d", "--rdzv-endpoint", "a:b:c"}, {},
+      "--rdzv-endpoint");
+  bad({"--rdzv-backend", "etcd", "--rdzv-endpoint", "  "}, {},
+      "--rdzv-endpoint");
+  bad({"--rdzv-conf", "keep_alive_interval=0"}, {}, "keep_alive_interval");
+  bad({"--rdzv-conf", "join_timeout=nan"}, {}, "join_timeout");
+  bad({"--shutdown-timeout", "1e400"}, {}, "--shutdown-timeout");
+  bad({}, {{"TF_CONFIG", std::string(kMaxExecString, '{')}}, "TF_CONFIG");
+  // A 100 KB multi-line value is quoted, escaped and cut.
+  bad({}, {{"PET_RDZV_ID", std::string(100 * 1024, '\n')}}, "PET_RDZV_ID");
+  EXPECT_TRUE(ParseRunOptions({"--nnodes", "65536", "--nproc-per-node", "4096",
+                               "--signals-to-handle", "SIGTERM,SIGUSR1",
+                               "--local-addr", "node-1.job", "x"},
+                              {})
+                  .ok());
 }
 
 TEST(RunFlagsTest, ConfigErrorsAtParseTime) {

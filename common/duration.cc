@@ -38,7 +38,14 @@ absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text,
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": '", text, "' is negative; durations are >= 0"));
   }
-  return absl::Seconds(value * scale);
+  const double seconds = value * scale;
+  if (!std::isfinite(seconds) ||
+      seconds > absl::ToDoubleSeconds(kMaxDuration)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": '", text, "' is longer than ",
+                     absl::ToInt64Hours(kMaxDuration) / 24, " days"));
+  }
+  return absl::Seconds(seconds);
 }
 
 std::string FormatSeconds(absl::Duration d) {

@@ -10,9 +10,14 @@
 
 namespace distjob {
 
+// The longest duration any flag or key accepts: every timeout stays bounded,
+// and nothing overflows when added to now or doubled by a backoff.
+inline constexpr absl::Duration kMaxDuration = absl::Hours(24 * 365);
+
 // Accepts a non-negative number of seconds ("30", "0.5", torchrun's form) or
 // a number with a unit ("500ms", "30s", "2m", "1h"). `what` names the flag or
-// key in the error message.
+// key in the error message. Non-finite values (nan, inf, 1e400) and values
+// above kMaxDuration are InvalidArgument.
 absl::StatusOr<absl::Duration> ParseDuration(absl::string_view text,
                                              absl::string_view what);
 

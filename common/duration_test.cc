@@ -26,6 +26,15 @@ TEST(DurationTest, RejectsGarbageAndNegativesNamingTheFlag) {
   EXPECT_NE(negative.status().message().find("negative"), std::string::npos);
 }
 
+TEST(DurationTest, RejectsOverflowAndDurationsBeyondTheCap) {
+  for (const char* bad : {"1e400", "1e300h", "31536001", "8761h"}) {
+    auto d = ParseDuration(bad, "--dns-timeout");
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.status().message().find("--dns-timeout"), std::string::npos);
+  }
+  EXPECT_TRUE(ParseDuration("8760h", "--dns-timeout").ok());
+}
+
 TEST(DurationTest, FormatsSeconds) {
   EXPECT_EQ(FormatSeconds(absl::Seconds(30)), "30s");
   EXPECT_EQ(FormatSeconds(absl::Milliseconds(1500)), "1.5s");

@@ -2,7 +2,22 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace distjob {
+
+absl::Status CheckExecStrings(const EnvMap& env, const std::string& origin) {
+  for (const auto& [name, value] : env) {
+    const size_t bytes = name.size() + 1 + value.size() + 1;
+    if (bytes > kMaxExecString) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          origin, " variable ", name, " is ", bytes,
+          " bytes as NAME=value; the kernel passes at most ", kMaxExecString,
+          " bytes (128 KiB) per environment string to a process"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 EnvMap EnvFromEnvp(const char* const* envp) {
   EnvMap env;

@@ -8,7 +8,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace distjob {
+
+// The kernel's limit on one argv or envp string, NUL included
+// (MAX_ARG_STRLEN, 32 pages); execve fails with E2BIG past it.
+inline constexpr size_t kMaxExecString = 32 * 4096;
 
 using EnvMap = std::map<std::string, std::string>;
 
@@ -32,6 +38,11 @@ std::vector<std::string> EnvToStrings(const EnvMap& env);
 
 // The value of `name`, or nullopt when unset (an empty value is set).
 std::optional<std::string> Lookup(const EnvMap& env, const std::string& name);
+
+// OK when every "NAME=value" of `env` fits in kMaxExecString; otherwise
+// InvalidArgument naming `origin`, the variable, its size and the limit, so
+// a job fails at start rather than with "cannot execute" at every spawn.
+absl::Status CheckExecStrings(const EnvMap& env, const std::string& origin);
 
 }  // namespace distjob
 

@@ -20,5 +20,16 @@ TEST(EnvironmentTest, ToStringsIsSortedNameEqualsValue) {
   EXPECT_EQ(EnvToStrings(env), (std::vector<std::string>{"A=2", "Z=1"}));
 }
 
+TEST(EnvironmentTest, ExecStringsOverTheKernelLimitNameTheVariable) {
+  EnvMap env{{"A", "1"}, {"TF_CONFIG", std::string(kMaxExecString, 'x')}};
+  absl::Status s = CheckExecStrings(env, "environment");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("TF_CONFIG"), std::string::npos);
+  EXPECT_NE(s.message().find("131072"), std::string::npos);
+  // NAME=value and its NUL exactly at the limit still pass.
+  env["TF_CONFIG"] = std::string(kMaxExecString - 11, 'x');
+  EXPECT_TRUE(CheckExecStrings(env, "environment").ok());
+}
+
 }  // namespace
 }  // namespace distjob

@@ -15,12 +15,21 @@ namespace distjob {
 // bracketed as in URLs ("[::1]"). Names, even "localhost", are not.
 bool IsIpLiteral(absl::string_view host);
 
+// OK when `host` is an IP literal (IPv6 bracketed or not) or a DNS name:
+// dot-separated labels of letters, digits, '-' and '_' (1-63 bytes, not
+// starting or ending with '-'), 253 bytes at most, one trailing dot allowed.
+// Otherwise InvalidArgument "<what> <quoted host>: ..." saying what is
+// accepted: a space, a NUL or a leading '-' reaching a resolver or a
+// command line shows up much later as something else.
+absl::Status CheckHostName(absl::string_view host, absl::string_view what);
+
 // gethostname(): in a pod, the pod's name (or Volcano's hostname). "" when
 // the kernel will not say.
 std::string LocalHostname();
 
 // A kernel-assigned free TCP port on `address` (bound, read, released).
-// Errors name the address.
+// A host name is not resolved: the port is found free on every interface.
+// Errors (a value that is no host name, a failed bind) name the address.
 absl::StatusOr<int> FindFreePort(const std::string& address);
 
 }  // namespace distjob

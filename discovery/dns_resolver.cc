@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/backoff.h"
 #include "common/logging.h"
 
 namespace distjob {
@@ -140,7 +141,8 @@ absl::StatusOr<Addresses> ResolveOnce(const std::vector<std::string>& names,
 absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
                                        const DnsOptions& options) {
   const absl::Time deadline = absl::Now() + options.timeout;
-  absl::Duration backoff = options.initial_backoff;
+  // Jittered, so a job's pods starting together do not query in step.
+  Backoff backoff(options.initial_backoff, options.max_backoff);
   Addresses resolved;
   std::vector<std::string> missing = names;
   for (;;) {
@@ -163,14 +165,13 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     }
     DJ_LOG_INFO("waiting for {}/{} peers: {}", missing.size(), names.size(),
                 absl::StrJoin(missing, ", "));
-    const absl::Time wake = std::min(absl::Now() + backoff, deadline);
+    const absl::Time wake = std::min(absl::Now() + backoff.Next(), deadline);
     while (absl::Now() < wake) {
       if (options.cancelled && options.cancelled()) {
         return absl::CancelledError("stopped while waiting for peers in DNS");
       }
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }
-    backoff = std::min(backoff * 2, options.max_backoff);
   }
 }
 

@@ -1,6 +1,9 @@
 #include "discovery/peers.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -8,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -16,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/errno_status.h"
+#include "common/net.h"
 
 namespace distjob {
 namespace {
@@ -30,6 +35,10 @@ absl::Status CheckHosts(const TaskPeers& peers) {
     if (host.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(peers.origin, ": empty host name in the list"));
+    }
+    if (absl::Status s = CheckHostName(host, absl::StrCat(peers.origin, ":"));
+        !s.ok()) {
+      return s;
     }
     if (!seen.insert(host).second) {
       return absl::InvalidArgumentError(
@@ -63,6 +72,51 @@ absl::Status CheckUniqueTasks(const Cluster& cluster) {
     }
   }
   return absl::OkStatus();
+}
+
+// A ConfigMap's host list is a few KiB; anything far larger is not one.
+constexpr off_t kMaxHostFileBytes = 1 << 20;
+
+// Opened without blocking and checked by type before reading: a FIFO or
+// device under the Volcano directory would otherwise hang or flood the
+// agent before it has read a single host.
+absl::StatusOr<std::string> ReadHostFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot read ", path));
+  absl::Cleanup close_fd = [fd] { close(fd); };
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    return ErrnoError(errno, absl::StrCat("cannot read ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("volcano file ", path, " is not a regular file (",
+                     S_ISFIFO(st.st_mode)  ? "a FIFO"
+                     : S_ISCHR(st.st_mode) ? "a character device"
+                     : S_ISBLK(st.st_mode) ? "a block device"
+                     : S_ISDIR(st.st_mode) ? "a directory"
+                                           : "a socket",
+                     "); expected one host name per line"));
+  }
+  if (st.st_size > kMaxHostFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("volcano file ", path, " is ", st.st_size,
+                     " bytes; a host list is at most ", kMaxHostFileBytes));
+  }
+  std::string text;
+  char buf[8192];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError(errno, absl::StrCat("cannot read ", path));
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > static_cast<size_t>(kMaxHostFileBytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "volcano file ", path, " grew past ", kMaxHostFileBytes, " bytes"));
+    }
+  }
+  return text;
 }
 
 }  // namespace
@@ -128,18 +182,14 @@ absl::StatusOr<Cluster> ReadVolcanoPeers(const std::string& dir,
     std::sort(files.begin(), files.end());
     for (const std::string& file : files) {
       const std::string path = absl::StrCat(dir, "/", file);
-      std::ifstream in(path);
-      if (!in) return ErrnoError(errno, absl::StrCat("cannot read ", path));
-      std::stringstream text;
-      text << in.rdbuf();
-      if (in.bad())
-        return ErrnoError(errno, absl::StrCat("cannot read ", path));
+      auto text = ReadHostFile(path);
+      if (!text.ok()) return text.status();
       TaskPeers peers;
       // The file keeps the task name with '_' for '-'; DNS-1123 task names
       // cannot contain '_', so mapping back is exact.
       peers.task = std::string(absl::StripSuffix(file, ".host"));
       std::replace(peers.task.begin(), peers.task.end(), '_', '-');
-      peers.hosts = SplitHosts(text.str(), '\n');
+      peers.hosts = SplitHosts(*text, '\n');
       peers.origin = absl::StrCat("volcano file ", path);
       if (peers.hosts.empty()) {
         return absl::InvalidArgumentError(
@@ -221,6 +271,7 @@ absl::StatusOr<Cluster> KubeflowPeers(absl::string_view job,
       if (!ns.empty() && !domain.empty()) absl::StrAppend(&host, ".", domain);
       peers.hosts.push_back(std::move(host));
     }
+    if (absl::Status s = CheckHosts(peers); !s.ok()) return s;
     cluster.tasks.push_back(std::move(peers));
   }
   if (cluster.tasks.empty()) {

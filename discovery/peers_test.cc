@@ -77,6 +77,40 @@ TEST_F(VolcanoDir, MalformedInputsNameTheInput) {
   }
 }
 
+TEST_F(VolcanoDir, FifoOrDeviceIsRefusedByTypeWithoutOpeningIt) {
+  // Opening a FIFO with no writer for reading would block: the test
+  // finishing at all shows it is not waited on.
+  ASSERT_EQ(mkfifo((dir_ + "/worker.host").c_str(), 0600), 0);
+  auto fifo = ReadVolcanoPeers(dir_, {});
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_EQ(fifo.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(fifo.status().message().find("worker.host"), std::string::npos);
+  EXPECT_NE(fifo.status().message().find("FIFO"), std::string::npos);
+  std::filesystem::remove(dir_ + "/worker.host");
+  ASSERT_EQ(symlink("/dev/zero", (dir_ + "/worker.host").c_str()), 0);
+  auto device = ReadVolcanoPeers(dir_, {});
+  ASSERT_FALSE(device.ok());
+  EXPECT_NE(device.status().message().find("character device"),
+            std::string::npos);
+}
+
+TEST_F(VolcanoDir, HostsThatAreNotDnsNamesAreRefused) {
+  for (const std::string& bad :
+       {std::string("j-0.j\nj 1.j"), std::string("-rf"), std::string("a\0b", 3),
+        std::string("\x7f\x45LF\x02")}) {
+    Write("worker.host", bad);
+    auto c = ReadVolcanoPeers(dir_, {});
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(c.status().message().find("worker.host"), std::string::npos);
+    EXPECT_EQ(c.status().message().find('\n'), std::string::npos);
+  }
+  std::filesystem::remove(dir_ + "/worker.host");
+  auto env = ReadVolcanoPeers(dir_, {{"VC_WORKER_HOSTS", "a.j,b j"}});
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("VC_WORKER_HOSTS"), std::string::npos);
+}
+
 TEST(KubeflowPeersTest, HostForms) {
   auto c = KubeflowPeers("my-job", "worker=2,ps=1", "ns", "cluster.local");
   ASSERT_TRUE(c.ok());

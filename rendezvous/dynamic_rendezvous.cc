@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/backoff.h"
 #include "common/logging.h"
 #include "common/net.h"
 
@@ -213,6 +214,22 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
                 timeout)
         .status();
   };
+  // A failed store operation is retried after a pause, so a store that
+  // refuses every write (or is not up yet) costs neither a core nor a log
+  // line per attempt; the pause ends early on Cancel.
+  Backoff retry(absl::Milliseconds(50),
+                std::clamp(c.keep_alive_interval, absl::Milliseconds(50),
+                           absl::Seconds(2)));
+  auto pause_after = [&](absl::string_view what, const absl::Status& s) {
+    const absl::Duration pause = std::min(
+        retry.Next(), std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    DJ_LOG_WARNING("{}: {} (attempt {}; retrying in {})", what, s.message(),
+                   retry.attempts(), absl::FormatDuration(pause));
+    const absl::Time until = absl::Now() + pause;
+    while (!cancelled_ && absl::Now() < until) {
+      absl::SleepFor(std::min(absl::Milliseconds(50), until - absl::Now()));
+    }
+  };
   auto announce_last_call = [&](const RdzvState& st) {
     announced_round = st.round;
     DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}",
@@ -250,13 +267,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         return absl::AbortedError(absl::StrCat("the job ended: ", *o.aborted));
       }
       case Action::kReconnect:
-        DJ_LOG_WARNING("rendezvous store not reachable yet: {}",
-                       o.state_error.message());
         if (auto s = Heartbeat(); !s.ok() && absl::Now() >= deadline) return s;
+        pause_after("rendezvous store not reachable yet", o.state_error);
         break;
       case Action::kRetryRead:
-        DJ_LOG_WARNING("cannot read this node's rank in round {}: {}", st.round,
-                       o.rank_error.message());
+        pause_after(
+            absl::StrCat("cannot read this node's rank in round ", st.round),
+            o.rank_error);
         break;
       case Action::kReturnResult:
         if (waiting_.exchange(false)) {
@@ -297,7 +314,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         break;
       case Action::kJoin: {
         auto k = store_->Add(keys_.Joined(st.round), 1);
-        if (!k.ok()) break;
+        if (!k.ok()) {
+          pause_after(absl::StrCat("cannot join round ", st.round), k.status());
+          break;
+        }
+        retry.Reset();
         joined_round_ = st.round;
         join_index_ = *k;
         join_written_ = false;
@@ -305,14 +326,22 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         reread = false;  // decides again on the same read
         break;
       }
-      case Action::kWriteJoinRecord:
-        join_written_ = store_
-                            ->Set(keys_.Join(st.round, join_index_),
-                                  EncodeJoin({options_.node, local_world_size,
-                                              options_.addr}))
-                            .ok();
+      case Action::kWriteJoinRecord: {
+        const absl::Status written =
+            store_
+                ->Set(keys_.Join(st.round, join_index_),
+                      EncodeJoin(
+                          {options_.node, local_world_size, options_.addr}))
+                .status();
+        join_written_ = written.ok();
         reread = !join_written_;
+        if (!written.ok()) {
+          pause_after(
+              absl::StrCat("cannot write the join record of round ", st.round),
+              written);
+        }
         break;
+      }
       case Action::kNoteRestarts: {
         RdzvState next = st;
         next.restart_count = pending_restarts_;
@@ -326,7 +355,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       case Action::kCloseRound:
         if (a.announce_last_call) announce_last_call(st);
         if (auto s = Close(st); !s.ok()) {
-          DJ_LOG_WARNING("cannot close round {}: {}", st.round, s.message());
+          pause_after(absl::StrCat("cannot close round ", st.round), s);
         } else {
           (void)cas(CloseState(st));
         }

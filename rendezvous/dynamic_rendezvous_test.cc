@@ -174,6 +174,39 @@ class WatchHookStore : public LocalStore {
   Hook hook_;
 };
 
+// A LocalStore that refuses every increment, as the store refuses a key
+// past its size limit.
+class RefusingAddStore : public LocalStore {
+ public:
+  RefusingAddStore(StoreCore* core, std::atomic<int>* adds)
+      : LocalStore(core), adds_(adds) {}
+  absl::StatusOr<int64_t> Add(const std::string&, int64_t) override {
+    ++*adds_;
+    return absl::InvalidArgumentError("key longer than 4096 bytes");
+  }
+
+ private:
+  std::atomic<int>* adds_;
+};
+
+// A store operation that keeps failing is retried after a growing pause,
+// not in a loop that burns a core and writes a warning per attempt.
+TEST(DynamicRendezvousTest, FailingJoinIsRetriedWithBackoffNotSpun) {
+  StoreCore core;
+  std::atomic<int> adds{0};
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.config.join_timeout = absl::Seconds(1);
+  o.config.keep_alive_interval = absl::Milliseconds(500);
+  DynamicRendezvous node(o, std::make_unique<RefusingAddStore>(&core, &adds));
+  const absl::Time start = absl::Now();
+  auto r = node.Next(1);
+  EXPECT_FALSE(r.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  // 50 ms doubling to a 500 ms cap: a handful of attempts in a second.
+  EXPECT_GE(adds.load(), 2);
+  EXPECT_LE(adds.load(), 10);
+}
+
 // Joining is one counter increment and one record of the node's own; a
 // node that took its place in the count and died before writing its record
 // delays the close by one lease at most, and is left out.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -15,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/duration.h"
 #include "common/net.h"
+#include "common/text.h"
 
 namespace distjob {
 
@@ -35,40 +38,57 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& text,
     ep.host = "localhost";
     return ep;
   }
+  auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv-endpoint ", QuoteForMessage(text), ": ", why,
+                     "; expected HOST[:PORT], [V6][:PORT] or a bare IPv6 "
+                     "address"));
+  };
+  if (absl::StrContains(text, "://")) return invalid("a URL, not an address");
+  bool bracketed = false;
   if (text[0] == '[') {
     const size_t close = text.find(']');
-    if (close == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-endpoint '", text, "': unclosed '['; expected [V6]:PORT"));
-    }
+    if (close == std::string::npos) return invalid("unclosed '['");
     ep.host = text.substr(1, close - 1);
+    bracketed = true;
     if (close + 1 < text.size()) {
-      if (text[close + 1] != ':') {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--rdzv-endpoint '", text, "': expected [V6]:PORT"));
-      }
+      if (text[close + 1] != ':') return invalid("text after ']'");
       port_text = text.substr(close + 2);
+      if (port_text.empty()) return invalid("empty port");
     }
   } else {
     const size_t colon = text.rfind(':');
     if (colon != std::string::npos && text.find(':') != colon) {
-      ep.host = text;  // a bare IPv6 literal
+      // Several colons: only an IPv6 literal has them.
+      if (!IsIpLiteral(text)) return invalid("more than one ':'");
+      ep.host = text;
     } else if (colon != std::string::npos) {
       ep.host = text.substr(0, colon);
       port_text = text.substr(colon + 1);
+      if (port_text.empty()) return invalid("empty port");
     } else {
       ep.host = text;
     }
   }
   if (!port_text.empty()) {
-    if (!absl::SimpleAtoi(port_text, &ep.port) || ep.port < 0 ||
-        ep.port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rdzv-endpoint '", text,
-                       "': the port must be 0..65535 (HOST[:PORT])"));
+    const bool digits =
+        port_text.size() <= 5 &&
+        std::all_of(port_text.begin(), port_text.end(),
+                    [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || !absl::SimpleAtoi(port_text, &ep.port) || ep.port > 65535) {
+      return invalid("the port must be 0..65535");
     }
   }
-  if (ep.host.empty()) ep.host = "localhost";
+  if (ep.host.empty() && !bracketed && !port_text.empty()) {
+    ep.host = "localhost";  // ":PORT", as torchrun reads it
+  }
+  if (bracketed && !IsIpLiteral(ep.host)) {
+    return invalid("only an IPv6 address goes in brackets");
+  }
+  if (absl::Status s = CheckHostName(ep.host, "--rdzv-endpoint host");
+      !s.ok()) {
+    return s;
+  }
   return ep;
 }
 
@@ -77,10 +97,15 @@ namespace {
 absl::StatusOr<absl::Duration> Seconds(absl::string_view key,
                                        absl::string_view value) {
   double s = 0;
-  if (!absl::SimpleAtod(value, &s) || s < 0) {
+  if (!absl::SimpleAtod(value, &s) || !std::isfinite(s) || s < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--rdzv-conf ", key, "=", value,
-                     ": expected a non-negative number of seconds"));
+        absl::StrCat("--rdzv-conf ", key, "=", QuoteForMessage(value),
+                     ": expected a non-negative, finite number of seconds"));
+  }
+  if (s > absl::ToDoubleSeconds(kMaxDuration)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-conf ", key, "=", QuoteForMessage(value), ": at most ",
+        absl::ToInt64Seconds(kMaxDuration), " seconds (365 days)"));
   }
   return absl::Seconds(s);
 }
@@ -237,6 +262,13 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
           near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?"),
           " (accepted: ", absl::StrJoin(AcceptedKeys(), ", "), ")"));
     }
+  }
+  // Zero would renew the lease in a busy loop and, with the lease's
+  // lifetime interval × attempts at zero, switch dead-peer detection off.
+  if (c.keep_alive_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-conf keep_alive_interval=0: expected a positive number of "
+        "seconds (default 5)");
   }
   return c;
 }

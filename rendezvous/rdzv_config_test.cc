@@ -78,6 +78,30 @@ TEST(RdzvConfigTest, BackendNames) {
   EXPECT_NE(bad.status().message().find("'zookeeper'"), std::string::npos);
 }
 
+TEST(RdzvConfigTest, EndpointsThatAreNotHostPortAreRefused) {
+  for (const std::string& bad : std::vector<std::string>{
+           "http://h:29400", "a:b:c", "h :1", " h", "-h:1", "h:", "[h]:1",
+           "h:+5", "h\n:1", std::string("h\0x", 3), "[::1]:"}) {
+    auto ep = ParseEndpoint(bad);
+    ASSERT_FALSE(ep.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(ep.status()));
+    EXPECT_NE(ep.status().message().find("--rdzv-endpoint"), std::string::npos);
+    EXPECT_EQ(ep.status().message().find('\n'), std::string::npos);
+  }
+  EXPECT_EQ(ParseEndpoint(":5")->host, "localhost");
+}
+
+TEST(RdzvConfigTest, DurationsAreFiniteBoundedAndKeepAlivePositive) {
+  for (const char* bad : {"join_timeout=nan", "join_timeout=inf",
+                          "read_timeout=1e400", "close_timeout=1e12",
+                          "keep_alive_interval=0", "keep_alive_interval=0.0"}) {
+    auto c = ParseRdzvConf(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(c.status()));
+  }
+  EXPECT_TRUE(ParseRdzvConf("keep_alive_interval=0.5").ok());
+}
+
 TEST(RdzvConfigTest, EndpointErrorsNameTheValue) {
   auto ep = ParseEndpoint("host:99999");
   ASSERT_FALSE(ep.ok());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -20,8 +21,11 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/backoff.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/net.h"
+#include "common/text.h"
 #include "proto/etcd_rpc.grpc.pb.h"
 
 namespace distjob {
@@ -61,18 +65,57 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
   return ss.str();
 }
 
-// etcd tools accept http(s)://HOST:PORT; gRPC wants HOST:PORT.
-std::string NormalizeEndpoint(absl::string_view ep) {
-  absl::ConsumePrefix(&ep, "http://");
-  absl::ConsumePrefix(&ep, "https://");
-  std::string out(ep);
-  const size_t bracket = out.rfind(']');
-  const size_t colon = out.rfind(':');
-  if (colon == std::string::npos ||
-      (bracket != std::string::npos && colon < bracket)) {
-    absl::StrAppend(&out, ":2379");
+// etcd tools accept http(s)://HOST:PORT; gRPC wants HOST:PORT. Anything
+// else is refused here: a garbled endpoint would otherwise only show as
+// the store being unreachable, after the whole join timeout.
+absl::StatusOr<std::string> NormalizeEndpoint(absl::string_view given) {
+  absl::string_view ep = given;
+  auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-endpoint ", QuoteForMessage(given), ": ", why,
+        "; expected [http[s]://]HOST[:PORT][,...] (default port 2379)"));
+  };
+  absl::ConsumePrefix(&ep, "http://") || absl::ConsumePrefix(&ep, "https://");
+  absl::ConsumeSuffix(&ep, "/");
+  if (absl::StrContains(ep, "://")) return invalid("unsupported scheme");
+  absl::string_view host = ep;
+  absl::string_view port;
+  if (absl::StartsWith(ep, "[")) {
+    const size_t close = ep.find(']');
+    if (close == absl::string_view::npos) return invalid("unclosed '['");
+    host = ep.substr(1, close - 1);
+    if (!IsIpLiteral(host)) return invalid("only an IPv6 address goes in []");
+    absl::string_view rest = ep.substr(close + 1);
+    if (!rest.empty() && !absl::ConsumePrefix(&rest, ":")) {
+      return invalid("text after ']'");
+    }
+    if (!rest.empty()) port = rest;
+  } else if (const size_t colon = ep.rfind(':');
+             colon != absl::string_view::npos) {
+    if (ep.find(':') != colon) {
+      return invalid("more than one ':' (bracket an IPv6 address)");
+    }
+    host = ep.substr(0, colon);
+    port = ep.substr(colon + 1);
+    if (port.empty()) return invalid("empty port");
   }
-  return out;
+  if (absl::Status s = CheckHostName(host, "--rdzv-endpoint host"); !s.ok()) {
+    return s;
+  }
+  int number = 2379;
+  if (!port.empty()) {
+    const bool digits =
+        port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        });
+    if (!digits || !absl::SimpleAtoi(port, &number) || number < 1 ||
+        number > 65535) {
+      return invalid("the port must be 1..65535");
+    }
+  }
+  if (absl::StrContains(host, ':'))
+    return absl::StrCat("[", host, "]:", number);
+  return absl::StrCat(host, ":", number);
 }
 
 int64_t TtlSeconds(absl::Duration d) {
@@ -89,9 +132,10 @@ absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
   o.run_id = run_id;
   for (absl::string_view ep :
        absl::StrSplit(endpoints, ',', absl::SkipWhitespace())) {
-    o.endpoints.push_back(NormalizeEndpoint(absl::StripAsciiWhitespace(ep)));
+    auto normalized = NormalizeEndpoint(absl::StripAsciiWhitespace(ep));
+    if (!normalized.ok()) return normalized.status();
+    o.endpoints.push_back(*std::move(normalized));
   }
-  if (o.endpoints.empty()) o.endpoints.push_back("localhost:2379");
   for (absl::string_view item :
        absl::StrSplit(conf, ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> kv =
@@ -100,10 +144,13 @@ absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
     const std::string value(absl::StripAsciiWhitespace(kv.second));
     auto seconds = [&](absl::Duration* out) -> absl::Status {
       double s;
-      if (!absl::SimpleAtod(value, &s) || s <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--rdzv-conf ", key, "=", value,
-                         ": expected a positive number of seconds"));
+      // The cap matches the other --rdzv-conf durations (365 days).
+      if (!absl::SimpleAtod(value, &s) || !std::isfinite(s) || s <= 0 ||
+          s > 365.0 * 24 * 3600) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--rdzv-conf ", key, "=", QuoteForMessage(value),
+            ": expected a positive, finite number of seconds (at most 365 "
+            "days)"));
       }
       *out = absl::Seconds(s);
       return absl::OkStatus();
@@ -131,6 +178,11 @@ absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
     return absl::InvalidArgumentError(
         "--rdzv-conf cert and key go together (client certificate and its "
         "private key)");
+  }
+  if (o.endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-endpoint is empty; the etcd backend needs "
+        "[http[s]://]HOST[:PORT][,...] (default port 2379)");
   }
   while (absl::EndsWith(o.prefix, "/") && o.prefix.size() > 1) {
     o.prefix.pop_back();
@@ -246,7 +298,9 @@ struct EtcdStore::Impl {
   absl::Status Call(absl::string_view what, absl::Duration budget, F call) {
     const absl::Time deadline = absl::Now() + budget;
     grpc::Status last;
-    absl::Duration backoff = absl::Milliseconds(50);
+    // Jittered, so the agents of a job do not retry a recovering cluster
+    // in step.
+    Backoff backoff(absl::Milliseconds(50), absl::Seconds(1));
     for (size_t attempt = 1;; ++attempt) {
       const size_t i = current.load() % members.size();
       grpc::ClientContext ctx;
@@ -269,8 +323,7 @@ struct EtcdStore::Impl {
       current.compare_exchange_strong(seen, i + 1);
       if (absl::Now() >= deadline) break;
       if (attempt % members.size() == 0) {
-        absl::SleepFor(std::min(backoff, deadline - absl::Now()));
-        backoff = std::min(backoff * 2, absl::Seconds(1));
+        absl::SleepFor(std::min(backoff.Next(), deadline - absl::Now()));
       }
     }
     return absl::UnavailableError(absl::StrCat("etcd cluster ", Endpoints(),

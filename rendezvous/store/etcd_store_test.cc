@@ -233,6 +233,23 @@ TEST(EtcdStoreNoServerTest, UnreachableClusterNamesItsEndpoints) {
       << s.status();
 }
 
+TEST(EtcdOptionsTest, EmptyOrGarbageEndpointsAreRefused) {
+  for (const char* bad :
+       {"", " , ", "unix:///run/etcd.sock", "h:x", "a:b:c", "h 1:2379", "-h",
+        "h:0", "h:99999", "[h]:1", "http://"}) {
+    auto o = ParseEtcdOptions(bad, "", "r");
+    ASSERT_FALSE(o.ok()) << bad;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(o.status().message().find("--rdzv-endpoint"), std::string::npos);
+  }
+  for (const char* bad :
+       {"read_timeout=nan", "read_timeout=inf", "etcd_session_ttl=1e400"}) {
+    EXPECT_FALSE(ParseEtcdOptions("h", bad, "r").ok()) << bad;
+  }
+  EXPECT_EQ(ParseEtcdOptions("https://[fd00::1]/", "", "r")->endpoints,
+            (std::vector<std::string>{"[fd00::1]:2379"}));
+}
+
 TEST(EtcdOptionsTest, ParsesEndpointsAndConf) {
   auto o = ParseEtcdOptions(
       "http://h1:2379, h2,[::1]:3000",
