@@ -213,6 +213,13 @@ void Supervisor::HandleSignals(Running* running) {
       ReapChildren(running);
       continue;
     }
+    if (sig == SIGPIPE && static_cast<pid_t>(info.ssi_pid) == getpid()) {
+      // Raised by one of the agent's own writes (its log, a console copy)
+      // to a reader that went away; the write's EPIPE already tells the
+      // writer. Forwarded, it would end the workers for the agent's own
+      // sink; logged, it would raise the next one, forever.
+      continue;
+    }
     const bool is_stop =
         std::find(options_.stop_signals.begin(), options_.stop_signals.end(),
                   sig) != options_.stop_signals.end();

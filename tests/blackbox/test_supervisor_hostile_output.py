@@ -1,0 +1,101 @@
+"""The agent as PID 1 when its own output goes nowhere: a log reader that
+went away (a broken pipe) or one that never reads (a full pipe). Neither
+may reach the workers, spin the agent or keep it alive past its grace
+period. The agent runs as PID 1 of a new PID namespace, as in a pod."""
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from harness import PYTHON, descendants, kill_tree, wait_for
+
+# Records every SIGPIPE it gets (Python ignores SIGPIPE unless told).
+RECORD_SIGPIPE = """
+import os, signal, sys, time
+out = open(sys.argv[1], 'a', buffering=1)
+signal.signal(signal.SIGPIPE, lambda s, f: out.write('SIGPIPE\\n'))
+signal.signal(signal.SIGUSR1, lambda s, f: out.write('SIGUSR1\\n'))
+def stop(s, f):
+    # Cleans up for a moment, as a real worker would: a signal the agent
+    # sends after its stop signal still reaches it.
+    out.write('SIGTERM\\n')
+    time.sleep(1)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+out.write('ready\\n')
+while True:
+    time.sleep(1)
+"""
+
+
+def lines(path):
+    try:
+        return path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+class Pid1Agent:
+    """`distjob-agent ARGS` as PID 1 of a new PID namespace, its stdout and
+    stderr given by the caller; always killed with its tree."""
+
+    def __init__(self, agent, args, tmp_path, stdout, stderr):
+        env = dict(os.environ)
+        env["DISTJOB_TERMINATION_LOG"] = str(tmp_path / "tlog")
+        self.proc = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--mount-proc", agent] + args,
+            env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        self.pid = wait_for(lambda: (descendants(self.proc.pid) or [None])[0],
+                            10, what="the agent under unshare")
+
+    def close(self):
+        kill_tree(self.proc)
+
+
+@pytest.fixture
+def pid1_agent(agent, tmp_path):
+    started = []
+
+    def start(args, stdout, stderr):
+        a = Pid1Agent(agent, args, tmp_path, stdout, stderr)
+        started.append(a)
+        return a
+    yield start
+    for a in started:
+        a.close()
+
+
+def broken_pipe():
+    """The write end of a pipe whose reader is already gone."""
+    r, w = os.pipe()
+    os.close(r)
+    return w
+
+
+@pytest.mark.parametrize("level", ["debug", "info"])
+def test_dead_log_reader_neither_spins_nor_reaches_workers(
+        pid1_agent, tmp_path, level):
+    record = tmp_path / "signals"
+    script = tmp_path / "w.py"
+    script.write_text(RECORD_SIGPIPE)
+    w = broken_pipe()
+    try:
+        a = pid1_agent(["run", "--log-level", level, "--shutdown-timeout",
+                        "5", "--no-python", PYTHON, str(script),
+                        str(record)], stdout=w, stderr=w)
+    finally:
+        os.close(w)
+    wait_for(lambda: "ready" in lines(record), 20, what="the worker")
+    # A forwarded signal is logged (at debug): that write fails with EPIPE
+    # and raises the agent's own SIGPIPE.
+    os.kill(a.pid, signal.SIGUSR1)
+    wait_for(lambda: "SIGUSR1" in lines(record), 10, what="SIGUSR1 forwarded")
+    # The agent still supervises: the next signal is forwarded too.
+    os.kill(a.pid, signal.SIGUSR1)
+    wait_for(lambda: lines(record).count("SIGUSR1") == 2, 10,
+             what="the second SIGUSR1 forwarded")
+    os.kill(a.pid, signal.SIGTERM)
+    assert a.proc.wait(timeout=15) == 128 + signal.SIGTERM
+    assert "SIGPIPE" not in lines(record)
