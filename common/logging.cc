@@ -1,13 +1,32 @@
 #include "common/logging.h"
 
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
 
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/console_writer.h"
 
 namespace distjob {
+namespace {
+
+// stderr through the shared ConsoleWriter: a log reader that went away or
+// stopped reading costs a log line, never the supervision of the workers.
+class ConsoleSink : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    ConsoleWriter::Stderr().Write(
+        absl::string_view(formatted.data(), formatted.size()));
+  }
+  void flush_() override {}
+};
+
+}  // namespace
 
 absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
   const std::string lower = absl::AsciiStrToLower(text);
@@ -24,7 +43,8 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
 void InitLogging(LogLevel level) {
   // Unbuffered stderr, no colours: the agent's stderr is a container log.
   spdlog::drop("distjob-agent");
-  auto logger = spdlog::stderr_logger_mt("distjob-agent");
+  auto logger = std::make_shared<spdlog::logger>(
+      "distjob-agent", std::make_shared<ConsoleSink>());
   logger->set_pattern("[%Y-%m-%dT%H:%M:%S.%e distjob-agent %P %^%l%$] %v");
   switch (level) {
     case LogLevel::kDebug:
