@@ -43,6 +43,10 @@ ConsoleWriter::ConsoleWriter(int fd, absl::Duration stall_limit)
     // time, which a pipe with room takes without blocking.
     nonblocking_fd_ = open(absl::StrCat("/proc/self/fd/", fd).c_str(),
                            O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    // A 64 KiB console pipe costs a wake-up of the reader and of the
+    // writer per 64 KiB; a bigger one lets --tee keep up with fast workers.
+    // Best effort: the kernel caps it (fs.pipe-max-size).
+    if (nonblocking_fd_ >= 0) fcntl(nonblocking_fd_, F_SETPIPE_SZ, 1 << 20);
   }
 }
 
