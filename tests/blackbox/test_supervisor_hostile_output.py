@@ -99,3 +99,99 @@ def test_dead_log_reader_neither_spins_nor_reaches_workers(
     os.kill(a.pid, signal.SIGTERM)
     assert a.proc.wait(timeout=15) == 128 + signal.SIGTERM
     assert "SIGPIPE" not in lines(record)
+
+
+FLOOD = """
+import sys, time
+line = b'x' * 99 + b'\\n'
+for _ in range(%d):
+    sys.stdout.buffer.write(line * 1000)
+sys.stdout.flush()
+while True:
+    time.sleep(1)
+"""
+
+
+def test_console_nobody_reads_does_not_outlive_the_grace_period(
+        pid1_agent, tmp_path):
+    logs = tmp_path / "logs"
+    script = tmp_path / "w.py"
+    script.write_text(FLOOD % 200)  # 20 MB, far more than a pipe holds
+    r, w = os.pipe()  # held open, never read: a stuck log collector
+    try:
+        a = pid1_agent(["run", "--tee", "3", "--log-dir", str(logs),
+                        "--shutdown-timeout", "2", "--no-python", PYTHON,
+                        str(script)], stdout=w, stderr=w)
+        os.close(w)
+        out = logs / "attempt_0" / "0" / "stdout.log"
+        # The copy keeps draining the worker into its file while the
+        # console is full: the worker is not blocked by the agent.
+        wait_for(lambda: out.exists() and out.stat().st_size >= 20_000_000,
+                 30, what="the whole flood in stdout.log")
+        os.kill(a.pid, signal.SIGTERM)
+        assert a.proc.wait(timeout=10) == 128 + signal.SIGTERM
+    finally:
+        os.close(r)
+
+
+PROGRESS = """
+import os, sys, time
+sys.stdout.write('\\rprogress 1')
+sys.stdout.flush()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+sys.stdout.write('\\rprogress 2\\n')
+"""
+
+
+def test_carriage_return_progress_reaches_console_and_file_as_it_comes(
+        start_agent, tmp_path):
+    logs = tmp_path / "logs"
+    go = tmp_path / "go"
+    script = tmp_path / "w.py"
+    script.write_text(PROGRESS)
+    proc = start_agent(["run", "--tee", "3", "--log-dir", str(logs),
+                        "--no-python", PYTHON, str(script), str(go)],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    os.set_blocking(proc.stdout.fileno(), False)
+    seen = b""
+
+    def console_has(text):
+        nonlocal seen
+        try:
+            seen += os.read(proc.stdout.fileno(), 65536) or b""
+        except BlockingIOError:
+            pass
+        return text in seen
+    wait_for(lambda: console_has(b"\r[default0]:progress 1"), 20,
+             what="the progress line on the console")
+    out = logs / "attempt_0" / "0" / "stdout.log"
+    assert out.read_bytes() == b"\rprogress 1"
+    go.touch()
+    assert proc.wait(timeout=20) == 0
+    os.set_blocking(proc.stdout.fileno(), True)
+    seen += proc.stdout.read()
+    assert seen.endswith(b"\r[default0]:progress 2\n"), seen
+    assert out.read_bytes() == b"\rprogress 1\rprogress 2\n"
+
+
+def test_full_disk_under_log_dir_is_reported_once(agent, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    script = tmp_path / "w.py"
+    script.write_text("import sys\n"
+                      "for i in range(20000):\n"
+                      "    print('line', i, 'x' * 90)\n")
+    # A 256 KiB tmpfs in a private mount namespace: 2 MB do not fit.
+    r = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+         'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"', str(logs),
+         agent, "run", "--tee", "3", "--log-dir", str(logs), "--no-python",
+         PYTHON, str(script)],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, DISTJOB_TERMINATION_LOG=str(tmp_path / "tlog")))
+    assert r.returncode == 0, r.stderr
+    # The console still has every line; the cut file is said once.
+    assert r.stdout.count("[default0]:line ") == 20000
+    assert r.stderr.count("No space left on device") == 1, r.stderr
+    assert "stdout.log" in r.stderr
