@@ -116,6 +116,16 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
       return ErrnoError(errno, "epoll_ctl(ADD)");
     }
   }
+  if (access("/proc/self/stat", R_OK) != 0) {
+    // The process tree is read from /proc: without it a process that left
+    // its worker's process group (setsid) is invisible to the agent.
+    DJ_LOG_WARNING(
+        "/proc is not mounted: process-tree tracking is degraded; a process "
+        "that leaves its worker's process group (setsid) is {}",
+        getpid() == 1 ? "given no grace period: the kernel kills it when "
+                        "the agent exits"
+                      : "neither stopped nor waited for");
+  }
   // As PID 1 the kernel re-parents orphans to us anyway; otherwise ask for
   // them, so no grandchild outlives the agent unreaped.
   if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
