@@ -19,6 +19,7 @@
 #include "supervisor/exit_policy.h"
 #include "supervisor/process_tree.h"
 #include "supervisor/signal_names.h"
+#include "supervisor/tree_guard.h"
 
 namespace distjob {
 
@@ -125,6 +126,18 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
         getpid() == 1 ? "given no grace period: the kernel kills it when "
                         "the agent exits"
                       : "neither stopped nor waited for");
+  }
+  if (getpid() != 1) {
+    // Before becoming a subreaper: the guard must not be re-parented to us.
+    auto guard = TreeGuard::Start();
+    if (guard.ok()) {
+      s->guard_ = std::move(*guard);
+    } else {
+      DJ_LOG_WARNING(
+          "{}: if the agent is killed with SIGKILL, its workers' children "
+          "outlive it",
+          guard.status().message());
+    }
   }
   // As PID 1 the kernel re-parents orphans to us anyway; otherwise ask for
   // them, so no grandchild outlives the agent unreaped.
@@ -304,6 +317,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
         WaitForEvent(absl::Now() + absl::Milliseconds(100));
         HandleSignals(&running);
       }
+      if (guard_ != nullptr) guard_->Clear();
       return spawned.status();
     }
     if (spawned->exec_errno != 0) {
@@ -311,6 +325,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
                    spec.process.argv[0], spec.local_rank,
                    std::strerror(spawned->exec_errno));
     }
+    if (guard_ != nullptr) guard_->Add(spawned->pid);  // its process group
     Running::Worker worker;
     worker.local_rank = spec.local_rank;
     worker.pid = spawned->pid;
@@ -366,6 +381,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
   // clean; it gets the rest of the grace period to finish its own cleanup
   // (tini #180) before SIGKILL.
   DrainAttempt(&running);
+  if (guard_ != nullptr) guard_->Clear();
   if (on_group_running_) on_group_running_(false);
 
   GroupResult result = std::move(running.result);
