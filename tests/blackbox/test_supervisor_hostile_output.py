@@ -195,3 +195,36 @@ def test_full_disk_under_log_dir_is_reported_once(agent, tmp_path):
     assert r.stdout.count("[default0]:line ") == 20000
     assert r.stderr.count("No space left on device") == 1, r.stderr
     assert "stdout.log" in r.stderr
+
+
+def test_huge_line_without_newline_is_cheap(agent, tmp_path):
+    logs = tmp_path / "logs"
+    script = tmp_path / "w.py"
+    # 100 MB with no newline at all, a megabyte at a time.
+    script.write_text("import sys\n"
+                      "for _ in range(100):\n"
+                      "    sys.stdout.buffer.write(b'x' * (1 << 20))\n")
+    proc = subprocess.Popen(
+        [agent, "run", "--tee", "3", "--log-dir", str(logs), "--no-python",
+         PYTHON, str(script)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=dict(os.environ, DISTJOB_TERMINATION_LOG=str(tmp_path / "tlog")))
+    waited = []
+
+    def exited():
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            waited.append((os.waitstatus_to_exitcode(status), usage))
+        return bool(pid)
+    try:
+        wait_for(exited, 60, what="the agent to copy 100 MB")
+    finally:
+        if not waited:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+    code, usage = waited[0]
+    assert code == 0
+    # The peak of the agent and of its worker (its waited child): the line
+    # buffer is bounded (it once grew to three times the line).
+    assert usage.ru_maxrss < 100 * 1024, usage.ru_maxrss  # KiB
+    assert (logs / "attempt_0" / "0" / "stdout.log").stat().st_size == 100 << 20
