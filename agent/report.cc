@@ -15,24 +15,13 @@
 namespace distjob {
 namespace {
 
-// Length of the valid UTF-8 sequence at `s[i]`, 0 if invalid.
-size_t Utf8SequenceLength(absl::string_view s, size_t i) {
-  const unsigned char c = static_cast<unsigned char>(s[i]);
-  size_t n = 0;
+// Length of the UTF-8 sequence that starts with lead byte `c` in text that
+// ValidUtf8 has already cleaned.
+size_t Utf8SequenceLength(unsigned char c) {
   if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0 && c >= 0xC2)
-    n = 2;
-  else if ((c & 0xF0) == 0xE0)
-    n = 3;
-  else if ((c & 0xF8) == 0xF0 && c <= 0xF4)
-    n = 4;
-  else
-    return 0;
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  return n;
+  if (c >= 0xF0) return 4;
+  if (c >= 0xE0) return 3;
+  return 2;
 }
 
 std::string ReadFile(const std::string& path) {
@@ -70,22 +59,17 @@ std::string SignalText(int sig) {
 }  // namespace
 
 std::string Utf8Truncate(absl::string_view text, size_t limit) {
-  std::string out;
-  out.reserve(std::min(text.size(), limit));
-  size_t i = 0;
-  while (i < text.size()) {
-    const size_t n = Utf8SequenceLength(text, i);
-    if (n == 0) {
-      if (out.size() + 1 > limit) break;
-      out.push_back('?');
-      ++i;
-      continue;
-    }
-    if (out.size() + n > limit) break;
-    out.append(text.data() + i, n);
-    i += n;
+  // One validator for the error file and the termination message: the
+  // JSON writer's, which also refuses surrogates, overlong forms and code
+  // points beyond U+10FFFF (common/json.h).
+  const std::string clean = ValidUtf8(text);
+  size_t end = 0;
+  while (end < clean.size()) {
+    const size_t n = Utf8SequenceLength(static_cast<unsigned char>(clean[end]));
+    if (end + n > limit || end + n > clean.size()) break;
+    end += n;
   }
-  return out;
+  return clean.substr(0, end);
 }
 
 std::string FormatTerminationMessage(const RunReport& r) {
@@ -116,7 +100,7 @@ std::string FormatTerminationMessage(const RunReport& r) {
   }
   const std::string safe_head = Utf8Truncate(head, kTerminationMessageLimit);
   const size_t room = kTerminationMessageLimit - safe_head.size();
-  std::string clean_body = Utf8Truncate(body, body.size());
+  std::string clean_body = ValidUtf8(body);
   if (clean_body.size() > room && room <= 3) {
     clean_body.clear();
   } else if (clean_body.size() > room) {

@@ -42,7 +42,8 @@ struct RunReport {
 };
 
 // `text` cut to at most `limit` bytes without splitting a UTF-8 sequence;
-// invalid bytes are replaced by '?' so the result is always valid UTF-8.
+// invalid sequences (bad bytes, surrogates, overlong forms, code points
+// beyond U+10FFFF) become U+FFFD first, so the result is always valid UTF-8.
 std::string Utf8Truncate(absl::string_view text, size_t limit);
 
 // The human-readable message: one summary line, then the root cause and

@@ -30,8 +30,30 @@ TEST(ReportTest, Utf8TruncateNeverSplitsASequence) {
   EXPECT_EQ(Utf8Truncate("ab\xFF"
                          "c",
                          10),
-            "ab?c");
+            "ab\xEF\xBF\xBD"
+            "c");
   EXPECT_EQ(Utf8Truncate("abc", 2), "ab");
+}
+
+// Lead and continuation bytes that look right are not enough: a surrogate
+// (U+D800), an overlong '/' and a code point beyond U+10FFFF are not UTF-8
+// and must not reach the termination message.
+TEST(ReportTest, TerminationMessageReplacesEveryInvalidSequence) {
+  RunReport r;
+  r.outcome = "failed";
+  r.exit_code = 1;
+  r.detail =
+      "a\xED\xA0\x80"
+      "b\xE0\x80\xAF"
+      "c\xF0\x80\x80\xAF"
+      "d\xF4\x90\x80\x80"
+      "e";
+  const std::string message = FormatTerminationMessage(r);
+  EXPECT_EQ(ValidUtf8(message), message);
+  EXPECT_NE(message.find("a\xEF\xBF\xBD"), std::string::npos) << message;
+  EXPECT_EQ(message.find("\xED\xA0\x80"), std::string::npos) << message;
+  EXPECT_EQ(message.find("\xF4\x90"), std::string::npos) << message;
+  EXPECT_NE(message.find("e\n"), std::string::npos) << message;
 }
 
 // Another node ended the job: its reason is the only root cause this pod's

@@ -1,11 +1,11 @@
 #include "common/logging.h"
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/console_writer.h"
 #include "common/json.h"
 
 namespace distjob {
@@ -38,11 +39,24 @@ const char* LevelName(spdlog::level::level_enum level) {
   }
 }
 
-// One JSON object per line on unbuffered stderr. The message is whatever
-// the call formatted; invalid UTF-8 in it (a worker's bytes quoted in an
-// error) becomes U+FFFD rather than an unparseable line.
-// A plain sink, not base_sink<>: it formats nothing with spdlog's pattern
-// machinery, which would only add to the static binary.
+// stderr through the shared ConsoleWriter: a log reader that went away or
+// stopped reading costs a log line, never the supervision of the workers.
+class ConsoleSink : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t formatted;
+    formatter_->format(msg, formatted);
+    ConsoleWriter::Stderr().Write(
+        absl::string_view(formatted.data(), formatted.size()));
+  }
+  void flush_() override {}
+};
+
+// One JSON object per line on stderr, through the same ConsoleWriter. The
+// message is whatever the call formatted; invalid UTF-8 in it (a worker's bytes
+// quoted in an error) becomes U+FFFD rather than an unparseable line. A plain
+// sink, not base_sink<>: it formats nothing with spdlog's pattern machinery,
+// which would only add to the static binary.
 class JsonStderrSink : public spdlog::sinks::sink {
  public:
   void log(const spdlog::details::log_msg& msg) override {
@@ -63,9 +77,9 @@ class JsonStderrSink : public spdlog::sinks::sink {
     const std::string text = DumpJson(line) + "\n";
     // One write per line: threads' lines do not interleave.
     std::lock_guard<std::mutex> lock(mu_);
-    std::fwrite(text.data(), 1, text.size(), stderr);
+    ConsoleWriter::Stderr().Write(text);
   }
-  void flush() override { std::fflush(stderr); }
+  void flush() override {}
   void set_pattern(const std::string&) override {}
   void set_formatter(std::unique_ptr<spdlog::formatter>) override {}
 
@@ -116,7 +130,8 @@ void InitLogging(LogLevel level, LogFormat format) {
     logger = std::make_shared<spdlog::logger>(
         "distjob-agent", std::make_shared<JsonStderrSink>());
   } else {
-    logger = spdlog::stderr_logger_mt("distjob-agent");
+    logger = std::make_shared<spdlog::logger>("distjob-agent",
+                                              std::make_shared<ConsoleSink>());
     logger->set_pattern("[%Y-%m-%dT%H:%M:%S.%e distjob-agent %P %^%l%$] %v");
   }
   switch (level) {

@@ -19,6 +19,7 @@
 #include "supervisor/exit_policy.h"
 #include "supervisor/process_tree.h"
 #include "supervisor/signal_names.h"
+#include "supervisor/tree_guard.h"
 
 namespace distjob {
 
@@ -114,6 +115,28 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
     ev.data.fd = fd;
     if (epoll_ctl(s->epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
       return ErrnoError(errno, "epoll_ctl(ADD)");
+    }
+  }
+  if (access("/proc/self/stat", R_OK) != 0) {
+    // The process tree is read from /proc: without it a process that left
+    // its worker's process group (setsid) is invisible to the agent.
+    DJ_LOG_WARNING(
+        "/proc is not mounted: process-tree tracking is degraded; a process "
+        "that leaves its worker's process group (setsid) is {}",
+        getpid() == 1 ? "given no grace period: the kernel kills it when "
+                        "the agent exits"
+                      : "neither stopped nor waited for");
+  }
+  if (getpid() != 1) {
+    // Before becoming a subreaper: the guard must not be re-parented to us.
+    auto guard = TreeGuard::Start();
+    if (guard.ok()) {
+      s->guard_ = std::move(*guard);
+    } else {
+      DJ_LOG_WARNING(
+          "{}: if the agent is killed with SIGKILL, its workers' children "
+          "outlive it",
+          guard.status().message());
     }
   }
   // As PID 1 the kernel re-parents orphans to us anyway; otherwise ask for
@@ -213,6 +236,13 @@ void Supervisor::HandleSignals(Running* running) {
       ReapChildren(running);
       continue;
     }
+    if (sig == SIGPIPE && static_cast<pid_t>(info.ssi_pid) == getpid()) {
+      // Raised by one of the agent's own writes (its log, a console copy)
+      // to a reader that went away; the write's EPIPE already tells the
+      // writer. Forwarded, it would end the workers for the agent's own
+      // sink; logged, it would raise the next one, forever.
+      continue;
+    }
     const bool is_stop =
         std::find(options_.stop_signals.begin(), options_.stop_signals.end(),
                   sig) != options_.stop_signals.end();
@@ -287,6 +317,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
         WaitForEvent(absl::Now() + absl::Milliseconds(100));
         HandleSignals(&running);
       }
+      if (guard_ != nullptr) guard_->Clear();
       return spawned.status();
     }
     if (spawned->exec_errno != 0) {
@@ -294,6 +325,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
                    spec.process.argv[0], spec.local_rank,
                    std::strerror(spawned->exec_errno));
     }
+    if (guard_ != nullptr) guard_->Add(spawned->pid);  // its process group
     Running::Worker worker;
     worker.local_rank = spec.local_rank;
     worker.pid = spawned->pid;
@@ -349,6 +381,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
   // clean; it gets the rest of the grace period to finish its own cleanup
   // (tini #180) before SIGKILL.
   DrainAttempt(&running);
+  if (guard_ != nullptr) guard_->Clear();
   if (on_group_running_) on_group_running_(false);
 
   GroupResult result = std::move(running.result);

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "supervisor/process.h"
 #include "supervisor/supervisor_options.h"
+#include "supervisor/tree_guard.h"
 
 namespace distjob {
 
@@ -173,6 +174,8 @@ class Supervisor : public SupervisorInterface {
   std::atomic<bool> interrupted_{false};
   std::function<void(bool)> on_group_running_;
   std::function<void()> on_first_failure_;
+  // Not PID 1: kills the workers' groups if the agent dies unannounced.
+  std::unique_ptr<TreeGuard> guard_;
 };
 
 }  // namespace distjob

@@ -7,14 +7,20 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/console_writer.h"
 #include "common/errno_status.h"
+#include "common/logging.h"
+#include "supervisor/console_lines.h"
 
 namespace distjob {
 namespace {
+
+constexpr size_t kCopyBufferSize = 1 << 20;
 
 absl::Status MakeDirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i) {
@@ -31,30 +37,60 @@ int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
   return remove(path);
 }
 
-// Copies lines from `in` to `file` and, prefixed, to the console fd.
-void CopyLines(int in, int file, int console, std::string prefix) {
-  std::string pending;
-  char buf[65536];
-  auto flush_line = [&](absl::string_view line) {
-    (void)!write(file, line.data(), line.size());
-    const std::string out = absl::StrCat(prefix, line);
-    (void)!write(console, out.data(), out.size());
+// Writes all of `data` to a log file; the errno of a failed write, else 0.
+int WriteFile(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+// One --tee stream: what the worker writes goes to `path` byte for byte
+// and, a line at a time with `prefix`, to the console. Neither a full disk
+// nor a console that nobody reads stops the copy (the worker would block
+// on a full pipe); each is reported once.
+void CopyStream(int in, int file, const std::string& path,
+                ConsoleWriter* console, const std::string& prefix) {
+  ConsoleLines lines(prefix);
+  std::string out;
+  std::vector<char> buf(kCopyBufferSize);
+  bool console_reported = false;
+  auto to_console = [&]() {
+    if (out.empty()) return;
+    const ConsoleWriter::Result r = console->Write(out);
+    out.clear();
+    if (r == ConsoleWriter::Result::kStalled && !console_reported) {
+      console_reported = true;
+      DJ_LOG_WARNING(
+          "the console is not being read: lines copied from {} are dropped "
+          "from it while it stays full (the file keeps them all)",
+          path);
+    }
   };
   for (;;) {
-    const ssize_t n = read(in, buf, sizeof(buf));
+    const ssize_t n = read(in, buf.data(), buf.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
-    pending.append(buf, static_cast<size_t>(n));
-    size_t start = 0, nl;
-    while ((nl = pending.find('\n', start)) != std::string::npos) {
-      flush_line(absl::string_view(pending).substr(start, nl + 1 - start));
-      start = nl + 1;
+    const absl::string_view chunk(buf.data(), static_cast<size_t>(n));
+    if (file >= 0) {
+      if (const int err = WriteFile(file, chunk); err != 0) {
+        DJ_LOG_ERROR(
+            "write {}: {}; the rest of this stream goes to the console only",
+            path, std::strerror(err));
+        close(file);
+        file = -1;
+      }
     }
-    pending.erase(0, start);
+    lines.Feed(chunk, &out);
+    to_console();
   }
-  if (!pending.empty()) flush_line(pending + "\n");
+  lines.Finish(&out);
+  to_console();
   close(in);
-  close(file);
+  if (file >= 0) close(file);
 }
 
 }  // namespace
@@ -104,8 +140,12 @@ absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
         close(file);
         return ErrnoError(err, "pipe2 for --tee");
       }
-      copiers_.emplace_back(CopyLines, p[0], file,
-                            bit == 1 ? STDOUT_FILENO : STDERR_FILENO, prefix);
+      // A bigger pipe halves the copier's wake-ups; not fatal if refused.
+      fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(kCopyBufferSize));
+      copiers_.emplace_back(
+          CopyStream, p[0], file, path,
+          bit == 1 ? &ConsoleWriter::Stdout() : &ConsoleWriter::Stderr(),
+          prefix);
       fd = p[1];
     }
     open_fds_.push_back(fd);
