@@ -17,6 +17,7 @@
 #include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "agent/report.h"
+#include "agent/torchrun_flags.h"
 #include "agent/worker_env.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
@@ -72,13 +73,15 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     }
     spec.process.env = BuildWorkerEnv(job, group, local_rank, env,
                                       {spec.error_file, spec.heartbeat_file});
-    const int redirect = redirects[static_cast<size_t>(local_rank)];
-    const int tee = tees[static_cast<size_t>(local_rank)];
-    if ((redirect | tee) != 0) {
-      // torchrun's prefix: role name and local rank.
-      auto streams =
-          files.OpenStreams(restart_count, local_rank, redirect, tee,
-                            absl::StrCat("[", launch.role, local_rank, "]:"));
+    const StreamPlan plan =
+        PlanStreams(redirects[static_cast<size_t>(local_rank)],
+                    tees[static_cast<size_t>(local_rank)],
+                    RankShown(launch.local_ranks_filter, local_rank));
+    if ((plan.redirect | plan.tee | plan.discard) != 0) {
+      auto streams = files.OpenStreams(
+          restart_count, local_rank, plan,
+          MakeLinePolicy(launch, local_rank, round.base_rank + local_rank, 1),
+          MakeLinePolicy(launch, local_rank, round.base_rank + local_rank, 2));
       if (streams.ok()) {
         spec.process.stdout_fd = streams->stdout_fd;
         spec.process.stderr_fd = streams->stderr_fd;

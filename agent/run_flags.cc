@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "agent/discovery_flags.h"
 #include "agent/supervisor_flags.h"
+#include "agent/torchrun_flags.h"
 #include "common/duration.h"
 #include "common/logging.h"
 #include "rendezvous/rdzv_config.h"
@@ -263,6 +264,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   shutdown.env = {"PET_SHUTDOWN_TIMEOUT", "DISTJOB_SHUTDOWN_TIMEOUT",
                   "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
   flags->Add(std::move(shutdown));
+  AddCurrentTorchrunFlags(flags, options);
 }
 
 std::string RunHelp() {

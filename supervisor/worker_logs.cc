@@ -31,14 +31,17 @@ int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
   return remove(path);
 }
 
-// Copies lines from `in` to `file` and, prefixed, to the console fd.
-void CopyLines(int in, int file, int console, std::string prefix) {
+// Copies lines from `in` to `file` and routes each as `policy` says.
+void CopyLines(int in, int file, int console, LinePolicy policy) {
   std::string pending;
   char buf[65536];
   auto flush_line = [&](absl::string_view line) {
     (void)!write(file, line.data(), line.size());
-    const std::string out = absl::StrCat(prefix, line);
-    (void)!write(console, out.data(), out.size());
+    const bool duplicate = ShouldDuplicate(policy, line);
+    if (!policy.console && !duplicate) return;
+    const std::string out = absl::StrCat(policy.prefix, line);
+    if (policy.console) (void)!write(console, out.data(), out.size());
+    if (duplicate) (void)!write(policy.duplicate_fd, out.data(), out.size());
   };
   for (;;) {
     const ssize_t n = read(in, buf, sizeof(buf));
@@ -84,10 +87,19 @@ absl::StatusOr<std::vector<int>> ParseStreamMask(const std::string& text,
 }
 
 absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
-    int attempt, int local_rank, int redirect, int tee,
-    const std::string& prefix) {
+    int attempt, int local_rank, const StreamPlan& plan,
+    const LinePolicy& stdout_policy, const LinePolicy& stderr_policy) {
   WorkerStreams streams;
+  for (int bit : {1, 2}) {
+    if ((plan.discard & bit) == 0) continue;
+    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0) return ErrnoError(errno, "open /dev/null");
+    open_fds_.push_back(null);
+    (bit == 1 ? streams.stdout_fd : streams.stderr_fd) = null;
+  }
   if (dir_.empty()) return streams;
+  const int redirect = plan.redirect;
+  const int tee = plan.tee;
   for (int bit : {1, 2}) {
     if (((redirect | tee) & bit) == 0) continue;
     const std::string path =
@@ -104,8 +116,28 @@ absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
         close(file);
         return ErrnoError(err, "pipe2 for --tee");
       }
+      const LinePolicy& policy = bit == 1 ? stdout_policy : stderr_policy;
+      LinePolicy routed = policy;
+      int& duplicate = duplicate_fds_[bit - 1];
+      if (!policy.duplicate_filters.empty() && duplicate < 0) {
+        const std::string dup_path = absl::StrCat(
+            dir_, "/attempt_", attempt,
+            bit == 1 ? "/filtered_stdout.log" : "/filtered_stderr.log");
+        duplicate =
+            open(dup_path.c_str(),
+                 O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (duplicate < 0) {
+          const int err = errno;
+          close(file);
+          close(p[0]);
+          close(p[1]);
+          return ErrnoError(err, absl::StrCat("open ", dup_path));
+        }
+      }
+      routed.duplicate_fd = duplicate;
       copiers_.emplace_back(CopyLines, p[0], file,
-                            bit == 1 ? STDOUT_FILENO : STDERR_FILENO, prefix);
+                            bit == 1 ? STDOUT_FILENO : STDERR_FILENO,
+                            std::move(routed));
       fd = p[1];
     }
     open_fds_.push_back(fd);
@@ -119,6 +151,10 @@ void WorkerLogs::FinishAttempt() {
   open_fds_.clear();
   for (std::thread& t : copiers_) t.join();
   copiers_.clear();
+  for (int& fd : duplicate_fds_) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
 }
 
 absl::StatusOr<WorkerLogs> WorkerLogs::Create(const std::string& log_dir) {
@@ -145,6 +181,10 @@ WorkerLogs::WorkerLogs(WorkerLogs&& other) noexcept
       temporary_(other.temporary_),
       open_fds_(std::move(other.open_fds_)),
       copiers_(std::move(other.copiers_)) {
+  for (int i : {0, 1}) {
+    duplicate_fds_[i] = other.duplicate_fds_[i];
+    other.duplicate_fds_[i] = -1;
+  }
   other.temporary_ = false;
 }
 
