@@ -1,0 +1,17 @@
+"""Current torchrun's command-line conventions beyond 1.13: argparse's
+unique-prefix abbreviations, and the flags added since."""
+
+
+def test_unique_prefix_is_the_flag(run_agent):
+    for args in (["--nproc", "2"], ["--nproc=2"], ["--nproc_per=2"]):
+        r = run_agent(["run", *args, "--", "sh", "-c",
+                       "echo $LOCAL_WORLD_SIZE"])
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "2\n2\n", args
+
+
+def test_ambiguous_prefix_exits_2_listing_candidates(run_agent):
+    r = run_agent(["run", "--rdzv", "x", "--", "true"])
+    assert r.returncode == 2
+    assert "ambiguous option '--rdzv' could match" in r.stderr
+    assert "--rdzv-backend" in r.stderr and "--rdzv-endpoint" in r.stderr
