@@ -15,3 +15,11 @@ def test_ambiguous_prefix_exits_2_listing_candidates(run_agent):
     assert r.returncode == 2
     assert "ambiguous option '--rdzv' could match" in r.stderr
     assert "--rdzv-backend" in r.stderr and "--rdzv-endpoint" in r.stderr
+
+
+def test_nproc_xpu_is_a_device_type(run_agent):
+    # This machine has no Intel GPU: the value is understood and counted.
+    r = run_agent(["run", "--nproc-per-node", "xpu", "--", "true"],
+                  env={"ZE_AFFINITY_MASK": None})
+    assert r.returncode == 2
+    assert "--nproc-per-node xpu: no Intel GPU is visible" in r.stderr
