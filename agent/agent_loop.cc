@@ -55,6 +55,7 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
   group.max_restarts = launch.max_restarts;
   group.run_id = round.run_id;
   group.use_agent_store = round.use_agent_store;
+  group.virtual_local_rank = launch.virtual_local_rank;
 
   WorkerCommandOptions command;
   command.module = launch.module;

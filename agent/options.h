@@ -58,6 +58,7 @@ struct LaunchOptions {
   std::string log_line_prefix_template;
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
+  bool virtual_local_rank = false;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

@@ -32,6 +32,11 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
         o->duplicate_stderr_filters = ParseDuplicateFilters(v);
         return absl::OkStatus();
       }));
+  flags->Add(TorchrunFlag(
+      "virtual-local-rank", "",
+      "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to "
+      "its own device.",
+      SetBool(&o->virtual_local_rank), /*is_bool=*/true));
   Flag logs_specs = TorchrunFlag(
       "logs-specs", "NAME",
       "Accepted for torchrun compatibility: a Python entry point a native "

@@ -22,6 +22,7 @@ WorkerRound PlanRound(const LaunchOptions& launch) {
   g.role_name = launch.role;
   g.max_restarts = launch.max_restarts;
   g.run_id = launch.rdzv_id;
+  g.virtual_local_rank = launch.virtual_local_rank;
   if (launch.standalone ||
       (launch.max_nodes == 1 && launch.rdzv_backend == RdzvBackend::kStatic)) {
     // One node: the local rendezvous picks a free port at each round.

@@ -23,3 +23,12 @@ def test_nproc_xpu_is_a_device_type(run_agent):
                   env={"ZE_AFFINITY_MASK": None})
     assert r.returncode == 2
     assert "--nproc-per-node xpu: no Intel GPU is visible" in r.stderr
+
+
+def test_virtual_local_rank(run_agent):
+    r = run_agent(["run", "--nproc-per-node", "2", "--", "sh", "-c",
+                   "echo $RANK:$LOCAL_RANK:$CUDA_VISIBLE_DEVICES"],
+                  env={"PET_VIRTUAL_LOCAL_RANK": "1",
+                       "CUDA_VISIBLE_DEVICES": "3,5"})
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.split()) == ["0:0:3", "1:0:5"]
