@@ -59,6 +59,8 @@ struct LaunchOptions {
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
   bool virtual_local_rank = false;
+  // --print-completion: print this shell's script instead of running.
+  std::string print_completion;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

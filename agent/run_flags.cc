@@ -294,6 +294,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
+  if (!options.launch.print_completion.empty()) return options;
 
   LaunchOptions& launch = options.launch;
   if (launch.module && launch.no_python) {

@@ -37,6 +37,20 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
       "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to "
       "its own device.",
       SetBool(&o->virtual_local_rank), /*is_bool=*/true));
+  Flag completion = TorchrunFlag(
+      "print-completion", "bash|zsh|tcsh",
+      "Print a shell completion script and exit (as `distjob-agent "
+      "completion SHELL`).",
+      [o](absl::string_view v, absl::string_view) {
+        if (v == "bash" || v == "zsh" || v == "tcsh") {
+          o->print_completion = std::string(v);
+          return absl::OkStatus();
+        }
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", v, "' is not one of bash, zsh, tcsh"));
+      });
+  completion.env.clear();  // an action, not a setting
+  flags->Add(std::move(completion));
   Flag logs_specs = TorchrunFlag(
       "logs-specs", "NAME",
       "Accepted for torchrun compatibility: a Python entry point a native "
