@@ -246,7 +246,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           SetInt(&o->master_port, 1, 65535)));
   flags->Add(TorchrunFlag("local-addr", "ADDR",
                           "This node's address, used as MASTER_ADDR when it "
-                          "is rank 0 (default: its hostname).",
+                          "is rank 0 (default: its FQDN, as torchrun).",
                           SetString(&o->local_addr)));
   flags->Add(TorchrunFlag(
       "signals-to-handle", "SIG[,SIG...]",

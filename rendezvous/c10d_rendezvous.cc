@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/net.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_keys.h"
@@ -25,9 +26,10 @@ bool IsNumeric(const std::string& host) {
 
 std::string LocalNodeAddress(const std::string& local_addr) {
   if (!local_addr.empty()) return local_addr;
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0') return name;
-  return "127.0.0.1";
+  // torchrun's socket.getfqdn(): under a headless Service the bare pod name
+  // does not resolve from the other pods, its FQDN does.
+  const std::string fqdn = LocalFqdn();
+  return fqdn.empty() ? "127.0.0.1" : fqdn;
 }
 
 absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
