@@ -1,7 +1,10 @@
 #include "agent/agent_loop.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -60,6 +63,7 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
   WorkerCommandOptions command;
   command.module = launch.module;
   command.no_python = launch.no_python;
+  command.always_python = launch.as_torchrun;
   command.python = Lookup(env, "PYTHON_EXEC").value_or("python3");
 
   std::vector<WorkerSpec> workers;
@@ -94,6 +98,20 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     workers.push_back(std::move(spec));
   }
   return workers;
+}
+
+// torchrun's layout, <log_dir>/<run_id>_<random>/attempt_N/RANK/, when
+// invoked as torchrun; `distjob-agent run` keeps <log_dir>/attempt_N/RANK/.
+std::string RunLogDir(const LaunchOptions& launch) {
+  if (!launch.as_torchrun || launch.log_dir.empty()) return launch.log_dir;
+  // The directory itself must exist before mkdtemp; WorkerLogs::Create
+  // reports a --log-dir that cannot be made.
+  (void)mkdir(launch.log_dir.c_str(), 0755);
+  std::string templ =
+      absl::StrCat(launch.log_dir, "/",
+                   launch.rdzv_id.empty() ? "none" : launch.rdzv_id, "_XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) return launch.log_dir;
+  return templ;
 }
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
@@ -276,7 +294,7 @@ class AgentRun {
       elastic_->SetOnMembershipChange(
           [supervisor] { supervisor->Interrupt(); });
     }
-    auto files = WorkerLogs::Create(options_.launch.log_dir);
+    auto files = WorkerLogs::Create(RunLogDir(options_.launch));
     if (!files.ok()) {
       DJ_LOG_ERROR("{}", files.status().message());
       return Fail("error", kExitBadConfig);

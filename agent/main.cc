@@ -18,12 +18,14 @@
 #include "agent/env_command.h"
 #include "agent/health.h"
 #include "agent/install.h"
+#include "agent/nested_launcher.h"
 #include "agent/options.h"
 #include "agent/report.h"
 #include "agent/run_flags.h"
 #include "agent/status_command.h"
 #include "common/environment.h"
 #include "common/logging.h"
+#include "launchers/worker_command.h"
 #include "supervisor/process.h"
 
 extern char** environ;
@@ -79,7 +81,8 @@ void ReportBadConfig(const std::string& problem, const EnvMap& env) {
 
 int PrintCompletion(const std::string& shell, const EnvMap& env);
 
-int Run(const std::vector<std::string>& args, const EnvMap& env) {
+int Launch(const std::vector<std::string>& args, const EnvMap& env,
+           bool as_torchrun) {
   // As PID 1 a signal with no handler is dropped, and the supervisor reads
   // signals only once the options are parsed: block them now, so that one
   // sent during start-up waits, pending, for the supervisor. The signal
@@ -99,8 +102,16 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
   if (!options->launch.print_completion.empty()) {
     return PrintCompletion(options->launch.print_completion, env);
   }
+  options->launch.as_torchrun = as_torchrun;
+  if (IsLauncherCommand(options->command)) {
+    return HandOverToLauncher(options->command);
+  }
   InitLogging(options->log_level);
   return RunAgent(*options, env);
+}
+
+int Run(const std::vector<std::string>& args, const EnvMap& env) {
+  return Launch(args, env, /*as_torchrun=*/false);
 }
 
 int Env(const std::vector<std::string>& args, const EnvMap& env) {
@@ -180,7 +191,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   const std::string program = argv[0];
   if (program == "torchrun" || absl::EndsWith(program, "/torchrun")) {
-    return Run(args, env);
+    return Launch(args, env, /*as_torchrun=*/true);
   }
   if (args.empty() || args[0] == "-h" || args[0] == "--help" ||
       args[0] == "help") {

@@ -61,6 +61,9 @@ struct LaunchOptions {
   bool virtual_local_rank = false;
   // --print-completion: print this shell's script instead of running.
   std::string print_completion;
+  // Invoked under the name torchrun: scripts run with Python, .py or not,
+  // and --log-dir gets torchrun's <run_id>_<random>/ level.
+  bool as_torchrun = false;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
