@@ -13,10 +13,11 @@
 namespace distjob {
 
 int HandOverToLauncher(const std::vector<std::string>& command) {
-  DJ_LOG_INFO(
-      "the command ({}) runs a torchrun launcher: handing over to it, so the "
-      "job has one rendezvous and one set of workers",
-      command[0]);
+  const std::string notice =
+      "the command (" + command[0] +
+      ") runs a torchrun launcher: handing over to it, so the job has one "
+      "rendezvous and one set of workers";
+  DJ_LOG_INFO("{}", notice);
   const InheritedSignalState state = InheritedSignalState::Capture();
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig == SIGKILL || sig == SIGSTOP) continue;

@@ -69,11 +69,14 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
       "Accepted for torchrun compatibility: a Python entry point a native "
       "launcher cannot load; the agent keeps torchrun's default layout.",
       [](absl::string_view v, absl::string_view source) {
-        DJ_LOG_INFO(
-            "{} {}: not applicable: torchrun.logs_specs entry points are "
-            "Python classes; the agent writes torchrun's default log layout "
-            "(--log-dir, --redirects, --tee)",
-            source, v);
+        // One preformatted string: a new argument-type combination would
+        // instantiate more of fmt in this size-limited binary.
+        const std::string notice = absl::StrCat(
+            source, " ", v,
+            ": not applicable: torchrun.logs_specs entry points are Python "
+            "classes; the agent writes torchrun's default log layout "
+            "(--log-dir, --redirects, --tee)");
+        DJ_LOG_INFO("{}", notice);
         return absl::OkStatus();
       });
   logs_specs.env.clear();  // torchrun has no PET_LOGS_SPECS
@@ -87,11 +90,12 @@ std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,
   auto mode = ParseNumaMode(launch.numa_binding);
   auto topology = ReadNumaTopology(root);
   if (!mode.ok() || !topology.ok()) {
-    DJ_LOG_WARNING(
-        "--numa-binding {}: no NUMA information on this machine ({}); the "
-        "workers run unbound",
-        launch.numa_binding,
-        mode.ok() ? topology.status().message() : mode.status().message());
+    const std::string warning = absl::StrCat(
+        "--numa-binding ", launch.numa_binding,
+        ": no NUMA information on this machine (",
+        mode.ok() ? topology.status().message() : mode.status().message(),
+        "); the workers run unbound");
+    DJ_LOG_WARNING("{}", warning);
     return bindings;
   }
   for (int rank = 0; rank < launch.nproc; ++rank) {

@@ -2,6 +2,7 @@
 
 #include <ares.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,10 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
@@ -63,22 +64,34 @@ void OnCanonicalName(void* arg, int status, int /*timeouts*/,
   ares_freeaddrinfo(result);
 }
 
+std::string ReadRaw(const std::string& path) {
+  // open/read rather than iostreams: this binary has a size limit.
+  std::string text;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n;
+  while (text.size() < (1 << 20) && (n = read(fd, buf, sizeof(buf))) > 0) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
 // getfqdn's choice from a hosts-file line naming `host`: the first of its
 // names (canonical, then aliases) with a dot, else `host`; "" when no line
 // names it (NSS asks DNS only then).
 std::string FqdnFromHostsFile(const std::string& host,
                               const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
+  for (absl::string_view line : absl::StrSplit(ReadRaw(path), '\n')) {
     line = line.substr(0, line.find('#'));
-    std::vector<std::string> fields =
-        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
     if (fields.size() < 2) continue;
     const auto names = absl::MakeConstSpan(fields).subspan(1);
     if (std::find(names.begin(), names.end(), host) == names.end()) continue;
-    for (const std::string& name : names) {
-      if (name.find('.') != std::string::npos) return name;
+    for (absl::string_view name : names) {
+      if (absl::StrContains(name, '.')) return std::string(name);
     }
     return host;
   }

@@ -1,12 +1,11 @@
 #include "discovery/accelerators.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -31,11 +30,22 @@ std::vector<std::string> ListDir(const std::string& path) {
   return names;
 }
 
+std::string ReadRaw(const std::string& path) {
+  // open/read rather than iostreams: this binary has a size limit.
+  std::string text;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n;
+  while (text.size() < (1 << 20) && (n = read(fd, buf, sizeof(buf))) > 0) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return text;
+}
+
 std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return std::string(absl::StripAsciiWhitespace(text.str()));
+  return std::string(absl::StripAsciiWhitespace(ReadRaw(path)));
 }
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
