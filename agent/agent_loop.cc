@@ -1,7 +1,10 @@
 #include "agent/agent_loop.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -18,6 +21,7 @@
 #include "agent/health.h"
 #include "agent/observer.h"
 #include "agent/report.h"
+#include "agent/torchrun_flags.h"
 #include "agent/worker_env.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -57,10 +61,12 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
   group.max_restarts = launch.max_restarts;
   group.run_id = round.run_id;
   group.use_agent_store = round.use_agent_store;
+  group.virtual_local_rank = launch.virtual_local_rank;
 
   WorkerCommandOptions command;
   command.module = launch.module;
   command.no_python = launch.no_python;
+  command.always_python = launch.as_torchrun;
   command.python = Lookup(env, "PYTHON_EXEC").value_or("python3");
 
   std::vector<WorkerSpec> workers;
@@ -75,13 +81,15 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     }
     spec.process.env = BuildWorkerEnv(job, group, local_rank, env,
                                       {spec.error_file, spec.heartbeat_file});
-    const int redirect = redirects[static_cast<size_t>(local_rank)];
-    const int tee = tees[static_cast<size_t>(local_rank)];
-    if ((redirect | tee) != 0) {
-      // torchrun's prefix: role name and local rank.
-      auto streams =
-          files.OpenStreams(restart_count, local_rank, redirect, tee,
-                            absl::StrCat("[", launch.role, local_rank, "]:"));
+    const StreamPlan plan =
+        PlanStreams(redirects[static_cast<size_t>(local_rank)],
+                    tees[static_cast<size_t>(local_rank)],
+                    RankShown(launch.local_ranks_filter, local_rank));
+    if ((plan.redirect | plan.tee | plan.discard) != 0) {
+      auto streams = files.OpenStreams(
+          restart_count, local_rank, plan,
+          MakeLinePolicy(launch, local_rank, round.base_rank + local_rank, 1),
+          MakeLinePolicy(launch, local_rank, round.base_rank + local_rank, 2));
       if (streams.ok()) {
         spec.process.stdout_fd = streams->stdout_fd;
         spec.process.stderr_fd = streams->stderr_fd;
@@ -93,6 +101,20 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     workers.push_back(std::move(spec));
   }
   return workers;
+}
+
+// torchrun's layout, <log_dir>/<run_id>_<random>/attempt_N/RANK/, when
+// invoked as torchrun; `distjob-agent run` keeps <log_dir>/attempt_N/RANK/.
+std::string RunLogDir(const LaunchOptions& launch) {
+  if (!launch.as_torchrun || launch.log_dir.empty()) return launch.log_dir;
+  // The directory itself must exist before mkdtemp; WorkerLogs::Create
+  // reports a --log-dir that cannot be made.
+  (void)mkdir(launch.log_dir.c_str(), 0755);
+  std::string templ =
+      absl::StrCat(launch.log_dir, "/",
+                   launch.rdzv_id.empty() ? "none" : launch.rdzv_id, "_XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) return launch.log_dir;
+  return templ;
 }
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
@@ -294,7 +316,7 @@ class AgentRun {
       elastic_->SetOnMembershipChange(
           [supervisor] { supervisor->Interrupt(); });
     }
-    auto files = WorkerLogs::Create(options_.launch.log_dir);
+    auto files = WorkerLogs::Create(RunLogDir(options_.launch));
     if (!files.ok()) {
       DJ_LOG_ERROR("{}", files.status().message());
       return Fail("error", kExitBadConfig);

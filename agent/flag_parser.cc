@@ -112,6 +112,30 @@ const Flag* FlagSet::Find(absl::string_view name) const {
   return nullptr;
 }
 
+absl::StatusOr<const Flag*> FlagSet::FindLong(absl::string_view name) const {
+  if (const Flag* exact = Find(name)) return exact;
+  // argparse's allow_abbrev, which torchrun keeps: a unique prefix of a long
+  // option is that option.
+  const std::string canonical = CanonicalFlagName(name);
+  std::vector<const Flag*> matches;
+  std::vector<std::string> shown;
+  for (const Flag& flag : flags_) {
+    for (const std::string& n : flag.names) {
+      if (n.size() > 1 && !canonical.empty() &&
+          absl::StartsWith(n, canonical)) {
+        matches.push_back(&flag);
+        shown.push_back("--" + n);
+        break;
+      }
+    }
+  }
+  if (matches.size() == 1) return matches[0];
+  if (matches.empty()) return nullptr;
+  return absl::InvalidArgumentError(absl::StrCat("ambiguous option '--", name,
+                                                 "' could match ",
+                                                 absl::StrJoin(shown, ", ")));
+}
+
 absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
     const std::vector<std::string>& args, const EnvMap& env) const {
   // Environment first, so the command line overrides it.
@@ -165,8 +189,15 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
         has_inline_value = true;
       }
     }
-    const Flag* flag = Find(name);
     const std::string shown = arg.substr(0, arg.find('='));
+    const Flag* flag = nullptr;
+    if (absl::StartsWith(arg, "--")) {
+      auto found = FindLong(name);
+      if (!found.ok()) return found.status();
+      flag = *found;
+    } else {
+      flag = Find(name);
+    }
     if (flag == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unknown option '", shown, "'; see --help for the accepted options"));

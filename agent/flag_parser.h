@@ -4,7 +4,9 @@
 // variables (torchrun's PET_<NAME>, the agent's DISTJOB_<NAME>); the command
 // line wins over the environment; the first positional argument ends option
 // parsing, and everything from it on is the worker command (argparse's
-// REMAINDER), as is everything after "--".
+// REMAINDER), as is everything after "--". As argparse, a unique prefix of a
+// long option stands for it ("--nproc 8"); an ambiguous one is an error
+// naming the candidates.
 #ifndef DISTJOB_AGENT_FLAG_PARSER_H_
 #define DISTJOB_AGENT_FLAG_PARSER_H_
 
@@ -54,6 +56,9 @@ class FlagSet {
 
  private:
   const Flag* Find(absl::string_view name) const;
+  // A long option by its name or a unique prefix of it; nullptr when none
+  // matches, InvalidArgument listing the candidates when several do.
+  absl::StatusOr<const Flag*> FindLong(absl::string_view name) const;
 
   std::string usage_;
   std::vector<Flag> flags_;

@@ -114,3 +114,38 @@ TEST(FlagSetTest, HelpListsSpellingsAndEnv) {
 
 }  // namespace
 }  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(FlagSetTest, UniquePrefixOfALongOptionIsThatOption) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--some", "x"}, {"--some_n=x"}, {"--so", "x"}}) {
+    Parsed p;
+    auto rest = MakeFlags(&p).Parse(args, {});
+    ASSERT_TRUE(rest.ok()) << rest.status();
+    EXPECT_EQ(p.name, "x") << args[0];
+  }
+  Parsed p;
+  ASSERT_TRUE(MakeFlags(&p).Parse({"--turn"}, {}).ok());
+  EXPECT_TRUE(p.on);
+}
+
+TEST(FlagSetTest, AmbiguousPrefixNamesTheCandidates) {
+  Parsed p;
+  FlagSet flags = MakeFlags(&p);
+  Flag other;
+  other.names = {"some-other"};
+  other.set = [](absl::string_view, absl::string_view) {
+    return absl::OkStatus();
+  };
+  flags.Add(other);
+  auto rest = flags.Parse({"--some", "x"}, {});
+  ASSERT_FALSE(rest.ok());
+  EXPECT_EQ(rest.status().message(),
+            "ambiguous option '--some' could match --some-name, --some-other");
+  EXPECT_TRUE(flags.Parse({"--some-o", "x"}, {}).ok());
+}
+
+}  // namespace
+}  // namespace distjob

@@ -83,10 +83,37 @@ absl::Status InstallAgent(const std::string& source, const std::string& dir) {
   return absl::OkStatus();
 }
 
+absl::Status ReplaceTorchrun(const std::string& source,
+                             const std::string& torchrun) {
+  const size_t slash = torchrun.rfind('/');
+  const std::string name =
+      slash == std::string::npos ? torchrun : torchrun.substr(slash + 1);
+  if (name != "torchrun") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replace ", torchrun,
+        ": expected a path ending in /torchrun (the agent acts as torchrun "
+        "only under that name)"));
+  }
+  const std::string dir =
+      slash == std::string::npos ? "." : torchrun.substr(0, slash);
+  struct stat st;
+  if (lstat(torchrun.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    // Keep PyTorch's launcher, so the change can be undone.
+    const std::string backup = torchrun + ".pytorch";
+    if (rename(torchrun.c_str(), backup.c_str()) != 0) {
+      return ErrnoError(errno,
+                        absl::StrCat("rename ", torchrun, " to ", backup));
+    }
+  }
+  return InstallAgent(source, dir);
+}
+
 int InstallCommand(const std::vector<std::string>& args, const EnvMap& env) {
   std::string dir;
+  std::string replace;
   FlagSet flags(
-      "Usage: distjob-agent install [--dir] DIR\n\n"
+      "Usage: distjob-agent install [--dir] DIR\n"
+      "       distjob-agent install --replace PATH/torchrun\n\n"
       "Copies this binary to DIR/distjob-agent and links DIR/torchrun to it:\n"
       "the init container of the shared-emptyDir pattern (the agent-only\n"
       "image has no cp).");
@@ -96,10 +123,34 @@ int InstallCommand(const std::vector<std::string>& args, const EnvMap& env) {
   dir_flag.help = "The target directory; the same as the argument.";
   dir_flag.set = SetString(&dir);
   flags.Add(std::move(dir_flag));
+  Flag replace_flag;
+  replace_flag.names = {"replace"};
+  replace_flag.metavar = "PATH";
+  replace_flag.help =
+      "Replace the torchrun at PATH (e.g. /opt/conda/bin/torchrun) in place "
+      "with the agent, keeping it as PATH.pytorch.";
+  replace_flag.set = SetString(&replace);
+  flags.Add(std::move(replace_flag));
   std::vector<std::string> positional;
   if (auto done =
           ParseSubcommandFlags("install", flags, args, env, 1, &positional)) {
     return *done;
+  }
+  if (!replace.empty()) {
+    if (!dir.empty() || !positional.empty()) {
+      std::fputs(
+          "distjob-agent install: --replace PATH takes no target "
+          "directory\n",
+          stderr);
+      return kExitUsage;
+    }
+    const absl::Status replaced = ReplaceTorchrun("/proc/self/exe", replace);
+    if (!replaced.ok()) {
+      std::fprintf(stderr, "distjob-agent install: %s\n",
+                   std::string(replaced.message()).c_str());
+      return absl::IsInvalidArgument(replaced) ? kExitUsage : 1;
+    }
+    return 0;
   }
   if (!positional.empty()) {
     if (!dir.empty()) {

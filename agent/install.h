@@ -18,6 +18,14 @@ namespace distjob {
 // rename, so a container started concurrently never sees half a binary.
 absl::Status InstallAgent(const std::string& source, const std::string& dir);
 
+// Replaces the torchrun at `torchrun` (e.g. PyTorch's
+// /opt/conda/bin/torchrun) in place: the agent is copied next to it as
+// distjob-agent and `torchrun` becomes a link to it; a regular file that was
+// there is kept as torchrun.pytorch. InvalidArgument when the name is not
+// torchrun (the agent acts as torchrun only under that name).
+absl::Status ReplaceTorchrun(const std::string& source,
+                             const std::string& torchrun);
+
 // The `install` subcommand (`args` after the command): installs
 // /proc/self/exe. Returns 0, 1 when the copy fails, 2 for a command line
 // that does not parse.

@@ -61,3 +61,30 @@ TEST(InstallAgentTest, EmptyDirIsInvalidArgument) {
 
 }  // namespace
 }  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(InstallAgentTest, ReplacesATorchrunInPlaceKeepingTheOriginal) {
+  const std::string root = TempDir();
+  const std::string source = root + "/source";
+  std::ofstream(source) << "agent\n";
+  mkdir((root + "/conda").c_str(), 0755);
+  const std::string torchrun = root + "/conda/torchrun";
+  std::ofstream(torchrun) << "#!/usr/bin/python\n# pytorch's\n";
+  ASSERT_TRUE(ReplaceTorchrun(source, torchrun).ok());
+  char target[64] = {};
+  ASSERT_GT(readlink(torchrun.c_str(), target, sizeof(target) - 1), 0);
+  EXPECT_STREQ(target, "distjob-agent");
+  EXPECT_EQ(Slurp(root + "/conda/distjob-agent"), "agent\n");
+  EXPECT_EQ(Slurp(torchrun + ".pytorch"), "#!/usr/bin/python\n# pytorch's\n");
+  // Again: the link is replaced, the kept original stays.
+  ASSERT_TRUE(ReplaceTorchrun(source, torchrun).ok());
+  EXPECT_EQ(Slurp(torchrun + ".pytorch"), "#!/usr/bin/python\n# pytorch's\n");
+  auto bad = ReplaceTorchrun(source, root + "/conda/python");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace distjob

@@ -14,9 +14,11 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/agent_loop.h"
+#include "agent/completion.h"
 #include "agent/env_command.h"
 #include "agent/health.h"
 #include "agent/install.h"
+#include "agent/nested_launcher.h"
 #include "agent/options.h"
 #include "agent/report.h"
 #include "agent/run_flags.h"
@@ -24,6 +26,7 @@
 #include "common/environment.h"
 #include "common/logging.h"
 #include "common/text.h"
+#include "launchers/worker_command.h"
 #include "supervisor/process.h"
 
 extern char** environ;
@@ -46,6 +49,7 @@ constexpr char kUsage[] =
     "  health --port N [--service S]     probe a running agent (exit 0/1)\n"
     "  install [--dir] DIR               copy this binary to DIR (and link\n"
     "                                    DIR/torchrun to it): init containers\n"
+    "  completion bash|zsh|tcsh          print a shell completion script\n"
     "\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
@@ -76,7 +80,10 @@ void ReportBadConfig(const std::string& problem, const EnvMap& env) {
   (void)WriteTerminationMessage(path, FormatTerminationMessage(report));
 }
 
-int Run(const std::vector<std::string>& args, const EnvMap& env) {
+int PrintCompletion(const std::string& shell, const EnvMap& env);
+
+int Launch(const std::vector<std::string>& args, const EnvMap& env,
+           bool as_torchrun) {
   // As PID 1 a signal with no handler is dropped, and the supervisor reads
   // signals only once the options are parsed: block them now, so that one
   // sent during start-up waits, pending, for the supervisor. The signal
@@ -94,8 +101,19 @@ int Run(const std::vector<std::string>& args, const EnvMap& env) {
     ReportBadConfig(problem, env);
     return kExitBadConfig;
   }
+  if (!options->launch.print_completion.empty()) {
+    return PrintCompletion(options->launch.print_completion, env);
+  }
+  options->launch.as_torchrun = as_torchrun;
+  if (IsLauncherCommand(options->command)) {
+    return HandOverToLauncher(options->command);
+  }
   InitLogging(options->log_level);
   return RunAgent(*options, env);
+}
+
+int Run(const std::vector<std::string>& args, const EnvMap& env) {
+  return Launch(args, env, /*as_torchrun=*/false);
 }
 
 int Env(const std::vector<std::string>& args, const EnvMap& env) {
@@ -107,13 +125,55 @@ struct Subcommand {
   int (*main)(const std::vector<std::string>& args, const EnvMap& env);
 };
 
+int Completion(const std::vector<std::string>& args, const EnvMap& env);
+
 constexpr Subcommand kSubcommands[] = {
     {"run", Run},
     {"env", Env},
     {"status", StatusCommand},
     {"health", HealthCommand},
     {"install", InstallCommand},
+    {"completion", Completion},
 };
+
+// Every subcommand's options, read from its own --help.
+int PrintCompletion(const std::string& shell, const EnvMap& env) {
+  std::vector<CompletedCommand> commands;
+  for (const Subcommand& sub : kSubcommands) {
+    CompletedCommand c{sub.name, {}};
+    if (c.name != "completion") {
+      c.options = OptionsInHelp(
+          CaptureStdout([&] { (void)sub.main({"--help"}, env); }));
+    }
+    commands.push_back(std::move(c));
+  }
+  auto script = CompletionScript(shell, commands);
+  if (!script.ok()) {
+    std::fprintf(stderr, "distjob-agent: --print-completion: %s\n",
+                 std::string(script.status().message()).c_str());
+    return kExitBadConfig;
+  }
+  std::fputs(script->c_str(), stdout);
+  return 0;
+}
+
+int Completion(const std::vector<std::string>& args, const EnvMap& env) {
+  if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
+    std::puts(
+        "Usage: distjob-agent completion bash|zsh|tcsh\n\n"
+        "Prints a completion script for distjob-agent and torchrun, e.g.\n"
+        "  source <(distjob-agent completion bash)");
+    return 0;
+  }
+  if (args.size() != 1) {
+    std::fputs(
+        "distjob-agent completion: expected one argument, the shell: bash, "
+        "zsh or tcsh\n",
+        stderr);
+    return kExitBadConfig;
+  }
+  return PrintCompletion(args[0], env);
+}
 
 int Main(int argc, char** argv) {
   // Debian builds Abseil without NDEBUG, which leaves Mutex's lock-order
@@ -125,7 +185,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   const std::string program = argv[0];
   if (program == "torchrun" || absl::EndsWith(program, "/torchrun")) {
-    return Run(args, env);
+    return Launch(args, env, /*as_torchrun=*/true);
   }
   if (args.empty() || args[0] == "-h" || args[0] == "--help" ||
       args[0] == "help") {

@@ -54,6 +54,16 @@ struct LaunchOptions {
   std::vector<int> tees = {0};
   // --local-ranks-filter; empty: every local rank.
   std::set<int> local_ranks_filter;
+  // Current torchrun's options (agent/torchrun_flags.cc).
+  std::string log_line_prefix_template;
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
+  bool virtual_local_rank = false;
+  // --print-completion: print this shell's script instead of running.
+  std::string print_completion;
+  // Invoked under the name torchrun: scripts run with Python, .py or not,
+  // and --log-dir gets torchrun's <run_id>_<random>/ level.
+  bool as_torchrun = false;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

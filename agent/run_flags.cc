@@ -1,6 +1,5 @@
 #include "agent/run_flags.h"
 
-#include <dirent.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -19,11 +18,13 @@
 #include "agent/discovery_flags.h"
 #include "agent/observability_flags.h"
 #include "agent/supervisor_flags.h"
+#include "agent/torchrun_flags.h"
 #include "common/duration.h"
 #include "common/environment.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/text.h"
+#include "discovery/accelerators.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/store/etcd_store.h"
 #include "supervisor/signal_names.h"
@@ -39,25 +40,20 @@ int CountCpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-// NVIDIA GPUs the driver exposes, narrowed by CUDA_VISIBLE_DEVICES.
-int CountGpus(const EnvMap& env) {
-  int count = 0;
-  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
-    while (dirent* entry = readdir(dir)) {
-      if (entry->d_name[0] != '.') ++count;
-    }
-    closedir(dir);
+// An integer in [1, 4096] or a device kind (checked, not yet counted: that
+// waits until every flag is read).
+absl::StatusOr<int> ParseNprocValue(absl::string_view v) {
+  if (v == "cpu" || v == "gpu" || v == "cuda" || v == "xpu" || v == "auto") {
+    return 0;
   }
-  if (auto visible = Lookup(env, "CUDA_VISIBLE_DEVICES"); visible.has_value()) {
-    if (visible->empty()) return 0;
-    int listed = 0;
-    for (absl::string_view id : absl::StrSplit(*visible, ',')) {
-      if (absl::StripAsciiWhitespace(id) == "-1") break;
-      ++listed;
-    }
-    count = std::min(count, listed);
+  auto n = ParseInt(v, 1, 4096);
+  if (!n.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", v,
+                     "' is not an integer in [1, 4096], cpu, gpu or auto (or "
+                     "a device type: cuda, xpu)"));
   }
-  return count;
+  return *n;
 }
 
 }  // namespace
@@ -83,28 +79,40 @@ absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
 }
 
 absl::StatusOr<int> ResolveNprocPerNode(absl::string_view value,
-                                        const EnvMap& env) {
+                                        const EnvMap& env,
+                                        const std::string& root) {
   if (value == "cpu") return CountCpus();
-  if (value == "auto") {
-    const int gpus = CountGpus(env);
-    return gpus > 0 ? gpus : CountCpus();
-  }
-  if (value == "gpu") {
-    const int gpus = CountGpus(env);
-    if (gpus == 0) {
-      return absl::FailedPreconditionError(
-          "--nproc-per-node gpu: no NVIDIA GPU is visible on this node; use "
-          "an integer, cpu or auto");
+  if (value == "gpu" || value == "cuda" || value == "xpu" || value == "auto") {
+    const AcceleratorCounts counts = CountAccelerators(root, env);
+    // As torchrun: auto takes CUDA (NVIDIA, or AMD under ROCm), then XPU,
+    // then the CPUs.
+    if (value == "auto") {
+      if (counts.cuda() > 0) return counts.cuda();
+      if (counts.intel > 0) return counts.intel;
+      return CountCpus();
     }
-    return gpus;
+    const int n = value == "xpu" ? counts.intel : counts.cuda();
+    if (n == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--nproc-per-node ", value, ": ",
+          value == "xpu" ? "no Intel GPU is visible"
+                         : "no NVIDIA GPU or AMD GPU is visible",
+          " on this node (after *_VISIBLE_DEVICES / ZE_AFFINITY_MASK); use "
+          "an integer, cpu or auto"));
+    }
+    return n;
   }
-  int n = 0;
-  if (!absl::SimpleAtoi(value, &n) || n < 1 || n > 4096) {
+  auto n = ParseNprocValue(value);
+  if (!n.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--nproc-per-node: '", value,
-                     "' is not an integer in [1, 4096], cpu, gpu or auto"));
+        absl::StrCat("--nproc-per-node: ", n.status().message()));
   }
-  return n;
+  return *n;
+}
+
+absl::StatusOr<int> ResolveNprocPerNode(absl::string_view value,
+                                        const EnvMap& env) {
+  return ResolveNprocPerNode(value, env, "/");
 }
 
 void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
@@ -116,21 +124,16 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
         if (s.ok()) o->nnodes = std::string(v);
         return s;
       }));
-  flags->Add(TorchrunFlag("nproc-per-node", "N|cpu|gpu|auto",
-                          "Workers on this node (default 1).",
-                          [o](absl::string_view v, absl::string_view) {
-                            if (v != "cpu" && v != "gpu" && v != "auto") {
-                              auto n = ParseInt(v, 1, 4096);
-                              if (!n.ok()) {
-                                return absl::InvalidArgumentError(absl::StrCat(
-                                    "'", v,
-                                    "' is not an integer in [1, 4096], cpu, "
-                                    "gpu or auto"));
-                              }
-                            }
-                            o->nproc_per_node = std::string(v);
-                            return absl::OkStatus();
-                          }));
+  flags->Add(
+      TorchrunFlag("nproc-per-node", "N|cpu|gpu|xpu|auto",
+                   "Workers on this node (default 1); gpu/cuda: NVIDIA or AMD "
+                   "GPUs, xpu: Intel GPUs, auto: GPUs if any, else CPUs.",
+                   [o](absl::string_view v, absl::string_view) {
+                     auto n = ParseNprocValue(v);
+                     if (!n.ok()) return n.status();
+                     o->nproc_per_node = std::string(v);
+                     return absl::OkStatus();
+                   }));
   flags->Add(TorchrunFlag("rdzv-backend", "static|c10d|etcd|etcd-v3",
                           "Rendezvous backend (default static).",
                           [o](absl::string_view v, absl::string_view) {
@@ -264,7 +267,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           SetInt(&o->master_port, 1, 65535)));
   flags->Add(TorchrunFlag("local-addr", "ADDR",
                           "This node's address, used as MASTER_ADDR when it "
-                          "is rank 0 (default: its hostname).",
+                          "is rank 0 (default: its FQDN, as torchrun).",
                           SetHostName(&o->local_addr)));
   flags->Add(TorchrunFlag(
       "signals-to-handle", "SIG[,SIG...]",
@@ -294,6 +297,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
   shutdown.env = {"PET_SHUTDOWN_TIMEOUT", "DISTJOB_SHUTDOWN_TIMEOUT",
                   "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
   flags->Add(std::move(shutdown));
+  AddCurrentTorchrunFlags(flags, options);
 }
 
 std::string RunHelp() {
@@ -323,6 +327,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
+  if (!options.launch.print_completion.empty()) return options;
 
   LaunchOptions& launch = options.launch;
   if (launch.module && launch.no_python) {

@@ -32,8 +32,13 @@ inline constexpr size_t kMaxRdzvIdBytes = 256;
 absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
                          int* max_nodes);
 
-// An integer >= 1, "cpu" (CPU count), "gpu" (visible NVIDIA GPUs; an error
-// when there are none) or "auto" (GPUs if any, else CPUs), as torchrun.
+// An integer >= 1, "cpu" (CPU count), "gpu" or "cuda" (visible NVIDIA or
+// AMD GPUs; an error when there are none), "xpu" (visible Intel GPUs) or
+// "auto" (GPUs if any, else CPUs), as torchrun. `root` holds the proc/, sys/
+// and dev/ trees (discovery/accelerators.h); "/" on a node.
+absl::StatusOr<int> ResolveNprocPerNode(absl::string_view value,
+                                        const EnvMap& env,
+                                        const std::string& root);
 absl::StatusOr<int> ResolveNprocPerNode(absl::string_view value,
                                         const EnvMap& env);
 

@@ -220,3 +220,43 @@ TEST(RunFlagsTest, TypedDiscoveryValues) {
 
 }  // namespace
 }  // namespace distjob
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace distjob {
+namespace {
+
+std::string FakeNode(const std::string& name) {
+  const std::string root = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  for (const char* d :
+       {"", "/sys", "/sys/class", "/sys/class/drm", "/sys/class/drm/renderD128",
+        "/sys/class/drm/renderD128/device", "/dev", "/dev/dri"}) {
+    mkdir((root + d).c_str(), 0755);
+  }
+  return root;
+}
+
+// An Intel node: one render node of vendor 0x8086 in the pod.
+TEST(RunFlagsTest, NprocXpuAndAutoCountIntelGpus) {
+  const std::string root = FakeNode("intel");
+  std::ofstream(root + "/sys/class/drm/renderD128/device/vendor") << "0x8086\n";
+  std::ofstream(root + "/dev/dri/renderD128") << "";
+  EXPECT_EQ(*ResolveNprocPerNode("xpu", {}, root), 1);
+  EXPECT_EQ(*ResolveNprocPerNode("auto", {}, root), 1);
+  auto gpu = ResolveNprocPerNode("gpu", {}, root);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("--nproc-per-node gpu"),
+            std::string::npos);
+  auto empty = ResolveNprocPerNode("xpu", {}, FakeNode("cpu"));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("no Intel GPU"), std::string::npos);
+  auto bad = ParseRunOptions({"--nproc-per-node", "tpu", "x"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cuda, xpu"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace distjob

@@ -37,6 +37,7 @@ WorkerRound PlanRound(const LaunchOptions& launch) {
   g.role_name = launch.role;
   g.max_restarts = launch.max_restarts;
   g.run_id = launch.rdzv_id;
+  g.virtual_local_rank = launch.virtual_local_rank;
   const RendezvousKind kind = ChooseRendezvous(
       launch.standalone, launch.max_nodes, launch.rdzv_backend);
   if (kind == RendezvousKind::kLocal) {

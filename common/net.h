@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace distjob {
 
@@ -26,6 +27,19 @@ absl::Status CheckHostName(absl::string_view host, absl::string_view what);
 // gethostname(): in a pod, the pod's name (or Volcano's hostname). "" when
 // the kernel will not say.
 std::string LocalHostname();
+
+// What Python's socket.getfqdn() gives for `host`, which torchrun publishes
+// as MASTER_ADDR: its canonical name from /etc/hosts or DNS (a pod with a
+// hostname and subdomain under a headless Service:
+// pod.subdomain.ns.svc.cluster.local), looked up through c-ares (the static
+// binary must not use glibc's NSS). `host` itself when no name with a dot is
+// found within `timeout`. `hosts_file` is read first, as NSS does.
+std::string Fqdn(const std::string& host,
+                 absl::Duration timeout = absl::Seconds(2),
+                 const std::string& hosts_file = "/etc/hosts");
+
+// Fqdn(LocalHostname()); "" when the kernel will not name this machine.
+std::string LocalFqdn(absl::Duration timeout = absl::Seconds(2));
 
 // A kernel-assigned free TCP port on `address` (bound, read, released).
 // A host name is not resolved: the port is found free on every interface.

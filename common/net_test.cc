@@ -96,3 +96,28 @@ TEST(FindFreePortTest, NameIsNotResolved) {
 
 }  // namespace
 }  // namespace distjob
+
+#include <cstdlib>
+#include <fstream>
+
+namespace distjob {
+namespace {
+
+// A pod with hostname and subdomain under a headless Service: the kubelet
+// writes its FQDN first on its /etc/hosts line.
+TEST(FqdnTest, CanonicalNameFromTheHostsFile) {
+  const std::string hosts = std::string(std::getenv("TEST_TMPDIR")) + "/hosts";
+  std::ofstream(hosts) << "127.0.0.1 localhost\n"
+                          "10.1.2.3 pod-0.sub.ns.svc.cluster.local pod-0\n"
+                          "10.1.2.4 bare-1\n";
+  EXPECT_EQ(Fqdn("pod-0", absl::Seconds(1), hosts),
+            "pod-0.sub.ns.svc.cluster.local");
+  // Named by the file without a dot: the host itself, and no DNS query
+  // (a 1 ns budget would leave no time for one).
+  EXPECT_EQ(Fqdn("bare-1", absl::Nanoseconds(1), hosts), "bare-1");
+  EXPECT_EQ(Fqdn("10.0.0.1"), "10.0.0.1");
+  EXPECT_EQ(Fqdn(""), "");
+}
+
+}  // namespace
+}  // namespace distjob

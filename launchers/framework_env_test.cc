@@ -54,8 +54,8 @@ TEST(FrameworkEnvTest, PyTorchAndUnidentifiedJobsGetNothing) {
 }
 
 TEST(FrameworkEnvTest, KeptTfConfigMustBeAJsonObject) {
-  auto bad = FrameworkEnv(JobEnv(), DiscoveryOptions(),
-                          {{"TF_CONFIG", "not json"}});
+  auto bad =
+      FrameworkEnv(JobEnv(), DiscoveryOptions(), {{"TF_CONFIG", "not json"}});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("TF_CONFIG"), std::string::npos);
   auto kept = FrameworkEnv(JobEnv(), DiscoveryOptions(),

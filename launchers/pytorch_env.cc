@@ -1,5 +1,10 @@
 #include "launchers/pytorch_env.h"
 
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+
 namespace distjob {
 
 EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,
@@ -31,6 +36,21 @@ EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,
     set("TORCHELASTIC_ERROR_FILE", error_file);
   } else {
     env.erase("TORCHELASTIC_ERROR_FILE");
+  }
+  if (group.virtual_local_rank) {
+    // As torchrun: the worker's device is its local rank, mapped through
+    // the agent's own CUDA_VISIBLE_DEVICES when that lists enough devices.
+    set("LOCAL_RANK", "0");
+    std::string device = std::to_string(local_rank);
+    if (auto visible = Lookup(agent_env, "CUDA_VISIBLE_DEVICES")) {
+      std::vector<std::string> ids =
+          absl::StrSplit(*visible, ',', absl::SkipEmpty());
+      if (static_cast<size_t>(local_rank) < ids.size()) {
+        device = std::string(
+            absl::StripAsciiWhitespace(ids[static_cast<size_t>(local_rank)]));
+      }
+    }
+    set("CUDA_VISIBLE_DEVICES", device);
   }
   // torchrun sets these only when the user has not.
   if (group.local_world_size > 1) env.emplace("OMP_NUM_THREADS", "1");

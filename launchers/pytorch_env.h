@@ -25,6 +25,9 @@ struct PyTorchGroupInfo {
   int max_restarts = 0;
   std::string run_id;
   bool use_agent_store = false;
+  // torchrun's --virtual-local-rank: every worker sees LOCAL_RANK=0 and only
+  // its own device in CUDA_VISIBLE_DEVICES.
+  bool virtual_local_rank = false;
 };
 
 // The full environment of local worker `local_rank`: the agent's own

@@ -79,3 +79,21 @@ TEST(PyTorchWorkerEnvTest, OverridesStaleContractVariablesFromTheAgentEnv) {
 
 }  // namespace
 }  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(PyTorchWorkerEnvTest, VirtualLocalRankNarrowsTheDevices) {
+  PyTorchGroupInfo g = TwoNodesOfTwo();
+  g.virtual_local_rank = true;
+  EnvMap env = PyTorchWorkerEnv(g, 1, {{"CUDA_VISIBLE_DEVICES", "4,6"}}, "");
+  EXPECT_EQ(env["LOCAL_RANK"], "0");
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "6");
+  EXPECT_EQ(PyTorchWorkerEnv(g, 1, {}, "")["CUDA_VISIBLE_DEVICES"], "1");
+  g.virtual_local_rank = false;
+  EXPECT_EQ(PyTorchWorkerEnv(g, 1, {}, "")["LOCAL_RANK"], "1");
+}
+
+}  // namespace
+}  // namespace distjob

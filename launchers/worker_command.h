@@ -13,6 +13,10 @@ namespace distjob {
 struct WorkerCommandOptions {
   bool module = false;
   bool no_python = false;
+  // Invoked under the name torchrun: every script runs with Python, as
+  // torchrun runs it, .py or not (`distjob-agent run` runs a command
+  // without .py as it is).
+  bool always_python = false;
   // The interpreter: $PYTHON_EXEC when set, else python3 (from PATH).
   std::string python = "python3";
 };
@@ -20,6 +24,11 @@ struct WorkerCommandOptions {
 std::vector<std::string> WorkerArgv(const std::vector<std::string>& command,
                                     const WorkerCommandOptions& options,
                                     int local_rank);
+
+// True when `command` is itself a torchrun launcher: `torchrun ...`,
+// `distjob-agent ...`, `python -m torch.distributed.run|launch ...`, or a
+// shell's `-c` script that runs one of these (`bash -c "torchrun ..."`).
+bool IsLauncherCommand(const std::vector<std::string>& command);
 
 }  // namespace distjob
 

@@ -35,3 +35,36 @@ TEST(WorkerArgvTest, SubstitutesLocalRankMacro) {
 
 }  // namespace
 }  // namespace distjob
+
+namespace distjob {
+namespace {
+
+TEST(WorkerCommandTest, AsTorchrunEveryScriptRunsWithPython) {
+  WorkerCommandOptions o;
+  o.always_python = true;
+  EXPECT_EQ(WorkerArgv({"train", "--x"}, o, 0),
+            (std::vector<std::string>{"python3", "-u", "train", "--x"}));
+  o.no_python = true;
+  EXPECT_EQ(WorkerArgv({"train"}, o, 0), (std::vector<std::string>{"train"}));
+}
+
+TEST(WorkerCommandTest, LauncherCommands) {
+  EXPECT_TRUE(IsLauncherCommand({"torchrun", "--nproc-per-node", "2", "t"}));
+  EXPECT_TRUE(IsLauncherCommand({"/opt/conda/bin/torchrun", "t.py"}));
+  EXPECT_TRUE(IsLauncherCommand(
+      {"python3", "-u", "-m", "torch.distributed.run", "t.py"}));
+  EXPECT_TRUE(IsLauncherCommand(
+      {"bash", "-c", "torchrun --nproc-per-node 4 train.py"}));
+  EXPECT_TRUE(IsLauncherCommand(
+      {"/bin/sh", "-ec", "cd /w && exec env A=1 torchrun t.py"}));
+  EXPECT_TRUE(IsLauncherCommand(
+      {"bash", "-lc", "pip list; python -m torch.distributed.run t.py"}));
+  EXPECT_FALSE(IsLauncherCommand({"python3", "train.py", "torchrun"}));
+  EXPECT_FALSE(IsLauncherCommand({"bash", "-c", "echo torchrun.log"}));
+  EXPECT_FALSE(IsLauncherCommand({"bash", "run_torchrun.sh"}));
+  EXPECT_FALSE(IsLauncherCommand({"train.py"}));
+  EXPECT_FALSE(IsLauncherCommand({}));
+}
+
+}  // namespace
+}  // namespace distjob

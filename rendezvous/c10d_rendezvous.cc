@@ -16,8 +16,10 @@
 namespace distjob {
 std::string LocalNodeAddress(const std::string& local_addr) {
   if (!local_addr.empty()) return local_addr;
-  const std::string name = LocalHostname();
-  return name.empty() ? "127.0.0.1" : name;
+  // torchrun's socket.getfqdn(): under a headless Service the bare pod name
+  // does not resolve from the other pods, its FQDN does.
+  const std::string fqdn = LocalFqdn();
+  return fqdn.empty() ? "127.0.0.1" : fqdn;
 }
 
 absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {

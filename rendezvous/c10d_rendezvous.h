@@ -37,7 +37,8 @@ struct RendezvousParams {
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     const RendezvousParams& params);
 
-// The address this node is known by: --local-addr, else the hostname.
+// The address this node is known by: --local-addr, else its FQDN (as
+// torchrun's socket.getfqdn()), else 127.0.0.1.
 std::string LocalNodeAddress(const std::string& local_addr);
 
 // Fixed membership: node `node_rank` of `nnodes`, every node with the

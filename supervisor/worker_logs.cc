@@ -48,17 +48,63 @@ int WriteFile(int fd, absl::string_view data) {
   return 0;
 }
 
+// The lines of one stream that --duplicate-std{out,err}-filters select, as
+// they complete, written with the console prefix to the policy's file. A
+// line longer than kMaxConsoleLine is judged in pieces of that size, as
+// the console shows it.
+class DuplicateLines {
+ public:
+  explicit DuplicateLines(const LinePolicy& policy) : policy_(policy) {}
+
+  void Feed(absl::string_view chunk) {
+    if (policy_.duplicate_fd < 0 || policy_.duplicate_filters.empty()) return;
+    while (!chunk.empty()) {
+      const size_t room = kMaxConsoleLine - line_.size();
+      const size_t end = chunk.substr(0, room).find('\n');
+      if (end == absl::string_view::npos && chunk.size() < room) {
+        line_.append(chunk.data(), chunk.size());
+        return;
+      }
+      const size_t take = end == absl::string_view::npos ? room : end + 1;
+      line_.append(chunk.data(), take);
+      chunk.remove_prefix(take);
+      Flush();
+    }
+  }
+
+  void Finish() {
+    if (!line_.empty()) Flush();
+  }
+
+ private:
+  void Flush() {
+    if (ShouldDuplicate(policy_, line_)) {
+      std::string out = absl::StrCat(policy_.prefix, line_);
+      if (out.back() != '\n') out += '\n';
+      (void)WriteFile(policy_.duplicate_fd, out);
+    }
+    line_.clear();
+  }
+
+  const LinePolicy& policy_;
+  std::string line_;
+};
+
 // One --tee stream: what the worker writes goes to `path` byte for byte
-// and, a line at a time with `prefix`, to the console. Neither a full disk
-// nor a console that nobody reads stops the copy (the worker would block
-// on a full pipe); each is reported once.
+// and, a line at a time with the policy's prefix, to the console (unless
+// the policy keeps this rank off it) and, for lines a duplicate filter
+// selects, to the policy's duplicate file. Neither a full disk nor a
+// console that nobody reads stops the copy (the worker would block on a
+// full pipe); each is reported once.
 void CopyStream(int in, int file, const std::string& path,
-                ConsoleWriter* console, const std::string& prefix) {
-  ConsoleLines lines(prefix);
+                ConsoleWriter* console, const LinePolicy& policy) {
+  ConsoleLines lines(policy.prefix);
+  DuplicateLines duplicates(policy);
   std::string out;
   std::vector<char> buf(kCopyBufferSize);
   bool console_reported = false;
   auto to_console = [&]() {
+    if (!policy.console) out.clear();
     if (out.empty()) return;
     const ConsoleWriter::Result r = console->Write(out);
     out.clear();
@@ -84,9 +130,11 @@ void CopyStream(int in, int file, const std::string& path,
         file = -1;
       }
     }
+    duplicates.Feed(chunk);
     lines.Feed(chunk, &out);
     to_console();
   }
+  duplicates.Finish();
   lines.Finish(&out);
   to_console();
   close(in);
@@ -120,10 +168,19 @@ absl::StatusOr<std::vector<int>> ParseStreamMask(const std::string& text,
 }
 
 absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
-    int attempt, int local_rank, int redirect, int tee,
-    const std::string& prefix) {
+    int attempt, int local_rank, const StreamPlan& plan,
+    const LinePolicy& stdout_policy, const LinePolicy& stderr_policy) {
   WorkerStreams streams;
+  for (int bit : {1, 2}) {
+    if ((plan.discard & bit) == 0) continue;
+    const int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0) return ErrnoError(errno, "open /dev/null");
+    open_fds_.push_back(null);
+    (bit == 1 ? streams.stdout_fd : streams.stderr_fd) = null;
+  }
   if (dir_.empty()) return streams;
+  const int redirect = plan.redirect;
+  const int tee = plan.tee;
   for (int bit : {1, 2}) {
     if (((redirect | tee) & bit) == 0) continue;
     const std::string path =
@@ -140,12 +197,31 @@ absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
         close(file);
         return ErrnoError(err, "pipe2 for --tee");
       }
+      const LinePolicy& policy = bit == 1 ? stdout_policy : stderr_policy;
+      LinePolicy routed = policy;
+      int& duplicate = duplicate_fds_[bit - 1];
+      if (!policy.duplicate_filters.empty() && duplicate < 0) {
+        const std::string dup_path = absl::StrCat(
+            dir_, "/attempt_", attempt,
+            bit == 1 ? "/filtered_stdout.log" : "/filtered_stderr.log");
+        duplicate =
+            open(dup_path.c_str(),
+                 O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (duplicate < 0) {
+          const int err = errno;
+          close(file);
+          close(p[0]);
+          close(p[1]);
+          return ErrnoError(err, absl::StrCat("open ", dup_path));
+        }
+      }
+      routed.duplicate_fd = duplicate;
       // A bigger pipe halves the copier's wake-ups; not fatal if refused.
       fcntl(p[1], F_SETPIPE_SZ, static_cast<int>(kCopyBufferSize));
       copiers_.emplace_back(
           CopyStream, p[0], file, path,
           bit == 1 ? &ConsoleWriter::Stdout() : &ConsoleWriter::Stderr(),
-          prefix);
+          std::move(routed));
       fd = p[1];
     }
     open_fds_.push_back(fd);
@@ -159,6 +235,10 @@ void WorkerLogs::FinishAttempt() {
   open_fds_.clear();
   for (std::thread& t : copiers_) t.join();
   copiers_.clear();
+  for (int& fd : duplicate_fds_) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
 }
 
 absl::StatusOr<WorkerLogs> WorkerLogs::Create(const std::string& log_dir) {
@@ -185,6 +265,10 @@ WorkerLogs::WorkerLogs(WorkerLogs&& other) noexcept
       temporary_(other.temporary_),
       open_fds_(std::move(other.open_fds_)),
       copiers_(std::move(other.copiers_)) {
+  for (int i : {0, 1}) {
+    duplicate_fds_[i] = other.duplicate_fds_[i];
+    other.duplicate_fds_[i] = -1;
+  }
   other.temporary_ = false;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "supervisor/line_policy.h"
 
 namespace distjob {
 
@@ -39,16 +40,20 @@ class WorkerLogs {
   // stale error.json, so a file found later was written by this attempt.
   absl::Status PrepareAttempt(int attempt, int nproc) const;
 
-  // These are "" when !enabled().
-  // Files for the streams in `redirect` (bits 1 = stdout, 2 = stderr), or
-  // for those in `tee` also copied to the console with `prefix` on every
-  // line: attempt_<n>/<rank>/stdout.log|stderr.log. The fds are the
-  // agent's until FinishAttempt.
+  // Files for the streams in `plan.redirect` (bits 1 = stdout, 2 =
+  // stderr), or for those in `plan.tee` also routed line by line as
+  // `stdout_policy` / `stderr_policy` say (console prefix, duplicates into
+  // attempt_<n>/filtered_std{out,err}.log when they have filters):
+  // attempt_<n>/<rank>/stdout.log|stderr.log. Streams in `plan.discard` go
+  // to /dev/null, with or without a log directory. The fds are the agent's
+  // until FinishAttempt.
   absl::StatusOr<WorkerStreams> OpenStreams(int attempt, int local_rank,
-                                            int redirect, int tee,
-                                            const std::string& prefix);
+                                            const StreamPlan& plan,
+                                            const LinePolicy& stdout_policy,
+                                            const LinePolicy& stderr_policy);
   // Closes the agent's copies of the stream fds and waits for the tee
   // copiers to reach end of file (every writer of the attempt is gone).
+  // These are "" when !enabled().
   void FinishAttempt();
 
   std::string AttemptDir(int attempt, int local_rank) const;
@@ -63,6 +68,9 @@ class WorkerLogs {
   std::string dir_;
   bool temporary_ = false;
   std::vector<int> open_fds_;
+  // attempt_<n>/filtered_stdout.log and filtered_stderr.log, shared by the
+  // attempt's copiers (O_APPEND, one write per line); -1 until needed.
+  int duplicate_fds_[2] = {-1, -1};
   std::vector<std::thread> copiers_;
 };
 

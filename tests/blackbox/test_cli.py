@@ -34,9 +34,10 @@ def test_unknown_command(run_agent):
 
 
 def test_unknown_flag_names_it(run_agent):
-    r = run_agent(["run", "--nproc-per-nod", "2", "--", "true"])
+    # Not "--nproc-per-nod": a unique prefix is that flag, as in argparse.
+    r = run_agent(["run", "--nproc-per-nodes", "2", "--", "true"])
     assert r.returncode == 2
-    assert "--nproc-per-nod" in r.stderr
+    assert "--nproc-per-nodes" in r.stderr
 
 
 def test_malformed_values_name_flag_and_accepted_forms(run_agent):

@@ -235,3 +235,32 @@ def test_sigterm_to_every_pod_during_multinode_training(make_cluster,
              what="both pods to train two epochs")
     c.stop_all_within(pods, GRACE, slack=10)
     assert c.leftover_processes() == {}
+
+
+def test_elastic_c10d_without_local_addr_publishes_the_fqdn(make_cluster,
+                                                            artifacts):
+    """No --local-addr: rank 0's agent publishes its FQDN as MASTER_ADDR
+    (torchrun's socket.getfqdn()), which resolves from the other pod where
+    the bare pod name does not."""
+    c = make_cluster("fq", {"master": 1, "worker": 1})
+    out = artifacts / "ranks"
+    out.mkdir()
+    master = c.pods["fq-master-0"]
+    command = ["sh", "-c",
+               f'echo "$MASTER_ADDR" > {out}/addr$RANK; exec "$@"', "sh",
+               PYTHON, str(EXAMPLE), "--epochs", "2", "--out", str(out)]
+    pods = c.start_all(
+        lambda pod: ["run", "--shutdown-timeout", str(GRACE), "--"] + command,
+        env=rdzv_env(c, master, nnodes=2))
+    for pod in pods:
+        c.mark_ready(pod)
+    results = c.wait_all(timeout=150)
+    for r in results.values():
+        assert r.exit_code == 0, results_text(results)
+    addrs = {(out / f"addr{i}").read_text().strip() for i in range(4)}
+    assert len(addrs) == 1, addrs
+    # Rank 0 is whichever pod sorts first; either way a pod's FQDN.
+    assert addrs <= {p.fqdn for p in c.pods.values()}, addrs
+    ranks = [json.loads((out / f"rank{i}.json").read_text())
+             for i in range(4)]
+    assert [x["world_size"] for x in ranks] == [4] * 4

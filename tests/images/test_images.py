@@ -23,12 +23,16 @@ BASE_IMAGE = "localhost/distjob-testbase:latest"
 TRAIN_IMAGE = "localhost/distjob-train-test:latest"
 TIMEOUT = 120
 
+# The official pytorch/pytorch image's PATH layout: /opt/conda/bin, with
+# PyTorch's own (Python) torchrun, comes before /usr/local/bin.
 BASE_CONTAINERFILE = """\
 FROM scratch
 COPY busybox /bin/busybox
 RUN ["/bin/busybox", "--install", "-s", "/bin"]
-ENV PATH=/usr/local/bin:/usr/bin:/bin
+COPY torchrun /opt/conda/bin/torchrun
+ENV PATH=/opt/conda/bin:/usr/local/bin:/usr/bin:/bin
 """
+PYTORCH_TORCHRUN = "#!/bin/sh\necho pytorch-torchrun-shadowed-the-agent\nexit 9\n"
 
 # What a team's own training image adds on top: its script and CMD. (Setting
 # ENTRYPOINT resets an inherited CMD, as in Docker, so the CMD belongs here.)
@@ -97,6 +101,8 @@ def images(agent, tmp_path_factory):
         base_ctx.mkdir()
         shutil.copy(BUSYBOX, base_ctx / "busybox")
         (base_ctx / "Containerfile").write_text(BASE_CONTAINERFILE)
+        (base_ctx / "torchrun").write_text(PYTORCH_TORCHRUN)
+        (base_ctx / "torchrun").chmod(0o755)
         probe = buildah("bud", "--isolation", "chroot", "-t", BASE_IMAGE,
                         str(base_ctx), check=False)
         if probe.returncode != 0:
@@ -229,3 +235,19 @@ def test_torchrun_in_the_image_is_the_agent(images):
     assert sorted(line for line in result.stdout.splitlines()
                   if line.startswith("rank=")) == ["rank=0 of 2",
                                                    "rank=1 of 2"]
+
+
+def test_pod_command_running_torchrun_under_the_entrypoint_is_one_launcher(
+        images):
+    """The Kubeflow SDK's pod command under the agent ENTRYPOINT, on the
+    official image's PATH layout: the agent's torchrun (not PyTorch's) runs,
+    and it is the only launcher: 2 workers, WORLD_SIZE=2."""
+    config = images.config(TRAIN_IMAGE)
+    container = images.from_image(TRAIN_IMAGE)
+    result = images.run(container, config["Entrypoint"] + [
+        "sh", "-c", "torchrun --nproc-per-node 2 --no-python "
+        "sh -c 'echo ws=$WORLD_SIZE rank=$RANK'"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(line for line in result.stdout.splitlines()
+                  if line.startswith("ws=")) == ["ws=2 rank=0", "ws=2 rank=1"]
+    assert "handing over to it" in result.stderr

@@ -24,3 +24,21 @@ def test_install_without_a_directory_is_a_usage_error(agent):
                             text=True, timeout=30)
     assert result.returncode == 2
     assert "target directory" in result.stderr
+
+
+def test_install_replaces_a_given_torchrun_in_place(agent, tmp_path):
+    conda = tmp_path / "opt" / "conda" / "bin"
+    conda.mkdir(parents=True)
+    (conda / "torchrun").write_text("#!/bin/sh\necho pytorch\n")
+    result = subprocess.run([agent, "install", "--replace",
+                             str(conda / "torchrun")],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert os.readlink(conda / "torchrun") == "distjob-agent"
+    assert (conda / "torchrun.pytorch").read_text().endswith("pytorch\n")
+    result = subprocess.run([str(conda / "torchrun"), "--help"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and "torchrun" in result.stdout
+    bad = subprocess.run([agent, "install", "--replace", str(conda / "x")],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "--replace" in bad.stderr

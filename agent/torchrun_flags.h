@@ -1,0 +1,26 @@
+// The options current torchrun (PyTorch 2.x) added after 1.13, kept apart
+// from agent/run_flags.cc: console and file routing of worker lines, and the
+// Python-only options the agent accepts with a notice.
+#ifndef DISTJOB_AGENT_TORCHRUN_FLAGS_H_
+#define DISTJOB_AGENT_TORCHRUN_FLAGS_H_
+
+#include "agent/flag_parser.h"
+#include "agent/options.h"
+#include "supervisor/line_policy.h"
+
+namespace distjob {
+
+// Registers --log-line-prefix-template, --duplicate-stdout-filters,
+// --duplicate-stderr-filters and --logs-specs into `options->launch`.
+void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options);
+
+// The line routing of one worker's tee'd streams: its console prefix (the
+// template, or torchrun's "[<role><local_rank>]:"), whether it reaches the
+// console (--local-ranks-filter) and the duplicate filters. `rank` is the
+// worker's global rank; `stream` is 1 (stdout) or 2 (stderr).
+LinePolicy MakeLinePolicy(const LaunchOptions& launch, int local_rank, int rank,
+                          int stream);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_TORCHRUN_FLAGS_H_
