@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
@@ -34,6 +35,7 @@ class EtcdStoreTest : public ::testing::Test {
     std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/etcd-XXXXXX");
     ASSERT_NE(mkdtemp(dir.data()), nullptr);
     const int client = FreePort(), peer = FreePort();
+    client_port_ = client;
     endpoint_ = absl::StrCat("127.0.0.1:", client);
     const std::string curl = absl::StrCat("http://", endpoint_);
     const std::string purl = absl::StrCat("http://127.0.0.1:", peer);
@@ -63,6 +65,48 @@ class EtcdStoreTest : public ::testing::Test {
       waitpid(pid_, nullptr, 0);
     }
   }
+  // etcd's own count of its open watchers, from the /metrics page it serves
+  // on the client URL; -1 when it cannot be read.
+  int64_t Watchers() const {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(client_port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    std::string page;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
+      if (write(fd, request.data(), request.size()) ==
+          static_cast<ssize_t>(request.size())) {
+        char buf[65536];
+        for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) {
+          page.append(buf, static_cast<size_t>(n));
+        }
+      }
+    }
+    close(fd);
+    const std::string name = "\netcd_debugging_mvcc_watcher_total ";
+    const size_t at = page.find(name);
+    int64_t count = -1;
+    if (at == std::string::npos ||
+        !absl::SimpleAtoi(
+            page.substr(at + name.size(),
+                        page.find('\n', at + 1) - at - name.size()),
+            &count)) {
+      return -1;
+    }
+    return count;
+  }
+  // Waits (at most 20 s) until etcd holds more than `before` watchers: a
+  // blocking call of the store under test is then parked on the server.
+  void AwaitWatcherAbove(int64_t before) const {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (Watchers() <= before && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_GT(Watchers(), before) << "no watch reached etcd";
+  }
   std::unique_ptr<EtcdStore> Open(const std::string& run_id,
                                   const std::string& conf = "") {
     auto o = ParseEtcdOptions(endpoint_, conf, run_id);
@@ -72,6 +116,7 @@ class EtcdStoreTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.status();
     return std::move(*s);
   }
+  int client_port_ = 0;
   pid_t pid_ = -1;
   std::string endpoint_;
 };
@@ -122,13 +167,13 @@ TEST_F(EtcdStoreTest, BlockingGetAndWatchWakeOnAnotherClientsWrite) {
   // A writer: it holds the job's lease, so the keys outlive `other`.
   ASSERT_TRUE(store->Set("mine", "x").ok());
   auto listing = store->List("");
+  const int64_t watchers = Watchers();
+  ASSERT_GE(watchers, 0);
   std::thread setter([&] {
     auto other = Open("job");
-    // Justified sleep: a real etcd offers no hook that tells the reader's
-    // watch is in place. The sleep only makes the blocking path the likely
-    // one; if the write wins the race the test still passes (the read
-    // finds the value at once), so it cannot flake.
-    absl::SleepFor(absl::Milliseconds(200));
+    // Written only once the reader's watch is parked on etcd: the test is
+    // of the blocking path, not of a value already there.
+    AwaitWatcherAbove(watchers);
     ASSERT_TRUE(other->Set("late", "v").ok());
   });
   EXPECT_EQ(*store->Get("late", absl::Seconds(20)), "v");
@@ -194,14 +239,13 @@ TEST_F(EtcdStoreTest, CloseCancelsABlockedWatchAndLaterCalls) {
   ASSERT_TRUE(store->Set("k", "v").ok());
   auto listing = store->List("");
   absl::StatusOr<std::pair<bool, int64_t>> w;
+  const int64_t watchers = Watchers();
+  ASSERT_GE(watchers, 0);
   const absl::Time start = absl::Now();
   std::thread watcher(
       [&] { w = store->Watch("", listing->revision, absl::Seconds(60)); });
-  // Justified sleep: nothing outside the client tells that the watch is
-  // parked on the real etcd. It only makes "cancels a blocked watch" the
-  // likely path; a watch that starts after Close fails with Cancelled
-  // too, so the assertions hold either way.
-  absl::SleepFor(absl::Milliseconds(300));
+  // Closed once the watch is parked on etcd: the blocked path is tested.
+  AwaitWatcherAbove(watchers);
   store->Close();
   watcher.join();
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
