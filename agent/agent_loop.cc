@@ -69,10 +69,12 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
   command.always_python = launch.as_torchrun;
   command.python = Lookup(env, "PYTHON_EXEC").value_or("python3");
 
+  const std::vector<NumaBinding> numa = PlanNumaBindings(launch);
   std::vector<WorkerSpec> workers;
   for (int local_rank = 0; local_rank < launch.nproc; ++local_rank) {
     WorkerSpec spec;
     spec.local_rank = local_rank;
+    spec.process.numa = numa[static_cast<size_t>(local_rank)];
     spec.process.argv = WorkerArgv(options.command, command, local_rank);
     spec.error_file = files.ErrorFile(restart_count, local_rank);
     if (options.supervisor.hang_timeout > absl::ZeroDuration() &&

@@ -59,6 +59,8 @@ struct LaunchOptions {
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
   bool virtual_local_rank = false;
+  // --numa-binding: node, socket, exclusive, core-complex; "" none.
+  std::string numa_binding;
   // --print-completion: print this shell's script instead of running.
   std::string print_completion;
   // Invoked under the name torchrun: scripts run with Python, .py or not,

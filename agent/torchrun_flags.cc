@@ -37,6 +37,19 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
       "Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES narrowed to "
       "its own device.",
       SetBool(&o->virtual_local_rank), /*is_bool=*/true));
+  Flag numa = TorchrunFlag(
+      "numa-binding", "node|socket|exclusive|core-complex",
+      "Bind each local rank's CPUs and memory to its GPU's NUMA node (local "
+      "rank n uses GPU n), its socket, an exclusive share of the node, or "
+      "one L3 core complex.",
+      [o](absl::string_view v, absl::string_view) {
+        auto mode = ParseNumaMode(v);
+        if (!mode.ok()) return mode.status();
+        o->numa_binding = std::string(v);
+        return absl::OkStatus();
+      });
+  numa.env.clear();  // torchrun has no PET_NUMA_BINDING
+  flags->Add(std::move(numa));
   Flag completion = TorchrunFlag(
       "print-completion", "bash|zsh|tcsh",
       "Print a shell completion script and exit (as `distjob-agent "
@@ -68,6 +81,28 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
       });
   logs_specs.env.clear();  // torchrun has no PET_LOGS_SPECS
   flags->Add(std::move(logs_specs));
+}
+
+std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,
+                                          const std::string& root) {
+  std::vector<NumaBinding> bindings(static_cast<size_t>(launch.nproc));
+  if (launch.numa_binding.empty()) return bindings;
+  auto mode = ParseNumaMode(launch.numa_binding);
+  auto topology = ReadNumaTopology(root);
+  if (!mode.ok() || !topology.ok()) {
+    const std::string warning = absl::StrCat(
+        "--numa-binding ", launch.numa_binding,
+        ": no NUMA information on this machine (",
+        mode.ok() ? topology.status().message() : mode.status().message(),
+        "); the workers run unbound");
+    DJ_LOG_WARNING("{}", warning);
+    return bindings;
+  }
+  for (int rank = 0; rank < launch.nproc; ++rank) {
+    bindings[static_cast<size_t>(rank)] =
+        BindingFor(*mode, rank, launch.nproc, *topology);
+  }
+  return bindings;
 }
 
 LinePolicy MakeLinePolicy(const LaunchOptions& launch, int local_rank, int rank,

@@ -4,14 +4,19 @@
 #ifndef DISTJOB_AGENT_TORCHRUN_FLAGS_H_
 #define DISTJOB_AGENT_TORCHRUN_FLAGS_H_
 
+#include <string>
+#include <vector>
+
 #include "agent/flag_parser.h"
 #include "agent/options.h"
 #include "supervisor/line_policy.h"
+#include "supervisor/numa.h"
 
 namespace distjob {
 
 // Registers --log-line-prefix-template, --duplicate-stdout-filters,
-// --duplicate-stderr-filters and --logs-specs into `options->launch`.
+// --duplicate-stderr-filters, --virtual-local-rank, --numa-binding,
+// --print-completion and --logs-specs into `options->launch`.
 void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options);
 
 // The line routing of one worker's tee'd streams: its console prefix (the
@@ -20,6 +25,12 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options);
 // worker's global rank; `stream` is 1 (stdout) or 2 (stderr).
 LinePolicy MakeLinePolicy(const LaunchOptions& launch, int local_rank, int rank,
                           int stream);
+
+// Each local rank's --numa-binding, from the topology under `root` ("" on
+// a real node); unbound (with a warning) where there is no NUMA
+// information.
+std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,
+                                          const std::string& root = "");
 
 }  // namespace distjob
 

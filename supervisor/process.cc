@@ -121,6 +121,8 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
       signal(sig, sigismember(&state.ignored, sig) ? SIG_IGN : SIG_DFL);
     }
     sigprocmask(SIG_SETMASK, &state.mask, nullptr);
+    // Best effort, as numactl: a node that refuses a binding still runs.
+    (void)ApplyNumaBinding(spec.numa);
     if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
     if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
     execve(executable.c_str(), argv.data(), envp.data());

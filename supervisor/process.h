@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/environment.h"
+#include "supervisor/numa.h"
 
 namespace distjob {
 
@@ -43,6 +44,9 @@ struct ProcessSpec {
   // -1 keeps the agent's stdout/stderr.
   int stdout_fd = -1;
   int stderr_fd = -1;
+  // --numa-binding: CPU affinity and memory policy set before exec; empty
+  // binds nothing.
+  NumaBinding numa;
 };
 
 struct SpawnedProcess {

@@ -32,3 +32,36 @@ def test_virtual_local_rank(run_agent):
                        "CUDA_VISIBLE_DEVICES": "3,5"})
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.split()) == ["0:0:3", "1:0:5"]
+
+
+def _cpus(text):
+    cpus = set()
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def test_numa_binding_exclusive_gives_disjoint_cpus(run_agent):
+    import pathlib
+    import pytest
+    nodes = sorted(pathlib.Path("/sys/devices/system/node").glob("node[0-9]*"))
+    if not nodes or len(_cpus((nodes[0] / "cpulist").read_text())) < 2:
+        pytest.skip("needs sysfs NUMA information and 2 CPUs on node 0")
+    r = run_agent(["run", "--numa-binding", "exclusive", "--nproc", "2",
+                   "--", "sh", "-c",
+                   "echo $LOCAL_RANK $(grep Cpus_allowed_list: "
+                   "/proc/self/status | cut -f2)"])
+    assert r.returncode == 0, r.stderr
+    got = dict(line.split() for line in r.stdout.splitlines())
+    a, b = _cpus(got["0"]), _cpus(got["1"])
+    assert a and b and not (a & b), r.stdout
+    # Both ranks (no GPU: spread over the nodes) stay inside NUMA nodes.
+    assert a | b <= {c for n in nodes for c in _cpus((n / "cpulist")
+                                                     .read_text())}
+
+
+def test_numa_binding_bad_value_exits_2(run_agent):
+    r = run_agent(["run", "--numa-binding", "nodes", "--", "true"])
+    assert r.returncode == 2
+    assert "--numa-binding" in r.stderr and "core-complex" in r.stderr
