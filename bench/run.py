@@ -781,7 +781,7 @@ def bench_tee(reps):
          "note": f"{TEE_MB} MB of 100-byte lines from one Python worker to a "
                  "console pipe that the benchmark drains; --log-dir on "
                  "/dev/shm, so the agent is measured and not the disk. Agent "
-                 "only. The line-at-a-time copier before issue 20 did about "
+                 "only. The earlier line-at-a-time copier did about "
                  "37 MB/s here."},
         {"name": "worker output to the console without --tee",
          "unit": "MB/s",

@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,7 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
+#include "common/ares_poll.h"
 #include "common/errno_status.h"
+#include "common/files.h"
 #include "common/text.h"
 
 namespace distjob {
@@ -96,26 +97,12 @@ void OnCanonicalName(void* arg, int status, int /*timeouts*/,
   ares_freeaddrinfo(result);
 }
 
-std::string ReadRaw(const std::string& path) {
-  // open/read rather than iostreams: this binary has a size limit.
-  std::string text;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buf[4096];
-  ssize_t n;
-  while (text.size() < (1 << 20) && (n = read(fd, buf, sizeof(buf))) > 0) {
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return text;
-}
-
 // getfqdn's choice from a hosts-file line naming `host`: the first of its
 // names (canonical, then aliases) with a dot, else `host`; "" when no line
 // names it (NSS asks DNS only then).
 std::string FqdnFromHostsFile(const std::string& host,
                               const std::string& path) {
-  for (absl::string_view line : absl::StrSplit(ReadRaw(path), '\n')) {
+  for (absl::string_view line : absl::StrSplit(ReadSmallFile(path), '\n')) {
     line = line.substr(0, line.find('#'));
     std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
@@ -160,31 +147,7 @@ std::string Fqdn(const std::string& host, absl::Duration timeout,
   ares_getaddrinfo(channel, host.c_str(), nullptr, &hints, OnCanonicalName,
                    &query);
   const absl::Time deadline = absl::Now() + timeout;
-  while (!query.done && absl::Now() < deadline) {
-    ares_socket_t socks[ARES_GETSOCK_MAXNUM];
-    const int bits = ares_getsock(channel, socks, ARES_GETSOCK_MAXNUM);
-    std::vector<pollfd> fds;
-    for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
-      short events = 0;
-      if (ARES_GETSOCK_READABLE(bits, i)) events |= POLLIN;
-      if (ARES_GETSOCK_WRITABLE(bits, i)) events |= POLLOUT;
-      if (events != 0) fds.push_back({socks[i], events, 0});
-    }
-    if (fds.empty()) break;
-    const int left_ms = static_cast<int>(std::max<int64_t>(
-        1, std::min<int64_t>(
-               100, absl::ToInt64Milliseconds(deadline - absl::Now()))));
-    if (poll(fds.data(), fds.size(), left_ms) <= 0) {
-      ares_process_fd(channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-      continue;
-    }
-    for (const pollfd& p : fds) {
-      ares_process_fd(
-          channel,
-          (p.revents & (POLLIN | POLLERR | POLLHUP)) ? p.fd : ARES_SOCKET_BAD,
-          (p.revents & POLLOUT) ? p.fd : ARES_SOCKET_BAD);
-    }
-  }
+  PollAres(channel, deadline, [&query] { return query.done; });
   ares_destroy(channel);  // cancels a query still pending
   // As getfqdn: only a name with a dot is an upgrade over the bare host.
   if (query.name.find('.') != std::string::npos) return query.name;

@@ -1,7 +1,6 @@
 #include "discovery/accelerators.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
 
 namespace distjob {
 namespace {
@@ -30,22 +30,9 @@ std::vector<std::string> ListDir(const std::string& path) {
   return names;
 }
 
-std::string ReadRaw(const std::string& path) {
-  // open/read rather than iostreams: this binary has a size limit.
-  std::string text;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buf[4096];
-  ssize_t n;
-  while (text.size() < (1 << 20) && (n = read(fd, buf, sizeof(buf))) > 0) {
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return text;
-}
-
-std::string ReadSmallFile(const std::string& path) {
-  return std::string(absl::StripAsciiWhitespace(ReadRaw(path)));
+// A sysfs value: the file's text without surrounding whitespace.
+std::string ReadTrimmed(const std::string& path) {
+  return std::string(absl::StripAsciiWhitespace(ReadSmallFile(path)));
 }
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
@@ -64,7 +51,7 @@ int CountAmd(const std::string& root) {
   for (const std::string& node : ListDir(nodes)) {
     long simd = 0, minor = -1;
     for (absl::string_view line : absl::StrSplit(
-             ReadSmallFile(absl::StrCat(nodes, "/", node, "/properties")),
+             ReadTrimmed(absl::StrCat(nodes, "/", node, "/properties")),
              '\n')) {
       std::vector<absl::string_view> kv =
           absl::StrSplit(line, ' ', absl::SkipEmpty());
@@ -84,7 +71,7 @@ int CountIntel(const std::string& root) {
   int count = 0;
   for (const std::string& name : ListDir(Join(root, "sys/class/drm"))) {
     if (!absl::StartsWith(name, "renderD")) continue;
-    const std::string vendor = ReadSmallFile(
+    const std::string vendor = ReadTrimmed(
         Join(root, absl::StrCat("sys/class/drm/", name, "/device/vendor")));
     if (absl::AsciiStrToLower(vendor) == "0x8086" &&
         Exists(Join(root, absl::StrCat("dev/dri/", name)))) {

@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/ares_poll.h"
 #include "common/backoff.h"
 #include "common/logging.h"
 
@@ -105,33 +105,7 @@ absl::StatusOr<Addresses> ResolveOnce(const std::vector<std::string>& names,
     ares_getaddrinfo(channel, names[i].c_str(), nullptr, &hints, OnAddrinfo,
                      &queries[i]);
   }
-  for (;;) {
-    ares_socket_t socks[ARES_GETSOCK_MAXNUM];
-    const int bits = ares_getsock(channel, socks, ARES_GETSOCK_MAXNUM);
-    std::vector<pollfd> fds;
-    for (int i = 0; i < ARES_GETSOCK_MAXNUM; ++i) {
-      short events = 0;
-      if (ARES_GETSOCK_READABLE(bits, i)) events |= POLLIN;
-      if (ARES_GETSOCK_WRITABLE(bits, i)) events |= POLLOUT;
-      if (events != 0) fds.push_back({socks[i], events, 0});
-    }
-    if (fds.empty()) break;
-    timeval tv{};
-    timeval* tvp = ares_timeout(channel, nullptr, &tv);
-    const int wait_ms =
-        tvp ? static_cast<int>(tvp->tv_sec * 1000 + tvp->tv_usec / 1000) : 100;
-    const int n = poll(fds.data(), fds.size(), wait_ms);
-    if (n <= 0) {
-      ares_process_fd(channel, ARES_SOCKET_BAD, ARES_SOCKET_BAD);
-      continue;
-    }
-    for (const pollfd& p : fds) {
-      ares_process_fd(
-          channel,
-          (p.revents & (POLLIN | POLLERR | POLLHUP)) ? p.fd : ARES_SOCKET_BAD,
-          (p.revents & POLLOUT) ? p.fd : ARES_SOCKET_BAD);
-    }
-  }
+  PollAres(channel, absl::InfiniteFuture());
   ares_destroy(channel);  // completes any query still pending
   Addresses out;
   for (Query& q : queries) out[q.name] = std::move(q.addresses);

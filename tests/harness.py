@@ -13,6 +13,31 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"
 
 
+# Unsets every variable through which the job's environment could reach the
+# agent (a test's own environment may be a pod's): the start of a test's
+# `env=` for run_agent.
+CLEAN_JOB_ENV = {
+    k: None for k in os.environ
+    if k.startswith(("VC_", "VK_", "PET_", "DISTJOB_", "MASTER_",
+                     "TORCHELASTIC_"))
+    or k in ("TF_CONFIG", "DMLC_ROLE", "WORLD_SIZE", "RANK")}
+
+# A Volcano TensorFlow job as the svc plugin describes it, through VC_*
+# only, whose peer names never resolve (.invalid): a job that can only wait.
+VOLCANO_TF_UNRESOLVABLE = {
+    **CLEAN_JOB_ENV,
+    "VC_PS_HOSTS": "tfj-ps-0.tfj.invalid",
+    "VC_PS_NUM": "1",
+    "VC_WORKER_HOSTS": "tfj-worker-0.tfj.invalid,tfj-worker-1.tfj.invalid",
+    "VC_WORKER_NUM": "2",
+    "VC_TASK_INDEX": "1",
+    "DISTJOB_JOB_NAME": "tfj",
+    "DISTJOB_TASK": "worker",
+    "DISTJOB_FRAMEWORK": "tensorflow",
+    "DISTJOB_DNS_TIMEOUT": "300",
+}
+
+
 def agent_binary():
     return os.environ.get("DISTJOB_AGENT",
                           str(ROOT / "bazel-bin" / "agent" / "distjob-agent"))

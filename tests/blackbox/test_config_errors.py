@@ -3,29 +3,12 @@ before the DNS wait, the start barrier or the rendezvous: the job below is a
 Volcano TensorFlow pod whose peers' names never resolve (.invalid), so a
 check left for later would keep it waiting for minutes instead."""
 
-import os
 import time
 
 import pytest
 
-CLEAN = {k: None for k in os.environ
-         if k.startswith(("VC_", "VK_", "PET_", "DISTJOB_", "MASTER_",
-                          "TORCHELASTIC_"))
-         or k in ("TF_CONFIG", "DMLC_ROLE", "WORLD_SIZE", "RANK")}
+from harness import CLEAN_JOB_ENV, VOLCANO_TF_UNRESOLVABLE
 
-# A Volcano TF job as the svc plugin describes it, through VC_* only.
-VOLCANO_TF = {
-    **CLEAN,
-    "VC_PS_HOSTS": "tfj-ps-0.tfj.invalid",
-    "VC_PS_NUM": "1",
-    "VC_WORKER_HOSTS": "tfj-worker-0.tfj.invalid,tfj-worker-1.tfj.invalid",
-    "VC_WORKER_NUM": "2",
-    "VC_TASK_INDEX": "1",
-    "DISTJOB_JOB_NAME": "tfj",
-    "DISTJOB_TASK": "worker",
-    "DISTJOB_FRAMEWORK": "tensorflow",
-    "DISTJOB_DNS_TIMEOUT": "300",
-}
 
 
 def run_tf_job(run_agent, tmp_path, *args, env=None):
@@ -34,7 +17,7 @@ def run_tf_job(run_agent, tmp_path, *args, env=None):
     start = time.monotonic()
     r = run_agent(["run", "--volcano-dir", str(empty), "--hostname",
                    "tfj-worker-1", *args, "--", "true"],
-                  env={**VOLCANO_TF, **(env or {})}, timeout=30)
+                  env={**VOLCANO_TF_UNRESOLVABLE, **(env or {})}, timeout=30)
     return r, time.monotonic() - start
 
 
@@ -78,7 +61,7 @@ def test_bad_values_exit_2_before_any_wait(run_agent, tmp_path, args, named):
 def test_torchrun_only_key_is_a_notice_not_an_error(run_agent, tmp_path):
     # A one-node job with nothing to wait for: it runs, with a notice.
     r = run_agent(["run", "--rdzv-conf", "store_type=tcp,join_timeout=5",
-                   "--", "true"], env=CLEAN, timeout=30)
+                   "--", "true"], env=CLEAN_JOB_ENV, timeout=30)
     assert r.returncode == 0, r.stderr
     assert "store_type=tcp" in r.stderr
     assert "does not use" in r.stderr

@@ -1,4 +1,4 @@
-"""Hostile input (issue 20, items 5, 7 and 8): values that are not what a
+"""Hostile input: values that are not what a
 flag, file or variable accepts end `run` with exit 2 within a second and one
 line naming the input and the accepted form. The job is a Volcano
 TensorFlow pod whose peers' names never resolve (.invalid): a value that
@@ -10,32 +10,15 @@ import time
 
 import pytest
 
-from harness import free_port, wait_for
+from harness import CLEAN_JOB_ENV, VOLCANO_TF_UNRESOLVABLE, free_port, wait_for
 
-CLEAN = {k: None for k in os.environ
-         if k.startswith(("VC_", "VK_", "PET_", "DISTJOB_", "MASTER_",
-                          "TORCHELASTIC_"))
-         or k in ("TF_CONFIG", "DMLC_ROLE", "WORLD_SIZE", "RANK")}
-
-VOLCANO_TF = {
-    **CLEAN,
-    "VC_PS_HOSTS": "tfj-ps-0.tfj.invalid",
-    "VC_PS_NUM": "1",
-    "VC_WORKER_HOSTS": "tfj-worker-0.tfj.invalid,tfj-worker-1.tfj.invalid",
-    "VC_WORKER_NUM": "2",
-    "VC_TASK_INDEX": "1",
-    "DISTJOB_JOB_NAME": "tfj",
-    "DISTJOB_TASK": "worker",
-    "DISTJOB_FRAMEWORK": "tensorflow",
-    "DISTJOB_DNS_TIMEOUT": "300",
-}
 
 
 def run_job(run_agent, volcano_dir, *args, env=None):
     start = time.monotonic()
     r = run_agent(["run", "--volcano-dir", str(volcano_dir), "--hostname",
                    "tfj-worker-1", *args, "--", "true"],
-                  env={**VOLCANO_TF, **(env or {})}, timeout=20)
+                  env={**VOLCANO_TF_UNRESOLVABLE, **(env or {})}, timeout=20)
     return r, time.monotonic() - start
 
 
@@ -119,7 +102,7 @@ def test_generated_env_over_the_kernel_limit_exits_2_naming_it(
     start = time.monotonic()
     r = run_agent(["run", "--volcano-dir", str(tmp_path), "--hostname",
                    "tfj-worker-1", "--no-barrier", "--", "true"],
-                  env={**CLEAN, "VC_TASK_INDEX": "1",
+                  env={**CLEAN_JOB_ENV, "VC_TASK_INDEX": "1",
                        "DISTJOB_JOB_NAME": "tfj", "DISTJOB_TASK": "worker",
                        "DISTJOB_FRAMEWORK": "tensorflow"}, timeout=20)
     took = time.monotonic() - start
@@ -133,7 +116,7 @@ def test_second_agent_on_a_taken_health_port_exits_2(run_agent, start_agent,
                                                      tmp_path):
     port = free_port()
     first = start_agent(["run", "--health-port", str(port), "--", "sleep",
-                         "30"], env=CLEAN)
+                         "30"], env=CLEAN_JOB_ENV)
 
     def listening():
         with socket.socket() as s:
@@ -141,7 +124,7 @@ def test_second_agent_on_a_taken_health_port_exits_2(run_agent, start_agent,
     wait_for(listening, timeout=10, what="first agent's health port")
     start = time.monotonic()
     r = run_agent(["run", "--health-port", str(port), "--", "true"],
-                  env=CLEAN, timeout=20)
+                  env=CLEAN_JOB_ENV, timeout=20)
     assert r.returncode == 2, r.stderr
     assert time.monotonic() - start < 2
     assert f"--health-port {port}" in r.stderr
