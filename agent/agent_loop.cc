@@ -310,6 +310,7 @@ class AgentRun {
       return Fail("error", ExitCodeFor(rendezvous.status()));
     }
     rendezvous_ = *std::move(rendezvous);
+    observer_.HostedStore(rendezvous_->HostedStoreStats());
     elastic_ = rendezvous_->AsElastic();
     if (elastic_ != nullptr) {
       // Membership changes are seen on the rendezvous' own thread; they

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -57,6 +59,28 @@ void Observer::PeersResolved(int nnodes, absl::Duration waited) {
   fields["nnodes"] = nnodes;
   fields["dns_wait_seconds"] = absl::ToDoubleSeconds(waited);
   events_.Emit("peers_resolved", fields);
+}
+
+void Observer::HostedStore(Rendezvous::StoreStatsSource stats) {
+  if (!stats) {
+    metrics_->SetCollector(nullptr);
+    return;
+  }
+  metrics_->SetCollector([stats = std::move(stats)](Metrics& metrics) {
+    const std::optional<StoreStats> s = stats();
+    if (!s) return;  // the store is gone: its last values stay
+    metrics.Set("distjob_store_keys", static_cast<double>(s->keys));
+    metrics.Set("distjob_store_bytes", static_cast<double>(s->bytes));
+    metrics.Set("distjob_store_parked_waits",
+                static_cast<double>(s->parked_waits));
+    metrics.Set("distjob_store_lease_expiries_total",
+                static_cast<double>(s->lease_expiries));
+    for (const StoreRequestCount& r : s->requests) {
+      metrics.Set("distjob_store_requests_total", static_cast<double>(r.count),
+                  absl::StrCat("method=\"", EscapeLabelValue(r.method),
+                               "\",code=\"", EscapeLabelValue(r.code), "\""));
+    }
+  });
 }
 
 void Observer::RoundClosed(const RendezvousResult& round,
