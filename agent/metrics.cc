@@ -66,6 +66,10 @@ constexpr Definition kDefinitions[] = {
      Kind::kGauge,
      "Exit code of the last failed worker (0: none failed).",
      {"", nullptr}},
+    {"distjob_last_exit_class",
+     Kind::kGauge,
+     "1 for the exit class of the last failed worker, 0 for the others.",
+     {"class=\"retryable\"", "class=\"permanent\"", nullptr}},
     {"distjob_dns_wait_seconds",
      Kind::kGauge,
      "Time discovery waited for this pod's identity and peers' DNS names.",
@@ -93,6 +97,11 @@ constexpr Definition kDefinitions[] = {
     {"distjob_rendezvous_duration_seconds",
      Kind::kHistogram,
      "Time from joining a round to its close, waiting for peers included.",
+     {nullptr}},
+    {"distjob_rendezvous_wait_seconds",
+     Kind::kHistogram,
+     "The part of each round's rendezvous spent blocked waiting for other "
+     "nodes.",
      {nullptr}},
 };
 

@@ -87,6 +87,7 @@ void Observer::RoundClosed(const RendezvousResult& round,
                            absl::Duration waited) {
   metrics_->Observe("distjob_rendezvous_duration_seconds",
                     absl::ToDoubleSeconds(waited));
+  metrics_->Observe("distjob_rendezvous_wait_seconds", round.peer_wait_seconds);
   metrics_->Increment("distjob_rendezvous_rounds_total");
   metrics_->Set("distjob_rendezvous_round", static_cast<double>(round.round));
   metrics_->Set("distjob_group_rank", round.group_rank);
@@ -142,6 +143,12 @@ void Observer::GroupExited(GroupOutcome outcome) {
 void Observer::WorkerFailed(const WorkerExit& failure, int exit_code,
                             const std::string& exit_class) {
   metrics_->Set("distjob_last_exit_code", exit_code);
+  for (const char* other : {"retryable", "permanent"}) {
+    metrics_->Set("distjob_last_exit_class", 0,
+                  absl::StrCat("class=\"", other, "\""));
+  }
+  metrics_->Set("distjob_last_exit_class", 1,
+                absl::StrCat("class=\"", exit_class, "\""));
   metrics_->Increment("distjob_worker_exits_total",
                       absl::StrCat("class=\"", exit_class, "\""));
   Json fields = Json::object();

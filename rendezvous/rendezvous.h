@@ -28,6 +28,10 @@ struct RendezvousResult {
   // Failure restarts the job has made so far (the same on every node, so
   // TORCHELASTIC_RESTART_COUNT agrees across nodes).
   int restart_count = 0;
+  // The part of Next spent blocked waiting for other nodes (to join, to
+  // close the round, to decide after a failure), not on the store's own
+  // answers: 0 for backends without peers.
+  double peer_wait_seconds = 0;
 };
 
 class ElasticRendezvous;

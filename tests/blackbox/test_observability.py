@@ -91,9 +91,16 @@ def test_metrics_and_probes_across_a_restart(started, tmp_path):
     assert value(samples, "distjob_last_exit_code") == 200
     assert value(samples, "distjob_worker_exits_total",
                  **{"class": "retryable"}) == 1
+    assert value(samples, "distjob_last_exit_class",
+                 **{"class": "retryable"}) == 1
+    assert value(samples, "distjob_last_exit_class",
+                 **{"class": "permanent"}) == 0
     assert value(samples, "distjob_rendezvous_rounds_total") == 2
     assert value(samples, "distjob_group_world_size") == 1
     assert value(samples, "distjob_rendezvous_duration_seconds_count") == 2
+    # Standalone: no peers to wait for.
+    assert value(samples, "distjob_rendezvous_wait_seconds_count") == 2
+    assert value(samples, "distjob_rendezvous_wait_seconds_sum") == 0
     assert value(samples, "distjob_agent_resident_memory_bytes") > 0
     assert value(samples, "distjob_agent_cpu_seconds_total") > 0
     # IPv6 too, on the same socket.

@@ -65,6 +65,10 @@ def test_membership_change_seen_in_metrics_logs_and_events(agent, tmp_path):
         assert metric(ports[0], "distjob_attempt") == 0
         assert metric(ports[0],
                       "distjob_rendezvous_duration_seconds_count") == 2
+        assert metric(ports[0],
+                      "distjob_rendezvous_wait_seconds_count") == 2
+        # node0 started first: its first round waited for node1.
+        assert metric(ports[0], "distjob_rendezvous_wait_seconds_sum") > 0
         # node0 hosts the store: its series are there, the others' are not.
         host = scrape(ports[0])
         assert host[("distjob_store_keys", frozenset())] > 0
