@@ -88,10 +88,17 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                     tees[static_cast<size_t>(local_rank)],
                     RankShown(launch.local_ranks_filter, local_rank));
     if ((plan.redirect | plan.tee | plan.discard) != 0) {
-      auto streams = files.OpenStreams(
-          restart_count, local_rank, plan,
-          MakeLinePolicy(launch, local_rank, round.base_rank + local_rank, 1),
-          MakeLinePolicy(launch, local_rank, round.base_rank + local_rank, 2));
+      auto policy = [&](int bit) {
+        const int rank = round.base_rank + local_rank;
+        LinePolicy p = MakeLinePolicy(launch, local_rank, rank, bit);
+        if (options.observability.worker_log_format == LogFormat::kJson) {
+          p.json_head = WorkerLineJsonHead(rank, local_rank,
+                                           bit == 1 ? "stdout" : "stderr");
+        }
+        return p;
+      };
+      auto streams = files.OpenStreams(restart_count, local_rank, plan,
+                                       policy(1), policy(2));
       if (streams.ok()) {
         spec.process.stdout_fd = streams->stdout_fd;
         spec.process.stderr_fd = streams->stderr_fd;
@@ -310,6 +317,7 @@ class AgentRun {
       return Fail("error", ExitCodeFor(rendezvous.status()));
     }
     rendezvous_ = *std::move(rendezvous);
+    observer_.HostedStore(rendezvous_->HostedStoreStats());
     elastic_ = rendezvous_->AsElastic();
     if (elastic_ != nullptr) {
       // Membership changes are seen on the rendezvous' own thread; they

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -65,13 +66,42 @@ constexpr Definition kDefinitions[] = {
      Kind::kGauge,
      "Exit code of the last failed worker (0: none failed).",
      {"", nullptr}},
+    {"distjob_last_exit_class",
+     Kind::kGauge,
+     "1 for the exit class of the last failed worker, 0 for the others.",
+     {"class=\"retryable\"", "class=\"permanent\"", nullptr}},
     {"distjob_dns_wait_seconds",
      Kind::kGauge,
      "Time discovery waited for this pod's identity and peers' DNS names.",
      {"", nullptr}},
+    {"distjob_store_keys",
+     Kind::kGauge,
+     "Keys in the rendezvous store this agent hosts.",
+     {nullptr}},
+    {"distjob_store_bytes",
+     Kind::kGauge,
+     "Bytes of keys and values in the rendezvous store this agent hosts.",
+     {nullptr}},
+    {"distjob_store_parked_waits",
+     Kind::kGauge,
+     "Blocked gets and watches parked in the hosted store.",
+     {nullptr}},
+    {"distjob_store_requests_total",
+     Kind::kCounter,
+     "gRPC requests the hosted store answered, by method and status code.",
+     {nullptr}},
+    {"distjob_store_lease_expiries_total",
+     Kind::kCounter,
+     "Keys of the hosted store dropped because their lease ran out.",
+     {nullptr}},
     {"distjob_rendezvous_duration_seconds",
      Kind::kHistogram,
      "Time from joining a round to its close, waiting for peers included.",
+     {nullptr}},
+    {"distjob_rendezvous_wait_seconds",
+     Kind::kHistogram,
+     "The part of each round's rendezvous spent blocked waiting for other "
+     "nodes.",
      {nullptr}},
 };
 
@@ -199,7 +229,18 @@ void Metrics::Observe(const std::string& name, double seconds) {
   h.count += 1;
 }
 
-std::string Metrics::Render() const {
+void Metrics::SetCollector(std::function<void(Metrics&)> collector) {
+  absl::MutexLock lock(&mu_);
+  collector_ = std::move(collector);
+}
+
+std::string Metrics::Render() {
+  std::function<void(Metrics&)> collector;
+  {
+    absl::MutexLock lock(&mu_);
+    collector = collector_;
+  }
+  if (collector) collector(*this);
   std::string out;
   absl::MutexLock lock(&mu_);
   for (const Definition& d : kDefinitions) {

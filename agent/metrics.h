@@ -6,6 +6,7 @@
 #ifndef DISTJOB_AGENT_METRICS_H_
 #define DISTJOB_AGENT_METRICS_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,9 +31,14 @@ class Metrics {
            const std::string& label = "");
   void Observe(const std::string& name, double seconds);
 
+  // Runs at the start of every Render, outside the registry's lock, to
+  // Set series read from elsewhere at scrape time (the hosted store's);
+  // nullptr: none.
+  void SetCollector(std::function<void(Metrics&)> collector);
+
   // The text exposition of every series, and of the agent's own RSS and
   // CPU read now.
-  std::string Render() const;
+  std::string Render();
 
  private:
   struct Histogram {
@@ -42,6 +48,7 @@ class Metrics {
   };
   mutable absl::Mutex mu_;
   std::string labels_ ABSL_GUARDED_BY(mu_);
+  std::function<void(Metrics&)> collector_ ABSL_GUARDED_BY(mu_);
   // name -> extra label -> value
   std::map<std::string, std::map<std::string, double>> values_
       ABSL_GUARDED_BY(mu_);

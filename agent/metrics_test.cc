@@ -38,6 +38,22 @@ TEST(MetricsTest, CountersAddAndGaugesSet) {
   EXPECT_THAT(text, HasSubstr("distjob_group_world_size 2\n"));
 }
 
+TEST(MetricsTest, TheCollectorSetsSeriesAtEveryRender) {
+  Metrics metrics;
+  EXPECT_THAT(metrics.Render(), Not(HasSubstr("\ndistjob_store_keys ")));
+  int scrapes = 0;
+  metrics.SetCollector([&scrapes](Metrics& m) {
+    ++scrapes;
+    m.Set("distjob_store_keys", scrapes);
+    m.Set("distjob_store_requests_total", 5, "method=\"Get\",code=\"OK\"");
+  });
+  EXPECT_THAT(metrics.Render(), HasSubstr("distjob_store_keys 1\n"));
+  const std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("distjob_store_keys 2\n"));
+  EXPECT_THAT(text, HasSubstr("distjob_store_requests_total{method=\"Get\","
+                              "code=\"OK\"} 5\n"));
+}
+
 TEST(MetricsTest, UndeclaredNamesAreIgnored) {
   Metrics metrics;
   metrics.Increment("distjob_made_up_total");

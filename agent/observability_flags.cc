@@ -24,6 +24,17 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
                          o->log_format = *format;
                          return absl::OkStatus();
                        }));
+  flags->Add(AgentFlag("worker-log-format", "text|json",
+                       "Worker lines --tee copies to the console: text "
+                       "(default, with the line prefix) or one JSON object "
+                       "a line with rank, local_rank, stream and line; "
+                       "files under --log-dir keep the raw bytes.",
+                       [o](absl::string_view v, absl::string_view) {
+                         auto format = ParseLogFormat(v);
+                         if (!format.ok()) return format.status();
+                         o->worker_log_format = *format;
+                         return absl::OkStatus();
+                       }));
   flags->Add(TorchrunFlag(
       "event-log-handler", "null|console|file:PATH",
       "Where lifecycle events go, one JSON object a line: null (default, "

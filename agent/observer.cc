@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -59,10 +61,33 @@ void Observer::PeersResolved(int nnodes, absl::Duration waited) {
   events_.Emit("peers_resolved", fields);
 }
 
+void Observer::HostedStore(Rendezvous::StoreStatsSource stats) {
+  if (!stats) {
+    metrics_->SetCollector(nullptr);
+    return;
+  }
+  metrics_->SetCollector([stats = std::move(stats)](Metrics& metrics) {
+    const std::optional<StoreStats> s = stats();
+    if (!s) return;  // the store is gone: its last values stay
+    metrics.Set("distjob_store_keys", static_cast<double>(s->keys));
+    metrics.Set("distjob_store_bytes", static_cast<double>(s->bytes));
+    metrics.Set("distjob_store_parked_waits",
+                static_cast<double>(s->parked_waits));
+    metrics.Set("distjob_store_lease_expiries_total",
+                static_cast<double>(s->lease_expiries));
+    for (const StoreRequestCount& r : s->requests) {
+      metrics.Set("distjob_store_requests_total", static_cast<double>(r.count),
+                  absl::StrCat("method=\"", EscapeLabelValue(r.method),
+                               "\",code=\"", EscapeLabelValue(r.code), "\""));
+    }
+  });
+}
+
 void Observer::RoundClosed(const RendezvousResult& round,
                            absl::Duration waited) {
   metrics_->Observe("distjob_rendezvous_duration_seconds",
                     absl::ToDoubleSeconds(waited));
+  metrics_->Observe("distjob_rendezvous_wait_seconds", round.peer_wait_seconds);
   metrics_->Increment("distjob_rendezvous_rounds_total");
   metrics_->Set("distjob_rendezvous_round", static_cast<double>(round.round));
   metrics_->Set("distjob_group_rank", round.group_rank);
@@ -118,6 +143,12 @@ void Observer::GroupExited(GroupOutcome outcome) {
 void Observer::WorkerFailed(const WorkerExit& failure, int exit_code,
                             const std::string& exit_class) {
   metrics_->Set("distjob_last_exit_code", exit_code);
+  for (const char* other : {"retryable", "permanent"}) {
+    metrics_->Set("distjob_last_exit_class", 0,
+                  absl::StrCat("class=\"", other, "\""));
+  }
+  metrics_->Set("distjob_last_exit_class", 1,
+                absl::StrCat("class=\"", exit_class, "\""));
   metrics_->Increment("distjob_worker_exits_total",
                       absl::StrCat("class=\"", exit_class, "\""));
   Json fields = Json::object();

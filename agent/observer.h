@@ -32,6 +32,9 @@ class Observer {
   // job, role and node_rank for every series and event.
   void SetJob(const std::string& job, const std::string& role, int node_rank);
   void PeersResolved(int nnodes, absl::Duration waited);
+  // The store this agent hosts (Rendezvous::HostedStoreStats; nullptr when
+  // it hosts none), read at every scrape into the distjob_store_* series.
+  void HostedStore(Rendezvous::StoreStatsSource stats);
   void RoundClosed(const RendezvousResult& round, absl::Duration waited);
   void Attempt(int restart_count);
   void GroupRunning(bool running, int nproc);

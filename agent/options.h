@@ -100,6 +100,8 @@ struct ObservabilityOptions {
   std::string event_log_handler = "null";
   // The agent's own lines: text, or one JSON object a line.
   LogFormat log_format = LogFormat::kText;
+  // Tee'd worker lines on the console: text, or one JSON object a line.
+  LogFormat worker_log_format = LogFormat::kText;
 };
 
 struct RunOptions {

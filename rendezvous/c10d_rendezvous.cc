@@ -112,6 +112,13 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   std::unique_ptr<StoreInterface> store;
   if (server != nullptr) {
     options.hosting = true;
+    // Weak: a scrape racing the rendezvous' end must not keep the store up.
+    options.store_stats = [weak = std::weak_ptr<StoreServer>(
+                               server)]() -> std::optional<StoreStats> {
+      auto alive = weak.lock();
+      if (alive == nullptr) return std::nullopt;
+      return alive->Stats();
+    };
     store = std::make_unique<LocalStore>(server->core());
     if (auto s = store->Set(RdzvKeys(p.run_id).Host(), options.node); !s.ok()) {
       return s.status();

@@ -206,13 +206,17 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   auto cas = [&](const RdzvState& next) -> absl::Status {
     return store_->CompareSet(keys_.State(), o.raw, next.Encode()).status();
   };
+  absl::Duration peer_wait = absl::ZeroDuration();
   auto wait_change = [&](absl::Duration timeout) -> absl::Status {
     timeout =
         std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
-    return store_
-        ->Watch(near_deadline ? keys_.prefix() : keys_.State(), o.revision,
-                timeout)
-        .status();
+    const absl::Time start = absl::Now();
+    absl::Status s = store_
+                         ->Watch(near_deadline ? keys_.prefix() : keys_.State(),
+                                 o.revision, timeout)
+                         .status();
+    peer_wait += absl::Now() - start;
+    return s;
   };
   // A failed store operation is retried after a pause, so a store that
   // refuses every write (or is not up yet) costs neither a core nor a log
@@ -279,16 +283,26 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         if (waiting_.exchange(false)) {
           (void)store_->Delete({keys_.Waiting(options_.node)});
         }
-        return Result(st, *o.mine);
+        {
+          auto result = Result(st, *o.mine);
+          if (result.ok()) {
+            result->peer_wait_seconds = absl::ToDoubleSeconds(peer_wait);
+          }
+          return result;
+        }
       case Action::kAwaitDecider:
         if (!announced_wait) {
           DJ_LOG_INFO("waiting for node {} to restart or end the job",
                       decider_);
           announced_wait = true;
         }
-        (void)store_->Watch(
-            keys_.Ctl(), o.revision,
-            std::min(deadline - absl::Now(), c.keep_alive_interval));
+        {
+          const absl::Time start = absl::Now();
+          (void)store_->Watch(
+              keys_.Ctl(), o.revision,
+              std::min(deadline - absl::Now(), c.keep_alive_interval));
+          peer_wait += absl::Now() - start;
+        }
         break;
       case Action::kOpenNextRound: {
         if (a.forget_decider) decider_round_ = -1;

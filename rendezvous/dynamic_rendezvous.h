@@ -33,6 +33,8 @@ struct DynamicRendezvousOptions {
   std::string node;  // unique per agent process
   std::string addr;  // this node's address (MASTER_ADDR when rank 0)
   bool hosting = false;
+  // The hosted store's stats (set by c10d_rendezvous when hosting).
+  Rendezvous::StoreStatsSource store_stats;
   RdzvConfig config;
 };
 
@@ -55,6 +57,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool ClaimFailure() override;
   void SetEndReason(const std::string& reason) override {
     end_reason_ = reason;
+  }
+  StoreStatsSource HostedStoreStats() const override {
+    return options_.store_stats;
   }
 
   static std::string Prefix(const std::string& run_id) {

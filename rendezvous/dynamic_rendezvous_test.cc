@@ -174,6 +174,27 @@ class WatchHookStore : public LocalStore {
   Hook hook_;
 };
 
+TEST(DynamicRendezvousTest, TimeBlockedOnPeersIsReported) {
+  StoreCore core;
+  absl::Notification parked;
+  DynamicRendezvous first(
+      Options(0, 2, 2),
+      std::make_unique<WatchHookStore>(&core, [&](const std::string&, int64_t) {
+        if (!parked.HasBeenNotified()) parked.Notify();
+      }));
+  DynamicRendezvous second(Options(1, 2, 2),
+                           std::make_unique<LocalStore>(&core));
+  absl::StatusOr<RendezvousResult> first_result;
+  std::thread t([&] { first_result = first.Next(1); });
+  // The second node joins only once the first waits for it.
+  ASSERT_TRUE(parked.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  auto second_result = second.Next(1);
+  t.join();
+  ASSERT_TRUE(first_result.ok()) << first_result.status();
+  ASSERT_TRUE(second_result.ok()) << second_result.status();
+  EXPECT_GT(first_result->peer_wait_seconds, 0);
+}
+
 // A LocalStore that refuses every increment, as the store refuses a key
 // past its size limit.
 class RefusingAddStore : public LocalStore {

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/store/store_stats.h"
 
 namespace distjob {
 
@@ -26,6 +28,10 @@ struct RendezvousResult {
   // Failure restarts the job has made so far (the same on every node, so
   // TORCHELASTIC_RESTART_COUNT agrees across nodes).
   int restart_count = 0;
+  // The part of Next spent blocked waiting for other nodes (to join, to
+  // close the round, to decide after a failure), not on the store's own
+  // answers: 0 for backends without peers.
+  double peer_wait_seconds = 0;
 };
 
 class ElasticRendezvous;
@@ -67,6 +73,12 @@ class Rendezvous {
   // their own termination messages, so every pod names the root cause.
   // Without peers nobody reads it.
   virtual void SetEndReason(const std::string& reason) { (void)reason; }
+
+  // Reads the store this agent hosts, at any time from any thread (the
+  // agent's /metrics scrapes call it): nullptr when it hosts none; the
+  // function answers nullopt once the store is gone.
+  using StoreStatsSource = std::function<std::optional<StoreStats>()>;
+  virtual StoreStatsSource HostedStoreStats() const { return nullptr; }
 };
 
 // A rendezvous whose membership changes while the job runs and whose nodes

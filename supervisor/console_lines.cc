@@ -3,6 +3,8 @@
 #include <cstring>
 #include <utility>
 
+#include "common/json.h"
+
 namespace distjob {
 namespace {
 
@@ -24,7 +26,37 @@ size_t CutPoint(absl::string_view text, size_t limit) {
 ConsoleLines::ConsoleLines(std::string prefix, size_t max_line)
     : prefix_(std::move(prefix)), max_line_(max_line > 0 ? max_line : 1) {}
 
+void ConsoleLines::EmitJson(absl::string_view text, std::string* out) {
+  if (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+    const bool cr = text.back() == '\r';
+    text.remove_suffix(1);
+    if (text.empty() && cr) return;  // a bare redraw carries no text
+  }
+  out->append(json_head_);
+  out->push_back('"');
+  for (const char ch : ValidUtf8(text)) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(ch);
+    } else if (c < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out->append("\\u00");
+      out->push_back(kHex[c >> 4]);
+      out->push_back(kHex[c & 0xF]);
+    } else {
+      out->push_back(ch);
+    }
+  }
+  out->append("\"}\n");
+  mid_line_ = false;
+}
+
 void ConsoleLines::EmitLine(absl::string_view text, std::string* out) {
+  if (!json_head_.empty()) {
+    EmitJson(text, out);
+    return;
+  }
   // A bare '\r' at the start of a line moves nothing: the prefix belongs
   // to the text drawn after it.
   if (!mid_line_ && !(text.size() == 1 && text[0] == '\r')) {

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include "absl/strings/string_view.h"
 
@@ -30,6 +31,11 @@ class ConsoleLines {
   // The end of the stream: an unfinished line gets its newline.
   void Finish(std::string* out);
 
+  // Each line (each piece a long or '\r'-drawn line leaves in) becomes one
+  // JSON object: `head`, the piece without its terminator as a JSON string
+  // (invalid UTF-8 replaced), "}\n"; the prefix is not used.
+  void SetJsonHead(std::string head) { json_head_ = std::move(head); }
+
  private:
   // One piece of a line: `text` is its bytes, terminator included if any.
   // The prefix goes first unless this line's start already left.
@@ -39,7 +45,10 @@ class ConsoleLines {
   // most max_line_ bytes, not empty if anything was left) in pending_.
   void SplitLong(absl::string_view text, std::string* out);
 
+  void EmitJson(absl::string_view text, std::string* out);
+
   const std::string prefix_;
+  std::string json_head_;
   const size_t max_line_;
   std::string pending_;    // the current line's bytes not yet sent
   bool mid_line_ = false;  // part of the current line already left

@@ -15,6 +15,18 @@ std::string FeedAll(ConsoleLines& lines,
   return out;
 }
 
+TEST(ConsoleLinesTest, JsonHeadWrapsEveryLineAsOneObject) {
+  ConsoleLines lines("[r0]:");
+  lines.SetJsonHead("{\"rank\":0,\"line\":");
+  std::string out = FeedAll(lines, {"a \"q\" \\\x01\n\xff", "b\r", "\rc"});
+  lines.Finish(&out);
+  EXPECT_EQ(out,
+            "{\"rank\":0,\"line\":\"a \\\"q\\\" \\\\\\u0001\"}\n"
+            "{\"rank\":0,\"line\":\"\xef\xbf\xbd"
+            "b\"}\n"
+            "{\"rank\":0,\"line\":\"c\"}\n");
+}
+
 TEST(ConsoleLinesTest, PrefixesEveryLineAcrossChunks) {
   ConsoleLines lines("[r0]:");
   std::string out = FeedAll(lines, {"a\nb", "c\n\nd"});

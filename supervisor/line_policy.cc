@@ -10,6 +10,12 @@
 
 namespace distjob {
 
+std::string WorkerLineJsonHead(int rank, int local_rank,
+                               absl::string_view stream) {
+  return absl::StrCat("{\"rank\":", rank, ",\"local_rank\":", local_rank,
+                      ",\"stream\":\"", stream, "\",\"line\":");
+}
+
 bool ShouldDuplicate(const LinePolicy& policy, absl::string_view line) {
   if (policy.duplicate_fd < 0) return false;
   for (const std::string& filter : policy.duplicate_filters) {

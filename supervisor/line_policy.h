@@ -27,7 +27,16 @@ struct LinePolicy {
   // `duplicate_fd` (attempt_N/filtered_std{out,err}.log).
   std::vector<std::string> duplicate_filters;
   int duplicate_fd = -1;
+  // --worker-log-format json: each console line leaves as one JSON object,
+  // this head (WorkerLineJsonHead), the line as a JSON string and "}",
+  // instead of `prefix` and the line. Empty: text.
+  std::string json_head;
 };
+
+// `{"rank":R,"local_rank":L,"stream":"stdout","line":` for LinePolicy's
+// json_head.
+std::string WorkerLineJsonHead(int rank, int local_rank,
+                               absl::string_view stream);
 
 // Whether `line` goes to the duplicate file.
 bool ShouldDuplicate(const LinePolicy& policy, absl::string_view line);

@@ -36,6 +36,31 @@ TEST(GrpcStoreTest, RoundTripsEveryOperation) {
   EXPECT_TRUE(w->first);
 }
 
+TEST(GrpcStoreTest, StatsCountRequestsByMethodAndCode) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  ASSERT_TRUE(client->Set("a", "1").ok());
+  ASSERT_TRUE(client->Set("b", "2").ok());
+  EXPECT_FALSE(client->Get("missing", absl::Milliseconds(20)).ok());
+  const StoreStats stats = (*server)->Stats();
+  EXPECT_EQ(stats.keys, 2);
+  auto count = [&](const std::string& method, const std::string& code) {
+    for (const StoreRequestCount& r : stats.requests) {
+      if (r.method == method && r.code == code) return r.count;
+    }
+    return int64_t{0};
+  };
+  EXPECT_EQ(count("Set", "OK"), 2);
+  int64_t failed_gets = 0;
+  for (const StoreRequestCount& r : stats.requests) {
+    if (r.method == "Get" && r.code != "OK") failed_gets += r.count;
+  }
+  EXPECT_EQ(failed_gets, 1);
+}
+
 TEST(GrpcStoreTest, SecondServerOnTheSamePortFails) {
   auto first = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(first.ok());

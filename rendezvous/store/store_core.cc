@@ -501,6 +501,16 @@ int64_t StoreCore::NumKeys() {
   return static_cast<int64_t>(data_.size());
 }
 
+StoreStats StoreCore::Stats() {
+  absl::MutexLock lock(&mu_);
+  StoreStats stats;
+  stats.keys = static_cast<int64_t>(data_.size());
+  stats.bytes = static_cast<int64_t>(total_bytes_);
+  stats.parked_waits = static_cast<int64_t>(waiters_.size());
+  stats.lease_expiries = lease_expiries_;
+  return stats;
+}
+
 StoreListing StoreCore::List(const std::string& prefix) {
   absl::MutexLock lock(&mu_);
   StoreListing out;
@@ -594,6 +604,7 @@ void StoreCore::TimerLoop() {
       bool expired = false;
       while (!leases_.empty() && leases_.begin()->first <= now) {
         Erase(data_.find(*leases_.begin()->second));
+        ++lease_expiries_;
         expired = true;
       }
       // Before deadlines: a waiter the expiry answers is not timed out.

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "rendezvous/store/store_clock.h"
 #include "rendezvous/store/store_interface.h"
+#include "rendezvous/store/store_stats.h"
 
 namespace distjob {
 
@@ -81,6 +82,10 @@ class StoreCore {
   // Answers every parked waiter, and every later blocking call, with
   // Cancelled (server shutdown).
   void CancelAll();
+
+  // Keys, bytes, parked waits and lease expiries now (requests are the
+  // server's: StoreServer::Stats).
+  StoreStats Stats();
 
  private:
   using WaiterId = uint64_t;
@@ -178,6 +183,7 @@ class StoreCore {
   std::vector<WaiterId> woken_ ABSL_GUARDED_BY(mu_);
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
   size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t lease_expiries_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::thread timer_;

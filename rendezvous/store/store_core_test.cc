@@ -130,6 +130,29 @@ TEST(StoreCoreTest, LeaseExpiresOnServerClockAndWakesWatchers) {
   EXPECT_FALSE(*store.Check({"p/alive"}));
 }
 
+TEST(StoreCoreTest, StatsCountKeysBytesParkedWaitsAndLeaseExpiries) {
+  Parked w;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  LocalStore store(&core);
+  ASSERT_TRUE(store.Set("k", "vv").ok());
+  ASSERT_TRUE(store.Set("lease", "1", absl::Milliseconds(100)).ok());
+  core.MultiGet({"missing"}, absl::Seconds(10), w.GetDone());
+  StoreStats stats = core.Stats();
+  EXPECT_EQ(stats.keys, 2);
+  EXPECT_EQ(stats.bytes, 1 + 2 + 5 + 1);
+  EXPECT_EQ(stats.parked_waits, 1);
+  EXPECT_EQ(stats.lease_expiries, 0);
+  clock.Advance(absl::Milliseconds(100));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(30)));
+  ASSERT_TRUE(store.Set("missing", "x").ok());
+  ASSERT_TRUE(w.Await());
+  stats = core.Stats();
+  EXPECT_EQ(stats.keys, 2);
+  EXPECT_EQ(stats.parked_waits, 0);
+  EXPECT_EQ(stats.lease_expiries, 1);
+}
+
 TEST(StoreCoreTest, AgesAndLeasesAreReadOnTheInjectedClock) {
   FakeStoreClock clock;
   StoreCore core(StoreLimits{}, &clock);

@@ -22,7 +22,8 @@ constexpr int kMaxMessageBytes = 8 << 20;
 
 class StoreServer::Service : public pb::Store::CallbackService {
  public:
-  explicit Service(StoreCore* core) : core_(core) {}
+  Service(StoreCore* core, RequestCounts* requests)
+      : core_(core), requests_(requests) {}
 
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* ctx,
                                 const pb::SetRequest* req,
@@ -31,7 +32,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
     for (const auto& kv : req->kvs()) kvs.emplace_back(kv.key(), kv.value());
     auto rev = core_->MultiSet(kvs, Ms(req->ttl_ms()));
     if (rev.ok()) resp->set_revision(*rev);
-    return Done(ctx, rev.status());
+    return Done(ctx, kSet, rev.status());
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
@@ -39,12 +40,14 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                 pb::GetResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
     std::vector<std::string> keys(req->keys().begin(), req->keys().end());
-    core_->MultiGet(keys, Ms(req->timeout_ms()), [reactor, resp](auto values) {
-      if (values.ok()) {
-        for (auto& v : *values) resp->add_values(std::move(v));
-      }
-      reactor->Finish(ToGrpcStatus(values.status()));
-    });
+    core_->MultiGet(keys, Ms(req->timeout_ms()),
+                    [this, reactor, resp](auto values) {
+                      if (values.ok()) {
+                        for (auto& v : *values) resp->add_values(std::move(v));
+                      }
+                      Count(kGet, values.status());
+                      reactor->Finish(ToGrpcStatus(values.status()));
+                    });
     return reactor;
   }
 
@@ -53,7 +56,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                 pb::AddResponse* resp) override {
     auto v = core_->Add(req->key(), req->delta());
     if (v.ok()) resp->set_value(*v);
-    return Done(ctx, v.status());
+    return Done(ctx, kAdd, v.status());
   }
 
   grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* ctx,
@@ -64,7 +67,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
       resp->set_value(r->value);
       resp->set_swapped(r->swapped);
     }
-    return Done(ctx, r.status());
+    return Done(ctx, kCompareSet, r.status());
   }
 
   grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* ctx,
@@ -72,7 +75,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                    pb::AppendResponse* resp) override {
     auto r = core_->Append(req->key(), req->value());
     if (r.ok()) resp->set_size(*r);
-    return Done(ctx, r.status());
+    return Done(ctx, kAppend, r.status());
   }
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx,
@@ -80,7 +83,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                   pb::CheckResponse* resp) override {
     auto r = core_->Check({req->keys().begin(), req->keys().end()});
     if (r.ok()) resp->set_all_exist(*r);
-    return Done(ctx, r.status());
+    return Done(ctx, kCheck, r.status());
   }
 
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* ctx,
@@ -88,14 +91,14 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                    pb::DeleteResponse* resp) override {
     auto r = core_->Delete({req->keys().begin(), req->keys().end()});
     if (r.ok()) resp->set_deleted(*r);
-    return Done(ctx, r.status());
+    return Done(ctx, kDelete, r.status());
   }
 
   grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* ctx,
                                     const pb::NumKeysRequest*,
                                     pb::NumKeysResponse* resp) override {
     resp->set_num_keys(core_->NumKeys());
-    return Done(ctx, absl::OkStatus());
+    return Done(ctx, kNumKeys, absl::OkStatus());
   }
 
   grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx,
@@ -111,7 +114,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
       out->set_age_ms(absl::ToInt64Milliseconds(e.age));
       out->set_ttl_left_ms(absl::ToInt64Milliseconds(e.ttl_left));
     }
-    return Done(ctx, absl::OkStatus());
+    return Done(ctx, kList, absl::OkStatus());
   }
 
   grpc::ServerUnaryReactor* Watch(grpc::CallbackServerContext* ctx,
@@ -119,31 +122,43 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                   pb::WatchResponse* resp) override {
     auto* reactor = ctx->DefaultReactor();
     core_->Watch(req->prefix(), req->after_revision(), Ms(req->timeout_ms()),
-                 [reactor, resp](auto r) {
+                 [this, reactor, resp](auto r) {
                    if (r.ok()) {
                      resp->set_changed(r->first);
                      resp->set_revision(r->second);
                    }
+                   Count(kWatch, r.status());
                    reactor->Finish(ToGrpcStatus(r.status()));
                  });
     return reactor;
   }
 
  private:
-  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
-                                        const absl::Status& s) {
+  void Count(Method method, const absl::Status& s) {
+    const int code = static_cast<int>(s.code());
+    (*requests_)[method][code >= 0 && code < kCodes ? code : 2].fetch_add(
+        1, std::memory_order_relaxed);
+  }
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
+                                 Method method, const absl::Status& s) {
+    Count(method, s);
     auto* reactor = ctx->DefaultReactor();
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
   StoreCore* core_;
+  RequestCounts* requests_;
 };
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
     const std::string& host, int port, StoreLimits limits) {
   std::unique_ptr<StoreServer> s(new StoreServer());
   s->core_ = std::make_unique<StoreCore>(limits);
-  s->service_ = std::make_unique<Service>(s->core_.get());
+  s->requests_ = std::make_unique<RequestCounts>();
+  for (auto& codes : *s->requests_) {
+    for (auto& count : codes) count.store(0);
+  }
+  s->service_ = std::make_unique<Service>(s->core_.get(), s->requests_.get());
   const std::string address =
       host.find(':') != std::string::npos && host.front() != '['
           ? absl::StrCat("[", host, "]:", port)
@@ -161,6 +176,23 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   }
   DJ_LOG_INFO("rendezvous store listening on {}:{}", host, s->port_);
   return s;
+}
+
+StoreStats StoreServer::Stats() {
+  static constexpr const char* kMethodNames[kMethods] = {
+      "Set",   "Get",    "Add",     "CompareSet", "Append",
+      "Check", "Delete", "NumKeys", "List",       "Watch"};
+  StoreStats stats = core_->Stats();
+  for (int m = 0; m < kMethods; ++m) {
+    for (int c = 0; c < kCodes; ++c) {
+      const int64_t n = (*requests_)[m][c].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      stats.requests.push_back(
+          {kMethodNames[m],
+           absl::StatusCodeToString(static_cast<absl::StatusCode>(c)), n});
+    }
+  }
+  return stats;
 }
 
 void StoreServer::Shutdown() {

@@ -3,6 +3,9 @@
 #ifndef DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
 #define DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
 
+#include <array>
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -28,10 +31,34 @@ class StoreServer {
   StoreCore* core() { return core_.get(); }
   void Shutdown();
 
+  // The core's snapshot plus the gRPC requests answered so far.
+  StoreStats Stats();
+
+  // Indexes of the methods counted in requests_.
+  enum Method {
+    kSet,
+    kGet,
+    kAdd,
+    kCompareSet,
+    kAppend,
+    kCheck,
+    kDelete,
+    kNumKeys,
+    kList,
+    kWatch,
+    kMethods
+  };
+  static constexpr int kCodes = 17;  // absl::StatusCode 0..16
+  using RequestCounts =
+      std::array<std::array<std::atomic<int64_t>, kCodes>, kMethods>;
+
  private:
   StoreServer() = default;
   class Service;
   std::unique_ptr<StoreCore> core_;
+  // Bumped on every answer from gRPC threads, read only at scrape time:
+  // relaxed atomics, no lock on the request path.
+  std::unique_ptr<RequestCounts> requests_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

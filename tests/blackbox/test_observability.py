@@ -91,9 +91,16 @@ def test_metrics_and_probes_across_a_restart(started, tmp_path):
     assert value(samples, "distjob_last_exit_code") == 200
     assert value(samples, "distjob_worker_exits_total",
                  **{"class": "retryable"}) == 1
+    assert value(samples, "distjob_last_exit_class",
+                 **{"class": "retryable"}) == 1
+    assert value(samples, "distjob_last_exit_class",
+                 **{"class": "permanent"}) == 0
     assert value(samples, "distjob_rendezvous_rounds_total") == 2
     assert value(samples, "distjob_group_world_size") == 1
     assert value(samples, "distjob_rendezvous_duration_seconds_count") == 2
+    # Standalone: no peers to wait for.
+    assert value(samples, "distjob_rendezvous_wait_seconds_count") == 2
+    assert value(samples, "distjob_rendezvous_wait_seconds_sum") == 0
     assert value(samples, "distjob_agent_resident_memory_bytes") > 0
     assert value(samples, "distjob_agent_cpu_seconds_total") > 0
     # IPv6 too, on the same socket.
@@ -211,3 +218,38 @@ def test_bad_log_format_exits_2(run_agent):
     r = run_agent(["run", "--log-format", "xml", "--", "true"], timeout=10)
     assert r.returncode == 2
     assert "--log-format" in r.stderr and "text, json" in r.stderr
+
+
+def test_worker_log_format_json_wraps_every_console_line(run_agent, tmp_path):
+    logs = tmp_path / "logs"
+    r = run_agent(["run", "--log-format", "json", "--worker-log-format",
+                   "json", "--tee", "3", "--log-dir", str(logs),
+                   "--nproc-per-node", "2", "--", "sh", "-c",
+                   r"""printf 'a "q" \\ b\n'; printf 'err\377\n' >&2; """
+                   r"""printf 'tail'"""], timeout=30)
+    assert r.returncode == 0, r.stderr
+    workers = []
+    for text in (r.stdout, r.stderr):
+        for line in text.splitlines():
+            record = json.loads(line)  # every console line is one object
+            if "stream" in record:
+                assert record.keys() == {"rank", "local_rank", "stream",
+                                         "line"}, record
+                workers.append(record)
+    for rank in (0, 1):
+        mine = sorted((w["stream"], w["line"]) for w in workers
+                      if w["rank"] == rank and w["local_rank"] == rank)
+        assert mine == [("stderr", "err\ufffd"), ("stdout", 'a "q" \\ b'),
+                        ("stdout", "tail")], workers
+        # The files keep the worker's bytes.
+        attempt = logs / "attempt_0" / str(rank)
+        assert (attempt / "stdout.log").read_bytes() == b'a "q" \\ b\ntail'
+        assert (attempt / "stderr.log").read_bytes() == b"err\xff\n"
+
+
+def test_bad_worker_log_format_exits_2(run_agent):
+    r = run_agent(["run", "--worker-log-format", "xml", "--", "true"],
+                  timeout=10)
+    assert r.returncode == 2
+    assert ("--worker-log-format: 'xml' is not one of: text, json"
+            in r.stderr), r.stderr

@@ -65,6 +65,23 @@ def test_membership_change_seen_in_metrics_logs_and_events(agent, tmp_path):
         assert metric(ports[0], "distjob_attempt") == 0
         assert metric(ports[0],
                       "distjob_rendezvous_duration_seconds_count") == 2
+        assert metric(ports[0],
+                      "distjob_rendezvous_wait_seconds_count") == 2
+        # node0 started first: its first round waited for node1.
+        assert metric(ports[0], "distjob_rendezvous_wait_seconds_sum") > 0
+        # node0 hosts the store: its series are there, the others' are not.
+        host = scrape(ports[0])
+        assert host[("distjob_store_keys", frozenset())] > 0
+        assert host[("distjob_store_bytes", frozenset())] > 0
+        assert ("distjob_store_parked_waits", frozenset()) in host
+        assert ("distjob_store_lease_expiries_total", frozenset()) in host
+        sets = {k: v for k, v in host.items()
+                if k[0] == "distjob_store_requests_total"
+                and ("method", "Set") in k[1] and ("code", "OK") in k[1]}
+        assert sets and list(sets.values())[0] > 0, sorted(
+            k for k in host if k[0].startswith("distjob_store"))
+        assert not any(k[0].startswith("distjob_store_")
+                       for k in scrape(ports[1]))
         job.go()
         for i in range(3):
             assert job.procs[i].wait(60) == 0, job.log(i)
