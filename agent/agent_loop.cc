@@ -92,8 +92,8 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
         const int rank = round.base_rank + local_rank;
         LinePolicy p = MakeLinePolicy(launch, local_rank, rank, bit);
         if (options.observability.worker_log_format == LogFormat::kJson) {
-          p.json_head = WorkerLineJsonHead(rank, local_rank,
-                                           bit == 1 ? "stdout" : "stderr");
+          p.json_fields = WorkerLineJsonFields(rank, local_rank,
+                                               bit == 1 ? "stdout" : "stderr");
         }
         return p;
       };

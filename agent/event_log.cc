@@ -1,5 +1,7 @@
 #include "agent/event_log.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -9,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/console_writer.h"
 
 namespace distjob {
 namespace {
@@ -69,10 +72,22 @@ void EventLog::Emit(const std::string& event, const Json& fields) {
   for (const auto& [key, value] : context_.items()) line[key] = value;
   for (const auto& [key, value] : fields.items()) line[key] = value;
   const std::string text = DumpJson(line) + "\n";
-  // One write per line, flushed, so a crash loses no event and lines from
-  // two agents appending to one file do not interleave.
-  std::fwrite(text.data(), 1, text.size(), out_);
-  std::fflush(out_);
+  if (out_ == stderr) {
+    // As the agent's own log: a console nobody reads costs event lines,
+    // never the agent loop that emits them.
+    ConsoleWriter::Stderr().Write(text);
+    return;
+  }
+  // One write(2) per line (the file is opened for appending), so a crash
+  // loses no event and lines from two agents appending to one file do not
+  // interleave.
+  const int fd = fileno(out_);
+  for (absl::string_view rest = text; !rest.empty();) {
+    const ssize_t n = write(fd, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    rest.remove_prefix(static_cast<size_t>(n));
+  }
 }
 
 }  // namespace distjob

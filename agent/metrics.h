@@ -23,7 +23,7 @@ class Metrics {
   void SetJobLabels(const std::string& job, const std::string& role,
                     int node_rank);
 
-  // `name` must be declared below (kCounters, kGauges, kHistograms);
+  // `name` must be declared in metrics.cc's kDefinitions;
   // `label` is an optional extra "key=value" pair (e.g. cause=hang).
   void Increment(const std::string& name, const std::string& label = "",
                  double by = 1);

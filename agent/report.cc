@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
+#include "common/files.h"
 #include "common/json.h"
 #include "supervisor/signal_names.h"
 
@@ -24,13 +23,9 @@ size_t Utf8SequenceLength(unsigned char c) {
   return 2;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+// A worker's error file is the worker's to write: read at most this much
+// of it, so a runaway one cannot exhaust the agent's memory.
+constexpr size_t kMaxErrorFileBytes = size_t{1} << 20;
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view data) {
@@ -123,7 +118,7 @@ absl::Status WriteTerminationMessage(const std::string& path,
 
 std::string ReadWorkerErrorMessage(const std::string& error_file) {
   if (error_file.empty()) return "";
-  const std::string json = ReadFile(error_file);
+  const std::string json = ReadSmallFile(error_file, kMaxErrorFileBytes);
   if (json.empty()) return "";
   auto root = ParseJson(ValidUtf8(json), error_file);
   // Not torchelastic's shape: the raw text is still useful.
@@ -152,8 +147,9 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
   if (!cause.error_file.empty()) {
     // A worker's bytes need not be UTF-8; its message is kept, with
     // U+FFFD where they were not.
-    auto worker =
-        ParseJson(ValidUtf8(ReadFile(cause.error_file)), cause.error_file);
+    auto worker = ParseJson(
+        ValidUtf8(ReadSmallFile(cause.error_file, kMaxErrorFileBytes)),
+        cause.error_file);
     if (worker.ok() && worker->is_object() && worker->contains("message") &&
         (*worker)["message"].is_object()) {
       root = *std::move(worker);

@@ -342,13 +342,6 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();
   launch.nproc = *nproc;
-  // WORLD_SIZE and every global rank are ints in the workers' frameworks.
-  const int64_t world_size = int64_t{launch.max_nodes} * launch.nproc;
-  if (world_size > std::numeric_limits<int32_t>::max()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--nnodes ", launch.nnodes, " x --nproc-per-node ", launch.nproc, " = ",
-        world_size, " workers; the world size must stay below 2^31"));
-  }
   if (absl::Status s = CheckExecStrings(env, "environment"); !s.ok()) {
     return s;
   }
@@ -367,6 +360,13 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     launch.rdzv_id.clear();
     launch.nnodes = "1:1";
     launch.min_nodes = launch.max_nodes = 1;
+  }
+  // WORLD_SIZE and every global rank are ints in the workers' frameworks.
+  const int64_t world_size = int64_t{launch.max_nodes} * launch.nproc;
+  if (world_size > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes ", launch.nnodes, " x --nproc-per-node ", launch.nproc, " = ",
+        world_size, " workers; the world size must stay below 2^31"));
   }
   // Checked here, not where they are used: that is after the DNS wait, the
   // start barrier or the rendezvous, minutes into a run.

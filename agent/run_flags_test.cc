@@ -258,5 +258,18 @@ TEST(RunFlagsTest, NprocXpuAndAutoCountIntelGpus) {
   EXPECT_NE(bad.status().message().find("cuda, xpu"), std::string::npos);
 }
 
+TEST(RunFlagsTest, WorldSizeIsCheckedOnTheNodesThatWillRun) {
+  // 1000000 x 4096 overflows an int, but --standalone runs one node.
+  auto big = ParseRunOptions(
+      {"--nnodes", "1:1000000", "--nproc-per-node", "4096", "x"}, {});
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("2^31"), std::string::npos);
+  auto standalone = ParseRunOptions({"--standalone", "--nnodes", "1:1000000",
+                                     "--nproc-per-node", "4096", "x"},
+                                    {});
+  ASSERT_TRUE(standalone.ok()) << standalone.status();
+  EXPECT_EQ(standalone->launch.max_nodes, 1);
+}
+
 }  // namespace
 }  // namespace distjob

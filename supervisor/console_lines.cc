@@ -32,28 +32,15 @@ void ConsoleLines::EmitJson(absl::string_view text, std::string* out) {
     text.remove_suffix(1);
     if (text.empty() && cr) return;  // a bare redraw carries no text
   }
-  out->append(json_head_);
-  out->push_back('"');
-  for (const char ch : ValidUtf8(text)) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(ch);
-    } else if (c < 0x20) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out->append("\\u00");
-      out->push_back(kHex[c >> 4]);
-      out->push_back(kHex[c & 0xF]);
-    } else {
-      out->push_back(ch);
-    }
-  }
-  out->append("\"}\n");
+  Json line = json_fields_;
+  line["line"] = std::string(text);
+  out->append(DumpJson(line));  // invalid UTF-8 becomes U+FFFD
+  out->push_back('\n');
   mid_line_ = false;
 }
 
 void ConsoleLines::EmitLine(absl::string_view text, std::string* out) {
-  if (!json_head_.empty()) {
+  if (!json_fields_.is_null()) {
     EmitJson(text, out);
     return;
   }
@@ -89,6 +76,14 @@ void ConsoleLines::Feed(absl::string_view chunk, std::string* out) {
   const char* next_nl = static_cast<const char*>(std::memchr(p, '\n', end - p));
   const char* next_cr = static_cast<const char*>(std::memchr(p, '\r', end - p));
   while (p < end) {
+    if (after_cr_ && pending_.empty() && !mid_line_ && *p == '\n') {
+      // The '\n' of a "\r\n" (in this read or the next): the line already
+      // left with its '\r'; it gets its newline, not a line of its own.
+      if (json_fields_.is_null()) out->push_back('\n');
+      after_cr_ = false;
+      ++p;
+      continue;
+    }
     if (next_nl != nullptr && next_nl < p) {
       next_nl = static_cast<const char*>(std::memchr(p, '\n', end - p));
     }

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/strings/string_view.h"
+#include "common/json.h"
 
 namespace distjob {
 
@@ -32,9 +33,9 @@ class ConsoleLines {
   void Finish(std::string* out);
 
   // Each line (each piece a long or '\r'-drawn line leaves in) becomes one
-  // JSON object: `head`, the piece without its terminator as a JSON string
-  // (invalid UTF-8 replaced), "}\n"; the prefix is not used.
-  void SetJsonHead(std::string head) { json_head_ = std::move(head); }
+  // JSON object on a line of its own: `fields` and "line", the piece
+  // without its terminator (invalid UTF-8 replaced); the prefix is not used.
+  void SetJsonFields(Json fields) { json_fields_ = std::move(fields); }
 
  private:
   // One piece of a line: `text` is its bytes, terminator included if any.
@@ -48,7 +49,7 @@ class ConsoleLines {
   void EmitJson(absl::string_view text, std::string* out);
 
   const std::string prefix_;
-  std::string json_head_;
+  Json json_fields_;  // null: text
   const size_t max_line_;
   std::string pending_;    // the current line's bytes not yet sent
   bool mid_line_ = false;  // part of the current line already left

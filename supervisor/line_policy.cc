@@ -10,10 +10,10 @@
 
 namespace distjob {
 
-std::string WorkerLineJsonHead(int rank, int local_rank,
-                               absl::string_view stream) {
-  return absl::StrCat("{\"rank\":", rank, ",\"local_rank\":", local_rank,
-                      ",\"stream\":\"", stream, "\",\"line\":");
+Json WorkerLineJsonFields(int rank, int local_rank, absl::string_view stream) {
+  return Json{{"rank", rank},
+              {"local_rank", local_rank},
+              {"stream", std::string(stream)}};
 }
 
 bool ShouldDuplicate(const LinePolicy& policy, absl::string_view line) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/json.h"
 
 namespace distjob {
 
@@ -28,15 +29,13 @@ struct LinePolicy {
   std::vector<std::string> duplicate_filters;
   int duplicate_fd = -1;
   // --worker-log-format json: each console line leaves as one JSON object,
-  // this head (WorkerLineJsonHead), the line as a JSON string and "}",
-  // instead of `prefix` and the line. Empty: text.
-  std::string json_head;
+  // these fields (WorkerLineJsonFields) and "line", instead of `prefix` and
+  // the line. Null: text.
+  Json json_fields;
 };
 
-// `{"rank":R,"local_rank":L,"stream":"stdout","line":` for LinePolicy's
-// json_head.
-std::string WorkerLineJsonHead(int rank, int local_rank,
-                               absl::string_view stream);
+// {"rank":R,"local_rank":L,"stream":"stdout"} for LinePolicy's json_fields.
+Json WorkerLineJsonFields(int rank, int local_rank, absl::string_view stream);
 
 // Whether `line` goes to the duplicate file.
 bool ShouldDuplicate(const LinePolicy& policy, absl::string_view line);

@@ -379,7 +379,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
   // Whatever the workers left behind (in their process groups or escaped
   // with setsid) is stopped with the attempt, so the next attempt starts
   // clean; it gets the rest of the grace period to finish its own cleanup
-  // (tini #180) before SIGKILL.
+  // before SIGKILL, as tini gives an orphan.
   DrainAttempt(&running);
   if (guard_ != nullptr) guard_->Clear();
   if (on_group_running_) on_group_running_(false);

@@ -99,7 +99,7 @@ class DuplicateLines {
 void CopyStream(int in, int file, const std::string& path,
                 ConsoleWriter* console, const LinePolicy& policy) {
   ConsoleLines lines(policy.prefix);
-  if (!policy.json_head.empty()) lines.SetJsonHead(policy.json_head);
+  if (!policy.json_fields.is_null()) lines.SetJsonFields(policy.json_fields);
   DuplicateLines duplicates(policy);
   std::string out;
   std::vector<char> buf(kCopyBufferSize);
