@@ -9,6 +9,7 @@
 #include "agent/subcommand_flags.h"
 #include "common/duration.h"
 #include "common/grpc_status.h"
+#include "common/resolver.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -84,8 +85,14 @@ void HealthServer::Shutdown() {
 absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
                                         const std::string& service,
                                         absl::Duration timeout) {
-  auto channel = grpc::CreateChannel(absl::StrCat(host, ":", port),
-                                     grpc::InsecureChannelCredentials());
+  // The agent's resolver, not gRPC's (common/resolver.h), within the
+  // probe's own timeout.
+  auto target = ResolveGrpcTarget(host, port, timeout);
+  if (!target.ok()) return target.status();
+  grpc::ChannelArguments args;
+  args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
+  auto channel = grpc::CreateCustomChannel(
+      target->target, grpc::InsecureChannelCredentials(), args);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +

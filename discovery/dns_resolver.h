@@ -1,18 +1,19 @@
 // Peer-name readiness through c-ares: a peer's headless-service record
 // exists only once its pod is Ready, so names are looked up again and again
 // (A and AAAA, /etc/resolv.conf and its search domains, or --dns-server)
-// with exponential backoff until all resolve or the deadline passes. A
-// fresh channel per attempt: nothing, negative answers included, is cached.
+// with exponential backoff until all resolve or the deadline passes, each
+// pass through the agent's one resolver (common/resolver), so nothing,
+// negative answers included, is cached.
 #ifndef DISTJOB_DISCOVERY_DNS_RESOLVER_H_
 #define DISTJOB_DISCOVERY_DNS_RESOLVER_H_
 
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/resolver.h"
 
 namespace distjob {
 
@@ -29,20 +30,10 @@ struct DnsOptions {
   std::function<bool()> cancelled;
 };
 
-using Addresses = std::map<std::string, std::vector<std::string>>;
-
-// One pass over `names`; a name that does not resolve maps to no addresses.
-// Errors only for a broken resolver setup (bad --dns-server, no channel).
-absl::StatusOr<Addresses> ResolveOnce(const std::vector<std::string>& names,
-                                      const DnsOptions& options);
-
 // Resolves until every name has an address. On timeout: DeadlineExceeded
 // naming the missing names.
 absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
                                        const DnsOptions& options);
-
-// "host:port", with an IPv6 literal bracketed.
-std::string JoinHostPort(const std::string& host, int port);
 
 }  // namespace distjob
 

@@ -39,17 +39,5 @@ TEST(DnsResolverTest, CancelStopsTheWait) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
-TEST(DnsResolverTest, BadServerIsInvalidArgument) {
-  DnsOptions o;
-  o.servers = {"not an address"};
-  EXPECT_EQ(ResolveOnce({"x"}, o).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
-TEST(DnsResolverTest, JoinHostPortBracketsIpv6) {
-  EXPECT_EQ(JoinHostPort("::1", 80), "[::1]:80");
-  EXPECT_EQ(JoinHostPort("h", 80), "h:80");
-}
-
 }  // namespace
 }  // namespace distjob

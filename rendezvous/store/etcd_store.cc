@@ -25,6 +25,7 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/resolver.h"
 #include "common/text.h"
 #include "proto/etcd_rpc.grpc.pb.h"
 
@@ -199,6 +200,10 @@ struct EtcdStore::Impl {
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
     std::unique_ptr<etcdserverpb::Watch::Stub> watch;
+    // No channel (the stubs are null) while the member's name does not
+    // resolve: its calls fail with this, and after a few the name is
+    // looked up again (NoteResult).
+    grpc::Status unresolved;
   };
   struct Member {
     std::string endpoint;
@@ -235,6 +240,15 @@ struct EtcdStore::Impl {
   }
 
   std::shared_ptr<Stubs> NewStubs(const std::string& ep) {
+    auto s = std::make_shared<Stubs>();
+    // Through the agent's resolver (common/resolver.h): gRPC is handed
+    // addresses, never a name it would resolve itself.
+    auto target = ResolveGrpcEndpoint(ep, absl::Seconds(2));
+    if (!target.ok()) {
+      s->unresolved = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                   std::string(target.status().message()));
+      return s;
+    }
     grpc::ChannelArguments args;
     // Each member gets its own connection: fail-over is ours.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
@@ -243,8 +257,11 @@ struct EtcdStore::Impl {
     // A starting etcd accepts connections before it serves them; gRPC's
     // default 20 s connect timeout would hold such a connection that long.
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
-    auto s = std::make_shared<Stubs>();
-    s->channel = grpc::CreateCustomChannel(ep, creds, args);
+    // The member's name, as a name target would give: https checks the
+    // server certificate against it, not against the address.
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
+    args.SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, target->host);
+    s->channel = grpc::CreateCustomChannel(target->target, creds, args);
     s->kv = etcdserverpb::KV::NewStub(s->channel);
     s->lease = etcdserverpb::Lease::NewStub(s->channel);
     s->watch = etcdserverpb::Watch::NewStub(s->channel);
@@ -312,7 +329,8 @@ struct EtcdStore::Impl {
         return absl::CancelledError(
             absl::StrCat("etcd ", what, ": the store was closed"));
       }
-      last = call(*stubs->kv, *stubs->lease, &ctx);
+      last = stubs->kv != nullptr ? call(*stubs->kv, *stubs->lease, &ctx)
+                                  : stubs->unresolved;
       Unregister(&ctx);
       NoteResult(i, last.ok() || !Retryable(last));
       if (last.ok()) return absl::OkStatus();
@@ -540,6 +558,17 @@ struct EtcdStore::Impl {
       auto stubs = StubsOf(i);
       if (!Register(&ctx)) {
         return absl::CancelledError("etcd watch: the store was closed");
+      }
+      if (stubs->watch == nullptr) {
+        Unregister(&ctx);
+        NoteResult(i, false);
+        last = stubs->unresolved;
+        if (absl::Now() >= deadline) return std::make_pair(false, revision);
+        size_t seen = i;
+        current.compare_exchange_strong(seen, i + 1);
+        absl::SleepFor(
+            std::min(absl::Milliseconds(200), deadline - absl::Now()));
+        continue;
       }
       auto stream = stubs->watch->Watch(&ctx);
       etcdserverpb::WatchRequest req;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/resolver.h"
 #include "proto/store.grpc.pb.h"
 
 namespace distjob {
@@ -51,14 +52,79 @@ void ConnectSoon(grpc::Channel* channel, absl::Duration window) {
 struct GrpcStoreClient::Impl {
   std::string endpoint;
   absl::Duration rpc_timeout;
+  // Set once, by the first call that resolves the endpoint; read without
+  // the lock only after EnsureStub returned OK.
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Store::Stub> stub;
 
-  void Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
+  // Sets the call's deadline and makes sure the channel exists.
+  absl::Status Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
+    const absl::Time deadline = absl::Now() + blocking + rpc_timeout;
     ctx->set_wait_for_ready(true);
-    ctx->set_deadline(absl::ToChronoTime(absl::Now() + blocking + rpc_timeout));
+    ctx->set_deadline(absl::ToChronoTime(deadline));
+    return EnsureStub(deadline);
   }
 
+  // The endpoint's name goes through the agent's resolver, never gRPC's
+  // (see common/resolver.h); a name that does not resolve yet (the host's
+  // pod is not Ready) is looked up again until `deadline`. The addresses
+  // are kept: the store lives in one agent, and when it goes the store is
+  // lost whatever its next address would be.
+  absl::Status EnsureStub(absl::Time deadline) {
+    for (;;) {
+      {
+        absl::MutexLock lock(&channel_mu);
+        if (stub != nullptr) return absl::OkStatus();
+      }
+      const absl::Duration left = deadline - absl::Now();
+      auto target = ResolveGrpcEndpoint(
+          endpoint,
+          std::clamp(left, absl::Milliseconds(100), absl::Seconds(2)));
+      if (target.ok()) {
+        grpc::ChannelArguments args;
+        // Reconnect quickly while the host comes up; the default backoff
+        // grows to two minutes, longer than a join timeout wants to wait.
+        args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+        args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+        args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+        args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
+        args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+        args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+        // The host's name, not its address, as with a name target (TLS
+        // checks the certificate against target->host).
+        args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
+        auto created = grpc::CreateCustomChannel(
+            target->target, grpc::InsecureChannelCredentials(), args);
+        {
+          absl::MutexLock lock(&channel_mu);
+          if (stub != nullptr) return absl::OkStatus();  // another call won
+          channel = created;
+          stub = pb::Store::NewStub(channel);
+        }
+        ConnectSoon(created.get(), kFastConnectWindow);
+        return absl::OkStatus();
+      }
+      if (target.status().code() != absl::StatusCode::kNotFound) {
+        return target.status();
+      }
+      {
+        absl::MutexLock closed_lock(&mu);
+        if (closed) {
+          return absl::CancelledError(
+              absl::StrCat("store at ", endpoint, ": the client was closed"));
+        }
+      }
+      const absl::Duration pause =
+          std::min(absl::Milliseconds(200), deadline - absl::Now());
+      if (pause <= absl::ZeroDuration()) {
+        return absl::UnavailableError(absl::StrCat("store at ", endpoint, ": ",
+                                                   target.status().message()));
+      }
+      absl::SleepFor(pause);
+    }
+  }
+
+  absl::Mutex channel_mu;
   absl::Mutex mu;
   std::set<grpc::ClientContext*> active ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;
@@ -104,29 +170,18 @@ std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
   auto impl = std::make_unique<Impl>();
   impl->endpoint = endpoint;
   impl->rpc_timeout = rpc_timeout;
-  grpc::ChannelArguments args;
-  // Reconnect quickly while the host comes up; the default backoff grows
-  // to two minutes, longer than a join timeout wants to wait.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 500);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // dns:/// is gRPC's c-ares resolver: it works in a static binary.
-  impl->channel =
-      grpc::CreateCustomChannel(absl::StrCat("dns:///", endpoint),
-                                grpc::InsecureChannelCredentials(), args);
-  impl->stub = pb::Store::NewStub(impl->channel);
-  ConnectSoon(impl->channel.get(), kFastConnectWindow);
+  // One look-up now, so a store that is up is connected before the first
+  // call; a name that does not resolve yet is looked up again by the calls.
+  (void)impl->EnsureStub(absl::Now());
   return std::unique_ptr<GrpcStoreClient>(new GrpcStoreClient(std::move(impl)));
 }
 
 absl::Status GrpcStoreClient::WaitUntilReachable(absl::Duration timeout) {
   grpc::ClientContext ctx;
   ctx.set_wait_for_ready(true);
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  const absl::Time deadline = absl::Now() + timeout;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  if (absl::Status s = impl_->EnsureStub(deadline); !s.ok()) return s;
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
   return FromGrpc(impl_->stub->NumKeys(&ctx, req, &resp), "connect",
@@ -137,7 +192,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
     const std::vector<std::pair<std::string, std::string>>& kvs,
     absl::Duration ttl) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::SetRequest req;
   for (const auto& [k, v] : kvs) {
@@ -155,7 +210,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
 absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
     const std::vector<std::string>& keys, absl::Duration timeout) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, timeout);
+  if (auto p = impl_->Prepare(&ctx, timeout); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::GetRequest req;
   for (const auto& k : keys) req.add_keys(k);
@@ -169,7 +224,7 @@ absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
 absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
                                              int64_t delta) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::AddRequest req;
   req.set_key(key);
@@ -184,7 +239,7 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
     const std::string& key, const std::string& expected,
     const std::string& desired) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::CompareSetRequest req;
   req.set_key(key);
@@ -200,7 +255,7 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
 absl::StatusOr<int64_t> GrpcStoreClient::Append(const std::string& key,
                                                 const std::string& value) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::AppendRequest req;
   req.set_key(key);
@@ -215,7 +270,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Append(const std::string& key,
 absl::StatusOr<bool> GrpcStoreClient::Check(
     const std::vector<std::string>& keys) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::CheckRequest req;
   for (const auto& k : keys) req.add_keys(k);
@@ -229,7 +284,7 @@ absl::StatusOr<bool> GrpcStoreClient::Check(
 absl::StatusOr<int64_t> GrpcStoreClient::Delete(
     const std::vector<std::string>& keys) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::DeleteRequest req;
   for (const auto& k : keys) req.add_keys(k);
@@ -242,7 +297,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
 
 absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
@@ -254,7 +309,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
 
 absl::StatusOr<StoreListing> GrpcStoreClient::List(const std::string& prefix) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, absl::ZeroDuration());
+  if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::ListRequest req;
   req.set_prefix(prefix);
@@ -275,7 +330,7 @@ absl::StatusOr<StoreListing> GrpcStoreClient::List(const std::string& prefix) {
 absl::StatusOr<std::pair<bool, int64_t>> GrpcStoreClient::Watch(
     const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
   grpc::ClientContext ctx;
-  impl_->Prepare(&ctx, timeout);
+  if (auto p = impl_->Prepare(&ctx, timeout); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::WatchRequest req;
   req.set_prefix(prefix);

@@ -1,7 +1,8 @@
 // StoreInterface over the embedded store's gRPC protocol. Every call waits
-// for the channel to be ready (gRPC re-resolves the name through c-ares
-// and reconnects with backoff) until its deadline, so "the host is not up
-// yet" and "the name does not resolve yet" both just wait.
+// until its deadline for the host's name to resolve (the agent's resolver,
+// common/resolver: gRPC is handed addresses) and for the channel to be
+// ready (gRPC reconnects with backoff), so "the host is not up yet" and
+// "the name does not resolve yet" both just wait.
 #ifndef DISTJOB_RENDEZVOUS_STORE_GRPC_STORE_CLIENT_H_
 #define DISTJOB_RENDEZVOUS_STORE_GRPC_STORE_CLIENT_H_
 
