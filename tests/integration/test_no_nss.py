@@ -25,7 +25,10 @@ import pytest
 from harness import wait_for
 
 LIB = "/usr/lib/x86_64-linux-gnu"
+# The store's name has only an IPv6 address, the nodes' only IPv4 ones:
+# /etc/hosts answers AAAA as at once as A.
 HOSTS = ("127.0.0.1 localhost\n"
+         "::1 store.nss.test\n"
          "127.0.0.1 node0.nss.test\n"
          "127.0.0.2 node1.nss.test\n")
 RESOLV = ("nameserver 127.0.0.53\n"
@@ -104,7 +107,7 @@ def test_hosts_names_rendezvous_at_once_without_nss(agent, tmp_path, netns,
         conf = f"is_host={1 if i == 0 else 0},join_timeout=60"
         args = [agent, "run", "--nnodes", "2", "--nproc-per-node", "1",
                 "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"node0.nss.test:{PORT}",
+                "--rdzv-endpoint", f"store.nss.test:{PORT}",
                 "--rdzv-id", "nss", "--rdzv-conf", conf,
                 "--local-addr", f"node{i}.nss.test",
                 "--event-log-handler", f"file:{tmp_path}/events{i}.jsonl",
