@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -83,10 +85,18 @@ std::string LoadError(const std::string& path) {
     ERR_clear_error();
     return std::strerror(errno);
   }
-  const unsigned long code = ERR_peek_last_error();  // NOLINT(runtime/int)
+  // The first error is the cause ("no start line"); the last is SSL's
+  // summary ("PEM lib").
+  const unsigned long code = ERR_peek_error();  // NOLINT(runtime/int)
   ERR_clear_error();
   const char* reason = ERR_reason_error_string(code);
   return reason != nullptr ? reason : "not a PEM file OpenSSL can use";
+}
+
+// True when the last OpenSSL failure was a key that is not the
+// certificate's.
+bool KeyMismatch() {
+  return ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
 }
 
 absl::StatusOr<SSL_CTX*> LoadTls(const HttpServerOptions& options) {
@@ -103,25 +113,28 @@ absl::StatusOr<SSL_CTX*> LoadTls(const HttpServerOptions& options) {
     return absl::InternalError("--metrics-tls-cert: cannot create a context");
   }
   SSL_CTX_set_min_proto_version(tls, TLS1_2_VERSION);
+  const std::string mismatch =
+      absl::StrCat("--metrics-tls-key ", options.tls_key,
+                   ": does not match the certificate in ", options.tls_cert);
   absl::Status status;
-  if (SSL_CTX_use_certificate_chain_file(tls, options.tls_cert.c_str()) !=
-      1) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat("--metrics-tls-cert ", options.tls_cert,
-                     ": cannot load the certificate: ",
-                     LoadError(options.tls_cert),
-                     "; give a PEM certificate (chain) file"));
+  ERR_clear_error();
+  if (SSL_CTX_use_certificate_chain_file(tls, options.tls_cert.c_str()) != 1) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-tls-cert ", options.tls_cert,
+        ": cannot load the certificate: ", LoadError(options.tls_cert),
+        "; give a PEM certificate (chain) file"));
   } else if (SSL_CTX_use_PrivateKey_file(tls, options.tls_key.c_str(),
                                          SSL_FILETYPE_PEM) != 1) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-tls-key ", options.tls_key, ": cannot load the key: ",
-        LoadError(options.tls_key), "; give an unencrypted PEM private key"));
-  } else if (SSL_CTX_check_private_key(tls) != 1) {
-    ERR_clear_error();
     status = absl::InvalidArgumentError(
-        absl::StrCat("--metrics-tls-key ", options.tls_key,
-                     ": does not match the certificate in ", options.tls_cert));
+        KeyMismatch() ? mismatch
+                      : absl::StrCat("--metrics-tls-key ", options.tls_key,
+                                     ": cannot load the key: ",
+                                     LoadError(options.tls_key),
+                                     "; give an unencrypted PEM private key"));
+  } else if (SSL_CTX_check_private_key(tls) != 1) {
+    status = absl::InvalidArgumentError(mismatch);
   }
+  ERR_clear_error();
   if (!status.ok()) {
     SSL_CTX_free(tls);
     return status;
@@ -224,6 +237,10 @@ void HttpServer::Shutdown() {
   // would otherwise enable it again.
   listener_ = nullptr;
   if (http_ != nullptr) evhttp_free(http_);
+  // Connections the loop stopped before tracking: freed by evhttp_free
+  // above, all but the reference NewConnection took.
+  for (bufferevent* connection : tracking_) bufferevent_decref(connection);
+  tracking_.clear();
   if (stop_event_ != nullptr) event_free(stop_event_);
   if (base_ != nullptr) event_base_free(base_);
   if (tls_ != nullptr) SSL_CTX_free(tls_);
@@ -235,37 +252,59 @@ void HttpServer::Shutdown() {
   stop_fd_ = -1;
 }
 
-// Each connection's transport (plain or TLS) is wrapped in a pass-through
-// filter only for the filter's free callback: evhttp says nothing when it
-// closes a connection, and the cap needs to know.
+// evhttp says nothing when it closes a connection, and makes the
+// connection only after this returns: on the loop's next turn, the
+// bufferevent's callback argument is that connection, whose close callback
+// is then set. A reference keeps the bufferevent readable until then; a
+// connection freed before it has had its callbacks cleared.
 bufferevent* HttpServer::NewConnection(event_base* base, void* arg) {
   auto* self = static_cast<HttpServer*>(arg);
-  bufferevent* transport =
+  bufferevent* connection =
       self->tls_ != nullptr
           ? bufferevent_openssl_socket_new(base, -1, SSL_new(self->tls_),
                                            BUFFEREVENT_SSL_ACCEPTING,
                                            BEV_OPT_CLOSE_ON_FREE)
           : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-  if (transport == nullptr) return nullptr;
-  bufferevent* counted =
-      bufferevent_filter_new(transport, nullptr, nullptr, BEV_OPT_CLOSE_ON_FREE,
-                             &HttpServer::ConnectionClosed, self);
-  if (counted == nullptr) {
-    bufferevent_free(transport);
-    return nullptr;
+  if (connection == nullptr) return nullptr;
+  bufferevent_incref(connection);
+  const timeval now{0, 0};
+  if (event_base_once(base, -1, EV_TIMEOUT, &HttpServer::Track, self, &now) !=
+      0) {
+    bufferevent_decref(connection);
+    return connection;  // served, not counted
   }
   if (++self->connections_ >= self->max_connections_ &&
       self->listener_ != nullptr) {
     evconnlistener_disable(self->listener_);
   }
-  return counted;
+  self->tracking_.push_back(connection);
+  return connection;
 }
 
-void HttpServer::ConnectionClosed(void* arg) {
+void HttpServer::Track(int, short, void* arg) {  // NOLINT(runtime/int)
   auto* self = static_cast<HttpServer*>(arg);
-  if (self->connections_-- == self->max_connections_ &&
-      self->listener_ != nullptr) {
-    evconnlistener_enable(self->listener_);
+  std::vector<bufferevent*> tracking;
+  tracking.swap(self->tracking_);
+  for (bufferevent* connection : tracking) {
+    void* evcon = nullptr;
+    bufferevent_getcb(connection, nullptr, nullptr, nullptr, &evcon);
+    if (evcon != nullptr) {
+      evhttp_connection_set_closecb(
+          static_cast<evhttp_connection*>(evcon),
+          [](evhttp_connection*, void* server) {
+            static_cast<HttpServer*>(server)->ConnectionClosed();
+          },
+          self);
+    } else {
+      self->ConnectionClosed();
+    }
+    bufferevent_decref(connection);
+  }
+}
+
+void HttpServer::ConnectionClosed() {
+  if (connections_-- == max_connections_ && listener_ != nullptr) {
+    evconnlistener_enable(listener_);
   }
 }
 
@@ -297,7 +336,13 @@ void HttpServer::Handle(evhttp_request* request, void* arg) {
     evhttp_send_error(request, 503, nullptr);
     return;
   }
-  evbuffer_add(out, body.data(), body.size());
+  if (method == EVHTTP_REQ_HEAD) {
+    // evhttp would send a HEAD answer's body; the length alone says it.
+    evhttp_add_header(headers, "Content-Length",
+                      std::to_string(body.size()).c_str());
+  } else {
+    evbuffer_add(out, body.data(), body.size());
+  }
   evhttp_send_reply(request, code, Reason(code), out);
   evbuffer_free(out);
 }

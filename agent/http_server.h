@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -66,7 +67,8 @@ class HttpServer {
   absl::Status Listen(const HttpServerOptions& options);
   static void Handle(evhttp_request* request, void* self);
   static bufferevent* NewConnection(event_base* base, void* self);
-  static void ConnectionClosed(void* self);
+  static void Track(int, short, void* self);  // NOLINT(runtime/int)
+  void ConnectionClosed();
 
   Metrics* metrics_ = nullptr;
   ssl_ctx_st* tls_ = nullptr;
@@ -79,6 +81,7 @@ class HttpServer {
   // Touched on the event loop's thread only.
   int connections_ = 0;
   int max_connections_ = 0;
+  std::vector<bufferevent*> tracking_;  // new, not yet given a close callback
   std::thread thread_;
   std::atomic<bool> live_{true};
   std::atomic<bool> ready_{false};

@@ -118,6 +118,7 @@ TEST_F(HttpServerTest, ProbesMethodsAndUnknownPaths) {
   const std::string head = get("HEAD", "/metrics");
   EXPECT_THAT(head, StartsWith("HTTP/1.0 200"));
   EXPECT_THAT(head, Not(HasSubstr("distjob_attempt")));
+  EXPECT_THAT(head, HasSubstr("Content-Length: "));
   // A request head over the bound is refused, not buffered.
   EXPECT_THAT(get("GET", "/metrics?" + std::string(10000, 'x')),
               Not(StartsWith("HTTP/1.0 200")));
