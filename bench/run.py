@@ -72,8 +72,9 @@ def run_measured_cpu(argv, timeout=120):
             raise TimeoutError(" ".join(argv))
         time.sleep(0.0005)
     wall = time.monotonic() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{argv} exited {os.waitstatus_to_exitcode(status)}")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise RuntimeError(f"{argv} exited {code}")
     return wall, usage.ru_utime + usage.ru_stime
 
 

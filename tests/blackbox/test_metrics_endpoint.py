@@ -62,7 +62,8 @@ def test_concurrent_scrapes_while_a_client_stalls(serving):
 
         def scrape(i):
             began = time.monotonic()
-            status, text = get(f"http://{hosts[i % len(hosts)]}:{port}/metrics")
+            host = hosts[i % len(hosts)]
+            status, text = get(f"http://{host}:{port}/metrics")
             results[i] = (status, text, time.monotonic() - began)
 
         threads = [threading.Thread(target=scrape, args=(i,))
