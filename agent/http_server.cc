@@ -259,12 +259,17 @@ void HttpServer::Shutdown() {
 // connection freed before it has had its callbacks cleared.
 bufferevent* HttpServer::NewConnection(event_base* base, void* arg) {
   auto* self = static_cast<HttpServer*>(arg);
-  bufferevent* connection =
-      self->tls_ != nullptr
-          ? bufferevent_openssl_socket_new(base, -1, SSL_new(self->tls_),
-                                           BUFFEREVENT_SSL_ACCEPTING,
-                                           BEV_OPT_CLOSE_ON_FREE)
-          : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+  bufferevent* connection;
+  if (self->tls_ != nullptr) {
+    // Out of memory only: evhttp then makes a plain connection, which a
+    // TLS client's handshake fails on.
+    SSL* tls = SSL_new(self->tls_);
+    if (tls == nullptr) return nullptr;
+    connection = bufferevent_openssl_socket_new(
+        base, -1, tls, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+  } else {
+    connection = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+  }
   if (connection == nullptr) return nullptr;
   bufferevent_incref(connection);
   const timeval now{0, 0};

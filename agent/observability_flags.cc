@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "agent/event_log.h"
+#include "common/duration.h"
 
 namespace distjob {
 
@@ -22,6 +24,21 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(AgentFlag("metrics-tls-key", "PATH",
                        "The PEM private key of --metrics-tls-cert.",
                        SetString(&o->metrics_tls_key)));
+  flags->Add(AgentFlag(
+      "metrics-timeout", "SECONDS",
+      "A --metrics-port client that sends no complete request, or reads no "
+      "answer, in this long is disconnected, as is an idle keep-alive "
+      "connection (default 5; more than 0, at most 300).",
+      [o](absl::string_view v, absl::string_view) {
+        auto d = ParseDuration(v, "value");
+        if (!d.ok()) return d.status();
+        if (*d <= absl::ZeroDuration() || *d > absl::Seconds(300)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "'", v, "' is not more than 0 and at most 300 seconds"));
+        }
+        o->metrics_timeout = *d;
+        return absl::OkStatus();
+      }));
   // --log-format and --worker-log-format take the same values.
   auto set_format = [](LogFormat* out) -> FlagSetter {
     return [out](absl::string_view v, absl::string_view) {

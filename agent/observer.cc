@@ -32,6 +32,7 @@ absl::Status Observer::Start(const RunOptions& options) {
   if (o.metrics_port != 0) {
     HttpServerOptions http_options;
     http_options.port = o.metrics_port;
+    http_options.timeout = o.metrics_timeout;
     http_options.tls_cert = o.metrics_tls_cert;
     http_options.tls_key = o.metrics_tls_key;
     auto http = HttpServer::Start(http_options, metrics_);

@@ -96,6 +96,8 @@ struct ObservabilityOptions {
   // HTTP /metrics, /healthz, /readyz on this port (all interfaces, IPv4 and
   // IPv6); 0 = none.
   int metrics_port = 0;
+  // A client silent this long is disconnected.
+  absl::Duration metrics_timeout = absl::Seconds(5);
   // PEM certificate and key: --metrics-port speaks HTTPS only.
   std::string metrics_tls_cert;
   std::string metrics_tls_key;

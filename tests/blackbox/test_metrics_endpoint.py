@@ -80,6 +80,23 @@ def test_concurrent_scrapes_while_a_client_stalls(serving):
         stalled.close()
 
 
+def test_a_silent_client_is_dropped_after_the_metrics_timeout(serving):
+    port = serving(["--metrics-timeout", "0.3"])
+    with socket.create_connection(("127.0.0.1", port)) as silent:
+        silent.settimeout(5)
+        began = time.monotonic()
+        assert silent.recv(100) == b""  # closed by the server, unanswered
+        assert time.monotonic() - began < 3
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "301", "x"])
+def test_bad_metrics_timeout_exits_2(run_agent, bad):
+    r = run_agent(["run", "--metrics-port", str(free_port()),
+                   "--metrics-timeout", bad, "--", "true"], timeout=10)
+    assert r.returncode == 2
+    assert "--metrics-timeout" in r.stderr
+
+
 @pytest.fixture
 def tls_files(tmp_path):
     """A certificate for 127.0.0.1, ::1 and localhost, and its key."""
