@@ -75,7 +75,8 @@ def test_concurrent_scrapes_while_a_client_stalls(serving):
         for status, text, took in results:
             assert status == 200
             assert "distjob_attempt" in families(text)
-            assert took < 1.0, f"a scrape took {took:.2f} s"
+            # Behind the stalled client a one-at-a-time server takes 2 s.
+            assert took < 1.5, f"a scrape took {took:.2f} s"
     finally:
         stalled.close()
 
