@@ -45,12 +45,14 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port) {
   // gRPC sets SO_REUSEPORT by default: a second agent on the same port
   // would then share it silently, and probes would reach either agent.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port),
+  // `::` dual stack as the store: gRPC binds the wildcard with IPv6-only
+  // off and falls back to 0.0.0.0 where the pod has no IPv6.
+  builder.AddListeningPort(absl::StrCat("[::]:", port),
                            grpc::InsecureServerCredentials(), &health->port_);
   health->server_ = builder.BuildAndStart();
   if (health->server_ == nullptr || health->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
-        "--health-port ", port, ": cannot listen on 0.0.0.0:", port,
+        "--health-port ", port, ": cannot listen on [::]:", port,
         "; the port is taken (by another agent or process in this network "
         "namespace?)"));
   }

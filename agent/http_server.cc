@@ -1,38 +1,47 @@
 #include "agent/http_server.h"
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 
 namespace distjob {
 namespace {
 
 // A request is its head only (GET, HEAD): larger is not a scrape or probe.
-constexpr size_t kMaxRequest = 8192;
-// A client that does not finish its request, or read the answer, in this
-// long is dropped: probes and scrapes are answered one at a time.
-constexpr absl::Duration kRequestTimeout = absl::Seconds(2);
+constexpr ev_ssize_t kMaxHeaders = 8192;
+constexpr ev_ssize_t kMaxBody = 1024;
 
-// A socket listening on `port` of every address of `family`.
-int Listen(int family, int port) {
-  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A non-blocking socket listening on `port` of every address of `family`.
+int ListenSocket(int family, int port) {
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -1;
   const int yes = 1, no = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   int bound;
   if (family == AF_INET6) {
+    // evhttp_bind_socket leaves IPV6_V6ONLY to the system default
+    // (net.ipv6.bindv6only), which may be on: set it off here.
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
     sockaddr_in6 address{};
     address.sin6_family = AF_INET6;
@@ -46,8 +55,10 @@ int Listen(int family, int port) {
     address.sin_port = htons(static_cast<uint16_t>(port));
     bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
   }
-  if (bound != 0 || listen(fd, 16) != 0) {
+  if (bound != 0 || listen(fd, 64) != 0) {
+    const int error = errno;
     close(fd);
+    errno = error;
     return -1;
   }
   return fd;
@@ -65,21 +76,73 @@ int BoundPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
 }
 
-// Waits for `events` on `fd` or a stop; false on stop or `deadline`.
-bool WaitFor(int fd, int16_t events, int stop_fd, absl::Time deadline) {
-  for (;;) {
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return false;
-    pollfd fds[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
-    const int ready =
-        poll(fds, 2, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready < 0 || (fds[1].revents & POLLIN) != 0) return false;
-    if (ready > 0) return true;
+// OpenSSL's reason for the last failure, or the file's own error when it
+// cannot be read at all (OpenSSL would only say "system lib").
+std::string LoadError(const std::string& path) {
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    std::fclose(f);
+  } else {
+    ERR_clear_error();
+    return std::strerror(errno);
   }
+  // The first error is the cause ("no start line"); the last is SSL's
+  // summary ("PEM lib").
+  const unsigned long code = ERR_peek_error();  // NOLINT(runtime/int)
+  ERR_clear_error();
+  const char* reason = ERR_reason_error_string(code);
+  return reason != nullptr ? reason : "not a PEM file OpenSSL can use";
 }
 
-std::string Reason(int code) {
+// True when the last OpenSSL failure was a key that is not the
+// certificate's.
+bool KeyMismatch() {
+  return ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+}
+
+absl::StatusOr<SSL_CTX*> LoadTls(const HttpServerOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        options.tls_cert.empty()
+            ? "--metrics-tls-key needs --metrics-tls-cert: give both or "
+              "neither"
+            : "--metrics-tls-cert needs --metrics-tls-key: give both or "
+              "neither");
+  }
+  SSL_CTX* tls = SSL_CTX_new(TLS_server_method());
+  if (tls == nullptr) {
+    return absl::InternalError("--metrics-tls-cert: cannot create a context");
+  }
+  SSL_CTX_set_min_proto_version(tls, TLS1_2_VERSION);
+  const std::string mismatch =
+      absl::StrCat("--metrics-tls-key ", options.tls_key,
+                   ": does not match the certificate in ", options.tls_cert);
+  absl::Status status;
+  ERR_clear_error();
+  if (SSL_CTX_use_certificate_chain_file(tls, options.tls_cert.c_str()) != 1) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-tls-cert ", options.tls_cert,
+        ": cannot load the certificate: ", LoadError(options.tls_cert),
+        "; give a PEM certificate (chain) file"));
+  } else if (SSL_CTX_use_PrivateKey_file(tls, options.tls_key.c_str(),
+                                         SSL_FILETYPE_PEM) != 1) {
+    status = absl::InvalidArgumentError(
+        KeyMismatch() ? mismatch
+                      : absl::StrCat("--metrics-tls-key ", options.tls_key,
+                                     ": cannot load the key: ",
+                                     LoadError(options.tls_key),
+                                     "; give an unencrypted PEM private key"));
+  } else if (SSL_CTX_check_private_key(tls) != 1) {
+    status = absl::InvalidArgumentError(mismatch);
+  }
+  ERR_clear_error();
+  if (!status.ok()) {
+    SSL_CTX_free(tls);
+    return status;
+  }
+  return tls;
+}
+
+const char* Reason(int code) {
   switch (code) {
     case 200:
       return "OK";
@@ -87,46 +150,75 @@ std::string Reason(int code) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
-    case 503:
-      return "Service Unavailable";
     default:
-      return "Bad Request";
+      return "Service Unavailable";
   }
-}
-
-std::string Response(int code, const std::string& content_type,
-                     const std::string& body, bool head) {
-  return absl::StrCat("HTTP/1.1 ", code, " ", Reason(code),
-                      "\r\nContent-Type: ", content_type,
-                      "\r\nContent-Length: ", body.size(),
-                      "\r\nConnection: close\r\n\r\n", head ? "" : body);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
-    int port, Metrics* metrics) {
+    const HttpServerOptions& options, Metrics* metrics) {
   std::unique_ptr<HttpServer> http(new HttpServer());
   http->metrics_ = metrics;
-  http->listen_fd_ = Listen(AF_INET6, port);
-  // EAFNOSUPPORT: no IPv6 in this pod; IPv4 alone.
-  if (http->listen_fd_ < 0 && errno == EAFNOSUPPORT) {
-    http->listen_fd_ = Listen(AF_INET, port);
+  http->max_connections_ = options.max_connections;
+  if (!options.tls_cert.empty() || !options.tls_key.empty()) {
+    auto tls = LoadTls(options);
+    if (!tls.ok()) return tls.status();
+    http->tls_ = *tls;
   }
-  if (http->listen_fd_ < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-port: cannot listen on port ", port, ": ",
-        std::strerror(errno), "; give a free port, or 0 for none"));
-  }
-  http->port_ = BoundPort(http->listen_fd_);
-  http->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (http->stop_fd_ < 0) {
-    return absl::InternalError(
-        absl::StrCat("--metrics-port: eventfd: ", std::strerror(errno)));
+  if (absl::Status listening = http->Listen(options); !listening.ok()) {
+    return listening;
   }
   HttpServer* self = http.get();
-  http->thread_ = std::thread([self] { self->Serve(); });
+  http->thread_ = std::thread([self] { event_base_dispatch(self->base_); });
   return http;
+}
+
+absl::Status HttpServer::Listen(const HttpServerOptions& options) {
+  int fd = ListenSocket(AF_INET6, options.port);
+  // EAFNOSUPPORT: no IPv6 in this pod; IPv4 alone.
+  if (fd < 0 && errno == EAFNOSUPPORT) fd = ListenSocket(AF_INET, options.port);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics-port: cannot listen on port ", options.port, ": ",
+        std::strerror(errno), "; give a free port, or 0 for none"));
+  }
+  port_ = BoundPort(fd);
+  base_ = event_base_new();
+  http_ = base_ != nullptr ? evhttp_new(base_) : nullptr;
+  evhttp_bound_socket* bound =
+      http_ != nullptr ? evhttp_accept_socket_with_handle(http_, fd) : nullptr;
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (bound == nullptr || stop_fd_ < 0) {
+    if (bound == nullptr) close(fd);
+    return absl::InternalError(
+        absl::StrCat("--metrics-port: cannot start the HTTP event loop: ",
+                     std::strerror(errno)));
+  }
+  listener_ = evhttp_bound_socket_get_listener(bound);
+  stop_event_ = event_new(
+      base_, stop_fd_, EV_READ,
+      [](evutil_socket_t, short, void* base) {  // NOLINT(runtime/int)
+        event_base_loopbreak(static_cast<event_base*>(base));
+      },
+      base_);
+  event_add(stop_event_, nullptr);
+  evhttp_set_max_headers_size(http_, kMaxHeaders);
+  evhttp_set_max_body_size(http_, kMaxBody);
+  const int64_t timeout_ms = absl::ToInt64Milliseconds(options.timeout);
+  const timeval timeout{static_cast<time_t>(timeout_ms / 1000),
+                        static_cast<suseconds_t>(timeout_ms % 1000 * 1000)};
+  evhttp_set_timeout_tv(http_, &timeout);
+  // Every method reaches Handle, which answers 405 where evhttp would say
+  // 501 Not Implemented.
+  evhttp_set_allowed_methods(
+      http_, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+                 EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+                 EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+  evhttp_set_gencb(http_, &HttpServer::Handle, this);
+  evhttp_set_bevcb(http_, &HttpServer::NewConnection, this);
+  return absl::OkStatus();
 }
 
 HttpServer::~HttpServer() { Shutdown(); }
@@ -141,85 +233,123 @@ void HttpServer::Shutdown() {
     }
     thread_.join();
   }
-  if (listen_fd_ >= 0) close(listen_fd_);
+  // evhttp_free closes the listener before the connections, whose close
+  // would otherwise enable it again.
+  listener_ = nullptr;
+  if (http_ != nullptr) evhttp_free(http_);
+  // Connections the loop stopped before tracking: freed by evhttp_free
+  // above, all but the reference NewConnection took.
+  for (bufferevent* connection : tracking_) bufferevent_decref(connection);
+  tracking_.clear();
+  if (stop_event_ != nullptr) event_free(stop_event_);
+  if (base_ != nullptr) event_base_free(base_);
+  if (tls_ != nullptr) SSL_CTX_free(tls_);
   if (stop_fd_ >= 0) close(stop_fd_);
-  listen_fd_ = stop_fd_ = -1;
+  http_ = nullptr;
+  stop_event_ = nullptr;
+  base_ = nullptr;
+  tls_ = nullptr;
+  stop_fd_ = -1;
 }
 
-void HttpServer::Serve() {
-  for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if ((fds[1].revents & POLLIN) != 0) return;
-    const int connection =
-        accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (connection < 0) continue;
-    Answer(connection);
-    close(connection);
-  }
-}
-
-void HttpServer::Answer(int connection) {
-  const absl::Time deadline = absl::Now() + kRequestTimeout;
-  std::string request;
-  char buffer[2048];
-  while (request.find("\r\n\r\n") == std::string::npos) {
-    if (request.size() > kMaxRequest ||
-        !WaitFor(connection, POLLIN, stop_fd_, deadline)) {
-      return;
-    }
-    const ssize_t n = read(connection, buffer, sizeof(buffer));
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return;
-    request.append(buffer, static_cast<size_t>(n));
-  }
-  // "GET /metrics?x HTTP/1.1": the method, and the path without a query.
-  const std::string first = request.substr(0, request.find("\r\n"));
-  const size_t method_end = first.find(' ');
-  const size_t path_end = first.find(' ', method_end + 1);
-  std::string response;
-  if (method_end == std::string::npos || path_end == std::string::npos) {
-    response = Response(400, "text/plain", "bad request\n", false);
+// evhttp says nothing when it closes a connection, and makes the
+// connection only after this returns: on the loop's next turn, the
+// bufferevent's callback argument is that connection, whose close callback
+// is then set. A reference keeps the bufferevent readable until then; a
+// connection freed before it has had its callbacks cleared.
+bufferevent* HttpServer::NewConnection(event_base* base, void* arg) {
+  auto* self = static_cast<HttpServer*>(arg);
+  bufferevent* connection;
+  if (self->tls_ != nullptr) {
+    // Out of memory only: evhttp then makes a plain connection, which a
+    // TLS client's handshake fails on.
+    SSL* tls = SSL_new(self->tls_);
+    if (tls == nullptr) return nullptr;
+    connection = bufferevent_openssl_socket_new(
+        base, -1, tls, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
   } else {
-    std::string path = first.substr(method_end + 1, path_end - method_end - 1);
-    response =
-        Respond(first.substr(0, method_end), path.substr(0, path.find('?')));
+    connection = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
   }
-  size_t sent = 0;
-  while (sent < response.size()) {
-    if (!WaitFor(connection, POLLOUT, stop_fd_, deadline)) return;
-    const ssize_t n = send(connection, response.data() + sent,
-                           response.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
+  if (connection == nullptr) return nullptr;
+  bufferevent_incref(connection);
+  const timeval now{0, 0};
+  if (event_base_once(base, -1, EV_TIMEOUT, &HttpServer::Track, self, &now) !=
+      0) {
+    bufferevent_decref(connection);
+    return connection;  // served, not counted
+  }
+  if (++self->connections_ >= self->max_connections_ &&
+      self->listener_ != nullptr) {
+    evconnlistener_disable(self->listener_);
+  }
+  self->tracking_.push_back(connection);
+  return connection;
+}
+
+void HttpServer::Track(int, short, void* arg) {  // NOLINT(runtime/int)
+  auto* self = static_cast<HttpServer*>(arg);
+  std::vector<bufferevent*> tracking;
+  tracking.swap(self->tracking_);
+  for (bufferevent* connection : tracking) {
+    void* evcon = nullptr;
+    bufferevent_getcb(connection, nullptr, nullptr, nullptr, &evcon);
+    if (evcon != nullptr) {
+      evhttp_connection_set_closecb(
+          static_cast<evhttp_connection*>(evcon),
+          [](evhttp_connection*, void* server) {
+            static_cast<HttpServer*>(server)->ConnectionClosed();
+          },
+          self);
+    } else {
+      self->ConnectionClosed();
+    }
+    bufferevent_decref(connection);
   }
 }
 
-std::string HttpServer::Respond(const std::string& method,
-                                const std::string& path) {
-  const bool head = method == "HEAD";
-  if (method != "GET" && !head) {
-    return Response(405, "text/plain", "only GET and HEAD\n", false);
+void HttpServer::ConnectionClosed() {
+  if (connections_-- == max_connections_ && listener_ != nullptr) {
+    evconnlistener_enable(listener_);
   }
-  if (path == "/metrics") {
-    return Response(200, "text/plain; version=0.0.4; charset=utf-8",
-                    metrics_->Render(), head);
+}
+
+void HttpServer::Handle(evhttp_request* request, void* arg) {
+  auto* self = static_cast<HttpServer*>(arg);
+  const evhttp_cmd_type method = evhttp_request_get_command(request);
+  const std::string uri = evhttp_request_get_uri(request);
+  const std::string path = uri.substr(0, uri.find('?'));
+  int code = 404;
+  std::string content_type = "text/plain";
+  std::string body = "not found: try /metrics, /healthz, /readyz\n";
+  if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
+    code = 405;
+    body = "only GET and HEAD\n";
+  } else if (path == "/metrics") {
+    code = 200;
+    content_type = "text/plain; version=0.0.4; charset=utf-8";
+    body = self->metrics_->Render();
+  } else if (path == "/healthz" || path == "/readyz") {
+    const bool ok =
+        path == "/healthz" ? self->live_.load() : self->ready_.load();
+    code = ok ? 200 : 503;
+    body = ok ? "ok\n" : (path == "/healthz" ? "not live\n" : "not ready\n");
   }
-  if (path == "/healthz" || path == "/readyz") {
-    const bool ok = path == "/healthz" ? live_.load() : ready_.load();
-    return Response(
-        ok ? 200 : 503, "text/plain",
-        ok ? "ok\n" : (path == "/healthz" ? "not live\n" : "not ready\n"),
-        head);
+  evkeyvalq* headers = evhttp_request_get_output_headers(request);
+  evhttp_add_header(headers, "Content-Type", content_type.c_str());
+  evbuffer* out = evbuffer_new();
+  if (out == nullptr) {
+    evhttp_send_error(request, 503, nullptr);
+    return;
   }
-  return Response(404, "text/plain",
-                  "not found: try /metrics, /healthz, "
-                  "/readyz\n",
-                  head);
+  if (method == EVHTTP_REQ_HEAD) {
+    // evhttp would send a HEAD answer's body; the length alone says it.
+    evhttp_add_header(headers, "Content-Length",
+                      std::to_string(body.size()).c_str());
+  } else {
+    evbuffer_add(out, body.data(), body.size());
+  }
+  evhttp_send_reply(request, code, Reason(code), out);
+  evbuffer_free(out);
 }
 
 }  // namespace distjob

@@ -4,15 +4,9 @@
 //   /healthz  200 while the agent's loop is alive, 503 otherwise
 //   /readyz   200 only while the workers run, 503 otherwise
 // The same liveness and readiness as the gRPC health services
-// (agent/health.h). It runs on its own thread, so a scrape is answered
-// however busy the supervision loop is.
-//
-// A small HTTP/1.1 responder (GET and HEAD, one request per connection)
-// rather than a library: cpp-httplib 0.11 (Debian ships it only as a
-// shared library linked to OpenSSL; upstream's single header was tried)
-// made the static binary 140 KB larger than this responder does, with its
-// std::regex routing, where the 15 MB budget had 48 KB left
-// (tests/blackbox/test_static_binary.py).
+// (agent/health.h). Served by libevent's evhttp on an event loop of its own
+// thread: connections are answered concurrently, so a slow or silent client
+// delays no other scrape or probe, and the supervision loop delays none.
 #ifndef DISTJOB_AGENT_HTTP_SERVER_H_
 #define DISTJOB_AGENT_HTTP_SERVER_H_
 
@@ -20,38 +14,74 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "agent/metrics.h"
 
+struct bufferevent;
+struct event;
+struct event_base;
+struct evconnlistener;
+struct evhttp;
+struct evhttp_request;
+struct ssl_ctx_st;
+
 namespace distjob {
+
+struct HttpServerOptions {
+  // 0 picks a free one.
+  int port = 0;
+  // PEM files: with both, the endpoint speaks HTTPS only.
+  std::string tls_cert;
+  std::string tls_key;
+  // A connection that sends no complete request, or reads no answer, in
+  // this long is closed (also an idle keep-alive connection).
+  absl::Duration timeout = absl::Seconds(5);
+  // Connections served at once; more wait in the listen backlog until one
+  // closes. Scrapers and probers hold one or two each.
+  int max_connections = 64;
+};
 
 class HttpServer {
  public:
   // Listens on `::` with IPv6-only off (IPv4 and IPv6 both), or on
-  // 0.0.0.0 where the pod has no IPv6; `port` 0 picks a free one.
-  // InvalidArgument naming --metrics-port when the port cannot be bound.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(int port,
-                                                           Metrics* metrics);
+  // 0.0.0.0 where the pod has no IPv6. InvalidArgument naming
+  // --metrics-port when the port cannot be bound, or --metrics-tls-cert /
+  // --metrics-tls-key with the file and OpenSSL's reason when it does not
+  // load.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(
+      const HttpServerOptions& options, Metrics* metrics);
   ~HttpServer();
 
   int port() const { return port_; }
   void SetLive(bool live) { live_ = live; }
   void SetReady(bool ready) { ready_ = ready; }
-  // Stops listening and joins the thread, within the per-request timeout.
+  // Closes the listener and every connection and joins the thread; returns
+  // at once (the event loop is woken, nothing is waited for).
   void Shutdown();
 
  private:
   HttpServer() = default;
-  void Serve();
-  void Answer(int connection);
-  // Status line, headers and body for `method` and `path`.
-  std::string Respond(const std::string& method, const std::string& path);
+  absl::Status Listen(const HttpServerOptions& options);
+  static void Handle(evhttp_request* request, void* self);
+  static bufferevent* NewConnection(event_base* base, void* self);
+  static void Track(int, short, void* self);  // NOLINT(runtime/int)
+  void ConnectionClosed();
 
   Metrics* metrics_ = nullptr;
-  int listen_fd_ = -1;
-  int stop_fd_ = -1;  // eventfd: Shutdown wakes the serving thread
+  ssl_ctx_st* tls_ = nullptr;
+  event_base* base_ = nullptr;
+  evhttp* http_ = nullptr;
+  evconnlistener* listener_ = nullptr;  // owned by http_
+  event* stop_event_ = nullptr;
+  int stop_fd_ = -1;  // eventfd: Shutdown wakes the event loop
   int port_ = 0;
+  // Touched on the event loop's thread only.
+  int connections_ = 0;
+  int max_connections_ = 0;
+  std::vector<bufferevent*> tracking_;  // new, not yet given a close callback
   std::thread thread_;
   std::atomic<bool> live_{true};
   std::atomic<bool> ready_{false};

@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "agent/event_log.h"
+#include "common/duration.h"
 
 namespace distjob {
 
@@ -14,27 +16,49 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
       "on this port on all interfaces, IPv4 and IPv6; 0 (default) serves "
       "nothing.",
       SetInt(&o->metrics_port, 0, 65535)));
+  flags->Add(AgentFlag(
+      "metrics-tls-cert", "PATH",
+      "Serve --metrics-port over HTTPS only, with this PEM certificate "
+      "(chain); needs --metrics-tls-key.",
+      SetString(&o->metrics_tls_cert)));
+  flags->Add(AgentFlag("metrics-tls-key", "PATH",
+                       "The PEM private key of --metrics-tls-cert.",
+                       SetString(&o->metrics_tls_key)));
+  flags->Add(AgentFlag(
+      "metrics-timeout", "SECONDS",
+      "A --metrics-port client that sends no complete request, or reads no "
+      "answer, in this long is disconnected, as is an idle keep-alive "
+      "connection (default 5; more than 0, at most 300).",
+      [o](absl::string_view v, absl::string_view) {
+        auto d = ParseDuration(v, "value");
+        if (!d.ok()) return d.status();
+        if (*d <= absl::ZeroDuration() || *d > absl::Seconds(300)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "'", v, "' is not more than 0 and at most 300 seconds"));
+        }
+        o->metrics_timeout = *d;
+        return absl::OkStatus();
+      }));
+  // --log-format and --worker-log-format take the same values.
+  auto set_format = [](LogFormat* out) -> FlagSetter {
+    return [out](absl::string_view v, absl::string_view) {
+      auto format = ParseLogFormat(v);
+      if (!format.ok()) return format.status();
+      *out = *format;
+      return absl::OkStatus();
+    };
+  };
   flags->Add(AgentFlag("log-format", "text|json",
                        "The agent's own log lines: text (default) or one "
                        "JSON object a line with time, level, message, pid, "
                        "job, role, node_rank, round and attempt.",
-                       [o](absl::string_view v, absl::string_view) {
-                         auto format = ParseLogFormat(v);
-                         if (!format.ok()) return format.status();
-                         o->log_format = *format;
-                         return absl::OkStatus();
-                       }));
+                       set_format(&o->log_format)));
   flags->Add(AgentFlag("worker-log-format", "text|json",
                        "Worker lines --tee copies to the console: text "
                        "(default, with the line prefix) or one JSON object "
                        "a line with rank, local_rank, stream and line; "
                        "files under --log-dir keep the raw bytes.",
-                       [o](absl::string_view v, absl::string_view) {
-                         auto format = ParseLogFormat(v);
-                         if (!format.ok()) return format.status();
-                         o->worker_log_format = *format;
-                         return absl::OkStatus();
-                       }));
+                       set_format(&o->worker_log_format)));
   flags->Add(TorchrunFlag(
       "event-log-handler", "null|console|file:PATH",
       "Where lifecycle events go, one JSON object a line: null (default, "

@@ -8,8 +8,11 @@
 
 namespace distjob {
 
-// Registers --metrics-port (DISTJOB_METRICS_PORT), --log-format
-// (DISTJOB_LOG_FORMAT) and torchrun's --event-log-handler
+// Registers --metrics-port (DISTJOB_METRICS_PORT), --metrics-timeout
+// (DISTJOB_METRICS_TIMEOUT), --metrics-tls-cert and
+// --metrics-tls-key (DISTJOB_METRICS_TLS_CERT, DISTJOB_METRICS_TLS_KEY),
+// --log-format (DISTJOB_LOG_FORMAT), --worker-log-format
+// (DISTJOB_WORKER_LOG_FORMAT) and torchrun's --event-log-handler
 // (PET_EVENT_LOG_HANDLER).
 void AddObservabilityFlags(FlagSet* flags, RunOptions* options);
 

@@ -22,11 +22,24 @@ absl::Status Observer::Start(const RunOptions& options) {
       !opened.ok()) {
     return opened;
   }
-  if (options.observability.metrics_port != 0) {
-    auto http = HttpServer::Start(options.observability.metrics_port, metrics_);
+  const ObservabilityOptions& o = options.observability;
+  if (o.metrics_port == 0 &&
+      (!o.metrics_tls_cert.empty() || !o.metrics_tls_key.empty())) {
+    return absl::InvalidArgumentError(
+        "--metrics-tls-cert/--metrics-tls-key need --metrics-port: there is "
+        "no endpoint to serve over TLS");
+  }
+  if (o.metrics_port != 0) {
+    HttpServerOptions http_options;
+    http_options.port = o.metrics_port;
+    http_options.timeout = o.metrics_timeout;
+    http_options.tls_cert = o.metrics_tls_cert;
+    http_options.tls_key = o.metrics_tls_key;
+    auto http = HttpServer::Start(http_options, metrics_);
     if (!http.ok()) return http.status();
     http_ = *std::move(http);
-    DJ_LOG_INFO("metrics and HTTP probes on port {}", http_->port());
+    DJ_LOG_INFO("metrics and HTTP probes on port {}{}", http_->port(),
+                o.metrics_tls_cert.empty() ? "" : " (HTTPS)");
   }
   SetJob(options.launch.rdzv_id, options.launch.role, options.launch.node_rank);
   Json started = Json::object();

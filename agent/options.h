@@ -96,6 +96,11 @@ struct ObservabilityOptions {
   // HTTP /metrics, /healthz, /readyz on this port (all interfaces, IPv4 and
   // IPv6); 0 = none.
   int metrics_port = 0;
+  // A client silent this long is disconnected.
+  absl::Duration metrics_timeout = absl::Seconds(5);
+  // PEM certificate and key: --metrics-port speaks HTTPS only.
+  std::string metrics_tls_cert;
+  std::string metrics_tls_key;
   // The event log: null (none), console or file:PATH.
   std::string event_log_handler = "null";
   // The agent's own lines: text, or one JSON object a line.
