@@ -30,13 +30,6 @@ absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
                                JobEnv* job) {
   ControllerInputs in;
   in.hostname = d.hostname.empty() ? LocalHostname() : d.hostname;
-  if (d.hostname.empty() && in.hostname.find('.') == std::string::npos &&
-      Lookup(env, "JOB_COMPLETION_INDEX")) {
-    // The subdomain an Indexed Job's pods are named under is in the pod's
-    // FQDN (kubelet's /etc/hosts line), not in its hostname.
-    const std::string fqdn = Fqdn(in.hostname);
-    if (absl::StartsWith(fqdn, in.hostname + ".")) in.hostname = fqdn;
-  }
   in.replicated_job = d.replicated_job;
   in.nnodes = d.nnodes;
   in.layout_given = d.layout_given;
@@ -47,6 +40,17 @@ absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
     if (!labels.ok()) return labels.status();
     in.labels = *std::move(labels);
     in.labels_origin = absl::StrCat("file ", d.pod_labels_file);
+  }
+  const bool indexed_job_layout =
+      Lookup(env, "JOB_COMPLETION_INDEX") && !Lookup(env, "PET_NODE_RANK") &&
+      !Lookup(env, "LWS_GROUP_SIZE") && !in.labels.count(kJobSetNameLabel) &&
+      in.replicated_job.empty() && in.nnodes > 0 && !in.layout_given;
+  if (indexed_job_layout && d.hostname.empty() &&
+      in.hostname.find('.') == std::string::npos) {
+    // The subdomain an Indexed Job's pods are named under is in the pod's
+    // FQDN (kubelet's /etc/hosts line), not in its hostname.
+    const std::string fqdn = Fqdn(in.hostname);
+    if (absl::StartsWith(fqdn, in.hostname + ".")) in.hostname = fqdn;
   }
   auto found = DetectController(in, env);
   if (!found.ok()) return found.status();
@@ -91,6 +95,12 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
   const bool wants_identity = !job.cluster.tasks.empty() ||
                               d.framework != Framework::kAuto ||
                               !d.job_name.empty() || !d.task.empty();
+  if (!wants_identity && job.pytorch_layout) {
+    // A controller's fixed layout is torchrun's static rendezvous.
+    job.framework = "pytorch";
+    job.framework_reason = absl::StrCat("the ", job.controller, " layout");
+    return job;
+  }
   if (!wants_identity) {
     // torchrun's PET_* alone (Kubeflow's elastic PyTorchJob) say PyTorch;
     // the rendezvous, not the operator's layout, places the node.

@@ -101,9 +101,13 @@ absl::StatusOr<std::optional<ControllerLayout>> Lws(const ControllerInputs& in,
 // checked against each other and against the completion index.
 absl::StatusOr<std::optional<ControllerLayout>> TrainerV2(
     const ControllerInputs&, const EnvMap& env) {
+  // An Indexed Job may set PET_NNODES itself; the node rank from the
+  // completion index is the plugin's mark.
   const auto nnodes = Lookup(env, "PET_NNODES");
   const auto completion = Lookup(env, "JOB_COMPLETION_INDEX");
-  if (!nnodes || !completion) return std::nullopt;
+  if (!nnodes || !completion || !Lookup(env, "PET_NODE_RANK")) {
+    return std::nullopt;
+  }
   ControllerLayout l;
   l.controller = "trainer-v2";
   int c = 0;

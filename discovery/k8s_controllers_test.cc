@@ -114,12 +114,9 @@ TEST(K8sControllersTest, IndexedJobContradictionsNameBothInputs) {
 // from the Indexed Job underneath.
 std::map<std::string, std::string> JobSetLabels(const std::string& job_index,
                                                 const std::string& global) {
-  return {{kJobSetNameLabel, "pt"},
-          {kReplicatedJobLabel, "node"},
-          {kJobIndexLabel, job_index},
-          {kJobGlobalIndexLabel, global},
-          {kReplicatedJobReplicasLabel, "2"},
-          {kGlobalReplicasLabel, "2"}};
+  return {{kJobSetNameLabel, "pt"},           {kReplicatedJobLabel, "node"},
+          {kJobIndexLabel, job_index},        {kJobGlobalIndexLabel, global},
+          {kReplicatedJobReplicasLabel, "2"}, {kGlobalReplicasLabel, "2"}};
 }
 
 TEST(K8sControllersTest, JobSetOnePodPerJobNeedsNoFlags) {
@@ -185,12 +182,10 @@ TEST(K8sControllersTest, JobSetContradictionsNameBothInputs) {
 TEST(K8sControllersTest, TrainerV2IsCheckedNotReplaced) {
   ControllerInputs in;
   in.hostname = "tj-node-0-1";
-  const EnvMap env = {{"PET_NNODES", "2"},
-                      {"PET_NPROC_PER_NODE", "1"},
-                      {"PET_NODE_RANK", "1"},
-                      {"PET_MASTER_ADDR", "tj-node-0-0.tj"},
-                      {"PET_MASTER_PORT", "29400"},
-                      {"JOB_COMPLETION_INDEX", "1"}};
+  const EnvMap env = {
+      {"PET_NNODES", "2"},          {"PET_NPROC_PER_NODE", "1"},
+      {"PET_NODE_RANK", "1"},       {"PET_MASTER_ADDR", "tj-node-0-0.tj"},
+      {"PET_MASTER_PORT", "29500"}, {"JOB_COMPLETION_INDEX", "1"}};
   const ControllerLayout l = Detect(in, env);
   EXPECT_EQ(l.controller, "trainer-v2");
   EXPECT_FALSE(l.fixed);
