@@ -38,13 +38,14 @@ def group_ranks(job, n):
 def test_reverse_join_order_gets_pod_index_order(agent, tmp_path):
     job = Job(agent, tmp_path, "4")
     try:
-        # node0 (the store host) has pod index 3, node3 pod index 0; each
-        # joins only once the previous one is in the open round.
+        # node0 has pod index 3, node3 pod index 0, started in that order,
+        # each once the previous one reached the store. node0 hosts the
+        # store: without a pod index it would be rank 0 (host first, then
+        # join order).
         for i in range(4):
             job.start(i, env=pod_env(3 - i))
-            wait_for(lambda: (s := status(job)) is not None and
-                     len(s["participants"]) == i + 1, 30,
-                     what=f"node{i} to join")
+            wait_for(lambda: "rendezvous store" in job.log(i), 30,
+                     what=f"node{i} to reach the store")
         ranks = group_ranks(job, 4)
         assert ranks == {f"node{i}": str(3 - i) for i in range(4)}
         state = status(job)
