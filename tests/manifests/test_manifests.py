@@ -229,7 +229,8 @@ def test_every_required_example_exists():
             "kubeflow-pytorchjob-elastic", "kubeflow-tfjob",
             "volcano-pytorch-initcontainer", "job-indexed-pytorch",
             "job-indexed-inplace-restart", "jobset-pytorch", "lws-pytorch",
-            "trainer-v2-runtime", "trainer-v2-trainjob"} <= stems
+            "trainer-v2-runtime", "trainer-v2-trainjob",
+            "volcano-tensorflow-workers"} <= stems
     elastic = load(ROOT / "examples/k8s/kubeflow-pytorchjob-elastic.yaml")
     policy = elastic["spec"]["elasticPolicy"]
     assert (policy["minReplicas"], policy["maxReplicas"]) == (2, 4)
@@ -357,11 +358,22 @@ def expected_tf_cluster_volcano(pod):
     return cluster
 
 
+def expected_framework(pod):
+    if "DISTJOB_FRAMEWORK" in pod.env:
+        return pod.env["DISTJOB_FRAMEWORK"]
+    hosts = {n for n in pod.volcano_files if n.endswith(".host")}
+    if hosts == {"worker.host"}:
+        # TF workers only (MultiWorkerMirroredStrategy): --framework auto
+        # takes them for TensorFlow, as Volcano's tensorflow plugin.
+        return "tensorflow"
+    return "pytorch"
+
+
 @pytest.mark.parametrize("path, pod", list(all_pods()))
 def test_agent_gives_the_framework_environment(env_agent, path, pod,
                                                tmp_path):
     out, merged = agent_env(env_agent, pod, tmp_path)
-    framework = pod.env.get("DISTJOB_FRAMEWORK", "pytorch")
+    framework = expected_framework(pod)
     assert out["framework"] == framework
     assert out["workers"], f"{pod.name}: no workers"
     if framework == "tensorflow":
