@@ -14,14 +14,13 @@ import json
 import pytest
 
 from harness import PYTHON
-from multinode import EXAMPLE, GRACE, results_text, torch_available
+from multinode import EXAMPLE, results_text, torch_available
 
 pytestmark = pytest.mark.skipif(not torch_available(),
                                 reason="Debian's python3-torch is missing")
 
-# The image's ENTRYPOINT; the user's training command follows it. The
-# grace period is the pod spec's (terminationGracePeriodSeconds).
 def entrypoint(command):
+    """The image's ENTRYPOINT; the user's training command follows it."""
     return ["run", "--"] + list(command)
 
 
@@ -59,9 +58,7 @@ def test_jobset_shaped_job_trains_with_no_agent_flags(make_cluster,
     out = artifacts / "ranks"
     out.mkdir()
     pods = c.start_all(entrypoint(train(out)),
-                       env={"JOB_COMPLETION_INDEX": "0",
-                            "PET_NPROC_PER_NODE": "1",
-                            "DISTJOB_SHUTDOWN_TIMEOUT": str(GRACE)})
+                       env={"JOB_COMPLETION_INDEX": "0"})
     for pod in pods:
         c.mark_ready(pod)
     results = c.wait_all(timeout=150)
@@ -78,9 +75,7 @@ def test_lws_shaped_job_trains_with_no_agent_flags(make_cluster, artifacts):
         entrypoint(train(out)),
         env=lambda pod: {"LWS_LEADER_ADDRESS": leader.host,
                          "LWS_GROUP_SIZE": "2",
-                         "LWS_WORKER_INDEX": str(pod.index),
-                         "PET_NPROC_PER_NODE": "1",
-                         "DISTJOB_SHUTDOWN_TIMEOUT": str(GRACE)})
+                         "LWS_WORKER_INDEX": str(pod.index)})
     for pod in pods:
         c.mark_ready(pod)
     results = c.wait_all(timeout=150)

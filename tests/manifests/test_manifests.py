@@ -322,7 +322,6 @@ def run_env(agent, pod, tmp_path):
         assert path == pod.env.get("DISTJOB_POD_LABELS_FILE",
                                    "/etc/podinfo/labels"), path
         (tmp_path / "labels").write_text(content)
-        env["DISTJOB_POD_LABELS_FILE"] = str(tmp_path / "labels")
     env.update(pod.env)
     if pod.podinfo:
         env["DISTJOB_POD_LABELS_FILE"] = str(tmp_path / "labels")
