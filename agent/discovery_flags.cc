@@ -1,5 +1,6 @@
 #include "agent/discovery_flags.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -118,6 +119,34 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(AgentFlag("override-tf-config", "",
                        "Replace a TF_CONFIG already in the environment.",
                        SetBool(&d->override_tf_config), /*is_bool=*/true));
+  flags->Add(
+      AgentFlag("replicated-job", "NAME",
+                "JobSet: this pod's replicated job, to split the hostname "
+                "<jobset>-<replicatedjob>-<jobIndex>-<podIndex> without the "
+                "downward-API labels.",
+                SetString(&d->replicated_job)));
+  flags->Add(AgentFlag("pod-labels-file", "PATH",
+                       "A downward-API labels file (JobSet's "
+                       "jobset.sigs.k8s.io/* labels; default "
+                       "/etc/podinfo/labels; missing: none).",
+                       SetString(&d->pod_labels_file)));
+  flags->Add(AgentFlag(
+      "rank-order-key", "VALUE",
+      "c10d/etcd rounds: nodes with the same value (e.g. a rack or block "
+      "label from the downward API) get adjacent ranks.",
+      [options](absl::string_view v, absl::string_view) {
+        const bool ok =
+            !v.empty() && v.size() <= 63 &&
+            std::all_of(v.begin(), v.end(), [](char c) {
+              return absl::ascii_isalnum(c) || c == '-' || c == '_' || c == '.';
+            });
+        if (!ok) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "'", v, "' is not a label value (1-63 of A-Z a-z 0-9 - _ .)"));
+        }
+        options->launch.rank_order_key = std::string(v);
+        return absl::OkStatus();
+      }));
   flags->Add(AgentFlag("mxnet-port", "PORT",
                        "DMLC_PS_ROOT_PORT (default 9091).",
                        SetInt(&d->mxnet_port, 1, 65535)));

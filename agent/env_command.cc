@@ -145,7 +145,8 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
        LaunchSource(args, env, "max-restarts", "PET_MAX_RESTARTS")},
   };
   const std::string rank_source =
-      job->pytorch_layout
+      !job->layout_rank_source.empty() ? job->layout_rank_source
+      : job->pytorch_layout
           ? absl::StrCat("task ", job->identity.id.task, " index ",
                          job->identity.id.index)
           : LaunchSource(args, env, "node-rank", "PET_NODE_RANK");
@@ -154,7 +155,8 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   }
   for (const char* k : {"WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}) {
     launch_sources[k] =
-        job->pytorch_layout
+        !job->layout_size_source.empty() ? job->layout_size_source
+        : job->pytorch_layout
             ? std::string(PeerSourceName(job->cluster.source)) + " peers"
             : LaunchSource(args, env, "nnodes", "PET_NNODES");
   }
@@ -170,6 +172,23 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   doc["identity"] = {{"job", job->identity.id.job},
                      {"task", job->identity.id.task},
                      {"index", job->identity.id.index}};
+  if (!job->controller.empty()) {
+    // Which controller placed the pod, and its place in the rank order of
+    // a c10d/etcd round (null: none).
+    doc["controller"] = {
+        {"name", job->controller},
+        {"pod_index",
+         job->pod_index.empty() ? Json(nullptr) : Json(job->pod_index)}};
+    if (explain) doc["controller"]["pod_index_source"] = job->pod_index_source;
+    if (!json) {
+      absl::StrAppend(&out, "# controller ", job->controller, ", pod index ",
+                      job->pod_index.empty() ? "none" : job->pod_index);
+      if (explain && !job->pod_index.empty()) {
+        absl::StrAppend(&out, "  # ", job->pod_index_source);
+      }
+      out += "\n";
+    }
+  }
   Json workers = Json::array();
   for (int local_rank = 0; local_rank < launch.nproc; ++local_rank) {
     const EnvMap full =

@@ -70,6 +70,10 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string local_addr;
+  // The rank order of the dynamic backends: this pod's index from its
+  // controller (discovery/) and --rank-order-key; "" when none.
+  std::string pod_index;
+  std::string rank_order_key;
 };
 
 // What the agent does with an attempt's outcome: restart policy and

@@ -395,6 +395,17 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   }
   launch.tees = *std::move(tees);
   options.discovery.standalone = launch.standalone;
+  // A controller's layout (discovery/k8s_controllers) fills in only what
+  // the user left at torchrun's defaults.
+  options.discovery.nnodes =
+      launch.min_nodes == launch.max_nodes && launch.nnodes != "1:1"
+          ? launch.max_nodes
+          : 0;
+  options.discovery.layout_given =
+      launch.standalone || launch.min_nodes != launch.max_nodes ||
+      launch.node_rank != 0 || launch.master_addr != "127.0.0.1" ||
+      !launch.rdzv_endpoint.empty() ||
+      launch.rdzv_backend != RdzvBackend::kStatic;
   options.discovery.master_port = launch.master_port;
   return options;
 }

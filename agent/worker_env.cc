@@ -21,6 +21,7 @@ absl::StatusOr<JobEnv> ResolveJob(const DiscoveryOptions& options,
 
 LaunchOptions EffectiveLaunch(const JobEnv& job, const LaunchOptions& launch) {
   LaunchOptions effective = launch;
+  effective.pod_index = job.pod_index;
   if (!job.pytorch_layout) return effective;
   effective.node_rank = job.node_rank;
   effective.min_nodes = effective.max_nodes = job.nnodes;

@@ -60,6 +60,16 @@ FrameworkChoice ChooseFramework(
   }
   if (Lookup(env, "TF_CONFIG")) return {"tensorflow", "env TF_CONFIG"};
   if (Lookup(env, "DMLC_ROLE")) return {"mxnet", "env DMLC_ROLE"};
+  // Workers alone are how MultiWorkerMirroredStrategy runs; Volcano's
+  // tensorflow plugin gives them a TF_CONFIG too. Any other task name
+  // leaves the job unnamed.
+  if (auto it = tf_roles.find("worker"); it != tf_roles.end() &&
+                                         cluster.tasks.size() == 1 &&
+                                         cluster.tasks[0].task == it->second) {
+    return {"tensorflow",
+            absl::StrCat("workers only ('", it->second,
+                         "' tasks: MultiWorkerMirroredStrategy)")};
+  }
   return {"none", cluster.tasks.empty()
                       ? "no peers found"
                       : "no framework-specific task names (set --framework)"};

@@ -28,7 +28,8 @@ struct FrameworkChoice {
 
 // `requested` is the --framework value. Auto looks at the task names
 // (scheduler/server: mxnet; ps/chief/evaluator: tensorflow; master:
-// pytorch) and then at the operator's env (TF_CONFIG, DMLC_ROLE).
+// pytorch), then at the operator's env (PET_*, TF_CONFIG, DMLC_ROLE), and
+// takes a job of TF workers only (the TF role "worker") for TensorFlow.
 FrameworkChoice ChooseFramework(
     Framework requested, const Cluster& cluster, const EnvMap& env,
     const std::map<std::string, std::string>& tf_roles);

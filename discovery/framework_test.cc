@@ -17,7 +17,10 @@ TEST(ChooseFrameworkTest, FromTaskNamesAndEnv) {
   EXPECT_EQ(pick("ps=1,worker=2"), "tensorflow");
   EXPECT_EQ(pick("chief=1,worker=2"), "tensorflow");
   EXPECT_EQ(pick("master=1,worker=2"), "pytorch");
-  EXPECT_EQ(pick("worker=2"), "none");
+  // Workers only: MultiWorkerMirroredStrategy, as Volcano's plugin.
+  EXPECT_EQ(pick("worker=2"), "tensorflow");
+  EXPECT_EQ(pick("worker=2,launcher=1"), "none");
+  EXPECT_EQ(pick("trainer=2"), "none");
   EXPECT_EQ(pick("worker=2", {{"TF_CONFIG", "{}"}}), "tensorflow");
   EXPECT_EQ(pick("", {{"DMLC_ROLE", "worker"}}), "mxnet");
   // Kubeflow's elastic PyTorchJob: worker replicas only, torchrun's PET_*.

@@ -1,11 +1,14 @@
 #include "discovery/job_env.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "discovery/dns_resolver.h"
 #include "discovery/framework.h"
+#include "discovery/k8s_controllers.h"
 #include "discovery/pytorch_operator.h"
 
 namespace distjob {
@@ -21,6 +24,59 @@ absl::StatusOr<Cluster> FindPeers(const DiscoveryOptions& d, const EnvMap& env,
   return ReadVolcanoPeers(d.volcano_dir, env);
 }
 
+// The newer controllers' conventions, for a pod no Volcano or Kubeflow
+// peer list describes.
+absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
+                               JobEnv* job) {
+  ControllerInputs in;
+  in.hostname = d.hostname.empty() ? LocalHostname() : d.hostname;
+  in.replicated_job = d.replicated_job;
+  in.nnodes = d.nnodes;
+  in.layout_given = d.layout_given;
+  if (!d.pod_labels_file.empty()) {
+    const std::string text = ReadSmallFile(d.pod_labels_file, 64 << 10);
+    auto labels = ParseDownwardApiLabels(
+        text, absl::StrCat("labels file ", d.pod_labels_file));
+    if (!labels.ok()) return labels.status();
+    in.labels = *std::move(labels);
+    in.labels_origin = absl::StrCat("file ", d.pod_labels_file);
+  }
+  const bool indexed_job_layout =
+      Lookup(env, "JOB_COMPLETION_INDEX") && !Lookup(env, "PET_NODE_RANK") &&
+      !Lookup(env, "LWS_GROUP_SIZE") && !in.labels.count(kJobSetNameLabel) &&
+      in.replicated_job.empty() && in.nnodes > 0 && !in.layout_given;
+  if (indexed_job_layout && d.hostname.empty() &&
+      in.hostname.find('.') == std::string::npos) {
+    // The subdomain an Indexed Job's pods are named under is in the pod's
+    // FQDN (kubelet's /etc/hosts line), not in its hostname.
+    const std::string fqdn = Fqdn(in.hostname);
+    if (absl::StartsWith(fqdn, in.hostname + ".")) in.hostname = fqdn;
+  }
+  auto found = DetectController(in, env);
+  if (!found.ok()) return found.status();
+  if (!found->has_value()) return absl::OkStatus();
+  const ControllerLayout& l = **found;
+  job->controller = l.controller;
+  job->pod_index = l.pod_index;
+  job->pod_index_source = l.pod_index_source;
+  if (l.fixed) {
+    job->pytorch_layout = true;
+    job->node_rank = l.node_rank;
+    job->nnodes = l.nnodes;
+    job->master_addr = l.master_addr;
+    job->master_port = d.master_port;
+    job->master_source = l.master_source;
+    job->layout_rank_source = l.rank_source;
+    job->layout_size_source = l.size_source;
+  }
+  DJ_LOG_INFO("{} pod: pod index {}{}", l.controller,
+              l.pod_index.empty() ? "none" : l.pod_index,
+              l.fixed ? absl::StrCat(", node rank ", l.node_rank, " of ",
+                                     l.nnodes, ", master ", l.master_addr)
+                      : std::string());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
@@ -32,10 +88,19 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
   auto cluster = FindPeers(d, env, d.job_name.empty() ? "job" : d.job_name);
   if (!cluster.ok()) return cluster.status();
   job.cluster = std::move(*cluster);
+  if (job.cluster.tasks.empty()) {
+    if (absl::Status s = PlaceByController(d, env, &job); !s.ok()) return s;
+  }
 
   const bool wants_identity = !job.cluster.tasks.empty() ||
                               d.framework != Framework::kAuto ||
                               !d.job_name.empty() || !d.task.empty();
+  if (!wants_identity && job.pytorch_layout) {
+    // A controller's fixed layout is torchrun's static rendezvous.
+    job.framework = "pytorch";
+    job.framework_reason = absl::StrCat("the ", job.controller, " layout");
+    return job;
+  }
   if (!wants_identity) {
     // torchrun's PET_* alone (Kubeflow's elastic PyTorchJob) say PyTorch;
     // the rendezvous, not the operator's layout, places the node.

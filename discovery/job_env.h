@@ -50,6 +50,13 @@ struct DiscoveryOptions {
   // the PyTorch operators' layout falls back to torchrun's --master-port.
   bool standalone = false;
   int master_port = 29500;
+  // The newer controllers (discovery/k8s_controllers.h): --replicated-job,
+  // the downward-API labels file, --nnodes when a fixed count was given (0
+  // otherwise), and whether the torchrun layout is the user's own.
+  std::string replicated_job;
+  std::string pod_labels_file = "/etc/podinfo/labels";
+  int nnodes = 0;
+  bool layout_given = false;
 };
 
 struct JobEnv {
@@ -61,7 +68,16 @@ struct JobEnv {
   // Framework variables for every worker: filled by launchers/
   // (FrameworkEnv), not by discovery.
   SourcedEnv extra;
-  // Set in PyTorch operator mode: the node layout `run` uses.
+  // The controller that placed this pod (indexed-job, jobset, lws,
+  // trainer-v2; "" none), its place in the dynamic rank order, and where
+  // the fixed layout's rank and size came from when it gave one.
+  std::string controller;
+  std::string pod_index;
+  std::string pod_index_source;
+  std::string layout_rank_source;
+  std::string layout_size_source;
+  // Set in PyTorch operator mode or from a controller's fixed layout: the
+  // node layout `run` uses.
   bool pytorch_layout = false;
   int node_rank = 0;
   int nnodes = 1;

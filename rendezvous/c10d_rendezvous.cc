@@ -64,6 +64,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     options.max_nodes = p.max_nodes;
     options.addr = LocalNodeAddress(p.local_addr);
     options.node = absl::StrCat(options.addr, "-", getpid());
+    options.pod_index = p.pod_index;
+    options.order_key = p.order_key;
     options.config = *config;
     DJ_LOG_INFO("rendezvous over etcd at {}", p.endpoint);
     return std::unique_ptr<Rendezvous>(
@@ -88,6 +90,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   options.max_nodes = p.max_nodes;
   options.addr = LocalNodeAddress(p.local_addr);
   options.node = absl::StrCat(options.addr, "-", getpid());
+  options.pod_index = p.pod_index;
+  options.order_key = p.order_key;
   options.config = *config;
 
   const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));

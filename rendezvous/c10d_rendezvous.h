@@ -26,6 +26,9 @@ struct RendezvousParams {
   int min_nodes = 1;
   int max_nodes = 1;
   std::string local_addr;
+  // The dynamic backends' rank order (RdzvParticipant): "" when none.
+  std::string pod_index;
+  std::string order_key;
   // static backend
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";

@@ -343,9 +343,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       case Action::kWriteJoinRecord: {
         const absl::Status written =
             store_
-                ->Set(keys_.Join(st.round, join_index_),
-                      EncodeJoin(
-                          {options_.node, local_world_size, options_.addr}))
+                ->Set(
+                    keys_.Join(st.round, join_index_),
+                    EncodeJoin({options_.node, local_world_size, options_.addr,
+                                options_.pod_index, options_.order_key}))
                 .status();
         join_written_ = written.ok();
         reread = !join_written_;

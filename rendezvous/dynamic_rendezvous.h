@@ -32,6 +32,9 @@ struct DynamicRendezvousOptions {
   int max_nodes = 1;
   std::string node;  // unique per agent process
   std::string addr;  // this node's address (MASTER_ADDR when rank 0)
+  // Written in this node's join record: its rank order (rdzv_state.h).
+  std::string pod_index;
+  std::string order_key;
   bool hosting = false;
   // The hosted store's stats (set by c10d_rendezvous when hosting).
   Rendezvous::StoreStatsSource store_stats;

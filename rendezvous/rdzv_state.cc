@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace distjob {
 
@@ -58,10 +60,54 @@ RdzvState NextRound(const RdzvState& current, int restart_count) {
   return next;
 }
 
+namespace {
+
+// The optional fields of a record, " i=<index> k=<key>", each only if set.
+std::string TopologyFields(const RdzvParticipant& p) {
+  std::string out;
+  if (!p.pod_index.empty()) absl::StrAppend(&out, " i=", p.pod_index);
+  if (!p.order_key.empty()) absl::StrAppend(&out, " k=", p.order_key);
+  return out;
+}
+
+bool ParseTopologyField(absl::string_view field, RdzvParticipant* p) {
+  if (absl::ConsumePrefix(&field, "i=")) {
+    p->pod_index = std::string(field);
+    return IsPodIndex(p->pod_index);
+  }
+  if (absl::ConsumePrefix(&field, "k=")) {
+    p->order_key = std::string(field);
+    return !field.empty();
+  }
+  return false;
+}
+
+// "3" -> {3}, "1.0" -> {1, 0}; empty when `index` is no pod index.
+std::vector<int64_t> IndexParts(const std::string& index) {
+  std::vector<int64_t> parts;
+  if (index.empty()) return parts;
+  for (absl::string_view s : absl::StrSplit(index, '.')) {
+    int64_t v = 0;
+    if (s.empty() || s.size() > 12 ||
+        !std::all_of(s.begin(), s.end(),
+                     [](char c) { return c >= '0' && c <= '9'; }) ||
+        !absl::SimpleAtoi(s, &v)) {
+      return {};
+    }
+    parts.push_back(v);
+  }
+  return parts;
+}
+
+}  // namespace
+
+bool IsPodIndex(const std::string& index) { return !IndexParts(index).empty(); }
+
 std::string EncodeMembers(const std::vector<RdzvParticipant>& members) {
   std::string out;
   for (const auto& p : members) {
-    absl::StrAppend(&out, p.node, " ", p.nproc, " ", p.addr, "\n");
+    absl::StrAppend(&out, p.node, " ", p.nproc, " ", p.addr, TopologyFields(p),
+                    "\n");
   }
   return out;
 }
@@ -72,7 +118,12 @@ absl::StatusOr<std::vector<RdzvParticipant>> DecodeMembers(
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     std::vector<std::string> f = absl::StrSplit(line, ' ');
     RdzvParticipant p;
-    if (f.size() != 3 || f[0].empty() || !absl::SimpleAtoi(f[1], &p.nproc)) {
+    bool ok = f.size() >= 3 && f.size() <= 5 && !f[0].empty() &&
+              absl::SimpleAtoi(f[1], &p.nproc);
+    for (size_t i = 3; ok && i < f.size(); ++i) {
+      ok = ParseTopologyField(f[i], &p);
+    }
+    if (!ok) {
       return absl::DataLossError(
           absl::StrCat("malformed rendezvous member line '", line, "'"));
     }
@@ -100,6 +151,35 @@ void AssignRanks(const std::string& host,
   std::stable_sort(
       members->begin(), members->end(),
       [&](const auto& a, const auto& b) { return order(a) < order(b); });
+  const bool topology =
+      std::any_of(members->begin(), members->end(), [](const auto& p) {
+        return !p.pod_index.empty() || !p.order_key.empty();
+      });
+  if (!topology) return;
+  // Topology-aware schedulers (Kueue TAS) place pods assuming ranks follow
+  // the pod index; parsed once per member, not per comparison.
+  absl::flat_hash_map<std::string, std::vector<int64_t>> index;
+  for (const RdzvParticipant& p : *members) {
+    index.emplace(p.node, IndexParts(p.pod_index));
+  }
+  std::stable_sort(members->begin(), members->end(),
+                   [&](const auto& a, const auto& b) {
+                     const auto& ia = index[a.node];
+                     const auto& ib = index[b.node];
+                     if (ia.empty() || ib.empty()) {
+                       return !ia.empty() && ib.empty();
+                     }
+                     return ia < ib;
+                   });
+  // A key's group sits where its first member in that order sits.
+  absl::flat_hash_map<std::string, size_t> group;
+  for (const RdzvParticipant& p : *members) {
+    group.emplace(p.order_key, group.size());
+  }
+  std::stable_sort(members->begin(), members->end(),
+                   [&](const auto& a, const auto& b) {
+                     return group[a.order_key] < group[b.order_key];
+                   });
 }
 
 std::string EncodeRank(const RankRecord& r) {
@@ -135,18 +215,29 @@ std::vector<std::pair<std::string, RankRecord>> RankRecords(
 }
 
 std::string EncodeJoin(const RdzvParticipant& p) {
-  return absl::StrCat(p.nproc, " ", p.addr, " ", p.node);
+  // The node name stays last (the rest of the record); the optional fields
+  // go before it.
+  std::string fields = TopologyFields(p);
+  return absl::StrCat(p.nproc, " ", p.addr, fields, " ", p.node);
 }
 
 absl::StatusOr<RdzvParticipant> DecodeJoin(const std::string& text) {
   std::vector<std::string> f = absl::StrSplit(text, absl::MaxSplits(' ', 2));
   RdzvParticipant p;
-  if (f.size() != 3 || !absl::SimpleAtoi(f[0], &p.nproc) || f[2].empty()) {
+  bool ok = f.size() == 3 && absl::SimpleAtoi(f[0], &p.nproc);
+  std::string rest = f.size() == 3 ? f[2] : "";
+  while (ok && (absl::StartsWith(rest, "i=") || absl::StartsWith(rest, "k="))) {
+    const size_t space = rest.find(' ');
+    ok = space != std::string::npos &&
+         ParseTopologyField(absl::string_view(rest).substr(0, space), &p);
+    rest = ok ? rest.substr(space + 1) : "";
+  }
+  if (!ok || rest.empty()) {
     return absl::DataLossError(
         absl::StrCat("malformed rendezvous join record '", text, "'"));
   }
   p.addr = f[1];
-  p.node = f[2];
+  p.node = rest;
   return p;
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,10 +21,30 @@
 namespace distjob {
 
 struct RdzvParticipant {
+  RdzvParticipant() = default;
+  // The topology fields are optional: most records have neither.
+  RdzvParticipant(std::string node_, int nproc_, std::string addr_,
+                  std::string pod_index_ = "", std::string order_key_ = "")
+      : node(std::move(node_)),
+        nproc(nproc_),
+        addr(std::move(addr_)),
+        pod_index(std::move(pod_index_)),
+        order_key(std::move(order_key_)) {}
+
   std::string node;  // unique per agent process
   int nproc = 1;
   std::string addr;  // MASTER_ADDR if it becomes group rank 0
+  // Where the pod sits in its controller's order (JOB_COMPLETION_INDEX,
+  // the JobSet's job and pod index, LWS_WORKER_INDEX): dotted non-negative
+  // integers compared part by part, e.g. "3" or "1.0"; "" when none.
+  std::string pod_index;
+  // --rank-order-key (a rack or block label): members sharing it get
+  // adjacent ranks; "" when none. No whitespace.
+  std::string order_key;
 };
+
+// Whether `index` is a pod index as RdzvParticipant::pod_index holds it.
+bool IsPodIndex(const std::string& index);
 
 struct RdzvState {
   int64_t round = 0;
@@ -58,7 +79,12 @@ absl::StatusOr<std::vector<RdzvParticipant>> DecodeMembers(
 
 // Orders the members of a closing round: `host` first if present, then
 // those of `previous` (the last round's rank order) in their old order,
-// then the newcomers in join order.
+// then the newcomers in join order. When any member has a pod index or an
+// order key, the topology decides first: members with a pod index come in
+// index order, ahead of those without (which keep the order above), and
+// members sharing an order key are moved next to the first of them. The
+// order depends only on who the members are, so ranks stay stable across
+// rounds of the same members.
 void AssignRanks(const std::string& host,
                  const std::vector<std::string>& previous,
                  std::vector<RdzvParticipant>* members);

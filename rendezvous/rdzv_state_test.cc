@@ -58,6 +58,91 @@ TEST(RdzvStateTest, HostFirstThenPreviousOrderThenNewcomers) {
   EXPECT_EQ(order, (std::vector<std::string>{"h", "b", "a", "new"}));
 }
 
+std::vector<std::string> Order(const std::vector<RdzvParticipant>& m) {
+  std::vector<std::string> order;
+  for (const auto& p : m) order.push_back(p.node);
+  return order;
+}
+
+RdzvParticipant Node(const std::string& node, const std::string& index,
+                     const std::string& key = "") {
+  RdzvParticipant p{node, 1, "10.0.0.1"};
+  p.pod_index = index;
+  p.order_key = key;
+  return p;
+}
+
+TEST(RdzvStateTest, PodIndexOrdersMembersWhateverTheJoinOrder) {
+  // Joined in reverse pod-index order, the store host last to join.
+  std::vector<RdzvParticipant> m = {Node("d", "3"), Node("c", "2"),
+                                    Node("b", "1"), Node("a", "0")};
+  AssignRanks("d", {}, &m);
+  EXPECT_EQ(Order(m), (std::vector<std::string>{"a", "b", "c", "d"}));
+  // A later round of the same members keeps the order, whatever the
+  // previous list or the join order said.
+  std::vector<RdzvParticipant> again = {Node("b", "1"), Node("d", "3"),
+                                        Node("a", "0"), Node("c", "2")};
+  AssignRanks("d", {"d", "c", "b", "a"}, &again);
+  EXPECT_EQ(Order(again), (std::vector<std::string>{"a", "b", "c", "d"}));
+}
+
+TEST(RdzvStateTest, DottedIndexComparesPartByPart) {
+  std::vector<RdzvParticipant> m = {Node("j1p0", "1.0"), Node("j0p10", "0.10"),
+                                    Node("j0p2", "0.2")};
+  AssignRanks("", {}, &m);
+  EXPECT_EQ(Order(m), (std::vector<std::string>{"j0p2", "j0p10", "j1p0"}));
+}
+
+TEST(RdzvStateTest, NodesWithoutIndexFollowInTheirOldOrder) {
+  std::vector<RdzvParticipant> m = {{"new", 1, ""},
+                                    Node("x", "1"),
+                                    {"a", 1, ""},
+                                    {"h", 1, ""},
+                                    Node("y", "0")};
+  AssignRanks("h", {"a"}, &m);
+  EXPECT_EQ(Order(m), (std::vector<std::string>{"y", "x", "h", "a", "new"}));
+}
+
+TEST(RdzvStateTest, OrderKeyKeepsARackAdjacent) {
+  // Racks interleaved by pod index: each rack's nodes become adjacent, the
+  // racks in the order of their lowest index.
+  std::vector<RdzvParticipant> m = {
+      Node("n0", "0", "rack-b"), Node("n1", "1", "rack-a"),
+      Node("n2", "2", "rack-b"), Node("n3", "3", "rack-a")};
+  AssignRanks("", {}, &m);
+  EXPECT_EQ(Order(m), (std::vector<std::string>{"n0", "n2", "n1", "n3"}));
+  // A key alone (no index) groups in join order.
+  std::vector<RdzvParticipant> keys = {Node("p", "", "r1"), Node("q", "", "r2"),
+                                       Node("r", "", "r1")};
+  AssignRanks("", {}, &keys);
+  EXPECT_EQ(Order(keys), (std::vector<std::string>{"p", "r", "q"}));
+}
+
+TEST(RdzvStateTest, TopologyFieldsRoundTripInJoinAndMemberRecords) {
+  RdzvParticipant p = Node("10.0.0.1-7", "1.2", "rack-a");
+  auto j = DecodeJoin(EncodeJoin(p));
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->node, "10.0.0.1-7");
+  EXPECT_EQ(j->pod_index, "1.2");
+  EXPECT_EQ(j->order_key, "rack-a");
+  auto plain = DecodeJoin(EncodeJoin({"n", 2, "h"}));
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->node, "n");
+  EXPECT_EQ(plain->pod_index, "");
+  auto m = DecodeMembers(EncodeMembers({p, {"b", 1, "h"}}));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)[0].pod_index, "1.2");
+  EXPECT_EQ((*m)[0].order_key, "rack-a");
+  EXPECT_EQ((*m)[1].pod_index, "");
+  EXPECT_EQ(DecodeJoin("1 h i=x n").status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeMembers("a 1 h i=-1\n").status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(IsPodIndex("0"));
+  EXPECT_FALSE(IsPodIndex("1."));
+  EXPECT_FALSE(IsPodIndex(""));
+}
+
 TEST(RdzvStateTest, RankRecordsCarryBaseRanksAndTheRing) {
   auto records = RankRecords({{"a", 2, "x"}, {"b", 3, "y"}, {"c", 1, "z"}});
   ASSERT_EQ(records.size(), 3u);

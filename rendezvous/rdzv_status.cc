@@ -108,6 +108,11 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
       participant["addr"] = p.addr;
       participant["heartbeat_age_s"] =
           age == ages.end() ? Json() : Json(AgeSeconds(age->second));
+      // The rank order's inputs (rdzv_state.h), null when the node has none.
+      participant["pod_index"] =
+          p.pod_index.empty() ? Json() : Json(p.pod_index);
+      participant["order_key"] =
+          p.order_key.empty() ? Json() : Json(p.order_key);
     }
     job["waiting"] = Json::array();
     for (size_t i = 0; i < waiting.size(); ++i) {

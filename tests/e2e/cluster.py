@@ -279,7 +279,8 @@ class Cluster:
     SUBNET = "10.213.0"
     DNS_IP = f"{SUBNET}.2"
 
-    def __init__(self, job, tasks, artifacts, agent=None, pid_namespace=True):
+    def __init__(self, job, tasks, artifacts, agent=None, pid_namespace=True,
+                 volcano=True, pod_files=None):
         with _lock:
             _counter[0] += 1
             self.prefix = f"{PREFIX}-{os.getpid()}-{_counter[0]}"
@@ -289,6 +290,10 @@ class Cluster:
         self.artifacts.mkdir(parents=True, exist_ok=True)
         self.agent = agent or agent_binary()
         self.pid_namespace = pid_namespace
+        # False: pods of another controller, no /etc/volcano nor VC_*.
+        self.volcano = volcano
+        # pod -> {path under the pod's /etc: content} (downward-API files).
+        self.pod_files = pod_files
         self._inodes = {}
         self._netns = []
         self._dns = None
@@ -448,7 +453,11 @@ class Cluster:
         etc = pod.artifacts / "etc"
         (etc / "volcano").mkdir(parents=True, exist_ok=True)
         (pod.artifacts / ".overlay-work").mkdir(exist_ok=True)
-        for task in self.tasks:
+        for path, content in (self.pod_files(pod) if self.pod_files
+                              else {}).items():
+            (etc / path).parent.mkdir(parents=True, exist_ok=True)
+            (etc / path).write_text(content)
+        for task in self.tasks if self.volcano else ():
             key = task.replace("-", "_")
             # No trailing newline, as the svc plugin's ConfigMap has it.
             (etc / "volcano" / f"{key}.host").write_text(
@@ -480,7 +489,8 @@ class Cluster:
                     "HOSTNAME": pod.name,
                     "DISTJOB_TERMINATION_LOG": str(pod.termination_log),
                     "TORCHELASTIC_ERROR_FILE": str(pod.error_file)}
-        full_env.update(self.volcano_env(pod))
+        if self.volcano:
+            full_env.update(self.volcano_env(pod))
         for name, value in (env or {}).items():
             if value is None:
                 full_env.pop(name, None)

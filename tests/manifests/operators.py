@@ -2,7 +2,9 @@
 
 A model of the operators as they document themselves (Volcano v1.9 `env`, `svc`
 and `pytorch` plugins; Kubeflow training-operator v1.8 PyTorchJob, TFJob and
-MXJob), enough to give `distjob-agent env` exactly the input a pod would
+MXJob; the Job controller's Indexed Jobs; JobSet, LeaderWorkerSet and
+Kubeflow Trainer v2's torch plugin, each at the source cited where it is
+simulated), enough to give `distjob-agent env` exactly the input a pod would
 see: environment, hostname and the /etc/volcano files. Anything the model
 does not know (an unsimulated plugin, a replica type) raises, so a manifest
 never passes by being ignored.
@@ -26,6 +28,12 @@ class Pod:
     env: dict            # the container's final environment
     volcano_files: dict  # /etc/volcano/<file> -> content (Volcano only)
     spec: dict           # the pod template spec
+    # Downward-API files: mount path/file -> content.
+    podinfo: dict = dataclasses.field(default_factory=dict)
+    # The node layout the controller means (node_rank, nnodes, master_addr,
+    # master_port), when the agent should derive it without flags.
+    layout: dict = dataclasses.field(default_factory=dict)
+    hostname: str = ""   # the kernel hostname when not the pod name
 
 
 def _annotations_volcano(job, task, index):
@@ -33,26 +41,50 @@ def _annotations_volcano(job, task, index):
             "volcano.sh/task-index": str(index)}
 
 
-def _field_ref(path, name, annotations):
+def _field_ref(path, name, annotations, labels=None):
     if path == "metadata.name":
         return name
     m = re.fullmatch(r"metadata\.annotations\['([^']+)'\]", path)
     if m:
         return annotations.get(m.group(1), "")
+    m = re.fullmatch(r"metadata\.labels\['([^']+)'\]", path)
+    if m:
+        return (labels or {}).get(m.group(1), "")
     raise NotImplementedError(f"fieldRef {path} is not simulated")
 
 
-def _user_env(container, name, annotations):
+def _user_env(container, name, annotations, labels=None):
     env = {}
     for item in container.get("env", []):
         if "value" in item:
             env[item["name"]] = str(item["value"])
         elif "fieldRef" in item.get("valueFrom", {}):
             env[item["name"]] = _field_ref(
-                item["valueFrom"]["fieldRef"]["fieldPath"], name, annotations)
+                item["valueFrom"]["fieldRef"]["fieldPath"], name, annotations,
+                labels)
         else:
             raise NotImplementedError(f"env source of {item['name']}")
     return env
+
+
+def _downward_files(spec, container, labels, annotations):
+    """The downward-API volumes the container mounts, as kubelet writes
+    them: `labels`/`annotations` files of key="value" lines, sorted."""
+    files = {}
+    mounts = {m["name"]: m["mountPath"]
+              for m in container.get("volumeMounts", [])}
+    for volume in spec.get("volumes", []):
+        if "downwardAPI" not in volume or volume["name"] not in mounts:
+            continue
+        for item in volume["downwardAPI"]["items"]:
+            path = item["fieldRef"]["fieldPath"]
+            values = {"metadata.labels": labels,
+                      "metadata.annotations": annotations}.get(path)
+            if values is None:
+                raise NotImplementedError(f"downward API {path}")
+            files[f"{mounts[volume['name']]}/{item['path']}"] = "".join(
+                f'{k}="{v}"\n' for k, v in sorted(values.items()))
+    return files
 
 
 def volcano_pods(job):
@@ -235,11 +267,191 @@ def _kubeflow_mx(name, replicas, ports, rt, index):
     return env
 
 
-def pods_of(manifest):
+# --- the Job controller: Indexed Jobs -------------------------------------
+# kubernetes.io "Indexed Job for Parallel Processing with Static Work
+# Assignment" and "Job with Pod-to-Pod Communication": pods <job>-<index>
+# with JOB_COMPLETION_INDEX and the annotation
+# batch.kubernetes.io/job-completion-index; with spec.subdomain the pod is
+# <job>-<index>.<subdomain>.<ns>.svc.cluster.local, and setHostnameAsFQDN
+# makes that the kernel hostname.
+
+def indexed_job_pods(job, namespace="default"):
+    name = job["metadata"]["name"]
+    spec = job["spec"]
+    if spec.get("completionMode") != "Indexed":
+        raise NotImplementedError(f"Job {name}: not Indexed")
+    template = spec["template"]["spec"]
+    container = template["containers"][0]
+    pods = []
+    for index in range(spec["completions"]):
+        host = f"{name}-{index}"
+        annotations = {"batch.kubernetes.io/job-completion-index": str(index)}
+        env = _user_env(container, host, annotations)
+        env["JOB_COMPLETION_INDEX"] = str(index)
+        sub = template.get("subdomain")
+        fqdn = (f"{host}.{sub}.{namespace}.svc.cluster.local"
+                if sub and template.get("setHostnameAsFQDN") else host)
+        layout = {}
+        if sub and "PET_NNODES" in env:
+            layout = {"node_rank": index, "nnodes": int(env["PET_NNODES"]),
+                      "master_addr": f"{name}-0.{sub}",
+                      "master_port": 29500}
+        pods.append(Pod(host, "IndexedJob", "", index, container, env, {},
+                        template, layout=layout, hostname=fqdn))
+    return pods
+
+
+# --- JobSet ----------------------------------------------------------------
+# kubernetes-sigs/jobset api/jobset/v1alpha2 and its controller: the Jobs
+# of replicated job <rj> are <js>-<rj>-<jobIndex>, their pods' hostnames
+# <js>-<rj>-<jobIndex>-<podIndex> under the subdomain <js>; every pod
+# carries the jobset.sigs.k8s.io/* labels (global index = the Jobs of the
+# replicated jobs before it plus the job index). JobSet injects no
+# environment of its own; the Jobs underneath are Indexed
+# (JOB_COMPLETION_INDEX).
+
+def _jobset_pods(js_name, jobset_spec, container_name=None, extra_env=None,
+                 pods_per_job=None):
+    rjobs = jobset_spec["replicatedJobs"]
+    global_replicas = sum(rj.get("replicas", 1) for rj in rjobs)
+    pods, offset = [], 0
+    for rj in rjobs:
+        job_spec = rj["template"]["spec"]
+        template = job_spec["template"]["spec"]
+        containers = template["containers"]
+        if container_name is not None:
+            containers = [c for c in containers if c["name"] == container_name]
+            if not containers:
+                raise AssertionError(f"{js_name}/{rj['name']}: no container "
+                                     f"named {container_name!r}")
+        container = containers[0]
+        replicas = rj.get("replicas", 1)
+        per_job = pods_per_job or job_spec.get("completions", 1)
+        for job_index in range(replicas):
+            for pod_index in range(per_job):
+                host = f"{js_name}-{rj['name']}-{job_index}-{pod_index}"
+                labels = {
+                    "jobset.sigs.k8s.io/jobset-name": js_name,
+                    "jobset.sigs.k8s.io/replicatedjob-name": rj["name"],
+                    "jobset.sigs.k8s.io/job-index": str(job_index),
+                    "jobset.sigs.k8s.io/job-global-index":
+                        str(offset + job_index),
+                    "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+                    "jobset.sigs.k8s.io/global-replicas": str(global_replicas),
+                    "jobset.sigs.k8s.io/restart-attempt": "0",
+                }
+                annotations = {
+                    "batch.kubernetes.io/job-completion-index": str(pod_index)}
+                env = _user_env(container, host, annotations, labels)
+                env["JOB_COMPLETION_INDEX"] = str(pod_index)
+                env.update((extra_env or (lambda i: {}))(pod_index))
+                layout = {"node_rank": (offset + job_index) * per_job
+                          + pod_index,
+                          "nnodes": global_replicas * per_job,
+                          "master_addr":
+                              f"{js_name}-{rjobs[0]['name']}-0-0.{js_name}",
+                          "master_port": 29500}
+                pods.append(Pod(host, "JobSet", rj["name"], pod_index,
+                                container, env, {}, template,
+                                podinfo=_downward_files(template, container,
+                                                        labels, annotations),
+                                layout=layout))
+        offset += replicas
+    return pods
+
+
+def jobset_pods(jobset):
+    return _jobset_pods(jobset["metadata"]["name"], jobset["spec"])
+
+
+# --- LeaderWorkerSet -------------------------------------------------------
+# kubernetes-sigs/lws pkg/utils/pod/pod_utils.go and its docs
+# ("Labels, Annotations and Environment Variables"): group g's leader is
+# <lws>-<g>, its workers <lws>-<g>-<w> (w = 1..size-1), every container
+# gets LWS_LEADER_ADDRESS=<lws>-<g>.<lws>.<ns>, LWS_GROUP_SIZE and
+# LWS_WORKER_INDEX (0 for the leader).
+
+def lws_pods(lws, namespace="default"):
+    name = lws["metadata"]["name"]
+    tmpl = lws["spec"]["leaderWorkerTemplate"]
+    size = tmpl["size"]
+    pods = []
+    for group in range(lws["spec"].get("replicas", 1)):
+        for worker in range(size):
+            source = tmpl.get("leaderTemplate") if worker == 0 else None
+            template = (source or tmpl["workerTemplate"])["spec"]
+            container = template["containers"][0]
+            host = f"{name}-{group}" if worker == 0 else \
+                f"{name}-{group}-{worker}"
+            env = _user_env(container, host, {})
+            leader = f"{name}-{group}.{name}.{namespace}"
+            env.update({"LWS_LEADER_ADDRESS": leader,
+                        "LWS_GROUP_SIZE": str(size),
+                        "LWS_WORKER_INDEX": str(worker)})
+            pods.append(Pod(host, "LeaderWorkerSet", "", worker, container,
+                            env, {}, template,
+                            layout={"node_rank": worker, "nnodes": size,
+                                    "master_addr": leader,
+                                    "master_port": 29500}))
+    return pods
+
+
+# --- Kubeflow Trainer v2 ---------------------------------------------------
+# kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go: the
+# TrainJob runs as the runtime's JobSet named after the TrainJob; in the
+# container `node` the plugin sets PET_NNODES=numNodes, PET_NPROC_PER_NODE,
+# PET_NODE_RANK from the annotation batch.kubernetes.io/job-completion-index,
+# PET_MASTER_ADDR=<trainjob>-node-0-0.<trainjob> and PET_MASTER_PORT=29500.
+
+def trainjob_pods(trainjob, runtimes):
+    name = trainjob["metadata"]["name"]
+    ref = trainjob["spec"]["runtimeRef"]
+    runtime = runtimes.get(ref["name"])
+    if runtime is None:
+        raise AssertionError(f"TrainJob {name}: no runtime {ref['name']!r}")
+    trainer = trainjob["spec"].get("trainer", {})
+    policy = runtime["spec"]["mlPolicy"]
+    nnodes = trainer.get("numNodes", policy.get("numNodes", 1))
+    nproc = str(trainer.get("numProcPerNode",
+                            policy.get("torch", {}).get("numProcPerNode",
+                                                        "auto")))
+    jobset_spec = json.loads(json.dumps(runtime["spec"]["template"]["spec"]))
+    rjobs = jobset_spec["replicatedJobs"]
+    if [rj["name"] for rj in rjobs] != ["node"]:
+        raise NotImplementedError(f"runtime {ref['name']}: replicated jobs "
+                                  f"{[rj['name'] for rj in rjobs]}")
+    for c in rjobs[0]["template"]["spec"]["template"]["spec"]["containers"]:
+        if c["name"] == "node" and "args" in trainer:
+            c["args"] = trainer["args"]
+
+    def torch_env(index):
+        return {"PET_NNODES": str(nnodes), "PET_NPROC_PER_NODE": nproc,
+                "PET_NODE_RANK": str(index),
+                "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
+                "PET_MASTER_PORT": "29500"}
+
+    pods = _jobset_pods(name, jobset_spec, container_name="node",
+                        extra_env=torch_env, pods_per_job=nnodes)
+    for pod in pods:
+        pod.kind = "TrainJob"
+    return pods
+
+
+def pods_of(manifest, runtimes=None):
     if manifest["apiVersion"].startswith("batch.volcano.sh/"):
         return volcano_pods(manifest)
     if manifest["kind"] in KUBEFLOW:
         return kubeflow_pods(manifest)
+    if manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "Job":
+        return indexed_job_pods(manifest)
+    if manifest["apiVersion"].startswith("jobset.x-k8s.io/"):
+        return jobset_pods(manifest)
+    if manifest["apiVersion"].startswith("leaderworkerset.x-k8s.io/"):
+        return lws_pods(manifest)
+    if manifest["kind"] == "TrainJob":
+        return trainjob_pods(manifest, runtimes or {})
+    if manifest["kind"] == "ClusterTrainingRuntime":
+        return []  # a template: its pods are the TrainJobs'
     raise NotImplementedError(f"{manifest['apiVersion']} {manifest['kind']}")
 
 

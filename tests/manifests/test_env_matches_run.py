@@ -6,7 +6,8 @@ env's output for the same input. Only the values env marks as undecided
 (decided at rendezvous or at launch) are left out, and env must mark them
 null rather than guess.
 
-Runs stay local and quick: no start barrier, no DNS wait, no health port;
+Runs stay local and quick: no start barrier, no DNS wait, no health or
+metrics port;
 an elastic job's rendezvous is narrowed to this one node on a free local
 port (PET_NNODES=1, PET_RDZV_ENDPOINT=localhost:0) for both commands.
 """
@@ -37,9 +38,12 @@ SHELL_ADDED = {"PWD", "OLDPWD", "SHLVL", "_"}
 
 
 def pods():
-    for path in MANIFESTS:
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
-        for pod in operators.pods_of(docs[0]):
+    jobs = {path: [d for d in yaml.safe_load_all(path.read_text())
+                   if d and d["kind"] != "Service"][0] for path in MANIFESTS}
+    runtimes = {d["metadata"]["name"]: d for d in jobs.values()
+                if d["kind"] == "ClusterTrainingRuntime"}
+    for path, job in jobs.items():
+        for pod in operators.pods_of(job, runtimes):
             yield pytest.param(pod, id=f"{path.stem}:{pod.name}")
 
 
@@ -103,10 +107,15 @@ def pod_input(pod, tmp_path):
     env = {"PATH": os.environ["PATH"],
            "DISTJOB_TERMINATION_LOG": str(tmp_path / "termination-log"),
            # Python would otherwise add LC_CTYPE to the worker's own view.
-           "PYTHONCOERCECLOCALE": "0"}
+           "PYTHONCOERCECLOCALE": "0",
+           "DISTJOB_POD_LABELS_FILE": str(tmp_path / "labels")}
+    for content in pod.podinfo.values():
+        (tmp_path / "labels").write_text(content)
     env.update(pod.env)
     env["DISTJOB_DNS_TIMEOUT"] = "0"
     env["DISTJOB_HEALTH_PORT"] = "0"
+    # A fixed port may be taken on a shared machine; these runs serve none.
+    env["DISTJOB_METRICS_PORT"] = "0"
     if "PET_RDZV_ENDPOINT" in env:
         env["PET_NNODES"] = "1"
         env["PET_RDZV_ENDPOINT"] = "localhost:0"
@@ -116,12 +125,12 @@ def pod_input(pod, tmp_path):
 @pytest.mark.parametrize("pod", list(pods()))
 def test_env_shows_what_run_gives(uts_agent, pod, tmp_path):
     args, env = pod_input(pod, tmp_path)
-    view = compare(pod.name, args, env, uts_agent, tmp_path)
+    view = compare(pod.hostname or pod.name, args, env, uts_agent, tmp_path)
     undecided = view["workers"][0].get("undecided", {})
     if "PET_RDZV_ENDPOINT" in pod.env:
         assert "RANK" in undecided and "MASTER_ADDR" in undecided
         assert "nnodes 1:1" in undecided["RANK"]
-    elif pod.env.get("MASTER_ADDR"):
+    elif pod.env.get("MASTER_ADDR") or pod.layout:
         # The operators' master/worker layout: every rank known up front.
         assert "RANK" not in undecided and "MASTER_PORT" not in undecided
     else:

@@ -29,14 +29,22 @@ RETRYABLE_PORTABLE = 138  # retried by every Kubeflow version (README: "Exit-cod
 
 
 def load(path):
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    # A headless Service may come with the job it names the pods for.
+    docs = [d for d in yaml.safe_load_all(path.read_text())
+            if d and d["kind"] != "Service"]
     assert len(docs) == 1, f"{path.name}: one job per file"
     return docs[0]
 
 
+def runtimes():
+    """The Trainer v2 runtimes among the examples, by name."""
+    return {d["metadata"]["name"]: d for d in map(load, MANIFESTS)
+            if d["kind"] == "ClusterTrainingRuntime"}
+
+
 def all_pods():
     for path in MANIFESTS:
-        for pod in operators.pods_of(load(path)):
+        for pod in operators.pods_of(load(path), runtimes()):
             yield pytest.param(path, pod, id=f"{path.stem}:{pod.name}")
 
 
@@ -88,8 +96,93 @@ def probe_problems(pod):
     return problems
 
 
+FAILJOB = set(range(1, 128))
+
+
+def pod_failure_action(policy, exit_code, conditions=()):
+    """The Job controller's podFailurePolicy: the first rule that matches
+    (onExitCodes: In/NotIn, exit code 0 never matching; onPodConditions)
+    decides; none -> Count (kubernetes.io "Handling retriable and
+    non-retriable pod failures with Pod failure policy")."""
+    for rule in (policy or {}).get("rules", []):
+        codes = rule.get("onExitCodes")
+        if codes is not None and exit_code is not None and exit_code != 0:
+            inside = exit_code in codes["values"]
+            if inside == (codes["operator"] == "In"):
+                return rule["action"]
+        for cond in rule.get("onPodConditions", []):
+            if cond["type"] in conditions:
+                return rule["action"]
+    return "Count"
+
+
+def job_policy_problems(where, job_spec):
+    problems = []
+    if job_spec["template"]["spec"].get("restartPolicy") != "Never":
+        problems.append(f"{where}: restartPolicy is not Never (a "
+                        "podFailurePolicy needs it)")
+    policy = job_spec.get("podFailurePolicy")
+    for code in range(1, 256):
+        action = pod_failure_action(policy, code)
+        want = {"FailJob"} if code in FAILJOB else {"Count", "Ignore"}
+        if action not in want:
+            problems.append(f"{where}: exit {code} -> {action}")
+    if pod_failure_action(policy, None, ("DisruptionTarget",)) != "Ignore":
+        problems.append(f"{where}: a disruption is not ignored")
+    # Kubernetes >= 1.34 in-place restarts: retryable codes only.
+    for c in job_spec["template"]["spec"]["containers"]:
+        for rule in c.get("restartPolicyRules", []):
+            codes = rule["exitCodes"]
+            restarted = {x for x in range(1, 256)
+                         if (x in codes["values"]) ==
+                         (codes["operator"] == "In")}
+            if rule["action"] == "Restart" and restarted & FAILJOB:
+                problems.append(f"{where}: restarts in place on permanent "
+                                f"codes {sorted(restarted & FAILJOB)[:3]}")
+    return problems
+
+
+def jobset_policy_problems(where, jobset_spec):
+    problems = []
+    rules = jobset_spec.get("failurePolicy", {}).get("rules", [])
+
+    def action(reason):
+        for rule in rules:
+            if reason in rule.get("onJobFailureReasons", [reason]):
+                return rule["action"]
+        return "RestartJobSet"  # the default: restart up to maxRestarts
+    if action("PodFailurePolicy") != "FailJobSet":
+        problems.append(f"{where}: a permanent exit does not fail the JobSet")
+    if action("BackoffLimitExceeded") not in (
+            "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"):
+        problems.append(f"{where}: a retryable exit does not restart")
+    if jobset_spec.get("failurePolicy", {}).get("maxRestarts", 0) < 1:
+        problems.append(f"{where}: maxRestarts < 1")
+    for rj in jobset_spec["replicatedJobs"]:
+        problems += job_policy_problems(f"{where}/{rj['name']}",
+                                        rj["template"]["spec"])
+    return problems
+
+
 def exit_policy_problems(job):
     problems = []
+    if job["apiVersion"] == "batch/v1":
+        return job_policy_problems(job["metadata"]["name"], job["spec"])
+    if job["apiVersion"].startswith("jobset.x-k8s.io/"):
+        return jobset_policy_problems(job["metadata"]["name"], job["spec"])
+    if job["kind"] == "ClusterTrainingRuntime":
+        return jobset_policy_problems(job["metadata"]["name"],
+                                      job["spec"]["template"]["spec"])
+    if job["kind"] == "TrainJob":
+        return []  # its runtime's policy (checked there)
+    if job["kind"] == "LeaderWorkerSet":
+        # Pods always restart: a failed node must restart its whole group
+        # for the static rendezvous to form again.
+        policy = job["spec"]["leaderWorkerTemplate"].get("restartPolicy")
+        if policy != "RecreateGroupOnPodRestart":
+            problems.append(f"restartPolicy {policy}, not "
+                            "RecreateGroupOnPodRestart")
+        return problems
     if job["apiVersion"].startswith("batch.volcano.sh/"):
         # Volcano applies the first matching policy and has no code classes:
         # the retryable code must map to a restart before any PodFailed rule.
@@ -134,7 +227,10 @@ def test_every_required_example_exists():
     stems = {stem for _, stem in kinds}
     assert {"volcano-tensorflow", "volcano-pytorch", "volcano-mxnet",
             "kubeflow-pytorchjob-elastic", "kubeflow-tfjob",
-            "volcano-pytorch-initcontainer"} <= stems
+            "volcano-pytorch-initcontainer", "job-indexed-pytorch",
+            "job-indexed-inplace-restart", "jobset-pytorch", "lws-pytorch",
+            "trainer-v2-runtime", "trainer-v2-trainjob",
+            "volcano-tensorflow-workers"} <= stems
     elastic = load(ROOT / "examples/k8s/kubeflow-pytorchjob-elastic.yaml")
     policy = elastic["spec"]["elasticPolicy"]
     assert (policy["minReplicas"], policy["maxReplicas"]) == (2, 4)
@@ -173,6 +269,25 @@ def test_checks_reject_broken_manifests():
     wrong_port.env["DISTJOB_HEALTH_PORT"] = "9000"
     assert probe_problems(wrong_port)
 
+    js = load(ROOT / "examples/k8s/jobset-pytorch.yaml")
+    no_fail = copy.deepcopy(js)
+    no_fail["spec"]["failurePolicy"]["rules"] = no_fail["spec"][
+        "failurePolicy"]["rules"][1:]
+    assert exit_policy_problems(no_fail)
+    retry_all = copy.deepcopy(js)
+    retry_all["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "podFailurePolicy"]["rules"][1]["onExitCodes"]["values"] = [1]
+    assert exit_policy_problems(retry_all)
+    inplace = load(ROOT / "examples/k8s/job-indexed-inplace-restart.yaml")
+    restart_all = copy.deepcopy(inplace)
+    restart_all["spec"]["template"]["spec"]["containers"][0][
+        "restartPolicyRules"][0]["exitCodes"] = {"operator": "NotIn",
+                                                 "values": [0]}
+    assert exit_policy_problems(restart_all)
+    lws = load(ROOT / "examples/k8s/lws-pytorch.yaml")
+    lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "None"
+    assert exit_policy_problems(lws)
+
 
 # --- the agent's view: `distjob-agent env --json` on the derived input -----
 
@@ -188,7 +303,7 @@ def env_agent(agent):
     return agent
 
 
-def agent_env(agent, pod, tmp_path):
+def run_env(agent, pod, tmp_path):
     argv = operators.container_argv(pod.container)
     rest = argv[1:] if os.path.basename(argv[0]) == "torchrun" else argv[2:]
     extra = []
@@ -199,16 +314,30 @@ def agent_env(agent, pod, tmp_path):
             (volcano / name).write_text(content)
         extra = ["--volcano-dir", str(volcano)]
     env = {"PATH": os.environ["PATH"],
-           "DISTJOB_TERMINATION_LOG": str(tmp_path / "termination-log")}
+           "DISTJOB_TERMINATION_LOG": str(tmp_path / "termination-log"),
+           # This machine's own file, never a pod's.
+           "DISTJOB_POD_LABELS_FILE": str(tmp_path / "no-labels")}
+    for path, content in pod.podinfo.items():
+        # The agent reads the labels where the manifest mounts them.
+        assert path == pod.env.get("DISTJOB_POD_LABELS_FILE",
+                                   "/etc/podinfo/labels"), path
+        (tmp_path / "labels").write_text(content)
     env.update(pod.env)
+    if pod.podinfo:
+        env["DISTJOB_POD_LABELS_FILE"] = str(tmp_path / "labels")
     # The peers' names exist only in the cluster's DNS; this test checks what
     # the agent derives from the operator's input, so it does not wait for
     # them (tests/integration/test_discovery.py covers the DNS wait).
     env["DISTJOB_DNS_TIMEOUT"] = "0"
-    result = subprocess.run(
+    return subprocess.run(
         ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"',
-         pod.name, agent, "env", "--json", *extra, *rest],
+         pod.hostname or pod.name, agent, "env", "--json", "--explain",
+         *extra, *rest],
         env=env, capture_output=True, text=True, timeout=30)
+
+
+def agent_env(agent, pod, tmp_path):
+    result = run_env(agent, pod, tmp_path)
     assert result.returncode == 0, (
         f"{pod.name}: distjob-agent env exited {result.returncode}: "
         f"{result.stderr}")
@@ -228,11 +357,22 @@ def expected_tf_cluster_volcano(pod):
     return cluster
 
 
+def expected_framework(pod):
+    if "DISTJOB_FRAMEWORK" in pod.env:
+        return pod.env["DISTJOB_FRAMEWORK"]
+    hosts = {n for n in pod.volcano_files if n.endswith(".host")}
+    if hosts == {"worker.host"}:
+        # TF workers only (MultiWorkerMirroredStrategy): --framework auto
+        # takes them for TensorFlow, as Volcano's tensorflow plugin.
+        return "tensorflow"
+    return "pytorch"
+
+
 @pytest.mark.parametrize("path, pod", list(all_pods()))
 def test_agent_gives_the_framework_environment(env_agent, path, pod,
                                                tmp_path):
     out, merged = agent_env(env_agent, pod, tmp_path)
-    framework = pod.env.get("DISTJOB_FRAMEWORK", "pytorch")
+    framework = expected_framework(pod)
     assert out["framework"] == framework
     assert out["workers"], f"{pod.name}: no workers"
     if framework == "tensorflow":
@@ -259,8 +399,76 @@ def test_agent_gives_the_framework_environment(env_agent, path, pod,
         assert env["DMLC_USE_KUBERNETES"] == "1"
         if pod.task == "worker":
             assert env["DMLC_WORKER_ID"] == str(pod.index)
+    elif pod.layout:
+        check_layout(pod, out, merged)
     else:
         check_pytorch(pod, merged)
+
+
+CONTROLLERS = {"IndexedJob": "indexed-job", "JobSet": "jobset",
+               "LeaderWorkerSet": "lws", "TrainJob": "trainer-v2"}
+
+
+def check_layout(pod, out, merged):
+    """The newer controllers: ranks and master as the controller means
+    them (operators.py), derived by the agent with no flags."""
+    assert out["controller"]["name"] == CONTROLLERS[pod.kind]
+    nproc = int(pod.env["PET_NPROC_PER_NODE"])
+    assert len(merged) == nproc
+    lay = pod.layout
+    for local_rank, env in enumerate(merged):
+        assert env["GROUP_RANK"] == str(lay["node_rank"])
+        assert env["RANK"] == str(lay["node_rank"] * nproc + local_rank)
+        assert env["WORLD_SIZE"] == str(lay["nnodes"] * nproc)
+        assert env["MASTER_ADDR"] == lay["master_addr"]
+        assert env["MASTER_PORT"] == str(lay["master_port"])
+    if pod.kind != "TrainJob":
+        # --explain names the controller's own input for the rank.
+        sources = out["workers"][0]["sources"]
+        assert any(word in sources["GROUP_RANK"] for word in
+                   ("JOB_COMPLETION_INDEX", "LWS_WORKER_INDEX",
+                    "job-global-index")), sources["GROUP_RANK"]
+
+
+def pod_named(stem, name):
+    for pod in operators.pods_of(load(ROOT / "examples/k8s" / stem),
+                                 runtimes()):
+        if pod.name == name:
+            return copy.deepcopy(pod)
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("stem, name, change, named", [
+    ("lws-pytorch.yaml", "lw-0-1", {"LWS_WORKER_INDEX": "2"},
+     ["LWS_WORKER_INDEX=2", "LWS_GROUP_SIZE=2"]),
+    ("job-indexed-pytorch.yaml", "ij-1", {"JOB_COMPLETION_INDEX": "3"},
+     ["JOB_COMPLETION_INDEX=3", "ij-1"]),
+    ("job-indexed-pytorch.yaml", "ij-2", {"PET_NNODES": "2"},
+     ["JOB_COMPLETION_INDEX=2", "--nnodes 2"]),
+    ("jobset-pytorch.yaml", "js-node-1-0", {"JOB_COMPLETION_INDEX": "1"},
+     ["hostname 'js-node-1-0'", "JOB_COMPLETION_INDEX=1"]),
+    ("trainer-v2-trainjob.yaml", "tj-node-0-1", {"PET_NODE_RANK": "0"},
+     ["PET_NODE_RANK=0", "JOB_COMPLETION_INDEX=1"]),
+])
+def test_contradicting_inputs_exit_2_naming_both(env_agent, tmp_path, stem,
+                                                 name, change, named):
+    pod = pod_named(stem, name)
+    pod.env.update(change)
+    result = run_env(env_agent, pod, tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for word in named:
+        assert word in result.stderr
+
+
+def test_jobset_hostname_that_contradicts_its_labels_exits_2(env_agent,
+                                                             tmp_path):
+    pod = pod_named("jobset-pytorch.yaml", "js-node-1-0")
+    pod.hostname = "js-node-0-0"
+    result = run_env(env_agent, pod, tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "hostname 'js-node-0-0'" in result.stderr
+    assert "job-index" in result.stderr
 
 
 def check_pytorch(pod, merged):
