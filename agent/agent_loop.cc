@@ -144,6 +144,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
   params.min_nodes = launch.min_nodes;
   params.max_nodes = launch.max_nodes;
   params.local_addr = launch.local_addr;
+  params.security = options.security;
   params.node_rank = launch.node_rank;
   params.master_addr = launch.master_addr;
   params.master_port = launch.master_port;

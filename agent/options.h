@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
+#include "rendezvous/store/store_credentials.h"
 #include "supervisor/supervisor_options.h"
 
 namespace distjob {
@@ -110,6 +111,10 @@ struct RunOptions {
   OutcomeOptions outcome;
   DiscoveryOptions discovery;
   ObservabilityOptions observability;
+  // The rendezvous store's and start barrier's token and TLS files
+  // (agent/security_flags), and what they held once loaded.
+  StoreSecurityOptions security_files;
+  StoreSecurity security;
   LogLevel log_level = LogLevel::kInfo;
   // The worker command as given: training script (or binary) and its args.
   std::vector<std::string> command;

@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "agent/discovery_flags.h"
 #include "agent/observability_flags.h"
+#include "agent/security_flags.h"
 #include "agent/supervisor_flags.h"
 #include "agent/torchrun_flags.h"
 #include "common/duration.h"
@@ -313,6 +314,7 @@ std::string RunHelp() {
   AddSupervisorFlags(&flags, &unused);
   AddDiscoveryFlags(&flags, &unused);
   AddObservabilityFlags(&flags, &unused);
+  AddSecurityFlags(&flags, &unused.security_files);
   return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
@@ -324,6 +326,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   AddSupervisorFlags(&flags, &options);
   AddDiscoveryFlags(&flags, &options);
   AddObservabilityFlags(&flags, &options);
+  AddSecurityFlags(&flags, &options.security_files);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
@@ -382,6 +385,11 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
                                  launch.rdzv_id);
     if (!etcd.ok()) return etcd.status();
   }
+  // Read now: a secret or certificate that does not load must end the run
+  // before anything listens or waits.
+  auto security = LoadSecurity(options.security_files, env);
+  if (!security.ok()) return security.status();
+  options.security = *std::move(security);
   auto redirects = ParseStreamMask(launch.redirects_spec, launch.nproc);
   if (!redirects.ok()) {
     return absl::InvalidArgumentError(

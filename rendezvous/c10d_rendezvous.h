@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/store/store_credentials.h"
 
 namespace distjob {
 
@@ -26,6 +27,8 @@ struct RendezvousParams {
   int min_nodes = 1;
   int max_nodes = 1;
   std::string local_addr;
+  // c10d: the embedded store's token and TLS, for hosting and joining it.
+  StoreSecurity security;
   // static backend
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "proto/store.grpc.pb.h"
+#include "rendezvous/store/store_credentials.h"
 
 namespace distjob {
 namespace {
@@ -19,6 +20,23 @@ absl::Status FromGrpc(const grpc::Status& s, absl::string_view what,
                       absl::string_view endpoint) {
   if (s.ok()) return absl::OkStatus();
   return FromGrpcStatus(s, absl::StrCat("store ", what, " at ", endpoint));
+}
+
+// A refused token is a configuration error of this pod (or of the job),
+// which no retry can fix: the message says which of the two it was.
+absl::Status Refused(const grpc::Status& s, bool sent_token,
+                     absl::string_view endpoint) {
+  return absl::UnauthenticatedError(
+      sent_token
+          ? absl::StrCat("the rendezvous store at ", endpoint,
+                         " refused this agent's token: every pod of the job "
+                         "must use the same --rdzv-token-file or "
+                         "DISTJOB_RDZV_TOKEN (",
+                         s.error_message(), ")")
+          : absl::StrCat("the rendezvous store at ", endpoint,
+                         " requires a token: give the job's secret with "
+                         "--rdzv-token-file or DISTJOB_RDZV_TOKEN (",
+                         s.error_message(), ")"));
 }
 
 // How long a new client retries its first connection on its own schedule.
@@ -51,12 +69,25 @@ void ConnectSoon(grpc::Channel* channel, absl::Duration window) {
 struct GrpcStoreClient::Impl {
   std::string endpoint;
   absl::Duration rpc_timeout;
+  std::string token_header;  // "Bearer <token>", or empty
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Store::Stub> stub;
 
   void Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
+    Authorize(ctx);
     ctx->set_wait_for_ready(true);
     ctx->set_deadline(absl::ToChronoTime(absl::Now() + blocking + rpc_timeout));
+  }
+  void Authorize(grpc::ClientContext* ctx) const {
+    if (!token_header.empty()) {
+      ctx->AddMetadata(kTokenMetadataKey, token_header);
+    }
+  }
+  absl::Status Check(const grpc::Status& s, absl::string_view what) const {
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      return Refused(s, !token_header.empty(), endpoint);
+    }
+    return FromGrpc(s, what, endpoint);
   }
 
   absl::Mutex mu;
@@ -100,10 +131,14 @@ GrpcStoreClient::GrpcStoreClient(std::unique_ptr<Impl> impl)
 GrpcStoreClient::~GrpcStoreClient() = default;
 
 std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
-    const std::string& endpoint, absl::Duration rpc_timeout) {
+    const std::string& endpoint, absl::Duration rpc_timeout,
+    const StoreSecurity& security) {
   auto impl = std::make_unique<Impl>();
   impl->endpoint = endpoint;
   impl->rpc_timeout = rpc_timeout;
+  if (!security.token.empty()) {
+    impl->token_header = absl::StrCat(kTokenPrefix, security.token);
+  }
   grpc::ChannelArguments args;
   // Reconnect quickly while the host comes up; the default backoff grows
   // to two minutes, longer than a join timeout wants to wait.
@@ -115,9 +150,9 @@ std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // dns:/// is gRPC's c-ares resolver: it works in a static binary.
-  impl->channel =
-      grpc::CreateCustomChannel(absl::StrCat("dns:///", endpoint),
-                                grpc::InsecureChannelCredentials(), args);
+  auto credentials = MakeChannelCredentials(security, &args);
+  impl->channel = grpc::CreateCustomChannel(absl::StrCat("dns:///", endpoint),
+                                            credentials, args);
   impl->stub = pb::Store::NewStub(impl->channel);
   ConnectSoon(impl->channel.get(), kFastConnectWindow);
   return std::unique_ptr<GrpcStoreClient>(new GrpcStoreClient(std::move(impl)));
@@ -125,12 +160,12 @@ std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
 
 absl::Status GrpcStoreClient::WaitUntilReachable(absl::Duration timeout) {
   grpc::ClientContext ctx;
+  impl_->Authorize(&ctx);
   ctx.set_wait_for_ready(true);
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  return FromGrpc(impl_->stub->NumKeys(&ctx, req, &resp), "connect",
-                  impl_->endpoint);
+  return impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "connect");
 }
 
 absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
@@ -147,7 +182,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
   }
   req.set_ttl_ms(absl::ToInt64Milliseconds(ttl));
   pb::SetResponse resp;
-  auto s = FromGrpc(impl_->stub->Set(&ctx, req, &resp), "set", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Set(&ctx, req, &resp), "set");
   if (!s.ok()) return s;
   return resp.revision();
 }
@@ -161,7 +196,7 @@ absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
   for (const auto& k : keys) req.add_keys(k);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::GetResponse resp;
-  auto s = FromGrpc(impl_->stub->Get(&ctx, req, &resp), "get", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Get(&ctx, req, &resp), "get");
   if (!s.ok()) return s;
   return std::vector<std::string>(resp.values().begin(), resp.values().end());
 }
@@ -175,7 +210,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
   req.set_key(key);
   req.set_delta(delta);
   pb::AddResponse resp;
-  auto s = FromGrpc(impl_->stub->Add(&ctx, req, &resp), "add", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Add(&ctx, req, &resp), "add");
   if (!s.ok()) return s;
   return resp.value();
 }
@@ -191,8 +226,8 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
   req.set_expected(expected);
   req.set_desired(desired);
   pb::CompareSetResponse resp;
-  auto s = FromGrpc(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set",
-                    impl_->endpoint);
+  auto s =
+      impl_->Check(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set");
   if (!s.ok()) return s;
   return CompareSetResult{resp.value(), resp.swapped()};
 }
@@ -206,8 +241,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Append(const std::string& key,
   req.set_key(key);
   req.set_value(value);
   pb::AppendResponse resp;
-  auto s = FromGrpc(impl_->stub->Append(&ctx, req, &resp), "append",
-                    impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Append(&ctx, req, &resp), "append");
   if (!s.ok()) return s;
   return resp.size();
 }
@@ -220,8 +254,7 @@ absl::StatusOr<bool> GrpcStoreClient::Check(
   pb::CheckRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::CheckResponse resp;
-  auto s =
-      FromGrpc(impl_->stub->Check(&ctx, req, &resp), "check", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Check(&ctx, req, &resp), "check");
   if (!s.ok()) return s;
   return resp.all_exist();
 }
@@ -234,8 +267,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
   pb::DeleteRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::DeleteResponse resp;
-  auto s = FromGrpc(impl_->stub->Delete(&ctx, req, &resp), "delete",
-                    impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Delete(&ctx, req, &resp), "delete");
   if (!s.ok()) return s;
   return resp.deleted();
 }
@@ -246,8 +278,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  auto s = FromGrpc(impl_->stub->NumKeys(&ctx, req, &resp), "num-keys",
-                    impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "num-keys");
   if (!s.ok()) return s;
   return resp.num_keys();
 }
@@ -259,8 +290,7 @@ absl::StatusOr<StoreListing> GrpcStoreClient::List(const std::string& prefix) {
   pb::ListRequest req;
   req.set_prefix(prefix);
   pb::ListResponse resp;
-  auto s =
-      FromGrpc(impl_->stub->List(&ctx, req, &resp), "list", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->List(&ctx, req, &resp), "list");
   if (!s.ok()) return s;
   StoreListing out;
   out.revision = resp.revision();
@@ -282,8 +312,7 @@ absl::StatusOr<std::pair<bool, int64_t>> GrpcStoreClient::Watch(
   req.set_after_revision(after_revision);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::WatchResponse resp;
-  auto s =
-      FromGrpc(impl_->stub->Watch(&ctx, req, &resp), "watch", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Watch(&ctx, req, &resp), "watch");
   if (!s.ok()) return s;
   return std::make_pair(resp.changed(), resp.revision());
 }
