@@ -374,9 +374,14 @@ class AgentRun {
       deferred.reset();
       if (!round.ok()) {
         DJ_LOG_ERROR("rendezvous failed: {}", round.status());
-        Ended("rendezvous", kExitRendezvousUnavailable);
+        // A token the store refuses is this pod's configuration: a new pod
+        // with the same Secret would be refused again.
+        const int code = absl::IsUnauthenticated(round.status())
+                             ? kExitBadConfig
+                             : kExitRendezvousUnavailable;
+        Ended("rendezvous", code);
         report_.detail = std::string(round.status().message());
-        return kExitRendezvousUnavailable;
+        return code;
       }
       restart_count_ = std::max(restart_count_, round->restart_count);
       observer_.Attempt(restart_count_);
