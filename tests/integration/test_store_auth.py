@@ -264,3 +264,90 @@ def test_token_absent_from_every_artifact_of_a_job(agent, background,
     assert "DISTJOB_RDZV_TOKEN" not in worker_env
     for name, text in artifacts.items():
         assert TOKEN not in text, f"the token leaked into {name}"
+
+
+def make_certs(d):
+    """A CA and one node certificate it signs (for the pods' names and
+    addresses: here 127.0.0.1 and 127.0.0.2), plus a stranger's key."""
+    def ossl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True,
+                       capture_output=True, timeout=30)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+          "-nodes"]
+    ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
+         "-days", "1", "-subj", "/CN=distjob test CA")
+    ossl("req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj",
+         "/CN=distjob node")
+    (d / "ext.cnf").write_text(
+        "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n")
+    ossl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey",
+         "ca.key", "-CAcreateserial", "-out", "node.pem", "-days", "1",
+         "-extfile", "ext.cnf")
+    ossl("genpkey", "-algorithm", "EC", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-out", "other.key")
+    return d
+
+
+def tls_args(certs):
+    return ["--rdzv-tls-cert", str(certs / "node.pem"), "--rdzv-tls-key",
+            str(certs / "node.key"), "--rdzv-tls-ca", str(certs / "ca.pem")]
+
+
+def test_mutual_tls_job_passes_and_refuses_clients_without_a_cert(
+        start_agent, tmp_path):
+    certs = make_certs(tmp_path)
+    token = write_token(tmp_path)
+    port = free_port()
+    host = start_agent(host_args(port, token, extra=tls_args(certs)),
+                       log=tmp_path / "host.log")
+    ca = (certs / "ca.pem").read_bytes()
+    key = (certs / "node.key").read_bytes()
+    chain = (certs / "node.pem").read_bytes()
+    target = f"127.0.0.1:{port}"
+    with grpc.secure_channel(target, grpc.ssl_channel_credentials(
+            ca, key, chain)) as good:
+        grpc.channel_ready_future(good).result(timeout=30)
+        assert call(good, "NumKeys", b"", token=TOKEN) is not None
+    # TLS without a client certificate, and plaintext: no call gets through.
+    for creds in (grpc.ssl_channel_credentials(ca), None):
+        channel = (grpc.secure_channel(target, creds) if creds
+                   else grpc.insecure_channel(target))
+        with channel:
+            with pytest.raises(grpc.RpcError) as refused:
+                channel.unary_unary(SERVICE + "NumKeys")(
+                    b"", metadata=[("authorization", f"Bearer {TOKEN}")],
+                    timeout=3)
+            assert refused.value.code() in (grpc.StatusCode.UNAVAILABLE,
+                                            grpc.StatusCode.DEADLINE_EXCEEDED)
+    peer = start_agent(
+        ["run", "--nnodes", "2", "--rdzv-backend", "c10d",
+         "--rdzv-endpoint", target, "--rdzv-id", "authjob", "--rdzv-conf",
+         "is_host=0", "--local-addr", "127.0.0.2", "--rdzv-token-file",
+         str(token), *tls_args(certs), "--no-python", PYTHON, "-c", "pass"],
+        log=tmp_path / "peer.log")
+    assert peer.wait(timeout=60) == 0, (tmp_path / "peer.log").read_text()
+    assert host.wait(timeout=60) == 0, (tmp_path / "host.log").read_text()
+
+
+def test_tls_files_that_do_not_load_exit_2_naming_them(run_agent, tmp_path):
+    certs = make_certs(tmp_path)
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    cases = [
+        (["--rdzv-tls-cert", str(certs / "node.pem"), "--rdzv-tls-key",
+          str(certs / "other.key")], "other.key", "does not match"),
+        (["--rdzv-tls-cert", str(tmp_path / "junk.pem"), "--rdzv-tls-key",
+          str(certs / "node.key")], "junk.pem", "not a PEM certificate"),
+        (["--rdzv-tls-cert", str(certs / "node.pem"), "--rdzv-tls-key",
+          str(tmp_path / "missing.key")], "missing.key", "cannot open"),
+        (["--rdzv-tls-cert", str(certs / "node.pem"), "--rdzv-tls-key",
+          str(certs / "node.key"), "--rdzv-tls-ca",
+          str(tmp_path / "junk.pem")], "junk.pem", "not a PEM certificate"),
+    ]
+    for flags, names, says in cases:
+        r = run_agent(["run", "--nnodes", "2", "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", "127.0.0.1:1", *flags,
+                       "--no-python", "true"])
+        assert r.returncode == 2, r.stderr
+        assert names in r.stderr and says in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
