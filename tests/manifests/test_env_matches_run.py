@@ -105,6 +105,7 @@ def pod_input(pod, tmp_path):
            # Python would otherwise add LC_CTYPE to the worker's own view.
            "PYTHONCOERCECLOCALE": "0"}
     env.update(pod.env)
+    operators.mount_secrets(pod, env, tmp_path)
     env["DISTJOB_DNS_TIMEOUT"] = "0"
     env["DISTJOB_HEALTH_PORT"] = "0"
     if "PET_RDZV_ENDPOINT" in env:
