@@ -351,3 +351,26 @@ def test_tls_files_that_do_not_load_exit_2_naming_them(run_agent, tmp_path):
         assert r.returncode == 2, r.stderr
         assert names in r.stderr and says in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_start_barrier_requires_the_token(agent, tmp_path):
+    """The TensorFlow start barrier runs over the same store: pods with the
+    token pass it, a pod without it exits 2 at once."""
+    from test_barrier import TfJob
+    token = write_token(tmp_path)
+    job = TfJob(agent, tmp_path, "--barrier-timeout", "60")
+    try:
+        job.env["DISTJOB_RDZV_TOKEN_FILE"] = str(token)
+        job.start(0)
+        job.start(1)
+        del job.env["DISTJOB_RDZV_TOKEN_FILE"]
+        job.start(2)
+        assert job.procs["worker-1"].wait(timeout=30) == 2
+        assert "requires a token" in job.log("worker-1")
+        assert not job.records()  # no worker started anywhere
+        job.env["DISTJOB_RDZV_TOKEN_FILE"] = str(token)
+        job.start(2)
+        codes = job.wait_all(60)
+        assert codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, codes
+    finally:
+        job.close()
