@@ -257,7 +257,9 @@ class AgentRun {
       observer_.GroupRunning(running, options_.launch.nproc);
     });
     if (options_.outcome.health_port != 0) {
-      auto started = HealthServer::Start(options_.outcome.health_port);
+      auto started = HealthServer::Start(
+          options_.outcome.health_port,
+          options_.outcome.health_tls ? &options_.security : nullptr);
       if (!started.ok()) {
         DJ_LOG_ERROR("{}", started.status().message());
         return Fail("error", kExitBadConfig);

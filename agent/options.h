@@ -90,6 +90,8 @@ struct OutcomeOptions {
   bool restart_on_any_failure = false;  // --restart-policy any
   // grpc.health.v1 port on all interfaces; 0 = no health server.
   int health_port = 0;
+  // --health-tls: serve it with the store's TLS certificate.
+  bool health_tls = false;
 };
 
 // What the agent shows of the job from outside (agent/observability_flags).

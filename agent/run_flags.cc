@@ -315,6 +315,7 @@ std::string RunHelp() {
   AddDiscoveryFlags(&flags, &unused);
   AddObservabilityFlags(&flags, &unused);
   AddSecurityFlags(&flags, &unused.security_files);
+  AddHealthTlsFlag(&flags, &unused.outcome.health_tls);
   return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
@@ -327,6 +328,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   AddDiscoveryFlags(&flags, &options);
   AddObservabilityFlags(&flags, &options);
   AddSecurityFlags(&flags, &options.security_files);
+  AddHealthTlsFlag(&flags, &options.outcome.health_tls);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
@@ -390,6 +392,11 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto security = LoadSecurity(options.security_files, env);
   if (!security.ok()) return security.status();
   options.security = *std::move(security);
+  if (options.outcome.health_tls && !options.security.tls()) {
+    return absl::InvalidArgumentError(
+        "--health-tls needs --rdzv-tls-cert and --rdzv-tls-key (the "
+        "certificate the health server presents)");
+  }
   auto redirects = ParseStreamMask(launch.redirects_spec, launch.nproc);
   if (!redirects.ok()) {
     return absl::InvalidArgumentError(

@@ -15,6 +15,10 @@ void AddSecurityFlags(FlagSet* flags, StoreSecurityOptions* out) {
       "agent hosts, and sent on every call it makes. DISTJOB_RDZV_TOKEN may "
       "hold the secret itself instead.",
       SetString(&out->token_file)));
+  AddTlsFlags(flags, out);
+}
+
+void AddTlsFlags(FlagSet* flags, StoreSecurityOptions* out) {
   flags->Add(AgentFlag("rdzv-tls-cert", "PEM",
                        "This agent's certificate chain: the store and the "
                        "start barrier speak TLS (needs --rdzv-tls-key).",
@@ -32,6 +36,15 @@ void AddSecurityFlags(FlagSet* flags, StoreSecurityOptions* out) {
       "The name checked against the store's certificate instead of the "
       "host of --rdzv-endpoint (e.g. one name every pod's cert carries).",
       SetString(&out->tls_server_name)));
+}
+
+void AddHealthTlsFlag(FlagSet* flags, bool* out) {
+  flags->Add(AgentFlag(
+      "health-tls", "",
+      "Serve --health-port over TLS with --rdzv-tls-cert/--rdzv-tls-key "
+      "(mutual with --rdzv-tls-ca), for probes other than the kubelet's "
+      "gRPC probe, which speaks plaintext only.",
+      SetBool(out), /*is_bool=*/true));
 }
 
 absl::StatusOr<StoreSecurity> LoadSecurity(StoreSecurityOptions options,

@@ -20,6 +20,13 @@ inline constexpr char kRdzvTokenVariable[] = "DISTJOB_RDZV_TOKEN";
 // TLS_CERT, ...), filling `out`'s paths.
 void AddSecurityFlags(FlagSet* flags, StoreSecurityOptions* out);
 
+// The TLS flags of the above alone (the `health` subcommand's client).
+void AddTlsFlags(FlagSet* flags, StoreSecurityOptions* out);
+
+// --health-tls (DISTJOB_HEALTH_TLS): the health server speaks TLS with the
+// store's certificate.
+void AddHealthTlsFlag(FlagSet* flags, bool* out);
+
 // Loads what `options` names, the token from DISTJOB_RDZV_TOKEN in `env`
 // when no file is given; InvalidArgument naming the flag and file.
 absl::StatusOr<StoreSecurity> LoadSecurity(StoreSecurityOptions options,

@@ -374,3 +374,27 @@ def test_start_barrier_requires_the_token(agent, tmp_path):
         assert codes == {"ps-0": 0, "worker-0": 0, "worker-1": 0}, codes
     finally:
         job.close()
+
+
+def test_health_tls_serves_probes_with_a_certificate_only(start_agent,
+                                                          run_agent,
+                                                          tmp_path):
+    certs = make_certs(tmp_path)
+    health = free_port()
+    start_agent(["run", "--health-port", str(health), "--health-tls",
+                 *tls_args(certs), "--no-python", PYTHON, "-c",
+                 "import time; time.sleep(60)"], log=tmp_path / "agent.log")
+    tls_env = {"DISTJOB_RDZV_TLS_CERT": str(certs / "node.pem"),
+               "DISTJOB_RDZV_TLS_KEY": str(certs / "node.key"),
+               "DISTJOB_RDZV_TLS_CA": str(certs / "ca.pem")}
+    probe = ["health", "--port", str(health), "--tls", "--timeout", "5"]
+    wait_for(lambda: run_agent(probe, env=tls_env).returncode == 0, 30,
+             interval=0.1, what="the TLS health server")
+    r = run_agent(probe, env=tls_env)
+    assert r.stdout.strip() == "SERVING", r.stderr
+    plain = run_agent(["health", "--port", str(health), "--timeout", "2"])
+    assert plain.returncode == 1, plain.stdout
+    no_cert = run_agent(["run", "--health-port", "0", "--health-tls",
+                         "--no-python", "true"])
+    assert no_cert.returncode == 2
+    assert "--health-tls needs --rdzv-tls-cert" in no_cert.stderr
