@@ -295,7 +295,7 @@ def tls_args(certs):
 
 
 def test_mutual_tls_job_passes_and_refuses_clients_without_a_cert(
-        start_agent, tmp_path):
+        start_agent, run_agent, tmp_path):
     certs = make_certs(tmp_path)
     token = write_token(tmp_path)
     port = free_port()
@@ -320,6 +320,15 @@ def test_mutual_tls_job_passes_and_refuses_clients_without_a_cert(
                     timeout=3)
             assert refused.value.code() in (grpc.StatusCode.UNAVAILABLE,
                                             grpc.StatusCode.DEADLINE_EXCEEDED)
+    # The name checked is the endpoint's host unless overridden; a name the
+    # certificate does not carry is refused.
+    # (`status` exits 0 or 1 when it read the store, 138 when it could not.)
+    for name, codes in (("localhost", (0, 1)),
+                        ("not-in-the-cert.example", (138,))):
+        st = run_agent(["status", "--rdzv-endpoint", target, "--timeout", "3",
+                        "--rdzv-token-file", str(token), *tls_args(certs),
+                        "--rdzv-tls-server-name", name])
+        assert st.returncode in codes, (name, st.stderr)
     peer = start_agent(
         ["run", "--nnodes", "2", "--rdzv-backend", "c10d",
          "--rdzv-endpoint", target, "--rdzv-id", "authjob", "--rdzv-conf",
