@@ -146,6 +146,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
   params.local_addr = launch.local_addr;
   params.pod_index = launch.pod_index;
   params.order_key = launch.rank_order_key;
+  params.security = options.security;
   params.node_rank = launch.node_rank;
   params.master_addr = launch.master_addr;
   params.master_port = launch.master_port;
@@ -258,7 +259,9 @@ class AgentRun {
       observer_.GroupRunning(running, options_.launch.nproc);
     });
     if (options_.outcome.health_port != 0) {
-      auto started = HealthServer::Start(options_.outcome.health_port);
+      auto started = HealthServer::Start(
+          options_.outcome.health_port,
+          options_.outcome.health_tls ? &options_.security : nullptr);
       if (!started.ok()) {
         DJ_LOG_ERROR("{}", started.status().message());
         return Fail("error", kExitBadConfig);
@@ -375,9 +378,14 @@ class AgentRun {
       deferred.reset();
       if (!round.ok()) {
         DJ_LOG_ERROR("rendezvous failed: {}", round.status());
-        Ended("rendezvous", kExitRendezvousUnavailable);
+        // A token the store refuses is this pod's configuration: a new pod
+        // with the same Secret would be refused again.
+        const int code = absl::IsUnauthenticated(round.status())
+                             ? kExitBadConfig
+                             : kExitRendezvousUnavailable;
+        Ended("rendezvous", code);
         report_.detail = std::string(round.status().message());
-        return kExitRendezvousUnavailable;
+        return code;
       }
       restart_count_ = std::max(restart_count_, round->restart_count);
       observer_.Attempt(restart_count_);

@@ -159,6 +159,13 @@ TEST_F(AgentLoopTest, RendezvousErrorWithoutOwnFailureIsUnavailable) {
   EXPECT_EQ(TerminationMessage().rfind("distjob-agent: rendezvous", 0), 0);
 }
 
+TEST_F(AgentLoopTest, RefusedTokenIsBadConfigNotUnavailable) {
+  rdzv_.rounds = {absl::UnauthenticatedError(
+      "the rendezvous store at h:1 requires a token")};
+  EXPECT_EQ(Run(), kExitBadConfig);
+  EXPECT_NE(TerminationMessage().find("requires a token"), std::string::npos);
+}
+
 TEST_F(AgentLoopTest, BackoffDoublesUpToTheMaximum) {
   options_.launch.max_restarts = 10;
   options_.outcome.restart_backoff = absl::Seconds(1);

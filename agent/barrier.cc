@@ -66,6 +66,7 @@ BarrierPlan PlanBarrier(const JobEnv& job, const RunOptions& options) {
   plan.endpoint.host = host->hosts[0];
   plan.endpoint.port = d.barrier_port;
   plan.timeout = d.barrier_timeout;
+  plan.security = options.security;
   for (const TaskPeers& t : job.cluster.tasks) {
     for (size_t i = 0; i < t.hosts.size(); ++i) {
       plan.pods.push_back(PodLabel(t.task, static_cast<int>(i)));
@@ -92,6 +93,7 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   params.endpoint = plan.endpoint.ToString();
   params.parsed_endpoint = plan.endpoint;
   params.run_id = plan.run_id;
+  params.security = plan.security;
   RdzvConfig config;
   config.is_host = plan.is_host;
   config.join_timeout = plan.timeout;
@@ -145,6 +147,12 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   }
   const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
   (*rendezvous)->Shutdown(/*succeeded=*/false);
+  if (absl::IsUnauthenticated(round.status())) {
+    // The token is wrong or missing here: waiting longer cannot help.
+    return absl::Status(
+        round.status().code(),
+        absl::StrCat("start barrier: ", round.status().message()));
+  }
   const absl::StatusCode code = absl::IsInvalidArgument(round.status())
                                     ? absl::StatusCode::kInvalidArgument
                                     : absl::StatusCode::kDeadlineExceeded;

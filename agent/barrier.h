@@ -29,6 +29,7 @@ struct BarrierPlan {
   bool is_host = false;
   std::vector<std::string> pods;  // every pod of the cluster
   absl::Duration timeout = absl::Seconds(600);
+  StoreSecurity security;  // the store's token and TLS, as the rendezvous'
 };
 
 // Decides whether `run` needs the barrier for `job` and how to form it.

@@ -18,6 +18,8 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kAlreadyExists:
+    // The store refused this pod's token: the same secret is refused again.
+    case absl::StatusCode::kUnauthenticated:
       return kExitBadConfig;
     // Someone else is not there yet, or ended the job: a new pod may find
     // them.

@@ -36,7 +36,8 @@ int ExitCodeForSignal(int signal_number);
 // The agent's exit code for an error that ends the run:
 //   OK                                             kExitSuccess
 //   InvalidArgument, NotFound, FailedPrecondition,
-//   OutOfRange, PermissionDenied, AlreadyExists    kExitBadConfig
+//   OutOfRange, PermissionDenied, AlreadyExists,
+//   Unauthenticated                                kExitBadConfig
 //   Unavailable, DeadlineExceeded, Aborted         kExitRendezvousUnavailable
 //   anything else, Cancelled included              kExitInternalError
 // A Cancelled that a stop signal caused ends with ExitCodeForSignal; the

@@ -26,6 +26,7 @@ TEST(ExitCodesTest, ConfigurationErrorsAreBadConfig) {
   EXPECT_EQ(ExitCodeFor(absl::PermissionDeniedError("log dir")), 2);
   EXPECT_EQ(ExitCodeFor(absl::OutOfRangeError("port")), 2);
   EXPECT_EQ(ExitCodeFor(absl::AlreadyExistsError("x")), 2);
+  EXPECT_EQ(ExitCodeFor(absl::UnauthenticatedError("x")), 2);
 }
 
 TEST(ExitCodesTest, UnreachablePeersAreRetryable) {

@@ -1,11 +1,13 @@
 #include "agent/health.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/flag_parser.h"
+#include "agent/security_flags.h"
 #include "agent/subcommand_flags.h"
 #include "common/duration.h"
 #include "common/grpc_status.h"
@@ -36,7 +38,8 @@ class UnimplementedService : public grpc::CallbackGenericService {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port) {
+absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
+    int port, const StoreSecurity* tls) {
   grpc::EnableDefaultHealthCheckService(true);
   std::unique_ptr<HealthServer> health(new HealthServer());
   grpc::ServerBuilder builder;
@@ -48,7 +51,9 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(int port) {
   // `::` dual stack as the store: gRPC binds the wildcard with IPv6-only
   // off and falls back to 0.0.0.0 where the pod has no IPv6.
   builder.AddListeningPort(absl::StrCat("[::]:", port),
-                           grpc::InsecureServerCredentials(), &health->port_);
+                           tls != nullptr ? MakeServerCredentials(*tls)
+                                          : grpc::InsecureServerCredentials(),
+                           &health->port_);
   health->server_ = builder.BuildAndStart();
   if (health->server_ == nullptr || health->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -86,15 +91,22 @@ void HealthServer::Shutdown() {
 
 absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
                                         const std::string& service,
-                                        absl::Duration timeout) {
+                                        absl::Duration timeout,
+                                        const StoreSecurity* tls) {
   // The agent's resolver, not gRPC's (common/resolver.h), within the
   // probe's own timeout.
   auto target = ResolveGrpcTarget(host, port, timeout);
   if (!target.ok()) return target.status();
   grpc::ChannelArguments args;
   args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
+  if (tls != nullptr && tls->tls() && tls->server_name.empty()) {
+    args.SetSslTargetNameOverride(target->host);
+  }
   auto channel = grpc::CreateCustomChannel(
-      target->target, grpc::InsecureChannelCredentials(), args);
+      target->target,
+      tls != nullptr ? MakeChannelCredentials(*tls, &args)
+                     : grpc::InsecureChannelCredentials(),
+      args);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
@@ -148,17 +160,43 @@ int HealthCommand(const std::vector<std::string>& args, const EnvMap& env) {
          timeout = *d;
          return absl::OkStatus();
        });
+  bool use_tls = false;
+  Flag tls_flag;
+  tls_flag.names = {"tls"};
+  tls_flag.is_bool = true;
+  tls_flag.help =
+      "Speak TLS to an agent run with --health-tls, with the certificate "
+      "files below (defaults: the agent's DISTJOB_RDZV_TLS_* variables).";
+  tls_flag.set = SetBool(&use_tls);
+  flags.Add(std::move(tls_flag));
+  StoreSecurityOptions tls_files;
+  AddTlsFlags(&flags, &tls_files);
   std::vector<std::string> positional;
   if (auto done =
           ParseSubcommandFlags("health", flags, args, env, 0, &positional)) {
     return *done;
+  }
+  std::optional<StoreSecurity> tls;
+  if (use_tls) {
+    auto loaded = LoadStoreSecurity(tls_files);
+    if (loaded.ok() && !loaded->tls()) {
+      loaded = absl::InvalidArgumentError(
+          "--tls needs --rdzv-tls-cert and --rdzv-tls-key");
+    }
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "distjob-agent health: %s\n",
+                   std::string(loaded.status().message()).c_str());
+      return kExitUsage;
+    }
+    tls = *std::move(loaded);
   }
   if (port < 0) {
     std::fprintf(stderr,
                  "distjob-agent health: --port is required; see --help\n");
     return kExitUsage;
   }
-  auto status = CheckHealth(host, port, service, timeout);
+  auto status =
+      CheckHealth(host, port, service, timeout, tls ? &*tls : nullptr);
   if (!status.ok()) {
     std::fprintf(stderr, "distjob-agent health: %s (%s)\n",
                  std::string(status.status().message()).c_str(),

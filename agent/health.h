@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/environment.h"
+#include "rendezvous/store/store_credentials.h"
 
 namespace grpc {
 class Server;
@@ -24,8 +25,11 @@ namespace distjob {
 
 class HealthServer {
  public:
-  // Plaintext on all interfaces, `port` numeric (0 picks a free one).
-  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(int port);
+  // On all interfaces, `port` numeric (0 picks a free one); plaintext, or
+  // TLS with `tls`'s certificate (mutual when it has a CA) when `tls` is
+  // given, for probes that are not the kubelet's own.
+  static absl::StatusOr<std::unique_ptr<HealthServer>> Start(
+      int port, const StoreSecurity* tls = nullptr);
   ~HealthServer();
 
   int port() const { return port_; }
@@ -47,9 +51,11 @@ int HealthCommand(const std::vector<std::string>& args, const EnvMap& env);
 
 // Check `service` on host:port; the status name ("SERVING", "NOT_SERVING",
 // "NOT_FOUND", ...) or an error.
+// Over TLS when `tls` is given.
 absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
                                         const std::string& service,
-                                        absl::Duration timeout);
+                                        absl::Duration timeout,
+                                        const StoreSecurity* tls = nullptr);
 
 }  // namespace distjob
 

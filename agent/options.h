@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
+#include "rendezvous/store/store_credentials.h"
 #include "supervisor/supervisor_options.h"
 
 namespace distjob {
@@ -93,6 +94,8 @@ struct OutcomeOptions {
   bool restart_on_any_failure = false;  // --restart-policy any
   // grpc.health.v1 port on all interfaces; 0 = no health server.
   int health_port = 0;
+  // --health-tls: serve it with the store's TLS certificate.
+  bool health_tls = false;
 };
 
 // What the agent shows of the job from outside (agent/observability_flags).
@@ -119,6 +122,10 @@ struct RunOptions {
   OutcomeOptions outcome;
   DiscoveryOptions discovery;
   ObservabilityOptions observability;
+  // The rendezvous store's and start barrier's token and TLS files
+  // (agent/security_flags), and what they held once loaded.
+  StoreSecurityOptions security_files;
+  StoreSecurity security;
   LogLevel log_level = LogLevel::kInfo;
   // The worker command as given: training script (or binary) and its args.
   std::vector<std::string> command;

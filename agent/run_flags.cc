@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "agent/discovery_flags.h"
 #include "agent/observability_flags.h"
+#include "agent/security_flags.h"
 #include "agent/supervisor_flags.h"
 #include "agent/torchrun_flags.h"
 #include "common/duration.h"
@@ -313,6 +314,8 @@ std::string RunHelp() {
   AddSupervisorFlags(&flags, &unused);
   AddDiscoveryFlags(&flags, &unused);
   AddObservabilityFlags(&flags, &unused);
+  AddSecurityFlags(&flags, &unused.security_files);
+  AddHealthTlsFlag(&flags, &unused.outcome.health_tls);
   return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
@@ -324,6 +327,8 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   AddSupervisorFlags(&flags, &options);
   AddDiscoveryFlags(&flags, &options);
   AddObservabilityFlags(&flags, &options);
+  AddSecurityFlags(&flags, &options.security_files);
+  AddHealthTlsFlag(&flags, &options.outcome.health_tls);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
@@ -381,6 +386,16 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     auto etcd = ParseEtcdOptions(launch.rdzv_endpoint, launch.rdzv_conf,
                                  launch.rdzv_id);
     if (!etcd.ok()) return etcd.status();
+  }
+  // Read now: a secret or certificate that does not load must end the run
+  // before anything listens or waits.
+  auto security = LoadSecurity(options.security_files, env);
+  if (!security.ok()) return security.status();
+  options.security = *std::move(security);
+  if (options.outcome.health_tls && !options.security.tls()) {
+    return absl::InvalidArgumentError(
+        "--health-tls needs --rdzv-tls-cert and --rdzv-tls-key (the "
+        "certificate the health server presents)");
   }
   auto redirects = ParseStreamMask(launch.redirects_spec, launch.nproc);
   if (!redirects.ok()) {

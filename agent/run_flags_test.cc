@@ -271,5 +271,23 @@ TEST(RunFlagsTest, WorldSizeIsCheckedOnTheNodesThatWillRun) {
   EXPECT_EQ(standalone->launch.max_nodes, 1);
 }
 
+TEST(RunFlagsTest, StoreTokenFromTheVariableAndBadOnesExit2) {
+  auto o = ParseRunOptions({"x"}, {{"DISTJOB_RDZV_TOKEN", "s3cret"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->security.token, "s3cret");
+  auto empty = ParseRunOptions({"x"}, {{"DISTJOB_RDZV_TOKEN", ""}});
+  EXPECT_TRUE(absl::IsInvalidArgument(empty.status()));
+  EXPECT_NE(empty.status().message().find("DISTJOB_RDZV_TOKEN is set but "
+                                          "empty"),
+            absl::string_view::npos);
+  auto missing = ParseRunOptions(
+      {"--rdzv-token-file", "/nonexistent/distjob-token", "x"}, {});
+  EXPECT_TRUE(absl::IsInvalidArgument(missing.status()));
+  EXPECT_NE(missing.status().message().find("/nonexistent/distjob-token"),
+            absl::string_view::npos);
+  auto health = ParseRunOptions({"--health-tls", "x"}, {});
+  EXPECT_TRUE(absl::IsInvalidArgument(health.status()));
+}
+
 }  // namespace
 }  // namespace distjob

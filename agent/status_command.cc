@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/exit_codes.h"
 #include "agent/flag_parser.h"
+#include "agent/security_flags.h"
 #include "agent/subcommand_flags.h"
 #include "common/duration.h"
 #include "rendezvous/rdzv_config.h"
@@ -31,6 +32,7 @@ struct StatusOptions {
   std::string conf;
   bool json = false;
   absl::Duration timeout = absl::Seconds(5);
+  StoreSecurityOptions security;
 };
 
 FlagSet StatusFlags(StatusOptions* o) {
@@ -76,11 +78,14 @@ FlagSet StatusFlags(StatusOptions* o) {
     return absl::OkStatus();
   };
   flags.Add(std::move(timeout));
+  // The same token and TLS files as the job's agents (a protected store
+  // answers nothing else).
+  AddSecurityFlags(&flags, &o->security);
   return flags;
 }
 
 absl::StatusOr<std::unique_ptr<StoreInterface>> ConnectStore(
-    const StatusOptions& o) {
+    const StatusOptions& o, const EnvMap& env) {
   if (o.backend == "etcd" || o.backend == "etcd-v3") {
     if (o.run_id.empty() || o.run_id == "none") {
       return absl::InvalidArgumentError(
@@ -103,8 +108,10 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ConnectStore(
   }
   auto ep = ParseEndpoint(o.endpoint);
   if (!ep.ok()) return ep.status();
+  auto security = LoadSecurity(o.security, env);
+  if (!security.ok()) return security.status();
   return std::unique_ptr<StoreInterface>(
-      GrpcStoreClient::Connect(ep->ToString(), o.timeout));
+      GrpcStoreClient::Connect(ep->ToString(), o.timeout, *security));
 }
 
 }  // namespace
@@ -118,7 +125,7 @@ int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
     return *done;
   }
   if (options.run_id == "none") options.run_id.clear();
-  auto store = ConnectStore(options);
+  auto store = ConnectStore(options, env);
   if (!store.ok()) {
     std::fprintf(stderr, "distjob-agent status: %s\n",
                  std::string(store.status().message()).c_str());

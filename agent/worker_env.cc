@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/security_flags.h"
 #include "launchers/framework_env.h"
 #include "rendezvous/rendezvous_kind.h"
 
@@ -77,6 +78,9 @@ EnvMap BuildWorkerEnv(const JobEnv& job, const PyTorchGroupInfo& group,
                       int local_rank, const EnvMap& agent_env,
                       const WorkerFiles& files) {
   EnvMap base = agent_env;
+  // The store's secret is the agent's alone: a worker (or whatever it
+  // logs or dumps) never sees it. The file's path is not secret and stays.
+  base.erase(kRdzvTokenVariable);
   for (const auto& [key, value] : job.extra.vars) base[key] = value;
   EnvMap env = PyTorchWorkerEnv(group, local_rank, base, files.error_file);
   if (!files.heartbeat_file.empty()) {

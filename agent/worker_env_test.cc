@@ -63,6 +63,17 @@ TEST(WorkerEnvTest, FrameworkVariablesAndFilesOnTopOfTheAgentEnv) {
   EXPECT_EQ(env.at("DISTJOB_HEARTBEAT_FILE"), "/e/heartbeat");
 }
 
+TEST(WorkerEnvTest, TheStoreTokenNeverReachesAWorker) {
+  const EnvMap env =
+      BuildWorkerEnv(JobEnv{}, PyTorchGroupInfo{}, 0,
+                     {{"DISTJOB_RDZV_TOKEN", "secret"},
+                      {"DISTJOB_RDZV_TOKEN_FILE", "/etc/distjob/rdzv/token"}},
+                     {});
+  EXPECT_EQ(env.count("DISTJOB_RDZV_TOKEN"), 0u);
+  // A path is not the secret: a worker may show where it came from.
+  EXPECT_EQ(env.at("DISTJOB_RDZV_TOKEN_FILE"), "/etc/distjob/rdzv/token");
+}
+
 TEST(WorkerEnvTest, EffectiveLaunchTakesTheOperatorLayoutWithoutMutating) {
   LaunchOptions launch;
   JobEnv job;

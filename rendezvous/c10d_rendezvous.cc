@@ -103,7 +103,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
       // A name: listen where this node says it is, else everywhere.
       bind = IsIpLiteral(options.addr) ? options.addr : "::";
     }
-    auto started = StoreServer::Start(bind, endpoint->port);
+    auto started =
+        StoreServer::Start(bind, endpoint->port, StoreLimits{}, p.security);
     if (started.ok()) {
       server = std::move(*started);
     } else if (config->is_host.value_or(false)) {
@@ -129,8 +130,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     }
   } else {
     DJ_LOG_INFO("joining the rendezvous store at {}", endpoint->ToString());
-    store =
-        GrpcStoreClient::Connect(endpoint->ToString(), config->read_timeout);
+    store = GrpcStoreClient::Connect(endpoint->ToString(), config->read_timeout,
+                                     p.security);
   }
   return std::unique_ptr<Rendezvous>(new DynamicRendezvous(
       std::move(options), std::move(store), std::move(server)));

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/store/store_credentials.h"
 
 namespace distjob {
 
@@ -29,6 +30,8 @@ struct RendezvousParams {
   // The dynamic backends' rank order (RdzvParticipant): "" when none.
   std::string pod_index;
   std::string order_key;
+  // c10d: the embedded store's token and TLS, for hosting and joining it.
+  StoreSecurity security;
   // static backend
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";

@@ -198,6 +198,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         absl::FormatDuration(c.read_timeout), ")"));
   }
   if (auto s = Heartbeat(); !s.ok()) {
+    // A refused token is this pod's configuration: no wait fixes it.
+    if (absl::IsUnauthenticated(s)) return s;
     // The first contact: the store may not be up yet; keep trying below.
     DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
   }
@@ -271,7 +273,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         return absl::AbortedError(absl::StrCat("the job ended: ", *o.aborted));
       }
       case Action::kReconnect:
-        if (auto s = Heartbeat(); !s.ok() && absl::Now() >= deadline) return s;
+        if (auto s = Heartbeat(); !s.ok() && (absl::IsUnauthenticated(s) ||
+                                              absl::Now() >= deadline)) {
+          return s;
+        }
         pause_after("rendezvous store not reachable yet", o.state_error);
         break;
       case Action::kRetryRead:

@@ -10,6 +10,7 @@
 #include "common/grpc_status.h"
 #include "common/resolver.h"
 #include "proto/store.grpc.pb.h"
+#include "rendezvous/store/store_credentials.h"
 
 namespace distjob {
 namespace {
@@ -20,6 +21,23 @@ absl::Status FromGrpc(const grpc::Status& s, absl::string_view what,
                       absl::string_view endpoint) {
   if (s.ok()) return absl::OkStatus();
   return FromGrpcStatus(s, absl::StrCat("store ", what, " at ", endpoint));
+}
+
+// A refused token is a configuration error of this pod (or of the job),
+// which no retry can fix: the message says which of the two it was.
+absl::Status Refused(const grpc::Status& s, bool sent_token,
+                     absl::string_view endpoint) {
+  return absl::UnauthenticatedError(
+      sent_token
+          ? absl::StrCat("the rendezvous store at ", endpoint,
+                         " refused this agent's token: every pod of the job "
+                         "must use the same --rdzv-token-file or "
+                         "DISTJOB_RDZV_TOKEN (",
+                         s.error_message(), ")")
+          : absl::StrCat("the rendezvous store at ", endpoint,
+                         " requires a token: give the job's secret with "
+                         "--rdzv-token-file or DISTJOB_RDZV_TOKEN (",
+                         s.error_message(), ")"));
 }
 
 // How long a new client retries its first connection on its own schedule.
@@ -52,6 +70,8 @@ void ConnectSoon(grpc::Channel* channel, absl::Duration window) {
 struct GrpcStoreClient::Impl {
   std::string endpoint;
   absl::Duration rpc_timeout;
+  StoreSecurity security;    // TLS files and the token, for the channel
+  std::string token_header;  // "Bearer <token>", or empty
   // Set once, by the first call that resolves the endpoint; read without
   // the lock only after EnsureStub returned OK.
   std::shared_ptr<grpc::Channel> channel;
@@ -60,9 +80,21 @@ struct GrpcStoreClient::Impl {
   // Sets the call's deadline and makes sure the channel exists.
   absl::Status Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
     const absl::Time deadline = absl::Now() + blocking + rpc_timeout;
+    Authorize(ctx);
     ctx->set_wait_for_ready(true);
     ctx->set_deadline(absl::ToChronoTime(deadline));
     return EnsureStub(deadline);
+  }
+  void Authorize(grpc::ClientContext* ctx) const {
+    if (!token_header.empty()) {
+      ctx->AddMetadata(kTokenMetadataKey, token_header);
+    }
+  }
+  absl::Status Check(const grpc::Status& s, absl::string_view what) const {
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      return Refused(s, !token_header.empty(), endpoint);
+    }
+    return FromGrpc(s, what, endpoint);
   }
 
   // The endpoint's name goes through the agent's resolver, never gRPC's
@@ -93,8 +125,12 @@ struct GrpcStoreClient::Impl {
         // The host's name, not its address, as with a name target (TLS
         // checks the certificate against target->host).
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
-        auto created = grpc::CreateCustomChannel(
-            target->target, grpc::InsecureChannelCredentials(), args);
+        if (security.tls() && security.server_name.empty()) {
+          args.SetSslTargetNameOverride(target->host);
+        }
+        auto credentials = MakeChannelCredentials(security, &args);
+        auto created =
+            grpc::CreateCustomChannel(target->target, credentials, args);
         {
           absl::MutexLock lock(&channel_mu);
           if (stub != nullptr) return absl::OkStatus();  // another call won
@@ -166,10 +202,15 @@ GrpcStoreClient::GrpcStoreClient(std::unique_ptr<Impl> impl)
 GrpcStoreClient::~GrpcStoreClient() = default;
 
 std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
-    const std::string& endpoint, absl::Duration rpc_timeout) {
+    const std::string& endpoint, absl::Duration rpc_timeout,
+    const StoreSecurity& security) {
   auto impl = std::make_unique<Impl>();
   impl->endpoint = endpoint;
   impl->rpc_timeout = rpc_timeout;
+  impl->security = security;
+  if (!security.token.empty()) {
+    impl->token_header = absl::StrCat(kTokenPrefix, security.token);
+  }
   // One look-up now, so a store that is up is connected before the first
   // call; a name that does not resolve yet is looked up again by the calls.
   (void)impl->EnsureStub(absl::Now());
@@ -178,14 +219,14 @@ std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
 
 absl::Status GrpcStoreClient::WaitUntilReachable(absl::Duration timeout) {
   grpc::ClientContext ctx;
+  impl_->Authorize(&ctx);
   ctx.set_wait_for_ready(true);
   const absl::Time deadline = absl::Now() + timeout;
   ctx.set_deadline(absl::ToChronoTime(deadline));
   if (absl::Status s = impl_->EnsureStub(deadline); !s.ok()) return s;
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  return FromGrpc(impl_->stub->NumKeys(&ctx, req, &resp), "connect",
-                  impl_->endpoint);
+  return impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "connect");
 }
 
 absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
@@ -202,7 +243,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
   }
   req.set_ttl_ms(absl::ToInt64Milliseconds(ttl));
   pb::SetResponse resp;
-  auto s = FromGrpc(impl_->stub->Set(&ctx, req, &resp), "set", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Set(&ctx, req, &resp), "set");
   if (!s.ok()) return s;
   return resp.revision();
 }
@@ -216,7 +257,7 @@ absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
   for (const auto& k : keys) req.add_keys(k);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::GetResponse resp;
-  auto s = FromGrpc(impl_->stub->Get(&ctx, req, &resp), "get", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Get(&ctx, req, &resp), "get");
   if (!s.ok()) return s;
   return std::vector<std::string>(resp.values().begin(), resp.values().end());
 }
@@ -230,7 +271,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
   req.set_key(key);
   req.set_delta(delta);
   pb::AddResponse resp;
-  auto s = FromGrpc(impl_->stub->Add(&ctx, req, &resp), "add", impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Add(&ctx, req, &resp), "add");
   if (!s.ok()) return s;
   return resp.value();
 }
@@ -246,8 +287,7 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
   req.set_expected(expected);
   req.set_desired(desired);
   pb::CompareSetResponse resp;
-  auto s = FromGrpc(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set",
-                    impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set");
   if (!s.ok()) return s;
   return CompareSetResult{resp.value(), resp.swapped()};
 }
@@ -261,8 +301,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Append(const std::string& key,
   req.set_key(key);
   req.set_value(value);
   pb::AppendResponse resp;
-  auto s = FromGrpc(impl_->stub->Append(&ctx, req, &resp), "append",
-                    impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Append(&ctx, req, &resp), "append");
   if (!s.ok()) return s;
   return resp.size();
 }
@@ -276,7 +315,7 @@ absl::StatusOr<bool> GrpcStoreClient::Check(
   for (const auto& k : keys) req.add_keys(k);
   pb::CheckResponse resp;
   auto s =
-      FromGrpc(impl_->stub->Check(&ctx, req, &resp), "check", impl_->endpoint);
+      impl_->Check(impl_->stub->Check(&ctx, req, &resp), "check");
   if (!s.ok()) return s;
   return resp.all_exist();
 }
@@ -289,8 +328,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
   pb::DeleteRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::DeleteResponse resp;
-  auto s = FromGrpc(impl_->stub->Delete(&ctx, req, &resp), "delete",
-                    impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->Delete(&ctx, req, &resp), "delete");
   if (!s.ok()) return s;
   return resp.deleted();
 }
@@ -301,8 +339,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  auto s = FromGrpc(impl_->stub->NumKeys(&ctx, req, &resp), "num-keys",
-                    impl_->endpoint);
+  auto s = impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "num-keys");
   if (!s.ok()) return s;
   return resp.num_keys();
 }
@@ -315,7 +352,7 @@ absl::StatusOr<StoreListing> GrpcStoreClient::List(const std::string& prefix) {
   req.set_prefix(prefix);
   pb::ListResponse resp;
   auto s =
-      FromGrpc(impl_->stub->List(&ctx, req, &resp), "list", impl_->endpoint);
+      impl_->Check(impl_->stub->List(&ctx, req, &resp), "list");
   if (!s.ok()) return s;
   StoreListing out;
   out.revision = resp.revision();
@@ -338,7 +375,7 @@ absl::StatusOr<std::pair<bool, int64_t>> GrpcStoreClient::Watch(
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::WatchResponse resp;
   auto s =
-      FromGrpc(impl_->stub->Watch(&ctx, req, &resp), "watch", impl_->endpoint);
+      impl_->Check(impl_->stub->Watch(&ctx, req, &resp), "watch");
   if (!s.ok()) return s;
   return std::make_pair(resp.changed(), resp.revision());
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "rendezvous/store/store_credentials.h"
 #include "rendezvous/store/store_interface.h"
 
 namespace distjob {
@@ -16,9 +17,12 @@ namespace distjob {
 class GrpcStoreClient : public StoreInterface {
  public:
   // `endpoint` is HOST:PORT ([V6]:PORT); `rpc_timeout` bounds each call
-  // beyond its own blocking time (torchrun's read_timeout).
-  static std::unique_ptr<GrpcStoreClient> Connect(const std::string& endpoint,
-                                                  absl::Duration rpc_timeout);
+  // beyond its own blocking time (torchrun's read_timeout). `security`'s
+  // token goes with every call and its TLS settings make the channel; a
+  // call the store refuses for its token is Unauthenticated, at once.
+  static std::unique_ptr<GrpcStoreClient> Connect(
+      const std::string& endpoint, absl::Duration rpc_timeout,
+      const StoreSecurity& security = {});
   ~GrpcStoreClient() override;
 
   // Waits until the store answers, for at most `timeout`.

@@ -1,4 +1,5 @@
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "rendezvous/store/grpc_store_client.h"
@@ -34,6 +35,60 @@ TEST(GrpcStoreTest, RoundTripsEveryOperation) {
   auto w = client->Watch("", listing->revision, absl::Seconds(5));
   ASSERT_TRUE(w.ok());
   EXPECT_TRUE(w->first);
+}
+
+// Every RPC of the protocol, through `client`; each must be refused.
+void ExpectEveryCallRefused(GrpcStoreClient* client, absl::string_view says) {
+  std::vector<absl::Status> answers = {
+      client->Set("a", "evil").status(),
+      client->Get("a", absl::Seconds(1)).status(),
+      client->Add("n", 5).status(),
+      client->CompareSet("a", "1", "evil").status(),
+      client->Append("a", "evil").status(),
+      client->Check({"a"}).status(),
+      client->Delete({"a"}).status(),
+      client->NumKeys().status(),
+      client->List("").status(),
+      client->Watch("", 0, absl::Seconds(1)).status(),
+      client->WaitUntilReachable(absl::Seconds(5)),
+  };
+  for (const absl::Status& s : answers) {
+    EXPECT_TRUE(absl::IsUnauthenticated(s)) << s;
+    EXPECT_NE(s.message().find(says), absl::string_view::npos) << s;
+    EXPECT_EQ(s.message().find("s3cret-token"), absl::string_view::npos) << s;
+  }
+}
+
+TEST(GrpcStoreTest, TokenIsRequiredOnEveryCallAndRefusalsChangeNothing) {
+  StoreSecurity security;
+  security.token = "s3cret-token";
+  auto server = StoreServer::Start("127.0.0.1", 0, {}, security);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  auto good = GrpcStoreClient::Connect(endpoint, absl::Seconds(5), security);
+  ASSERT_TRUE(good->WaitUntilReachable(absl::Seconds(5)).ok());
+  ASSERT_TRUE(good->Set("a", "1").ok());
+  ASSERT_TRUE(good->Set("n", "2").ok());
+  const int64_t revision = good->List("")->revision;
+
+  auto none = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
+  ExpectEveryCallRefused(none.get(), "requires a token");
+  StoreSecurity wrong;
+  wrong.token = "s3cret-tokeN";
+  auto guess = GrpcStoreClient::Connect(endpoint, absl::Seconds(5), wrong);
+  ExpectEveryCallRefused(guess.get(), "refused this agent's token");
+
+  auto listing = good->List("");
+  ASSERT_TRUE(listing.ok());
+  EXPECT_EQ(listing->revision, revision);
+  ASSERT_EQ(listing->entries.size(), 2u);
+  EXPECT_EQ(*good->Get("a", absl::ZeroDuration()), "1");
+  EXPECT_EQ(*good->Get("n", absl::ZeroDuration()), "2");
+  bool refused_counted = false;
+  for (const auto& r : (*server)->Stats().requests) {
+    if (r.code == "UNAUTHENTICATED") refused_counted = true;
+  }
+  EXPECT_TRUE(refused_counted);
 }
 
 TEST(GrpcStoreTest, StatsCountRequestsByMethodAndCode) {

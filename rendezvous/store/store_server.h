@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "rendezvous/store/store_core.h"
+#include "rendezvous/store/store_credentials.h"
 
 namespace grpc {
 class Server;
@@ -23,8 +24,11 @@ class StoreServer {
   // Listens on `host`:`port` (port 0: a free one). Fails with
   // AlreadyExists-like Unavailable when the port is taken: SO_REUSEPORT is
   // off so a second agent on the same machine becomes a client instead.
+  // With a token in `security`, every call without it is UNAUTHENTICATED;
+  // with TLS in it, the server speaks only TLS.
   static absl::StatusOr<std::unique_ptr<StoreServer>> Start(
-      const std::string& host, int port, StoreLimits limits = {});
+      const std::string& host, int port, StoreLimits limits = {},
+      const StoreSecurity& security = {});
   ~StoreServer();
 
   int port() const { return port_; }

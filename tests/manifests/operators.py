@@ -460,3 +460,25 @@ def container_argv(container):
     replace its CMD (the images built here set no CMD)."""
     command = container.get("command", IMAGE_ENTRYPOINT)
     return list(command) + list(container.get("args", []))
+
+
+def secret_mounts(pod):
+    """mountPath -> Secret name for each Secret volume the container mounts."""
+    secrets = {v["name"]: v["secret"]["secretName"]
+               for v in pod.spec.get("volumes") or [] if "secret" in v}
+    return {m["mountPath"]: secrets[m["name"]]
+            for m in pod.container.get("volumeMounts") or []
+            if m["name"] in secrets}
+
+
+def mount_secrets(pod, env, root):
+    """Simulates the kubelet's Secret volumes: a value of `env` naming a
+    file under a mounted Secret is redirected to a file under `root`
+    holding a test secret, as the pod would find it."""
+    for key, value in list(env.items()):
+        for path in secret_mounts(pod):
+            if value.startswith(path.rstrip("/") + "/"):
+                target = root / "secrets" / value.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text("manifest-test-secret\n")
+                env[key] = str(target)

@@ -112,6 +112,7 @@ def pod_input(pod, tmp_path):
     for content in pod.podinfo.values():
         (tmp_path / "labels").write_text(content)
     env.update(pod.env)
+    operators.mount_secrets(pod, env, tmp_path)
     env["DISTJOB_DNS_TIMEOUT"] = "0"
     env["DISTJOB_HEALTH_PORT"] = "0"
     # A fixed port may be taken on a shared machine; these runs serve none.

@@ -164,6 +164,22 @@ def jobset_policy_problems(where, jobset_spec):
     return problems
 
 
+def token_problems(pod):
+    """A pod whose agent hosts or joins a store of ours (the elastic
+    rendezvous, the start barrier of TensorFlow and MXNet) reads the job's
+    token from a Secret volume."""
+    framework = pod.env.get("DISTJOB_FRAMEWORK", "pytorch")
+    if "PET_RDZV_ENDPOINT" not in pod.env and framework == "pytorch":
+        return []
+    path = pod.env.get("DISTJOB_RDZV_TOKEN_FILE")
+    if path is None:
+        return [f"{pod.name}: no DISTJOB_RDZV_TOKEN_FILE"]
+    if not any(path.startswith(m.rstrip("/") + "/")
+               for m in operators.secret_mounts(pod)):
+        return [f"{pod.name}: {path} is not in a mounted Secret volume"]
+    return []
+
+
 def exit_policy_problems(job):
     problems = []
     if job["apiVersion"] == "batch/v1":
@@ -214,7 +230,8 @@ def exit_policy_problems(job):
 
 @pytest.mark.parametrize("path, pod", list(all_pods()))
 def test_pod_runs_the_agent_with_probes(path, pod):
-    assert entrypoint_problems(pod) + probe_problems(pod) == []
+    assert (entrypoint_problems(pod) + probe_problems(pod) +
+            token_problems(pod)) == []
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.stem)
@@ -264,6 +281,16 @@ def test_checks_reject_broken_manifests():
     no_init = copy.deepcopy(pod)
     no_init.spec["initContainers"] = []
     assert entrypoint_problems(no_init)
+
+    elastic_pod = operators.pods_of(
+        load(ROOT / "examples/k8s/kubeflow-pytorchjob-elastic.yaml"))[0]
+    assert token_problems(elastic_pod) == []
+    no_secret = copy.deepcopy(elastic_pod)
+    no_secret.spec["volumes"] = []
+    assert token_problems(no_secret)
+    no_token = copy.deepcopy(elastic_pod)
+    del no_token.env["DISTJOB_RDZV_TOKEN_FILE"]
+    assert token_problems(no_token)
 
     wrong_port = copy.deepcopy(pod)
     wrong_port.env["DISTJOB_HEALTH_PORT"] = "9000"
@@ -325,6 +352,7 @@ def run_env(agent, pod, tmp_path):
     env.update(pod.env)
     if pod.podinfo:
         env["DISTJOB_POD_LABELS_FILE"] = str(tmp_path / "labels")
+    operators.mount_secrets(pod, env, tmp_path)
     # The peers' names exist only in the cluster's DNS; this test checks what
     # the agent derives from the operator's input, so it does not wait for
     # them (tests/integration/test_discovery.py covers the DNS wait).
