@@ -133,8 +133,12 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   }
   waiter.join();
   if (cancel_sent && !round.ok()) {
+    const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
     (*rendezvous)->Shutdown(/*succeeded=*/false);
-    return absl::CancelledError("start barrier: stopped while waiting");
+    return absl::CancelledError(absl::StrCat(
+        "stopped while waiting for the start barrier of job '", plan.run_id,
+        "' (", seen.size(), "/", plan.pods.size(), " pods arrived; missing: ",
+        absl::StrJoin(MissingPods(plan, seen), ", "), ")"));
   }
   if (round.ok()) {
     DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",

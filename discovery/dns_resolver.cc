@@ -142,7 +142,10 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     const absl::Time wake = std::min(absl::Now() + backoff.Next(), deadline);
     while (absl::Now() < wake) {
       if (options.cancelled && options.cancelled()) {
-        return absl::CancelledError("stopped while waiting for peers in DNS");
+        return absl::CancelledError(
+            absl::StrCat("stopped while waiting for the peers' DNS names (",
+                         missing.size(), "/", names.size(),
+                         " not resolved: ", absl::StrJoin(missing, ", "), ")"));
       }
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }

@@ -56,7 +56,8 @@ struct GrpcStoreClient::Impl {
 
   void Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
     ctx->set_wait_for_ready(true);
-    ctx->set_deadline(absl::ToChronoTime(absl::Now() + blocking + rpc_timeout));
+    ctx->set_deadline(absl::ToChronoTime(std::min(
+        absl::Now() + blocking + rpc_timeout, ScopedCallDeadline::Current())));
   }
 
   absl::Mutex mu;
