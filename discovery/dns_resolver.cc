@@ -105,7 +105,9 @@ absl::StatusOr<Addresses> ResolveOnce(const std::vector<std::string>& names,
     ares_getaddrinfo(channel, names[i].c_str(), nullptr, &hints, OnAddrinfo,
                      &queries[i]);
   }
-  PollAres(channel, absl::InfiniteFuture());
+  // A stop signal ends a pass too: a query to a server that does not
+  // answer holds it query_timeout.
+  PollAres(channel, absl::InfiniteFuture(), options.cancelled);
   ares_destroy(channel);  // completes any query still pending
   Addresses out;
   for (Query& q : queries) out[q.name] = std::move(q.addresses);
@@ -119,6 +121,11 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
   Backoff backoff(options.initial_backoff, options.max_backoff);
   Addresses resolved;
   std::vector<std::string> missing = names;
+  auto stopped = [&] {
+    return absl::CancelledError(absl::StrCat(
+        "stopped while waiting for the peers' DNS names (", missing.size(), "/",
+        names.size(), " not resolved: ", absl::StrJoin(missing, ", "), ")"));
+  };
   for (;;) {
     auto pass = ResolveOnce(missing, options);
     if (!pass.ok()) return pass.status();
@@ -132,6 +139,7 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     }
     missing = std::move(still);
     if (missing.empty()) return resolved;
+    if (options.cancelled && options.cancelled()) return stopped();
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "peers not in DNS after ", absl::FormatDuration(options.timeout),
@@ -142,10 +150,7 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     const absl::Time wake = std::min(absl::Now() + backoff.Next(), deadline);
     while (absl::Now() < wake) {
       if (options.cancelled && options.cancelled()) {
-        return absl::CancelledError(
-            absl::StrCat("stopped while waiting for the peers' DNS names (",
-                         missing.size(), "/", names.size(),
-                         " not resolved: ", absl::StrJoin(missing, ", "), ")"));
+        return stopped();
       }
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }

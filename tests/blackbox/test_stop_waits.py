@@ -110,7 +110,8 @@ def last_call(agents, tmp_path):
 def restart_backoff(agents, tmp_path):
     agents.start("a", ["run", "--standalone", "--nproc-per-node", "1",
                        "--max-restarts", "3", "--restart-backoff", "600",
-                       "--no-python", "--", "/bin/sh", "-c", "exit 1"])
+                       "--retryable-exit-codes", "3", "--no-python", "--",
+                       "/bin/sh", "-c", "exit 3"])
     agents.wait_log("a", "restarting the worker group")
     return "while waiting for the restart backoff (10m before restart 1/3)"
 
