@@ -558,9 +558,10 @@ class AgentRun {
     if (exit_code != 0) rendezvous_->SetEndReason(EndReason(report_));
     // A stop signal ends the exit barrier and the host's waits for the
     // others; one received before leaves a moment to tell the others.
-    const std::string stopped_while =
-        WhileStoppable([&] { rendezvous_->Shutdown(exit_code == 0); },
-                       absl::Milliseconds(500), "the exit barrier");
+    const bool stopped_before = supervisor_->stop_signal() != 0;
+    const std::string stopped_while = WhileStoppable(
+        [&] { rendezvous_->Shutdown(exit_code == 0); }, absl::Milliseconds(500),
+        exit_code == 0 ? "the exit barrier" : "the other nodes");
     supervisor_->DrainDescendants();
     if (supervisor_->stop_signal() != 0 && exit_code == 0) {
       exit_code = ExitCodeForSignal(supervisor_->stop_signal());
@@ -569,6 +570,13 @@ class AgentRun {
       report_.exit_code = exit_code;
       report_.detail =
           StoppedWhileWaiting(supervisor_->stop_signal(), stopped_while);
+    } else if (!stopped_before && !stopped_while.empty()) {
+      // The job had already ended otherwise: its code and cause stay, and
+      // the message says where the signal cut the ending short.
+      const std::string line =
+          StoppedWhileWaiting(supervisor_->stop_signal(), stopped_while);
+      report_.detail =
+          report_.detail.empty() ? line : report_.detail + "\n" + line;
     }
     report_.stop_signal = supervisor_->stop_signal();
     Report(report_, options_.outcome);

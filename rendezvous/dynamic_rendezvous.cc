@@ -856,6 +856,7 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
   SetWait(Wait::kEndSeen, round.round);
   const absl::Time until = absl::Now() + lease_;
   std::optional<std::vector<RdzvParticipant>> members;
+  bool announced = false;
   while (absl::Now() < until) {
     auto listing = store_->List(keys_.SeenEndPrefix());
     if (!listing.ok()) return;
@@ -864,6 +865,12 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
             [this](absl::string_view key) { return keys_.ParseSeenEnd(key); },
             &members)) {
       return;
+    }
+    if (!announced) {
+      announced = true;
+      DJ_LOG_INFO(
+          "waiting (at most {}) for the other nodes to read why the job ended",
+          absl::FormatDuration(until - absl::Now()));
     }
     if (!store_
              ->Watch(keys_.SeenEndPrefix(), listing->revision,

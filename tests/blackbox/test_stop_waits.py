@@ -168,3 +168,27 @@ def test_join_timeout_holds_without_a_store(start_agent, tmp_path):
                                "/bin/true"))
     assert p.wait(timeout=30) == 138, agents.log("a")
     assert time.monotonic() - start < 6.5, agents.log("a")
+
+
+def test_sigterm_ends_the_hosts_wait_for_the_end_to_be_read(start_agent,
+                                                            tmp_path):
+    """The host ended the job (its worker failed) and waits for the others
+    to read why; one of them is frozen, so the wait would last a lease."""
+    agents = Agents(start_agent, tmp_path)
+    port = free_port()
+    conf = "join_timeout=30,keep_alive_interval=5"
+    agents.start("a", c10d(port, "2", "is_host=1," + conf, "/bin/sh", "-c",
+                           WAIT_FOR_GO + "; exit 1"))
+    agents.start("b", c10d(port, "2", "is_host=0," + conf,
+                           "/bin/sh", "-c", WAIT_FOR_GO + "; sleep 600"))
+    wait_for(lambda: "group rank" in agents.log("a")
+             and "group rank" in agents.log("b"), 30, what="the round")
+    agents.procs["b"].send_signal(signal.SIGSTOP)
+    (tmp_path / "go").write_text("")
+    agents.wait_log("a", "for the other nodes to read why the job ended")
+    code, took = agents.stop("a")
+    # The job's end stays what it was: the worker's permanent failure.
+    assert code == 1, agents.log("a")
+    assert took < 2, agents.log("a")
+    assert ("stopped by SIGTERM while waiting for the other nodes to read why "
+            "the job ended") in agents.message("a"), agents.message("a")
