@@ -36,6 +36,8 @@ bool RunStoppable(Rendezvous& rendezvous, const std::function<void()>& step,
   bool cancel_sent = false;
   while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     if (!cancel_sent && cancelled != nullptr && cancelled()) {
+      // Before the store goes: it refreshes who arrived (LastSeenAddrs).
+      (void)rendezvous.WaitingFor();
       rendezvous.Cancel();
       cancel_sent = true;
     }
@@ -145,10 +147,17 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   if (cancel_sent && !round.ok()) {
     const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
     (*rendezvous)->Shutdown(/*succeeded=*/false);
+    // Nothing seen: the store, so its host's pod, was never reached.
     return absl::CancelledError(absl::StrCat(
         "stopped while waiting for the start barrier of job '", plan.run_id,
-        "' (", seen.size(), "/", plan.pods.size(), " pods arrived; missing: ",
-        absl::StrJoin(MissingPods(plan, seen), ", "), ")"));
+        "' (",
+        seen.empty()
+            ? absl::StrCat("the store at ", plan.endpoint.ToString(),
+                           ", hosted by ", plan.host_pod, ", not reached")
+            : absl::StrCat(seen.size(), "/", plan.pods.size(),
+                           " pods arrived; missing: ",
+                           absl::StrJoin(MissingPods(plan, seen), ", ")),
+        ")"));
   }
   if (round.ok()) {
     DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",

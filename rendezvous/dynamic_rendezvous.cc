@@ -792,6 +792,8 @@ std::string DynamicRendezvous::WaitingFor() {
     case Wait::kStore:
       return "the rendezvous store (not reachable yet)";
     case Wait::kJoiners:
+      // Also for LastSeenAddrs: who is missing from the round.
+      NoteJoinedAddrs(round);
       return absl::StrCat("the rendezvous round ", round, " (",
                           count(keys_.Joined(round)), "/", options_.min_nodes,
                           " nodes joined", up_to, ")");

@@ -65,7 +65,8 @@ class Rendezvous {
   // What a blocked Next or Shutdown waits for now, for the termination
   // message of an agent stopped there ("the rendezvous round 3 (2/4 nodes
   // joined)"); "" when it waits for nothing. Called from another thread
-  // before Cancel; takes at most a short store read.
+  // before Cancel; takes at most a short store read, which also refreshes
+  // LastSeenAddrs.
   virtual std::string WaitingFor() { return ""; }
 
   // Called once when the agent is done with the job. `succeeded`: its

@@ -86,10 +86,11 @@ def start_barrier(agents, tmp_path):
     agents.start("a", ["run", "--volcano-dir", str(vc), "--job-name", "tfjob",
                        "--dns-timeout", "0", "--barrier-port",
                        str(free_port()), "--barrier-timeout", "600", "--task",
-                       "worker", "--task-index", "0", "--local-addr",
-                       "127.0.0.2", "--no-python", "--", "/bin/true"])
+                       "ps", "--task-index", "0", "--local-addr",
+                       "127.0.0.1", "--no-python", "--", "/bin/true"])
     agents.wait_log("a", "start barrier: waiting")
-    return "while waiting for the start barrier of job 'tfjob' (0/3 pods"
+    return ("while waiting for the start barrier of job 'tfjob' (1/3 pods "
+            "arrived; missing: worker-0, worker-1)")
 
 
 def rendezvous_join(agents, tmp_path):
