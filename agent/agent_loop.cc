@@ -9,12 +9,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
@@ -280,7 +282,11 @@ class AgentRun {
     const absl::Time resolving = absl::Now();
     auto job = ResolveJob(options_.discovery, env_, stop_requested);
     if (!job.ok()) {
-      if (supervisor_->stop_signal() != 0) return Stopped();
+      if (supervisor_->stop_signal() != 0) {
+        return Stopped(absl::IsCancelled(job.status())
+                           ? std::string(job.status().message())
+                           : "the peers' DNS names");
+      }
       DJ_LOG_ERROR("{}", job.status().message());
       // The pod's status then names the missing peer or the bad input.
       return Fail("error", ExitCodeFor(job.status()),
@@ -306,7 +312,10 @@ class AgentRun {
     }
     absl::Status passed = RunBarrier(barrier, stop_requested);
     if (passed.ok()) return std::nullopt;
-    if (supervisor_->stop_signal() != 0) return Stopped();
+    if (supervisor_->stop_signal() != 0) {
+      return Stopped(absl::IsCancelled(passed) ? std::string(passed.message())
+                                               : "the start barrier");
+    }
     DJ_LOG_ERROR("{}", passed.message());
     const int code = ExitCodeFor(passed);
     return Fail(code == kExitRendezvousUnavailable ? "rendezvous" : "error",
@@ -364,7 +373,25 @@ class AgentRun {
     std::optional<std::pair<GroupResult, bool>> deferred;
     for (;;) {
       const absl::Time joined = absl::Now();
-      auto round = rendezvous_->Next(options_.launch.nproc);
+      absl::StatusOr<RendezvousResult> round =
+          absl::UnknownError("the rendezvous did not run");
+      const std::string stopped_while = WhileStoppable(
+          [&] { round = rendezvous_->Next(options_.launch.nproc); },
+          absl::ZeroDuration(), "the rendezvous round");
+      // Also when the round closed after the signal: no worker is started
+      // only to be stopped.
+      if (supervisor_->PollStopSignal() != 0) {
+        Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
+        report_.detail =
+            stopped_while.empty()
+                ? absl::StrCat(
+                      StoppedWhileWaiting(supervisor_->stop_signal(), ""),
+                      " as the rendezvous round closed, before the "
+                      "workers started")
+                : StoppedWhileWaiting(supervisor_->stop_signal(),
+                                      stopped_while);
+        return report_.exit_code;
+      }
       if (!round.ok() && deferred.has_value() &&
           absl::IsAborted(round.status())) {
         // Another node ended the job while this node's workers were failing
@@ -489,7 +516,14 @@ class AgentRun {
                   options_.launch.max_restarts, absl::FormatDuration(*backoff));
       // A stop signal during the pause ends the job: no further attempt.
       if (!supervisor_->Sleep(*backoff)) {
-        return Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
+        Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
+        report_.detail = StoppedWhileWaiting(
+            supervisor_->stop_signal(),
+            absl::StrCat("the restart backoff (",
+                         absl::FormatDuration(*backoff), " before restart ",
+                         restart_count_, "/", options_.launch.max_restarts,
+                         ")"));
+        return report_.exit_code;
       }
       *backoff = std::min(*backoff * 2, options_.outcome.restart_backoff_max);
     } else {
@@ -532,13 +566,27 @@ class AgentRun {
   // Leaves the rendezvous, lets every descendant go, reports.
   int Finish(int exit_code) {
     if (exit_code != 0) rendezvous_->SetEndReason(EndReason(report_));
-    rendezvous_->Shutdown(exit_code == 0);
+    // A stop signal ends the exit barrier and the host's waits for the
+    // others; one received before leaves a moment to tell the others.
+    const bool stopped_before = supervisor_->stop_signal() != 0;
+    const std::string stopped_while = WhileStoppable(
+        [&] { rendezvous_->Shutdown(exit_code == 0); }, absl::Milliseconds(500),
+        exit_code == 0 ? "the exit barrier" : "the other nodes");
     supervisor_->DrainDescendants();
     if (supervisor_->stop_signal() != 0 && exit_code == 0) {
       exit_code = ExitCodeForSignal(supervisor_->stop_signal());
       report_.outcome = "stopped";
       outcome_ = "stopped";
       report_.exit_code = exit_code;
+      report_.detail =
+          StoppedWhileWaiting(supervisor_->stop_signal(), stopped_while);
+    } else if (!stopped_before && !stopped_while.empty()) {
+      // The job had already ended otherwise: its code and cause stay, and
+      // the message says where the signal cut the ending short.
+      const std::string line =
+          StoppedWhileWaiting(supervisor_->stop_signal(), stopped_while);
+      report_.detail =
+          report_.detail.empty() ? line : report_.detail + "\n" + line;
     }
     report_.stop_signal = supervisor_->stop_signal();
     Report(report_, options_.outcome);
@@ -562,10 +610,46 @@ class AgentRun {
     return exit_code;
   }
 
-  int Stopped() {
+  // Runs `wait` (a rendezvous call that may wait for the other nodes) on
+  // its own thread while this one reads the stop signals; a stop signal
+  // cancels the rendezvous `grace` after it is read (a signal received
+  // before counts from the start). Returns what the rendezvous waited for
+  // when it was cancelled (`fallback` if it did not say), else "".
+  std::string WhileStoppable(const std::function<void()>& wait,
+                             absl::Duration grace,
+                             const std::string& fallback) {
+    absl::Notification done;
+    std::thread waiter([&] {
+      wait();
+      done.Notify();
+    });
+    absl::Time cancel_at = absl::InfiniteFuture();
+    std::string waiting_for;
+    bool cancelled = false;
+    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+      if (cancelled) continue;
+      if (cancel_at == absl::InfiniteFuture() &&
+          supervisor_->PollStopSignal() != 0) {
+        cancel_at = absl::Now() + grace;
+      }
+      if (absl::Now() >= cancel_at) {
+        waiting_for = rendezvous_->WaitingFor();
+        if (waiting_for.empty()) waiting_for = fallback;
+        rendezvous_->Cancel();
+        cancelled = true;
+      }
+    }
+    waiter.join();
+    return waiting_for;
+  }
+
+  // An ending by a stop signal before any round; `waiting`: what the agent
+  // was waiting for (see StoppedWhileWaiting).
+  int Stopped(const std::string& waiting) {
     RunReport report = MakeReport(
         "stopped", ExitCodeForSignal(supervisor_->stop_signal()), 0, options_);
     report.stop_signal = supervisor_->stop_signal();
+    report.detail = StoppedWhileWaiting(report.stop_signal, waiting);
     outcome_ = "stopped";
     Report(report, options_.outcome);
     return report.exit_code;

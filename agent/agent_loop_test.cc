@@ -7,12 +7,14 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "agent/exit_codes.h"
 #include "gtest/gtest.h"
 #include "rendezvous/fake_rendezvous.h"
@@ -30,6 +32,28 @@ struct OnlyNext : ElasticRendezvous {
 };
 static_assert(std::is_abstract<OnlyNext>::value,
               "ElasticRendezvous must leave its methods pure virtual");
+
+// A round that closes at once, or (`blocks`) a Next that waits for its
+// peers until it is cancelled.
+class WaitingRendezvous : public Rendezvous {
+ public:
+  explicit WaitingRendezvous(bool blocks) : blocks_(blocks) {}
+  absl::StatusOr<RendezvousResult> Next(int) override {
+    if (!blocks_) return FakeRound(0);
+    cancelled_.WaitForNotification();
+    return absl::CancelledError("the rendezvous was cancelled");
+  }
+  std::string WaitingFor() override {
+    return blocks_ ? "the rendezvous round 0 (1/2 nodes joined)" : "";
+  }
+  void Cancel() override {
+    if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
+  }
+
+ private:
+  const bool blocks_;
+  absl::Notification cancelled_;
+};
 
 class AgentLoopTest : public ::testing::Test {
  protected:
@@ -58,6 +82,9 @@ class AgentLoopTest : public ::testing::Test {
         [this](
             const RunOptions&) -> absl::StatusOr<std::unique_ptr<Rendezvous>> {
       if (!rendezvous_error_.ok()) return rendezvous_error_;
+      if (waiting_.has_value()) {
+        return std::make_unique<WaitingRendezvous>(*waiting_);
+      }
       if (elastic_) return std::make_unique<FakeElasticRendezvous>(&rdzv_);
       return std::make_unique<FakeRendezvous>(&rdzv_);
     };
@@ -93,6 +120,7 @@ class AgentLoopTest : public ::testing::Test {
   FakeSupervisorScript supervisor_;
   FakeRendezvousScript rdzv_;
   bool elastic_ = true;
+  std::optional<bool> waiting_;  // set: a WaitingRendezvous, blocking or not
   absl::Status supervisor_error_;
   absl::Status rendezvous_error_;
 };
@@ -197,6 +225,30 @@ TEST_F(AgentLoopTest, StopSignalDuringBackoffEndsWithItsCode) {
       TerminationMessage().rfind("distjob-agent: stopped exit_code=130", 0), 0)
       << TerminationMessage();
   EXPECT_EQ(supervisor_.drains, 1);
+}
+
+TEST_F(AgentLoopTest, StopSignalCancelsTheRendezvousWait) {
+  waiting_ = true;
+  supervisor_.stop_signal = SIGTERM;
+  EXPECT_EQ(Run(), 128 + SIGTERM);
+  EXPECT_TRUE(supervisor_.groups_run.empty());
+  EXPECT_NE(TerminationMessage().find(
+                "stopped by SIGTERM while waiting for the rendezvous round 0 "
+                "(1/2 nodes joined)"),
+            std::string::npos)
+      << TerminationMessage();
+}
+
+TEST_F(AgentLoopTest, NoWorkerStartsAfterAStopSignal) {
+  // The round closed although the signal came first: nothing is started
+  // only to be stopped.
+  waiting_ = false;
+  supervisor_.stop_signal = SIGTERM;
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 128 + SIGTERM);
+  EXPECT_TRUE(supervisor_.groups_run.empty());
+  EXPECT_NE(TerminationMessage().find("stopped by SIGTERM"), std::string::npos)
+      << TerminationMessage();
 }
 
 TEST_F(AgentLoopTest, RetryableFailuresRestartUpToMaxRestarts) {

@@ -23,6 +23,29 @@ BarrierPlan Skip(std::string why) {
   return plan;
 }
 
+// Runs `step` (a wait of `rendezvous`) on its own thread, so that a stop
+// signal, polled through `cancelled`, ends it: the rendezvous is cancelled.
+// Returns whether it was.
+bool RunStoppable(Rendezvous& rendezvous, const std::function<void()>& step,
+                  const std::function<bool()>& cancelled) {
+  absl::Notification done;
+  std::thread waiter([&] {
+    step();
+    done.Notify();
+  });
+  bool cancel_sent = false;
+  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (!cancel_sent && cancelled != nullptr && cancelled()) {
+      // Before the store goes: it refreshes who arrived (LastSeenAddrs).
+      (void)rendezvous.WaitingFor();
+      rendezvous.Cancel();
+      cancel_sent = true;
+    }
+  }
+  waiter.join();
+  return cancel_sent;
+}
+
 }  // namespace
 
 BarrierPlan PlanBarrier(const JobEnv& job, const RunOptions& options) {
@@ -119,30 +142,37 @@ absl::Status RunBarrier(const BarrierPlan& plan,
         rendezvous.status().code(),
         absl::StrCat("start barrier: ", rendezvous.status().message()));
   }
-  // The wait runs on its own thread so a stop signal ends it.
   absl::StatusOr<RendezvousResult> round;
-  absl::Notification done;
-  std::thread waiter([&] {
-    round = (*rendezvous)->Next(/*local_world_size=*/1);
-    done.Notify();
-  });
-  bool cancel_sent = false;
-  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-    if (!cancel_sent && cancelled != nullptr && cancelled()) {
-      (*rendezvous)->Cancel();
-      cancel_sent = true;
-    }
-  }
-  waiter.join();
+  const bool cancel_sent = RunStoppable(
+      **rendezvous,
+      [&] { round = (*rendezvous)->Next(/*local_world_size=*/1); }, cancelled);
   if (cancel_sent && !round.ok()) {
+    const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
     (*rendezvous)->Shutdown(/*succeeded=*/false);
-    return absl::CancelledError("start barrier: stopped while waiting");
+    // Nothing seen: the store, so its host's pod, was never reached.
+    return absl::CancelledError(absl::StrCat(
+        "stopped while waiting for the start barrier of job '", plan.run_id,
+        "' (",
+        seen.empty()
+            ? absl::StrCat("the store at ", plan.endpoint.ToString(),
+                           ", hosted by ", plan.host_pod, ", not reached")
+            : absl::StrCat(seen.size(), "/", plan.pods.size(),
+                           " pods arrived; missing: ",
+                           absl::StrJoin(MissingPods(plan, seen), ", ")),
+        ")"));
   }
   if (round.ok()) {
     DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",
                 plan.pods.size(), plan.run_id);
     // The host keeps the store up until every pod has read the outcome.
-    (*rendezvous)->Shutdown(/*succeeded=*/true);
+    if (RunStoppable(
+            **rendezvous, [&] { (*rendezvous)->Shutdown(/*succeeded=*/true); },
+            cancelled) ||
+        (cancelled != nullptr && cancelled())) {
+      return absl::CancelledError(
+          absl::StrCat("stopped while waiting for the other pods of job '",
+                       plan.run_id, "' to pass the start barrier"));
+    }
     return absl::OkStatus();
   }
   const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();

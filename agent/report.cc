@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/errno_status.h"
 #include "common/files.h"
 #include "common/json.h"
@@ -65,6 +66,14 @@ std::string Utf8Truncate(absl::string_view text, size_t limit) {
     end += n;
   }
   return clean.substr(0, end);
+}
+
+std::string StoppedWhileWaiting(int signal_number, absl::string_view what) {
+  what = absl::StripPrefix(what, "stopped while waiting for ");
+  if (what.empty())
+    return absl::StrCat("stopped by ", SignalName(signal_number));
+  return absl::StrCat("stopped by ", SignalName(signal_number),
+                      " while waiting for ", what);
 }
 
 std::string FormatTerminationMessage(const RunReport& r) {

@@ -46,6 +46,12 @@ struct RunReport {
 // beyond U+10FFFF) become U+FFFD first, so the result is always valid UTF-8.
 std::string Utf8Truncate(absl::string_view text, size_t limit);
 
+// The termination message's line for an agent stopped by `signal_number`
+// while it waited: "stopped by SIGTERM while waiting for <what>". `what`
+// may itself read "stopped while waiting for <what>" (a wait's Cancelled
+// status); "" names no wait.
+std::string StoppedWhileWaiting(int signal_number, absl::string_view what);
+
 // The human-readable message: one summary line, then the root cause and
 // the tail of its error, at most kTerminationMessageLimit bytes.
 std::string FormatTerminationMessage(const RunReport& report);

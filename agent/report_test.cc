@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -67,6 +68,16 @@ TEST(ReportTest, DetailFollowsTheSummaryLine) {
             "distjob-agent: rendezvous exit_code=138 restarts=0/0 oom=false "
             "hang=false\nthe job ended: node w-0 exited: permanent "
             "exit_code=1\n");
+}
+
+TEST(ReportTest, StoppedWhileWaitingNamesTheSignalAndTheWait) {
+  EXPECT_EQ(StoppedWhileWaiting(SIGTERM, "the exit barrier of round 2"),
+            "stopped by SIGTERM while waiting for the exit barrier of round 2");
+  // A wait's own Cancelled message is not repeated.
+  EXPECT_EQ(StoppedWhileWaiting(
+                SIGINT, "stopped while waiting for the peers' DNS names (1/2)"),
+            "stopped by SIGINT while waiting for the peers' DNS names (1/2)");
+  EXPECT_EQ(StoppedWhileWaiting(SIGHUP, ""), "stopped by SIGHUP");
 }
 
 TEST(ReportTest, MessageIsBoundedAndKeepsTheTail) {

@@ -114,7 +114,7 @@ absl::StatusOr<Addresses> ResolveNames(const std::vector<std::string>& names,
     ares_getaddrinfo(channel, lookup.c_str(), nullptr, &hints, OnAddrinfo,
                      &queries[i]);
   }
-  PollAres(channel, absl::Now() + options.pass_timeout);
+  PollAres(channel, absl::Now() + options.pass_timeout, options.cancelled);
   ares_destroy(channel);  // completes any query still pending
   Addresses out;
   for (Query& q : queries) out[q.name] = std::move(q.addresses);

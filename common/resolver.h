@@ -9,6 +9,7 @@
 #ifndef DISTJOB_COMMON_RESOLVER_H_
 #define DISTJOB_COMMON_RESOLVER_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ struct ResolverOptions {
   // Bounds a whole pass: resolv.conf's search domains (ndots:5 in a pod)
   // turn one name into several queries, one after another.
   absl::Duration pass_timeout = absl::Seconds(10);
+  // Ends a pass early when it returns true (a stop signal): a query to a
+  // server that does not answer would hold it query_timeout.
+  std::function<bool()> cancelled;
 };
 
 // Each name's addresses (IPv4 and IPv6, as text), in the resolver's order.

@@ -16,10 +16,16 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
   Backoff backoff(options.initial_backoff, options.max_backoff);
   Addresses resolved;
   std::vector<std::string> missing = names;
+  auto stopped = [&] {
+    return absl::CancelledError(absl::StrCat(
+        "stopped while waiting for the peers' DNS names (", missing.size(), "/",
+        names.size(), " not resolved: ", absl::StrJoin(missing, ", "), ")"));
+  };
   for (;;) {
     ResolverOptions resolver;
     resolver.servers = options.servers;
     resolver.query_timeout = options.query_timeout;
+    resolver.cancelled = options.cancelled;
     auto pass = ResolveNames(missing, resolver);
     if (!pass.ok()) return pass.status();
     std::vector<std::string> still;
@@ -32,6 +38,7 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     }
     missing = std::move(still);
     if (missing.empty()) return resolved;
+    if (options.cancelled && options.cancelled()) return stopped();
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "peers not in DNS after ", absl::FormatDuration(options.timeout),
@@ -42,7 +49,7 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     const absl::Time wake = std::min(absl::Now() + backoff.Next(), deadline);
     while (absl::Now() < wake) {
       if (options.cancelled && options.cancelled()) {
-        return absl::CancelledError("stopped while waiting for peers in DNS");
+        return stopped();
       }
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }

@@ -45,6 +45,8 @@ void DynamicRendezvous::NoteFailureRestart(int restart_count) {
 }
 
 bool DynamicRendezvous::ClaimFailure() {
+  // The host left with the store: nobody else is left to decide.
+  if (host_left_) return true;
   int round = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -81,6 +83,7 @@ void DynamicRendezvous::HeartbeatLoop() {
         return;
       }
     }
+    if (host_left_) continue;  // no store to renew a lease in
     if (auto s = Heartbeat(); !s.ok()) {
       DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
     }
@@ -181,7 +184,15 @@ Observed DynamicRendezvous::Observe(RankCache* cache) {
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   const RdzvConfig& c = options_.config;
   const absl::Time deadline = absl::Now() + c.join_timeout;
+  // join_timeout holds even when the store does not answer: no call made
+  // while joining waits past it (each would otherwise wait read_timeout).
+  ScopedCallDeadline join_deadline(deadline);
+  struct NotWaiting {
+    DynamicRendezvous* self;
+    ~NotWaiting() { self->SetWait(Wait::kNone); }
+  } not_waiting{this};
   int64_t announced_round = -1;  // whose last call was logged
+  int64_t awaited_round = -1;    // whose wait for joiners was logged
   bool announced_wait = false;
   bool near_deadline = false;  // then waits also end on a join
   changed_ = false;
@@ -191,6 +202,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     if (!aborted_.empty()) {
       return absl::AbortedError(absl::StrCat("the job ended: ", aborted_));
     }
+  }
+  if (host_left_) {
+    return absl::UnavailableError(
+        "the rendezvous store's host left after its workers succeeded "
+        "(exit_barrier_timeout): no further round");
   }
   if (store_lost_) {
     return absl::UnavailableError(absl::StrCat(
@@ -273,6 +289,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         return absl::AbortedError(absl::StrCat("the job ended: ", *o.aborted));
       }
       case Action::kReconnect:
+        SetWait(Wait::kStore);
         if (auto s = Heartbeat(); !s.ok() && (absl::IsUnauthenticated(s) ||
                                               absl::Now() >= deadline)) {
           return s;
@@ -289,6 +306,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           (void)store_->Delete({keys_.Waiting(options_.node)});
         }
         {
+          // The round is closed: what follows reads the master's address
+          // within close_timeout, whatever is left of join_timeout.
+          ScopedCallDeadline after_join(absl::InfiniteFuture());
           auto result = Result(st, *o.mine);
           if (result.ok()) {
             result->peer_wait_seconds = absl::ToDoubleSeconds(peer_wait);
@@ -296,6 +316,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           return result;
         }
       case Action::kAwaitDecider:
+        SetWait(Wait::kDecider, st.round, decider_);
         if (!announced_wait) {
           DJ_LOG_INFO("waiting for node {} to restart or end the job",
                       decider_);
@@ -318,6 +339,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         break;
       }
       case Action::kWaitForNextRound:
+        SetWait(Wait::kNextRound, st.round);
         if (!waiting_) {
           waiting_ = true;
           (void)Heartbeat();
@@ -369,6 +391,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         break;
       }
       case Action::kAwaitLastCall:
+        SetWait(Wait::kLastCall, st.round);
         if (a.announce_last_call) announce_last_call(st);
         (void)wait_change(a.until - absl::Now());
         break;
@@ -381,6 +404,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         }
         break;
       case Action::kWaitForJoiners:
+        SetWait(Wait::kJoiners, st.round);
+        if (awaited_round != st.round) {
+          awaited_round = st.round;
+          DJ_LOG_INFO("round {} of '{}': waiting for nodes to join ({}..{})",
+                      st.round, options_.run_id, options_.min_nodes,
+                      options_.max_nodes);
+        }
         if (a.follow_joiners) {
           NoteJoinedAddrs(st.round);
           near_deadline = true;
@@ -571,6 +601,17 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     aborted_ = *ended;
     return "the job was ended by another node";
   }
+  if (!options_.hosting && !host_left_) {
+    if (auto left = store_->Check({keys_.HostLeft()}); left.ok() && *left) {
+      DJ_LOG_INFO(
+          "the rendezvous store's host leaves after its workers succeeded; "
+          "this node finishes without the store");
+      host_left_ = true;
+      // The host waits for this before it takes the store away.
+      AcknowledgeEnd();
+      return "";
+    }
+  }
   std::string state_raw;
   for (const auto& e : listing->entries) {
     if (e.key != keys_.State()) continue;
@@ -658,6 +699,12 @@ void DynamicRendezvous::MonitorLoop() {
       if (closed_) monitoring_ = false;
       if (!monitoring_) continue;
     }
+    if (!w.ok() && host_left_) {
+      // Announced: the store went with its host, nothing more to watch.
+      absl::MutexLock lock(&mu_);
+      monitoring_ = false;
+      continue;
+    }
     if (!w.ok()) {
       // Unreachable since the call that failed began, not since it ended.
       failing_since = std::min(failing_since, call_start);
@@ -715,6 +762,70 @@ void DynamicRendezvous::Cancel() {
   store_->Close();  // ends the calls in flight
 }
 
+void DynamicRendezvous::SetWait(Wait wait, int64_t round,
+                                const std::string& node, int size) {
+  absl::MutexLock lock(&wait_mu_);
+  wait_ = wait;
+  wait_round_ = round;
+  wait_node_ = node;
+  wait_size_ = size;
+}
+
+std::string DynamicRendezvous::WaitingFor() {
+  Wait wait;
+  int64_t round;
+  std::string node;
+  int size;
+  {
+    absl::MutexLock lock(&wait_mu_);
+    wait = wait_;
+    round = wait_round_;
+    node = wait_node_;
+    size = wait_size_;
+  }
+  // One short read for the count: the store may be what does not answer.
+  ScopedCallDeadline quick(absl::Now() + absl::Milliseconds(300));
+  auto count = [&](const std::string& key) -> std::string {
+    auto n = store_->Add(key, 0);
+    return n.ok() ? absl::StrCat(*n) : "?";
+  };
+  const std::string up_to = options_.min_nodes < options_.max_nodes
+                                ? absl::StrCat(", up to ", options_.max_nodes)
+                                : "";
+  switch (wait) {
+    case Wait::kNone:
+      return "";
+    case Wait::kStore:
+      return "the rendezvous store (not reachable yet)";
+    case Wait::kJoiners:
+      // Also for LastSeenAddrs: who is missing from the round.
+      NoteJoinedAddrs(round);
+      return absl::StrCat("the rendezvous round ", round, " (",
+                          count(keys_.Joined(round)), "/", options_.min_nodes,
+                          " nodes joined", up_to, ")");
+    case Wait::kLastCall:
+      return absl::StrCat("the last call of rendezvous round ", round, " (",
+                          count(keys_.Joined(round)), " nodes joined", up_to,
+                          ")");
+    case Wait::kNextRound:
+      return absl::StrCat("the next rendezvous round (round ", round,
+                          " is closed or full)");
+    case Wait::kDecider:
+      return absl::StrCat("node ", node, " to restart or end the job");
+    case Wait::kExitBarrier:
+      return absl::StrCat("the exit barrier of round ", round, " (",
+                          count(keys_.DoneCount(round)), "/", size,
+                          " nodes finished)");
+    case Wait::kLeft:
+      return "the other nodes to read the exit barrier's outcome";
+    case Wait::kEndSeen:
+      return "the other nodes to read why the job ended";
+    case Wait::kHostLeaving:
+      return "the nodes still running to read that the store's host leaves";
+  }
+  return "";
+}
+
 void DynamicRendezvous::AcknowledgeEnd() {
   if (end_acknowledged_.exchange(true)) return;
   (void)store_->Set(keys_.SeenEnd(options_.node), "1");
@@ -724,7 +835,8 @@ bool DynamicRendezvous::AllMarkedOrGone(
     const RdzvState& round, const std::string& marks_prefix,
     const std::function<std::optional<std::string>(absl::string_view)>&
         marked_node,
-    std::optional<std::vector<RdzvParticipant>>* members) {
+    std::optional<std::vector<RdzvParticipant>>* members,
+    const std::set<std::string>& also_marked) {
   if (!members->has_value()) {
     auto m = ReadMembers(round.round, round.closer);
     if (!m.ok()) return true;  // no list to wait for
@@ -733,7 +845,7 @@ bool DynamicRendezvous::AllMarkedOrGone(
   auto marks = store_->List(marks_prefix);
   auto alive = store_->List(keys_.AlivePrefix());
   if (!marks.ok() || !alive.ok()) return true;  // the store is gone
-  std::set<std::string> marked, live;
+  std::set<std::string> marked = also_marked, live;
   for (const auto& e : marks->entries) {
     if (auto node = marked_node(e.key); node.has_value()) marked.insert(*node);
   }
@@ -749,8 +861,10 @@ bool DynamicRendezvous::AllMarkedOrGone(
 }
 
 void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
+  SetWait(Wait::kEndSeen, round.round);
   const absl::Time until = absl::Now() + lease_;
   std::optional<std::vector<RdzvParticipant>> members;
+  bool announced = false;
   while (absl::Now() < until) {
     auto listing = store_->List(keys_.SeenEndPrefix());
     if (!listing.ok()) return;
@@ -759,6 +873,12 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
             [this](absl::string_view key) { return keys_.ParseSeenEnd(key); },
             &members)) {
       return;
+    }
+    if (!announced) {
+      announced = true;
+      DJ_LOG_INFO(
+          "waiting (at most {}) for the other nodes to read why the job ended",
+          absl::FormatDuration(until - absl::Now()));
     }
     if (!store_
              ->Watch(keys_.SeenEndPrefix(), listing->revision,
@@ -772,7 +892,8 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
       absl::FormatDuration(lease_));
 }
 
-void DynamicRendezvous::ExitBarrier(const RdzvState& round) {
+bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
+  SetWait(Wait::kExitBarrier, round.round, "", round.size);
   // Each node marks itself, and the one whose mark completes the count
   // says so with one key: N nodes wait on that key, not on each other's
   // marks (N x N wake-ups). A member that died never marks: checked, from
@@ -783,18 +904,62 @@ void DynamicRendezvous::ExitBarrier(const RdzvState& round) {
   if (count.ok() && *count >= round.size) (void)store_->Set(all, "1");
   const absl::Time deadline =
       absl::Now() + options_.config.exit_barrier_timeout;
+  DJ_LOG_INFO(
+      "exit barrier of round {}: waiting for the other nodes to finish (at "
+      "most {})",
+      round.round, absl::FormatDuration(options_.config.exit_barrier_timeout));
   std::optional<std::vector<RdzvParticipant>> members;
   while (absl::Now() < deadline) {
     auto v = store_->MultiGet(
         {all},
         std::min(options_.config.keep_alive_interval, deadline - absl::Now()));
-    if (v.ok() || !absl::IsDeadlineExceeded(v.status())) return;
+    if (v.ok()) return true;
+    if (!absl::IsDeadlineExceeded(v.status())) return false;
     if (AllMarkedOrGone(
             round, keys_.DonePrefix(round.round),
             [&](absl::string_view key) {
               return keys_.ParseDone(key, round.round);
             },
             &members)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void DynamicRendezvous::AnnounceHostLeaving(const RdzvState& round) {
+  SetWait(Wait::kHostLeaving, round.round);
+  if (!store_->Set(keys_.HostLeft(), options_.node).ok()) return;
+  DJ_LOG_INFO(
+      "leaving after exit_barrier_timeout while other nodes still run; they "
+      "finish without the store");
+  // The members still running read the key on their monitor's next wake-up
+  // (it is under ctl/) and mark seen-end/; a member that finished has left
+  // the ring.
+  const absl::Time until = absl::Now() + lease_;
+  std::optional<std::vector<RdzvParticipant>> members;
+  while (absl::Now() < until && !cancelled_) {
+    auto seen = store_->List(keys_.SeenEndPrefix());
+    if (!seen.ok()) return;
+    std::set<std::string> acknowledged;
+    for (const auto& e : seen->entries) {
+      if (auto node = keys_.ParseSeenEnd(e.key); node.has_value()) {
+        acknowledged.insert(*node);
+      }
+    }
+    if (AllMarkedOrGone(
+            round, keys_.DonePrefix(round.round),
+            [&](absl::string_view key) {
+              return keys_.ParseDone(key, round.round);
+            },
+            &members, acknowledged)) {
+      return;
+    }
+    if (!store_
+             ->Watch(keys_.SeenEndPrefix(), seen->revision,
+                     std::min(until - absl::Now(),
+                              options_.config.keep_alive_interval))
+             .ok()) {
       return;
     }
   }
@@ -811,12 +976,19 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     round = current_;
     ended_by_another = !aborted_.empty();
   }
-  if (!store_lost_ && last_round_ >= 0 && succeeded) {
+  if (host_left_) {
+    // The store went with its host, after its workers succeeded: there is
+    // nobody to wait for and nothing to tell.
+    DJ_LOG_INFO("the rendezvous store's host has left; no exit barrier");
+  } else if (!store_lost_ && last_round_ >= 0 && succeeded) {
     // Exit barrier: stay (and keep hosting the store) until every live
     // member of the round finished, so no node is torn down by another.
-    ExitBarrier(round);
+    const bool all_finished = ExitBarrier(round);
     const std::string left = keys_.Left(round.round);
-    if (options_.hosting) {
+    if (options_.hosting && !all_finished && !cancelled_) {
+      AnnounceHostLeaving(round);
+    } else if (options_.hosting) {
+      SetWait(Wait::kLeft, round.round);
       // Let the others read the barrier's outcome before the store goes.
       const int others = round.size - 1;
       const absl::Time until = absl::Now() + absl::Seconds(5);
@@ -832,6 +1004,11 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
         }
       }
     } else {
+      // Brief: after a barrier that ended without everyone, the host may
+      // be gone, and a call would wait out read_timeout.
+      ScopedCallDeadline brief(
+          all_finished ? absl::InfiniteFuture()
+                       : absl::Now() + options_.config.keep_alive_interval);
       (void)store_->Add(left, 1);
     }
   } else if (!store_lost_ && last_round_ >= 0 && ended_by_another) {

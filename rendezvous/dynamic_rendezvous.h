@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool MembershipChanged() const override { return changed_; }
   std::vector<std::string> LastSeenAddrs() const override;
   void Cancel() override;
+  std::string WaitingFor() override;
   void Shutdown(bool succeeded) override;
   bool ClaimFailure() override;
   void SetEndReason(const std::string& reason) override {
@@ -111,17 +113,41 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Whether every other member of `round` has a mark (a key under
   // `marks_prefix` whose node `marked_node` parses) or holds no lease;
   // `members` caches the round's list across calls.
+  // `also_marked`: nodes that count as marked whatever the listing says.
   bool AllMarkedOrGone(
       const RdzvState& round, const std::string& marks_prefix,
       const std::function<std::optional<std::string>(absl::string_view)>&
           marked_node,
-      std::optional<std::vector<RdzvParticipant>>* members);
+      std::optional<std::vector<RdzvParticipant>>* members,
+      const std::set<std::string>& also_marked = {});
   // The store's host ending the job keeps the store up until every other
   // live member of `round` acknowledged the end, at most one lease.
   void AwaitEndSeen(const RdzvState& round);
   // Waits until every live member of `round` finished, at most
-  // exit_barrier_timeout.
-  void ExitBarrier(const RdzvState& round);
+  // exit_barrier_timeout. False when it ended without that: the timeout
+  // passed, the store went away or the wait was cancelled.
+  bool ExitBarrier(const RdzvState& round);
+  // The store's host leaving before every member finished (its exit
+  // barrier timed out): says so under ctl/, so that the members still
+  // running finish without the store rather than taking its loss for a
+  // failure, and waits (at most one lease) until each has read it.
+  void AnnounceHostLeaving(const RdzvState& round);
+
+  // What this node waits for, for WaitingFor.
+  enum class Wait {
+    kNone,
+    kStore,
+    kJoiners,
+    kLastCall,
+    kNextRound,
+    kDecider,
+    kExitBarrier,
+    kLeft,
+    kEndSeen,
+    kHostLeaving,
+  };
+  void SetWait(Wait wait, int64_t round = -1, const std::string& node = "",
+               int size = 0);
 
   const DynamicRendezvousOptions options_;
   const RdzvKeys keys_;
@@ -139,6 +165,11 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Why another node ended the job, once seen: the store may be gone (its
   // host ended it) by the time Next runs.
   std::string aborted_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex wait_mu_;
+  Wait wait_ ABSL_GUARDED_BY(wait_mu_) = Wait::kNone;
+  int64_t wait_round_ ABSL_GUARDED_BY(wait_mu_) = -1;
+  std::string wait_node_ ABSL_GUARDED_BY(wait_mu_);
+  int wait_size_ ABSL_GUARDED_BY(wait_mu_) = 0;
   mutable absl::Mutex seen_mu_;
   std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 
@@ -148,6 +179,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> closed_{false};  // this node closed its store view
   std::atomic<bool> end_acknowledged_{false};
+  // The store's host announced it leaves after its workers succeeded
+  // (ctl/host-left): the store's loss that follows is not a failure.
+  std::atomic<bool> host_left_{false};
   int64_t last_round_ = -1;
   int pending_restarts_ = 0;
   // This node's place in the open round joined_round_ (1-based; past

@@ -368,6 +368,26 @@ class ControlledStore : public LocalStore {
 // have read why: gone at once, it would leave a peer whose watch was still
 // on its way with an unreachable store instead of the reason (and
 // read_timeout to wait out before it can tell).
+TEST(DynamicRendezvousTest, WaitingForNamesTheRoundAndCancelEndsTheWait) {
+  StoreCore core;
+  DynamicRendezvous node(Options(0, 2, 2), std::make_unique<LocalStore>(&core));
+  EXPECT_EQ(node.WaitingFor(), "");
+  absl::StatusOr<RendezvousResult> result;
+  std::thread joining([&] { result = node.Next(1); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::string waiting;
+  while (absl::Now() < deadline &&
+         (waiting = node.WaitingFor()).find("joined") == std::string::npos) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(waiting, "the rendezvous round 0 (1/2 nodes joined)");
+  node.Cancel();
+  joining.join();
+  EXPECT_TRUE(absl::IsCancelled(result.status())) << result.status();
+  EXPECT_EQ(node.WaitingFor(), "");
+  node.Shutdown(false);
+}
+
 TEST(DynamicRendezvousTest, HostEndingTheJobLetsTheOthersReadWhy) {
   StoreCore core;
   DynamicRendezvousOptions host_options = Options(0, 2, 2);

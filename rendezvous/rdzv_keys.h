@@ -53,6 +53,7 @@ class RdzvKeys {
   std::string WaitingPrefix() const { return prefix_ + "ctl/waiting/"; }
   std::string Waiting(absl::string_view node) const;
   std::string Aborted() const { return prefix_ + "ctl/aborted"; }
+  std::string HostLeft() const { return prefix_ + "ctl/host-left"; }
   std::string Host() const { return prefix_ + "host"; }
   std::string Joined(int64_t round) const;
   std::string JoinPrefix(int64_t round) const;

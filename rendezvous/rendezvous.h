@@ -62,6 +62,13 @@ class Rendezvous {
   // backend whose Next does not block has nothing to cancel.
   virtual void Cancel() {}
 
+  // What a blocked Next or Shutdown waits for now, for the termination
+  // message of an agent stopped there ("the rendezvous round 3 (2/4 nodes
+  // joined)"); "" when it waits for nothing. Called from another thread
+  // before Cancel; takes at most a short store read, which also refreshes
+  // LastSeenAddrs.
+  virtual std::string WaitingFor() { return ""; }
+
   // Called once when the agent is done with the job. `succeeded`: its
   // workers all succeeded, so it waits (exit barrier) for the other nodes
   // to finish rather than tearing the store down under them; otherwise the

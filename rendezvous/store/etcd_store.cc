@@ -313,7 +313,9 @@ struct EtcdStore::Impl {
   // is spent; a member that is down or has lost quorum is skipped.
   template <typename F>
   absl::Status Call(absl::string_view what, absl::Duration budget, F call) {
-    const absl::Time deadline = absl::Now() + budget;
+    // The caller's deadline (a rendezvous join's) bounds the whole call.
+    const absl::Time deadline =
+        std::min(absl::Now() + budget, ScopedCallDeadline::Current());
     grpc::Status last;
     // Jittered, so the agents of a job do not retry a recovering cluster
     // in step.

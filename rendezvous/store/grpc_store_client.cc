@@ -79,7 +79,8 @@ struct GrpcStoreClient::Impl {
 
   // Sets the call's deadline and makes sure the channel exists.
   absl::Status Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
-    const absl::Time deadline = absl::Now() + blocking + rpc_timeout;
+    const absl::Time deadline = std::min(absl::Now() + blocking + rpc_timeout,
+                                         ScopedCallDeadline::Current());
     Authorize(ctx);
     ctx->set_wait_for_ready(true);
     ctx->set_deadline(absl::ToChronoTime(deadline));

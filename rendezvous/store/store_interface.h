@@ -83,6 +83,28 @@ class StoreInterface {
       absl::Duration timeout) = 0;
 };
 
+// While in scope, no call a remote store client makes on this thread runs
+// past `deadline`, whatever its own timeout: the rendezvous join keeps to
+// join_timeout even when each call would otherwise wait read_timeout for
+// a store that does not answer. Nested scopes replace the outer one until
+// they end (absl::InfiniteFuture() lifts it).
+class ScopedCallDeadline {
+ public:
+  explicit ScopedCallDeadline(absl::Time deadline) : previous_(current_) {
+    current_ = deadline;
+  }
+  ~ScopedCallDeadline() { current_ = previous_; }
+  ScopedCallDeadline(const ScopedCallDeadline&) = delete;
+  ScopedCallDeadline& operator=(const ScopedCallDeadline&) = delete;
+
+  // This thread's deadline, absl::InfiniteFuture() when none.
+  static absl::Time Current() { return current_; }
+
+ private:
+  static inline thread_local absl::Time current_ = absl::InfiniteFuture();
+  const absl::Time previous_;
+};
+
 }  // namespace distjob
 
 #endif  // DISTJOB_RENDEZVOUS_STORE_STORE_INTERFACE_H_

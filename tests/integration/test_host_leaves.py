@@ -1,0 +1,75 @@
+"""The store's host leaving is not a failure of the others: a host that
+leaves on exit_barrier_timeout after its workers succeeded lets a node
+still training finish and exit 0 promptly; a host killed mid-training
+still ends the others with 138 within read_timeout."""
+
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from harness import CLEAN_JOB_ENV, free_port, wait_for  # noqa: E402
+
+WAIT_FOR_GO = "while [ ! -e \"$GO\" ]; do sleep 0.05; done"
+READ_TIMEOUT = 2
+KEEP_ALIVE = 1
+CONF = (f"join_timeout=30,read_timeout={READ_TIMEOUT},"
+        f"keep_alive_interval={KEEP_ALIVE},exit_barrier_timeout=1")
+
+
+def start(start_agent, tmp_path, name, port, is_host, *command):
+    env = dict(CLEAN_JOB_ENV,
+               DISTJOB_TERMINATION_LOG=str(tmp_path / f"{name}.term"),
+               GO=str(tmp_path / "go"))
+    return start_agent(
+        ["run", "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend",
+         "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "hl",
+         "--rdzv-conf", f"is_host={int(is_host)},{CONF}", "--no-python",
+         "--", *command], env=env, log=tmp_path / f"{name}.log")
+
+
+def log(tmp_path, name):
+    path = tmp_path / f"{name}.log"
+    return path.read_text() if path.exists() else ""
+
+
+def test_host_leaving_after_success_lets_the_others_finish(start_agent,
+                                                          tmp_path):
+    port = free_port()
+    host = start(start_agent, tmp_path, "host", port, True, "/bin/true")
+    other = start(start_agent, tmp_path, "other", port, False,
+                  "/bin/sh", "-c", WAIT_FOR_GO)
+    assert host.wait(timeout=30) == 0, log(tmp_path, "host")
+    assert "finishes without the store" in log(tmp_path, "other"), (
+        log(tmp_path, "host"), log(tmp_path, "other"))
+    # Past read_timeout without the store the node still trains.
+    try:
+        wait_for(lambda: other.poll() is not None, READ_TIMEOUT + 1,
+                 what="the other node to end")
+    except TimeoutError:
+        pass
+    assert other.poll() is None, log(tmp_path, "other")
+    (tmp_path / "go").write_text("")
+    ended = time.monotonic()
+    assert other.wait(timeout=20) == 0, log(tmp_path, "other")
+    # Its worker polls every 50 ms: the agent exits within one keep-alive
+    # interval of it.
+    assert time.monotonic() - ended < KEEP_ALIVE + 0.5, log(tmp_path, "other")
+
+
+def test_host_killed_mid_training_still_ends_the_others(start_agent, tmp_path):
+    port = free_port()
+    host = start(start_agent, tmp_path, "host", port, True,
+                 "/bin/sh", "-c", WAIT_FOR_GO)
+    other = start(start_agent, tmp_path, "other", port, False,
+                  "/bin/sh", "-c", WAIT_FOR_GO)
+    wait_for(lambda: "group rank" in log(tmp_path, "other")
+             and "group rank" in log(tmp_path, "host"), 30,
+             what="the round to close")
+    os.kill(host.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    assert other.wait(timeout=30) == 138, log(tmp_path, "other")
+    assert time.monotonic() - killed < READ_TIMEOUT + KEEP_ALIVE + 1.5, (
+        log(tmp_path, "other"))
