@@ -18,6 +18,8 @@ class Server;
 
 namespace distjob {
 
+class StorePeerCalls;
+
 class StoreServer {
  public:
   // Listens on `host`:`port` (port 0: a free one). Fails with
@@ -25,7 +27,7 @@ class StoreServer {
   // off so a second agent on the same machine becomes a client instead.
   static absl::StatusOr<std::unique_ptr<StoreServer>> Start(
       const std::string& host, int port, StoreLimits limits = {});
-  ~StoreServer();
+  ~StoreServer();  // out of line: StorePeerCalls is store_server.cc's
 
   int port() const { return port_; }
   StoreCore* core() { return core_.get(); }
@@ -59,6 +61,8 @@ class StoreServer {
   // Bumped on every answer from gRPC threads, read only at scrape time:
   // relaxed atomics, no lock on the request path.
   std::unique_ptr<RequestCounts> requests_;
+  // Before server_: calls still finishing while it shuts down release here.
+  std::unique_ptr<StorePeerCalls> peers_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
