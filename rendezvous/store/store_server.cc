@@ -27,6 +27,7 @@ constexpr int kMaxMessageBytes = 8 << 20;
 // Channel arguments of the server; the README's limits table lists them.
 constexpr int kMaxStreams = 8192;
 constexpr int kConnectionIdleMs = 60 * 1000;
+constexpr int kHandshakeTimeoutMs = 10 * 1000;
 constexpr int kKeepaliveMs = 30 * 1000;
 constexpr int kKeepaliveTimeoutMs = 10 * 1000;
 constexpr size_t kGrpcQuotaBytes = size_t{128} << 20;
@@ -306,12 +307,16 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   // Connections: gRPC 1.51's server has no cap on their number (see the
   // README's limits); these end the ones that hold nothing. A connection
-  // with no call for kConnectionIdle is closed (a real client reconnects
-  // on its next call), a silent peer is dropped after a missed keepalive,
-  // and one connection carries at most kMaxStreams calls at once.
+  // with no call for kConnectionIdleMs is closed (a real client
+  // reconnects on its next call), one that has not completed its HTTP/2
+  // handshake in kHandshakeTimeoutMs likewise, a silent peer is dropped
+  // after a missed keepalive, and one connection carries at most
+  // kMaxStreams calls at once.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreams);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                              kConnectionIdleMs);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             kHandshakeTimeoutMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              kKeepaliveTimeoutMs);
