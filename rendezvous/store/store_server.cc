@@ -31,9 +31,9 @@ constexpr int kHandshakeTimeoutMs = 10 * 1000;
 constexpr int kKeepaliveMs = 30 * 1000;
 constexpr int kKeepaliveTimeoutMs = 10 * 1000;
 constexpr size_t kGrpcQuotaBytes = size_t{128} << 20;
-// What a parked call costs gRPC (its arena, the request and response, the
-// reactor), counted with its wait; measured on loopback with the flood
-// test (tests/integration/test_store_flood.py).
+// What a parked call costs gRPC (its call arena, the request and response,
+// the reactor), counted with its wait: an upper estimate, so that the
+// waits' memory limit holds for gRPC's share too.
 constexpr size_t kCallBytes = 8192;
 
 // The peer's address without its port ("ipv4:10.0.0.5:41234" ->
@@ -148,7 +148,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
                                 const pb::GetRequest* req,
                                 pb::GetResponse* resp) override {
-    ParkedCall* call = Admit(ctx, kGet, req->timeout_ms());
+    ParkedCall* call = Admit(ctx, req->timeout_ms());
     if (call == nullptr) return Refused(ctx, kGet);
     std::vector<std::string> keys(req->keys().begin(), req->keys().end());
     call->Parked(core_->MultiGet(keys, Ms(req->timeout_ms()),
@@ -236,7 +236,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Watch(grpc::CallbackServerContext* ctx,
                                   const pb::WatchRequest* req,
                                   pb::WatchResponse* resp) override {
-    ParkedCall* call = Admit(ctx, kWatch, req->timeout_ms());
+    ParkedCall* call = Admit(ctx, req->timeout_ms());
     if (call == nullptr) return Refused(ctx, kWatch);
     call->Parked(core_->Watch(req->prefix(), req->after_revision(),
                               Ms(req->timeout_ms()),
@@ -259,8 +259,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
   }
   // The reactor of a get or watch; null when the peer may park no more. A
   // call that does not block is not counted.
-  ParkedCall* Admit(grpc::CallbackServerContext* ctx, Method,
-                    int64_t timeout_ms) {
+  ParkedCall* Admit(grpc::CallbackServerContext* ctx, int64_t timeout_ms) {
     if (timeout_ms <= 0) return new ParkedCall(core_, nullptr, "");
     std::string peer = PeerAddress(ctx->peer());
     if (!peers_->Acquire(peer)) return nullptr;
