@@ -80,7 +80,8 @@ constexpr Definition kDefinitions[] = {
      {nullptr}},
     {"distjob_store_bytes",
      Kind::kGauge,
-     "Bytes of keys and values in the rendezvous store this agent hosts.",
+     "Bytes the rendezvous store this agent hosts holds: keys, values, "
+     "tombstones and parked waits with their overhead.",
      {nullptr}},
     {"distjob_store_parked_waits",
      Kind::kGauge,

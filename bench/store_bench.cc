@@ -154,9 +154,11 @@ class SharedStore : public StoreInterface {
     ++*n_;
     return s_->NumKeys();
   }
-  absl::StatusOr<StoreListing> List(const std::string& prefix) override {
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override {
     ++*n_;
-    return s_->List(prefix);
+    return s_->ListPage(prefix, start_after, limit);
   }
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,

@@ -30,7 +30,7 @@ DynamicRendezvousOptions Options(int i, int min, int max) {
 }
 
 int64_t StoredRound(StoreCore* core) {
-  const StoreListing listing = core->List("rdzv/job/ctl/state");
+  const StoreListing listing = *core->List("rdzv/job/ctl/state");
   if (listing.entries.empty()) return -1;
   auto state = RdzvState::Decode(listing.entries[0].value);
   return state.ok() ? state->round : -1;
@@ -342,9 +342,11 @@ class ControlledStore : public LocalStore {
     if (cut_) return Gone();
     return LocalStore::CompareSet(key, expected, desired);
   }
-  absl::StatusOr<StoreListing> List(const std::string& prefix) override {
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override {
     if (cut_) return Gone();
-    return LocalStore::List(prefix);
+    return LocalStore::ListPage(prefix, start_after, limit);
   }
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,
@@ -460,13 +462,13 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   LocalStore observer(&core);
   for (;;) {  // until the lease is gone: each wait ends on its next change
-    const int64_t listed = core.List(lease).revision;
+    const int64_t listed = core.List(lease)->revision;
     if (!*core.Check({lease}) || absl::Now() >= deadline) break;
     ASSERT_TRUE(observer.Watch(lease, listed, deadline - absl::Now()).ok());
   }
   ASSERT_FALSE(*core.Check({lease}));
   // Once n0's monitor has judged the lapse, it has not fired.
-  const int64_t lapsed_at = core.List("rdzv/job/ctl/").revision;
+  const int64_t lapsed_at = core.List("rdzv/job/ctl/")->revision;
   {
     absl::MutexLock lock(&mu);
     auto judged = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -907,9 +907,15 @@ absl::StatusOr<int64_t> EtcdStore::NumKeys() {
   return r->count();
 }
 
-absl::StatusOr<StoreListing> EtcdStore::List(const std::string& prefix) {
+absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
+                                                 const std::string& start_after,
+                                                 size_t) {
   const std::string p = impl_->data + prefix;
-  auto r = impl_->Range(p, PrefixEnd(p));
+  // From the key after `start_after` (itself followed by a NUL byte).
+  auto r = impl_->Range(start_after.empty() || start_after < prefix
+                            ? p
+                            : impl_->data + start_after + std::string(1, '\0'),
+                        PrefixEnd(p));
   if (!r.ok()) return r.status();
   int64_t job;
   {

@@ -69,7 +69,11 @@ class EtcdStore : public StoreInterface {
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> NumKeys() override;
-  absl::StatusOr<StoreListing> List(const std::string& prefix) override;
+  // The whole range in one page: etcd bounds its own responses
+  // (--max-request-bytes, the client's message size).
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override;
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,
       absl::Duration timeout) override;

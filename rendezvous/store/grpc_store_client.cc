@@ -345,18 +345,22 @@ absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
   return resp.num_keys();
 }
 
-absl::StatusOr<StoreListing> GrpcStoreClient::List(const std::string& prefix) {
+absl::StatusOr<StoreListing> GrpcStoreClient::ListPage(
+    const std::string& prefix, const std::string& start_after, size_t limit) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::ListRequest req;
   req.set_prefix(prefix);
+  req.set_start_after(start_after);
+  req.set_limit(static_cast<int64_t>(limit));
   pb::ListResponse resp;
   auto s =
       impl_->Check(impl_->stub->List(&ctx, req, &resp), "list");
   if (!s.ok()) return s;
   StoreListing out;
   out.revision = resp.revision();
+  out.more = resp.more();
   for (const auto& e : resp.entries()) {
     out.entries.push_back(StoreEntry{e.key(), e.value(), e.revision(),
                                      absl::Milliseconds(e.age_ms()),

@@ -42,7 +42,9 @@ class GrpcStoreClient : public StoreInterface {
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys) override;
   absl::StatusOr<int64_t> NumKeys() override;
-  absl::StatusOr<StoreListing> List(const std::string& prefix) override;
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override;
   void Close() override;
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,

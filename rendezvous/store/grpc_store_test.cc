@@ -1,6 +1,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
@@ -132,6 +133,98 @@ TEST(GrpcStoreTest, OversizedValueGetsAClearStatus) {
       "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
   auto s = client->Set("k", std::string(100, 'x'));
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Polls the server's count of parked waits until it is `n` or 10 s pass.
+bool AwaitParked(StoreServer* server, int64_t n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (server->Stats().parked_waits != n) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+// A client that goes away used to leave its get or watch parked until its
+// deadline (an hour, or none), holding memory and a slot of max_waiters.
+TEST(GrpcStoreTest, AWaitIsFreedWhenItsCallIsCancelled) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  for (int i = 0; i < 20; ++i) {
+    auto client = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
+    std::thread waiter([&] {
+      if (i % 2 == 0) {
+        (void)client->Get("never", absl::Seconds(600));
+      } else {
+        (void)client->Watch("never/", 0, absl::Seconds(600));
+      }
+    });
+    ASSERT_TRUE(AwaitParked(server->get(), 1)) << "call " << i;
+    client->Close();
+    waiter.join();
+    ASSERT_TRUE(AwaitParked(server->get(), 0)) << "call " << i;
+  }
+  auto client = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
+  std::thread setter([&] {
+    ASSERT_TRUE(AwaitParked(server->get(), 1));
+    ASSERT_TRUE(client->Set("late", "v").ok());
+  });
+  EXPECT_EQ(*client->Get("late", absl::Seconds(10)), "v");
+  setter.join();
+}
+
+TEST(GrpcStoreTest, OnePeerParksAtMostItsShare) {
+  StoreLimits limits;
+  limits.max_waiters_per_peer = 2;
+  auto server = StoreServer::Start("127.0.0.1", 0, limits);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  auto first = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
+  auto second = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
+  std::thread a([&] { (void)first->Get("k", absl::Seconds(600)); });
+  std::thread b([&] { (void)second->Watch("k", 0, absl::Seconds(600)); });
+  ASSERT_TRUE(AwaitParked(server->get(), 2));
+  auto third = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
+  auto refused = third->Get("k", absl::Seconds(600));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("max_waiters_per_peer"),
+            std::string::npos)
+      << refused.status();
+  // Calls that do not block are not counted.
+  EXPECT_TRUE(third->Set("other", "v").ok());
+  // The slot comes back once the server has seen the cancellation: a
+  // short wait is then admitted and times out instead of being refused.
+  first->Close();
+  a.join();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::Status admitted;
+  do {
+    admitted = third->Get("k", absl::Milliseconds(20)).status();
+  } while (absl::IsResourceExhausted(admitted) && absl::Now() < deadline);
+  EXPECT_EQ(admitted.code(), absl::StatusCode::kDeadlineExceeded) << admitted;
+  ASSERT_TRUE(third->Set("k", "v").ok());
+  b.join();
+}
+
+TEST(GrpcStoreTest, ListingsArePagedOverTheWire) {
+  StoreLimits limits;
+  limits.max_list_entries = 2;
+  auto server = StoreServer::Start("127.0.0.1", 0, limits);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  for (const char* k : {"p/a", "p/b", "p/c", "p/d", "p/e"}) {
+    ASSERT_TRUE(client->Set(k, "v").ok());
+  }
+  auto page = client->ListPage("p/", "p/a", 100);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->entries.size(), 2u);
+  EXPECT_EQ(page->entries[0].key, "p/b");
+  EXPECT_TRUE(page->more);
+  auto all = client->List("p/");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->entries.size(), 5u);
 }
 
 TEST(GrpcStoreTest, UnreachableStoreFailsAfterTheTimeout) {

@@ -19,11 +19,22 @@ constexpr size_t kMaxIdlePrefixes = 1024;
 
 }  // namespace
 
+size_t StoreCore::WaiterBytes(const std::vector<std::string>& keys,
+                              const std::string& prefix, size_t call_bytes) {
+  size_t bytes = kWaiterOverhead + call_bytes + 2 * prefix.size();
+  for (const auto& k : keys) bytes += sizeof(std::string) + 2 * k.size();
+  return bytes;
+}
+
 StoreCore::TimePoint StoreCore::DeadlineAfter(absl::Duration d) const {
   if (d == absl::InfiniteDuration() || d > absl::Hours(24 * 365)) {
     return TimePoint::max();
   }
   return clock_->Now() + absl::ToChronoNanoseconds(d);
+}
+
+StoreCore::TimePoint StoreCore::WaitDeadline(absl::Duration d) const {
+  return DeadlineAfter(std::min(d, limits_.max_timeout));
 }
 
 absl::Duration StoreCore::Since(TimePoint t) const {
@@ -46,38 +57,65 @@ StoreCore::~StoreCore() {
 
 absl::Status StoreCore::CheckKey(const std::string& key) const {
   if (key.size() > limits_.max_key_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key of ", key.size(), " bytes is over the limit of ",
-                     limits_.max_key_bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key of ", key.size(), " bytes is over the limit (max_key_bytes) of ",
+        limits_.max_key_bytes));
   }
   return absl::OkStatus();
 }
 
-absl::Status StoreCore::CheckValue(size_t old_size, size_t new_size) const {
-  if (new_size > limits_.max_value_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("value of ", new_size, " bytes is over the limit of ",
-                     limits_.max_value_bytes));
+absl::Status StoreCore::CheckKeys(const std::vector<std::string>& keys) const {
+  if (keys.size() > limits_.max_keys_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        keys.size(),
+        " keys in one request; the limit (max_keys_per_request) is ",
+        limits_.max_keys_per_request));
   }
-  // Called under mu_ by every writer.
-  if (total_bytes_ - old_size + new_size > limits_.max_total_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the store holds ", total_bytes_, " bytes; its limit is ",
-                     limits_.max_total_bytes));
+  for (const auto& k : keys) {
+    if (auto s = CheckKey(k); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status StoreCore::CheckRoom(size_t add, size_t freed) {
+  // Tombstones go first: dropping one costs at most a relist to a watch
+  // from before it (DropOldestTombstones).
+  while (total_bytes_ + add > limits_.max_total_bytes + freed &&
+         !tombstones_.empty()) {
+    DropOldestTombstone();
+  }
+  if (total_bytes_ + add > limits_.max_total_bytes + freed) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the store holds ", total_bytes_, " bytes and needs ", add,
+        " more; its limit (max_total_bytes) is ", limits_.max_total_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreCore::CheckValue(const std::string& key, size_t old_size,
+                                   size_t new_size) {
+  if (new_size > limits_.max_value_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "value of ", new_size, " bytes is over the limit (max_value_bytes) of ",
+        limits_.max_value_bytes));
+  }
+  // A new key costs its node and itself too.
+  if (!data_.count(key))
+    return CheckRoom(new_size + key.size() + kKeyOverhead, 0);
+  return CheckRoom(new_size, old_size);
 }
 
 void StoreCore::Write(const std::string& key, std::string data, TimePoint exp) {
   auto [it, inserted] = data_.try_emplace(key);
   Value& v = it->second;
   total_bytes_ = total_bytes_ - v.data.size() + data.size();
-  if (inserted) total_bytes_ += key.size();
+  if (inserted) total_bytes_ += key.size() + kKeyOverhead;
   v.data = std::move(data);
   v.revision = ++revision_;
   v.written = clock_->Now();
   SetExpiry(it, exp);
   if (auto t = deleted_at_.find(key); t != deleted_at_.end()) {
+    total_bytes_ -= t->first.size() + kTombstoneOverhead;
     tombstones_.erase(t->second);
     deleted_at_.erase(t);
   }
@@ -95,7 +133,7 @@ void StoreCore::SetExpiry(std::map<std::string, Value>::iterator it,
 }
 
 void StoreCore::Erase(std::map<std::string, Value>::iterator it) {
-  total_bytes_ -= it->first.size() + it->second.data.size();
+  total_bytes_ -= it->first.size() + it->second.data.size() + kKeyOverhead;
   if (it->second.expires != TimePoint::max()) {
     leases_.erase(it->second.lease);
   }
@@ -104,11 +142,16 @@ void StoreCore::Erase(std::map<std::string, Value>::iterator it) {
   if (!inserted) {  // not expected: Write drops a key's tombstone
     tombstones_.erase(t->second);
     t->second = rev;
+  } else {
+    total_bytes_ += t->first.size() + kTombstoneOverhead;
   }
   tombstones_.emplace(rev, &t->first);
   NoteChange(it->first, rev, /*written=*/false);
   data_.erase(it);
-  if (deleted_at_.size() > limits_.max_tombstones) DropOldestTombstones();
+  if (deleted_at_.size() > limits_.max_tombstones ||
+      total_bytes_ > limits_.max_total_bytes) {
+    DropOldestTombstones();
+  }
 }
 
 void StoreCore::DropOldestTombstones() {
@@ -117,13 +160,22 @@ void StoreCore::DropOldestTombstones() {
   // read when a watch on a prefix not tracked yet starts from a revision
   // before it. Keeping the newest max_tombstones serves any watch that
   // starts from a listing taken less than that many deletions ago;
-  // TrackPrefix treats older ones as changed.
-  while (deleted_at_.size() > limits_.max_tombstones && !tombstones_.empty()) {
-    auto oldest = tombstones_.begin();
-    tombstone_floor_ = std::max(tombstone_floor_, oldest->first);
-    deleted_at_.erase(*oldest->second);
-    tombstones_.erase(oldest);
+  // TrackPrefix treats older ones as changed. They are also the one part
+  // of the store's memory that can go without failing a request, so they
+  // go first when a deletion leaves the store over max_total_bytes.
+  while ((deleted_at_.size() > limits_.max_tombstones ||
+          total_bytes_ > limits_.max_total_bytes) &&
+         !tombstones_.empty()) {
+    DropOldestTombstone();
   }
+}
+
+void StoreCore::DropOldestTombstone() {
+  auto oldest = tombstones_.begin();
+  tombstone_floor_ = std::max(tombstone_floor_, oldest->first);
+  total_bytes_ -= oldest->second->size() + kTombstoneOverhead;
+  deleted_at_.erase(*oldest->second);
+  tombstones_.erase(oldest);
 }
 
 void StoreCore::NoteChange(const std::string& key, int64_t revision,
@@ -264,8 +316,9 @@ void StoreCore::DropIdlePrefixes() {
   idle_prefixes_ = 0;
 }
 
-void StoreCore::Park(Waiter w) {
+StoreCore::WaiterId StoreCore::Park(Waiter w) {
   const WaiterId id = ++next_waiter_id_;
+  waiter_bytes_ += w.bytes;
   if (w.deadline != TimePoint::max()) {
     deadlines_.emplace(w.deadline, id);
   }
@@ -277,12 +330,54 @@ void StoreCore::Park(Waiter w) {
     gets_by_key_[w.keys[w.missing]].insert(id);
   }
   waiters_.emplace(id, std::move(w));
+  return id;
+}
+
+uint64_t StoreCore::ParkOrRefuse(Waiter w, Ready* ready) {
+  absl::Status refused;
+  if (closed_) {
+    refused = absl::CancelledError("the store is shutting down");
+  } else if (waiters_.size() >= limits_.max_waiters) {
+    refused = absl::ResourceExhaustedError(
+        absl::StrCat("too many blocked waits: the limit (max_waiters) is ",
+                     limits_.max_waiters));
+  } else if (waiter_bytes_ + w.bytes > limits_.max_waiter_bytes) {
+    refused = absl::ResourceExhaustedError(
+        absl::StrCat("parked waits hold ", waiter_bytes_,
+                     " bytes; their limit (max_waiter_bytes) is ",
+                     limits_.max_waiter_bytes));
+  }
+  if (refused.ok()) return Park(std::move(w));
+  if (w.is_watch) {
+    ready->push_back([d = std::move(w.watch_done), refused] { d(refused); });
+  } else {
+    ready->push_back([d = std::move(w.get_done), refused] { d(refused); });
+  }
+  return 0;
+}
+
+void StoreCore::Cancel(uint64_t ticket) {
+  Ready ready;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = waiters_.find(ticket);
+    if (it == waiters_.end()) return;
+    Waiter w = Unpark(it);
+    const absl::Status gone = absl::CancelledError("the caller went away");
+    if (w.is_watch) {
+      ready.push_back([d = std::move(w.watch_done), gone] { d(gone); });
+    } else {
+      ready.push_back([d = std::move(w.get_done), gone] { d(gone); });
+    }
+  }
+  for (auto& f : ready) f();
 }
 
 StoreCore::Waiter StoreCore::Unpark(std::map<WaiterId, Waiter>::iterator it) {
   const WaiterId id = it->first;
   Waiter w = std::move(it->second);
   waiters_.erase(it);
+  waiter_bytes_ -= w.bytes;
   if (w.deadline != TimePoint::max()) {
     deadlines_.erase({w.deadline, id});
   }
@@ -308,9 +403,10 @@ absl::StatusOr<int64_t> StoreCore::MultiSet(
     const std::vector<std::pair<std::string, std::string>>& kvs,
     absl::Duration ttl) {
   if (kvs.size() > limits_.max_keys_per_request) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kvs.size(), " keys in one request; the limit is ",
-                     limits_.max_keys_per_request));
+    return absl::InvalidArgumentError(absl::StrCat(
+        kvs.size(),
+        " keys in one request; the limit (max_keys_per_request) is ",
+        limits_.max_keys_per_request));
   }
   const TimePoint exp =
       ttl > absl::ZeroDuration() ? DeadlineAfter(ttl) : TimePoint::max();
@@ -318,17 +414,26 @@ absl::StatusOr<int64_t> StoreCore::MultiSet(
   int64_t rev;
   {
     absl::MutexLock lock(&mu_);
+    // The whole request must fit: what it adds, less what it replaces.
     size_t added = 0;
+    size_t freed = 0;
     for (const auto& [key, value] : kvs) {
       if (auto s = CheckKey(key); !s.ok()) return s;
       auto it = data_.find(key);
-      const size_t old = it == data_.end() ? 0 : it->second.data.size();
-      added += value.size() + key.size();
-      if (auto s = CheckValue(old, value.size()); !s.ok()) return s;
+      if (it == data_.end()) {
+        added += key.size() + kKeyOverhead;
+      } else {
+        freed += it->second.data.size();
+      }
+      added += value.size();
+      if (auto s =
+              CheckValue(key, it == data_.end() ? 0 : it->second.data.size(),
+                         value.size());
+          !s.ok()) {
+        return s;
+      }
     }
-    if (total_bytes_ + added > limits_.max_total_bytes) {
-      return absl::ResourceExhaustedError("the store is full");
-    }
+    if (auto s = CheckRoom(added, freed); !s.ok()) return s;
     bool changed = false;
     for (const auto& [key, value] : kvs) {
       auto it = data_.find(key);
@@ -351,15 +456,14 @@ absl::StatusOr<int64_t> StoreCore::MultiSet(
   return rev;
 }
 
-void StoreCore::MultiGet(const std::vector<std::string>& keys,
-                         absl::Duration timeout, GetCallback done) {
-  if (keys.size() > limits_.max_keys_per_request) {
-    done(absl::InvalidArgumentError(
-        absl::StrCat(keys.size(), " keys in one request; the limit is ",
-                     limits_.max_keys_per_request)));
-    return;
+uint64_t StoreCore::MultiGet(const std::vector<std::string>& keys,
+                             absl::Duration timeout, GetCallback done) {
+  if (auto s = CheckKeys(keys); !s.ok()) {
+    done(s);
+    return 0;
   }
   Ready ready;
+  uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     Waiter w;
@@ -374,21 +478,15 @@ void StoreCore::MultiGet(const std::vector<std::string>& keys,
         ready.push_back([d = std::move(w.get_done), missing] {
           d(absl::NotFoundError(absl::StrCat("key '", missing, "' not set")));
         });
-      } else if (closed_) {
-        ready.push_back([d = std::move(w.get_done)] {
-          d(absl::CancelledError("the store is shutting down"));
-        });
-      } else if (waiters_.size() >= limits_.max_waiters) {
-        ready.push_back([d = std::move(w.get_done)] {
-          d(absl::ResourceExhaustedError("too many blocked waits"));
-        });
       } else {
-        w.deadline = DeadlineAfter(timeout);
-        Park(std::move(w));
+        w.deadline = WaitDeadline(timeout);
+        w.bytes = WaiterBytes(w.keys, "", limits_.call_bytes);
+        ticket = ParkOrRefuse(std::move(w), &ready);
       }
     }
   }
   for (auto& f : ready) f();
+  return ticket;
 }
 
 absl::StatusOr<int64_t> StoreCore::Add(const std::string& key, int64_t delta) {
@@ -405,7 +503,7 @@ absl::StatusOr<int64_t> StoreCore::Add(const std::string& key, int64_t delta) {
     }
     result = current + delta;
     std::string text = absl::StrCat(result);
-    if (auto s = CheckValue(it == data_.end() ? 0 : it->second.data.size(),
+    if (auto s = CheckValue(key, it == data_.end() ? 0 : it->second.data.size(),
                             text.size());
         !s.ok()) {
       return s;
@@ -434,7 +532,7 @@ absl::StatusOr<CompareSetResult> StoreCore::CompareSet(
       result.value = it == data_.end() ? expected : it->second.data;
       return result;
     }
-    if (auto s = CheckValue(it == data_.end() ? 0 : it->second.data.size(),
+    if (auto s = CheckValue(key, it == data_.end() ? 0 : it->second.data.size(),
                             desired.size());
         !s.ok()) {
       return s;
@@ -456,10 +554,10 @@ absl::StatusOr<int64_t> StoreCore::Append(const std::string& key,
   {
     absl::MutexLock lock(&mu_);
     auto it = data_.find(key);
+    const size_t old = it == data_.end() ? 0 : it->second.data.size();
+    // Checked before the copy: an append to a full value must not copy it.
+    if (auto s = CheckValue(key, old, old + value.size()); !s.ok()) return s;
     std::string data = it == data_.end() ? "" : it->second.data;
-    if (auto s = CheckValue(data.size(), data.size() + value.size()); !s.ok()) {
-      return s;
-    }
     data += value;
     size = static_cast<int64_t>(data.size());
     Write(key, std::move(data),
@@ -471,6 +569,7 @@ absl::StatusOr<int64_t> StoreCore::Append(const std::string& key,
 }
 
 absl::StatusOr<bool> StoreCore::Check(const std::vector<std::string>& keys) {
+  if (auto s = CheckKeys(keys); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   for (const auto& k : keys) {
     if (!data_.count(k)) return false;
@@ -480,6 +579,7 @@ absl::StatusOr<bool> StoreCore::Check(const std::vector<std::string>& keys) {
 
 absl::StatusOr<int64_t> StoreCore::Delete(
     const std::vector<std::string>& keys) {
+  if (auto s = CheckKeys(keys); !s.ok()) return s;
   Ready ready;
   int64_t deleted = 0;
   {
@@ -505,19 +605,36 @@ StoreStats StoreCore::Stats() {
   absl::MutexLock lock(&mu_);
   StoreStats stats;
   stats.keys = static_cast<int64_t>(data_.size());
-  stats.bytes = static_cast<int64_t>(total_bytes_);
+  stats.bytes = static_cast<int64_t>(total_bytes_ + waiter_bytes_);
   stats.parked_waits = static_cast<int64_t>(waiters_.size());
   stats.lease_expiries = lease_expiries_;
   return stats;
 }
 
-StoreListing StoreCore::List(const std::string& prefix) {
+absl::StatusOr<StoreListing> StoreCore::List(const std::string& prefix,
+                                             const std::string& start_after,
+                                             size_t limit) {
+  if (auto s = CheckKey(prefix); !s.ok()) return s;
+  if (auto s = CheckKey(start_after); !s.ok()) return s;
+  if (limit == 0 || limit > limits_.max_list_entries) {
+    limit = limits_.max_list_entries;
+  }
   absl::MutexLock lock(&mu_);
   StoreListing out;
   out.revision = revision_;
   const TimePoint now = clock_->Now();
-  for (auto it = data_.lower_bound(prefix);
-       it != data_.end() && absl::StartsWith(it->first, prefix); ++it) {
+  auto it = start_after.empty() || start_after < prefix
+                ? data_.lower_bound(prefix)
+                : data_.upper_bound(start_after);
+  size_t bytes = 0;
+  for (; it != data_.end() && absl::StartsWith(it->first, prefix); ++it) {
+    const size_t size = it->first.size() + it->second.data.size();
+    if (out.entries.size() == limit ||
+        (!out.entries.empty() && bytes + size > limits_.max_list_bytes)) {
+      out.more = true;
+      break;
+    }
+    bytes += size;
     StoreEntry e;
     e.key = it->first;
     e.value = it->second.data;
@@ -531,9 +648,14 @@ StoreListing StoreCore::List(const std::string& prefix) {
   return out;
 }
 
-void StoreCore::Watch(const std::string& prefix, int64_t after_revision,
-                      absl::Duration timeout, WatchCallback done) {
+uint64_t StoreCore::Watch(const std::string& prefix, int64_t after_revision,
+                          absl::Duration timeout, WatchCallback done) {
+  if (auto s = CheckKey(prefix); !s.ok()) {
+    done(s);
+    return 0;
+  }
   Ready ready;
+  uint64_t ticket = 0;
   {
     absl::MutexLock lock(&mu_);
     Waiter w;
@@ -549,21 +671,15 @@ void StoreCore::Watch(const std::string& prefix, int64_t after_revision,
       ready.push_back([d = std::move(w.watch_done), rev = revision_] {
         d(std::make_pair(false, rev));
       });
-    } else if (closed_) {
-      ready.push_back([d = std::move(w.watch_done)] {
-        d(absl::CancelledError("the store is shutting down"));
-      });
-    } else if (waiters_.size() >= limits_.max_waiters) {
-      ready.push_back([d = std::move(w.watch_done)] {
-        d(absl::ResourceExhaustedError("too many blocked watches"));
-      });
     } else {
-      w.deadline = DeadlineAfter(timeout);
-      Park(std::move(w));
+      w.deadline = WaitDeadline(timeout);
+      w.bytes = WaiterBytes({}, prefix, limits_.call_bytes);
+      ticket = ParkOrRefuse(std::move(w), &ready);
     }
     if (idle_prefixes_ > kMaxIdlePrefixes) DropIdlePrefixes();
   }
   for (auto& f : ready) f();
+  return ticket;
 }
 
 void StoreCore::CancelAll() {
@@ -571,6 +687,7 @@ void StoreCore::CancelAll() {
   {
     absl::MutexLock lock(&mu_);
     closed_ = true;
+    waiter_bytes_ = 0;
     waiters.swap(waiters_);
     deadlines_.clear();
     gets_by_key_.clear();

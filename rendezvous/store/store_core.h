@@ -31,12 +31,35 @@
 
 namespace distjob {
 
+// What one store may hold and what one request may ask; the README's
+// limits table lists them. Over a limit: RESOURCE_EXHAUSTED (or
+// INVALID_ARGUMENT for a request that can never succeed), naming the limit.
 struct StoreLimits {
-  size_t max_key_bytes = 4096;
+  size_t max_key_bytes = 4096;  // keys, and prefixes of listings and watches
   size_t max_value_bytes = 1 << 20;
   size_t max_keys_per_request = 4096;
+  // The data the store holds, with its bookkeeping: keys and values with
+  // their map and lease nodes, and tombstones.
   size_t max_total_bytes = size_t{256} << 20;
+  // Parked gets and watches, apart from the data so that neither can
+  // starve the other: each with its keys, index entries and `call_bytes`.
+  size_t max_waiter_bytes = size_t{64} << 20;
   size_t max_waiters = 100000;
+  // Parked gets and watches from one peer address (the gRPC server's).
+  size_t max_waiters_per_peer = 8192;
+  // What a parked wait costs outside the core (the server's gRPC call:
+  // request, response, reactor, call arena), counted against
+  // max_total_bytes with the wait.
+  size_t call_bytes = 0;
+  // Longer get and watch timeouts (and none: a negative or infinite one
+  // from an in-process caller) are cut to this; the wait then ends as at
+  // its deadline.
+  absl::Duration max_timeout = absl::Hours(1);
+  // One page of a listing: at most this many entries and (past its first
+  // entry) this many bytes of keys and values; the caller asks for the
+  // next page from the last key it got.
+  size_t max_list_entries = 1024;
+  size_t max_list_bytes = size_t{4} << 20;
   // Tombstones (revisions of deleted or expired keys) kept for watches that
   // start from a revision before the deletion; past this many the oldest
   // are dropped, and a watch from before the newest dropped one is answered
@@ -53,6 +76,31 @@ class StoreCore {
   using WatchCallback =
       std::function<void(absl::StatusOr<std::pair<bool, int64_t>>)>;
 
+  // What the store counts in max_total_bytes beyond the bytes of keys,
+  // values and the keys of waits. A red-black tree node is its value plus
+  // three pointers and a color; each heap block costs malloc's 16-byte
+  // header and rounding besides (kSlack per block).
+  static constexpr size_t kTreeNode = 4 * sizeof(void*);
+  static constexpr size_t kSlack = 16;
+  // A key: its data_ node (the key, and a Value: the value's string
+  // header, a revision, two time points, a lease iterator), the lease node
+  // a key may have, and the heap blocks of key and value.
+  static constexpr size_t kKeyOverhead =
+      kTreeNode + 2 * sizeof(std::string) + 4 * sizeof(int64_t) + kTreeNode +
+      sizeof(std::pair<StoreClock::TimePoint, const std::string*>) + 4 * kSlack;
+  // A tombstone: its deleted_at_ and tombstones_ nodes and the key's block.
+  static constexpr size_t kTombstoneOverhead =
+      2 * kTreeNode + sizeof(std::string) + 2 * sizeof(int64_t) +
+      sizeof(void*) + 3 * kSlack;
+  // A parked wait beyond its keys: its waiters_ node (the Waiter with two
+  // std::function inside), its deadline node, its index entry (a set node,
+  // or a hash slot and a set), the callback's captured state.
+  static constexpr size_t kWaiterOverhead = 640;
+  // What a parked wait on `keys` (a get) or `prefix` (a watch) counts:
+  // each key twice (the wait and its index entry).
+  static size_t WaiterBytes(const std::vector<std::string>& keys,
+                            const std::string& prefix, size_t call_bytes);
+
   // `clock` must outlive the core.
   explicit StoreCore(StoreLimits limits = {},
                      StoreClock* clock = MonotonicStoreClock());
@@ -64,8 +112,10 @@ class StoreCore {
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl);
   // `done` runs exactly once, possibly on this thread before returning.
-  void MultiGet(const std::vector<std::string>& keys, absl::Duration timeout,
-                GetCallback done);
+  // Returns the ticket of the parked wait (for Cancel), or 0 when `done`
+  // already ran or is about to run without parking.
+  uint64_t MultiGet(const std::vector<std::string>& keys,
+                    absl::Duration timeout, GetCallback done);
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   absl::StatusOr<CompareSetResult> CompareSet(const std::string& key,
                                               const std::string& expected,
@@ -75,9 +125,19 @@ class StoreCore {
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys);
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys);
   int64_t NumKeys();
-  StoreListing List(const std::string& prefix);
-  void Watch(const std::string& prefix, int64_t after_revision,
-             absl::Duration timeout, WatchCallback done);
+  // The page of keys under `prefix` after `start_after` ("": from the
+  // first), at most `limit` entries (0 or more than max_list_entries:
+  // max_list_entries) and max_list_bytes; `more` when keys follow it.
+  absl::StatusOr<StoreListing> List(const std::string& prefix,
+                                    const std::string& start_after = "",
+                                    size_t limit = 0);
+  // As MultiGet: `done` runs exactly once; returns the wait's ticket or 0.
+  uint64_t Watch(const std::string& prefix, int64_t after_revision,
+                 absl::Duration timeout, WatchCallback done);
+  // Ends the parked wait `ticket` (its caller went away): its callback runs
+  // with Cancelled, on this thread, and its memory is freed. A ticket that
+  // was already answered is ignored.
+  void Cancel(uint64_t ticket);
 
   // Answers every parked waiter, and every later blocking call, with
   // Cancelled (server shutdown).
@@ -106,6 +166,7 @@ class StoreCore {
     std::string prefix;             // watch
     int64_t after_revision = 0;
     TimePoint deadline;
+    size_t bytes = 0;  // what it counts in total_bytes_
     GetCallback get_done;
     WatchCallback watch_done;
   };
@@ -120,11 +181,22 @@ class StoreCore {
   };
   using Ready = std::vector<std::function<void()>>;
 
-  // TimePoint::max() for a duration past a year (no deadline).
+  // `d` from now, at most max_timeout (for waits) away.
   TimePoint DeadlineAfter(absl::Duration d) const;
+  TimePoint WaitDeadline(absl::Duration d) const;
   absl::Duration Since(TimePoint t) const;
   absl::Status CheckKey(const std::string& key) const;
-  absl::Status CheckValue(size_t old_size, size_t new_size) const;
+  absl::Status CheckKeys(const std::vector<std::string>& keys) const;
+  // Whether `add` more bytes fit under max_total_bytes once `freed` are
+  // released, dropping the oldest tombstones to make room.
+  absl::Status CheckRoom(size_t add, size_t freed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckValue(const std::string& key, size_t old_size,
+                          size_t new_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Parks `w` unless the store is closed or full; otherwise queues its
+  // answer into `ready`. Returns its ticket or 0.
+  uint64_t ParkOrRefuse(Waiter w, Ready* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Write(const std::string& key, std::string data, TimePoint exp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetExpiry(std::map<std::string, Value>::iterator it, TimePoint exp)
@@ -132,6 +204,7 @@ class StoreCore {
   void Erase(std::map<std::string, Value>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropOldestTombstones() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropOldestTombstone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that `key` changed at `revision` (written when `written`, else
   // erased) and queues the parked waiters that the change may answer.
   void NoteChange(const std::string& key, int64_t revision, bool written)
@@ -150,7 +223,7 @@ class StoreCore {
   WatchedPrefix& TrackPrefix(const std::string& prefix)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropIdlePrefixes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Park(Waiter w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  WaiterId Park(Waiter w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes a waiter and its index entries; returns it for answering.
   Waiter Unpark(std::map<WaiterId, Waiter>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -182,7 +255,10 @@ class StoreCore {
   // Waiters NoteChange queued for the next Resolve.
   std::vector<WaiterId> woken_ ABSL_GUARDED_BY(mu_);
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Data and tombstones with their overhead (StoreLimits).
   size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Parked waits with their overhead.
+  size_t waiter_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t lease_expiries_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -221,8 +297,10 @@ class LocalStore : public StoreInterface {
     return core_->Delete(keys);
   }
   absl::StatusOr<int64_t> NumKeys() override { return core_->NumKeys(); }
-  absl::StatusOr<StoreListing> List(const std::string& prefix) override {
-    return core_->List(prefix);
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override {
+    return core_->List(prefix, start_after, limit);
   }
   absl::StatusOr<std::pair<bool, int64_t>> Watch(
       const std::string& prefix, int64_t after_revision,

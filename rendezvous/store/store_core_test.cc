@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -140,7 +142,9 @@ TEST(StoreCoreTest, StatsCountKeysBytesParkedWaitsAndLeaseExpiries) {
   core.MultiGet({"missing"}, absl::Seconds(10), w.GetDone());
   StoreStats stats = core.Stats();
   EXPECT_EQ(stats.keys, 2);
-  EXPECT_EQ(stats.bytes, 1 + 2 + 5 + 1);
+  // Keys and values with their nodes, and the parked wait with its key.
+  EXPECT_EQ(stats.bytes, 1 + 2 + 5 + 1 + 2 * StoreCore::kKeyOverhead +
+                             StoreCore::WaiterBytes({"missing"}, "", 0));
   EXPECT_EQ(stats.parked_waits, 1);
   EXPECT_EQ(stats.lease_expiries, 0);
   clock.Advance(absl::Milliseconds(100));
@@ -158,7 +162,7 @@ TEST(StoreCoreTest, AgesAndLeasesAreReadOnTheInjectedClock) {
   StoreCore core(StoreLimits{}, &clock);
   Set(core, "k", "v", absl::Seconds(10));
   clock.Advance(absl::Milliseconds(1500));
-  const StoreListing listing = core.List("k");
+  const StoreListing listing = *core.List("k");
   ASSERT_EQ(listing.entries.size(), 1u);
   EXPECT_EQ(listing.entries[0].age, absl::Milliseconds(1500));
   EXPECT_EQ(listing.entries[0].ttl_left, absl::Milliseconds(8500));
@@ -181,7 +185,8 @@ TEST(StoreCoreTest, OverLimitRequestsAreRejected) {
   StoreLimits limits;
   limits.max_key_bytes = 8;
   limits.max_value_bytes = 16;
-  limits.max_total_bytes = 64;
+  // Room for three keys of 2 + 16 bytes with their overhead.
+  limits.max_total_bytes = 3 * (2 + 16 + StoreCore::kKeyOverhead) + 10;
   StoreCore core(limits);
   LocalStore store(&core);
   EXPECT_EQ(store.Set("a-very-long-key", "v").status().code(),
@@ -193,6 +198,204 @@ TEST(StoreCoreTest, OverLimitRequestsAreRejected) {
   }
   EXPECT_EQ(store.Set("k9", std::string(16, 'x')).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+// A 0-byte value still costs its key's node: counting payload only let a
+// flood of tiny keys grow the host without bound.
+TEST(StoreCoreTest, TheMemoryLimitCountsEachKeysOverhead) {
+  StoreLimits limits;
+  limits.max_total_bytes = 100 * StoreCore::kKeyOverhead;
+  StoreCore core(limits);
+  int stored = 0;
+  absl::Status refused;
+  for (int i = 0; i < 1000 && refused.ok(); ++i) {
+    auto r = core.MultiSet({{absl::StrCat("k", i), ""}}, absl::ZeroDuration());
+    if (r.ok()) ++stored;
+    refused = r.status();
+  }
+  EXPECT_LT(stored, 100);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("max_total_bytes"), std::string::npos)
+      << refused;
+  EXPECT_LE(static_cast<size_t>(core.Stats().bytes), limits.max_total_bytes);
+}
+
+TEST(StoreCoreTest, ParkedWaitsCountAgainstTheirMemoryLimit) {
+  std::deque<Parked> parked(11);
+  StoreLimits limits;
+  limits.call_bytes = 1000;
+  limits.max_waiter_bytes = 10 * StoreCore::WaiterBytes({"k"}, "", 1000);
+  StoreCore core(limits);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_NE(core.MultiGet({"k"}, absl::Seconds(30), parked[i].GetDone()), 0u);
+  }
+  EXPECT_EQ(core.Watch("k", 0, absl::Seconds(30), parked[10].WatchDone()), 0u);
+  ASSERT_TRUE(parked[10].answered());
+  EXPECT_EQ(parked[10].watch().status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(parked[10].watch().status().message().find("max_waiter_bytes"),
+            std::string::npos);
+  Set(core, "k", "v");  // answers the ten, which frees their room
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+}
+
+TEST(StoreCoreTest, CancelAnswersAndFreesAParkedGetAndWatch) {
+  Parked get;
+  Parked watch;
+  StoreCore core;
+  const int64_t empty = core.Stats().bytes;
+  const uint64_t g = core.MultiGet({"k"}, absl::Seconds(30), get.GetDone());
+  const uint64_t w = core.Watch("p/", 0, absl::Seconds(30), watch.WatchDone());
+  ASSERT_NE(g, 0u);
+  ASSERT_NE(w, 0u);
+  EXPECT_EQ(core.Stats().parked_waits, 2);
+  core.Cancel(g);
+  core.Cancel(w);
+  ASSERT_TRUE(get.answered());
+  ASSERT_TRUE(watch.answered());
+  EXPECT_EQ(get.get().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(watch.watch().status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+  EXPECT_EQ(core.Stats().bytes, empty);
+  // An answered ticket is ignored; a write finds no stale index entry.
+  core.Cancel(g);
+  Set(core, "k", "v");
+  Set(core, "p/x", "v");
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+}
+
+// Callers that went away used to hold their slots until their deadline,
+// and every later blocking call failed with "too many blocked waits".
+TEST(StoreCoreTest, CancelledWaitsGiveTheirSlotsToNewOnes) {
+  std::atomic<int> cancelled{0};
+  Parked refused;
+  Parked later;
+  StoreLimits limits;
+  limits.max_waiters = 50;
+  StoreCore core(limits);
+  std::vector<uint64_t> tickets;
+  for (int i = 0; i < 50; ++i) {
+    tickets.push_back(
+        core.Watch(absl::StrCat("w", i), 0, absl::Hours(1), [&](auto r) {
+          if (absl::IsCancelled(r.status())) {
+            ++cancelled;
+          }
+        }));
+  }
+  core.MultiGet({"k"}, absl::Seconds(30), refused.GetDone());
+  ASSERT_TRUE(refused.answered());
+  EXPECT_EQ(refused.get().status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.get().status().message().find("max_waiters"),
+            std::string::npos);
+  for (uint64_t t : tickets) core.Cancel(t);
+  EXPECT_EQ(cancelled.load(), 50);
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+  EXPECT_NE(core.MultiGet({"k"}, absl::Seconds(30), later.GetDone()), 0u);
+  Set(core, "k", "v");
+  ASSERT_TRUE(later.answered());
+  EXPECT_TRUE(later.get().ok());
+}
+
+TEST(StoreCoreTest, EveryRequestIsCheckedForKeySizeAndCount) {
+  StoreLimits limits;
+  limits.max_key_bytes = 8;
+  limits.max_keys_per_request = 3;
+  StoreCore core(limits);
+  LocalStore store(&core);
+  const std::string long_key(9, 'k');
+  auto named = [](const absl::Status& s, const std::string& limit) {
+    return s.code() == absl::StatusCode::kInvalidArgument &&
+           s.message().find(limit) != std::string::npos;
+  };
+  EXPECT_TRUE(
+      named(store.Get(long_key, absl::Seconds(1)).status(), "max_key_bytes"));
+  EXPECT_TRUE(named(store.Check({long_key}).status(), "max_key_bytes"));
+  EXPECT_TRUE(named(store.Delete({long_key}).status(), "max_key_bytes"));
+  EXPECT_TRUE(named(store.Watch(long_key, 0, absl::Seconds(1)).status(),
+                    "max_key_bytes"));
+  EXPECT_TRUE(named(store.ListPage(long_key, "", 0).status(), "max_key_bytes"));
+  EXPECT_TRUE(named(store.ListPage("", long_key, 0).status(), "max_key_bytes"));
+  EXPECT_TRUE(named(store.Add(long_key, 1).status(), "max_key_bytes"));
+  EXPECT_TRUE(named(store.Append(long_key, "v").status(), "max_key_bytes"));
+  const std::vector<std::string> four = {"a", "b", "c", "d"};
+  EXPECT_TRUE(named(store.Check(four).status(), "max_keys_per_request"));
+  EXPECT_TRUE(named(store.Delete(four).status(), "max_keys_per_request"));
+  EXPECT_TRUE(named(store.MultiGet(four, absl::ZeroDuration()).status(),
+                    "max_keys_per_request"));
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+}
+
+// A timeout of years used to mean no deadline at all.
+TEST(StoreCoreTest, WaitTimeoutsAreCutToTheMaximum) {
+  Parked get;
+  Parked watch;
+  FakeStoreClock clock;
+  StoreLimits limits;
+  limits.max_timeout = absl::Seconds(5);
+  StoreCore core(limits, &clock);
+  core.MultiGet({"k"}, absl::Hours(24 * 365 * 2), get.GetDone());
+  core.Watch("p/", 0, absl::InfiniteDuration(), watch.WatchDone());
+  clock.Advance(absl::Seconds(5));
+  ASSERT_TRUE(get.Await());
+  ASSERT_TRUE(watch.Await());
+  EXPECT_EQ(get.get().status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(watch.watch().ok());
+  EXPECT_FALSE(watch.watch()->first);
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+}
+
+TEST(StoreCoreTest, ListingsComeInBoundedPages) {
+  StoreLimits limits;
+  limits.max_list_entries = 10;
+  limits.max_list_bytes = 1000;
+  StoreCore core(limits);
+  LocalStore store(&core);
+  for (int i = 0; i < 25; ++i) Set(core, absl::StrFormat("p/%02d", i), "v");
+  Set(core, "q", "v");
+  auto first = core.List("p/");
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->entries.size(), 10u);
+  EXPECT_TRUE(first->more);
+  auto second = core.List("p/", first->entries.back().key, 100);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->entries.size(), 10u);
+  EXPECT_EQ(second->entries.front().key, "p/10");
+  auto third = core.List("p/", second->entries.back().key, 3);
+  ASSERT_EQ(third->entries.size(), 3u);
+  EXPECT_TRUE(third->more);
+  auto last = core.List("p/", "p/22");
+  ASSERT_EQ(last->entries.size(), 2u);
+  EXPECT_FALSE(last->more);
+  // A page stops at max_list_bytes, but holds at least one entry.
+  Set(core, "big/a", std::string(600, 'x'));
+  Set(core, "big/b", std::string(600, 'x'));
+  Set(core, "big/c", std::string(1200, 'x'));
+  EXPECT_EQ(core.List("big/")->entries.size(), 1u);
+  EXPECT_EQ(core.List("big/", "big/a")->entries.size(), 1u);
+  EXPECT_EQ(core.List("big/", "big/b")->entries.size(), 1u);
+  // The interface's List pages through all of them.
+  auto all = store.List("p/");
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->entries.size(), 25u);
+  EXPECT_EQ(all->entries.back().key, "p/24");
+  EXPECT_FALSE(all->more);
+  EXPECT_EQ(store.List("big/")->entries.size(), 3u);
+}
+
+TEST(StoreCoreTest, TombstonesCountAndGoFirstWhenMemoryIsShort) {
+  StoreLimits limits;
+  limits.max_total_bytes = 50 * StoreCore::kKeyOverhead;
+  StoreCore core(limits);
+  // Written and deleted many times more than fit: the tombstones they
+  // leave make room for themselves by dropping the oldest.
+  for (int i = 0; i < 500; ++i) {
+    const std::string key = absl::StrCat("k", i);
+    Set(core, key, "v");
+    ASSERT_TRUE(core.Delete({key}).ok());
+    ASSERT_LE(static_cast<size_t>(core.Stats().bytes), limits.max_total_bytes);
+  }
+  EXPECT_GT(core.Stats().bytes, 0);
 }
 
 TEST(StoreCoreTest, ThousandsOfParkedWaitsNeedNoThreads) {
@@ -297,7 +500,7 @@ TEST(StoreCoreIndexTest, WatchesMatchABruteForceModel) {
       Set(core, key, std::to_string(step));
     }
     auto listing = core.List("");
-    rev = listing.revision;
+    rev = listing->revision;
     for (size_t i = 0; i < prefixes.size(); ++i) {
       const bool under = key.compare(0, prefixes[i].size(), prefixes[i]) == 0;
       ASSERT_EQ(current[i]->answered(), under)
@@ -429,7 +632,7 @@ TEST(StoreCoreIndexTest, WatchFromAListingSeesALaterDeletion) {
     StoreCore core;
     Set(core, "p/a", "1");
     Set(core, "p/b", "1");
-    const int64_t listed = core.List("p/").revision;
+    const int64_t listed = core.List("p/")->revision;
     if (watched_before) {
       core.Watch("p/", listed, absl::ZeroDuration(), earlier.WatchDone());
       ASSERT_FALSE(earlier.watch()->first);
@@ -442,7 +645,7 @@ TEST(StoreCoreIndexTest, WatchFromAListingSeesALaterDeletion) {
     EXPECT_TRUE(w.watch()->first);
     // From after the deletion: nothing new.
     Parked later;
-    core.Watch("p/", core.List("p/").revision, absl::ZeroDuration(),
+    core.Watch("p/", core.List("p/")->revision, absl::ZeroDuration(),
                later.WatchDone());
     EXPECT_FALSE(later.watch()->first);
   }
@@ -469,7 +672,7 @@ TEST(StoreCoreIndexTest, OldTombstonesAreDroppedAndCountAsChanges) {
     Set(core, "t/" + std::to_string(i), "1");
     ASSERT_EQ(*core.Delete({"t/" + std::to_string(i)}), 1);
   }
-  const int64_t after = core.List("").revision;
+  const int64_t after = core.List("")->revision;
   // From before the dropped tombstones: answered "changed" at once, even
   // under a prefix that never held a key (the store cannot tell).
   for (const char* prefix : {"t/", "never/"}) {
@@ -510,7 +713,7 @@ TEST(StoreCoreIndexTest, TimeoutsLimitAndCancelUnparkWaiters) {
   // or under their prefix answers nothing, and there is room again.
   Set(core, "g", "1");
   Set(core, "w/1", "1");
-  core.Watch("w/", core.List("").revision, absl::Seconds(30),
+  core.Watch("w/", core.List("")->revision, absl::Seconds(30),
              parked[4].WatchDone());
   EXPECT_FALSE(parked[4].answered());
   core.CancelAll();
@@ -540,7 +743,7 @@ TEST(StoreCoreIndexTest, ThousandsOfWatchersAndWritesFinishQuickly) {
     Set(core, "rdzv/run/alive/" + std::to_string(i), "1", absl::Seconds(60));
   }
   std::vector<Parked*> run_watch(kNodes), own_watch(kNodes);
-  int64_t rev = core.List("rdzv/run/").revision;
+  int64_t rev = core.List("rdzv/run/")->revision;
   for (int i = 0; i < kNodes; ++i) {
     run_watch[i] = &parked.emplace_back();
     core.Watch("rdzv/run/", rev, absl::Seconds(60), run_watch[i]->WatchDone());
@@ -566,7 +769,7 @@ TEST(StoreCoreIndexTest, ThousandsOfWatchersAndWritesFinishQuickly) {
     // One change under the run's prefix answers every node, which relists
     // and watches again from the listing.
     Set(core, "rdzv/run/state", std::to_string(round));
-    rev = core.List("rdzv/run/state").revision;
+    rev = core.List("rdzv/run/state")->revision;
     for (int i = 0; i < kNodes; ++i) {
       ASSERT_TRUE(run_watch[i]->answered());
       run_watch[i] = &parked.emplace_back();
@@ -607,7 +810,7 @@ TEST(LocalStoreTest, CloseEndsBlockingCallsInFlightAndLaterOnes) {
   absl::Notification returned;
   std::thread watcher([&] {
     do {  // until it, not the probe below, holds the one waiter's place
-      watched = view.Watch("k", core.List("k").revision, absl::Seconds(60));
+      watched = view.Watch("k", core.List("k")->revision, absl::Seconds(60));
     } while (absl::IsResourceExhausted(watched.status()));
     returned.Notify();
   });

@@ -27,6 +27,8 @@ struct StoreEntry {
 struct StoreListing {
   std::vector<StoreEntry> entries;
   int64_t revision = 0;
+  // A page of a listing: keys follow the last entry (ask again from it).
+  bool more = false;
 };
 
 struct CompareSetResult {
@@ -72,7 +74,29 @@ class StoreInterface {
   virtual absl::StatusOr<int64_t> Delete(
       const std::vector<std::string>& keys) = 0;
   virtual absl::StatusOr<int64_t> NumKeys() = 0;
-  virtual absl::StatusOr<StoreListing> List(const std::string& prefix) = 0;
+  // One page of the keys under `prefix` that sort after `start_after`
+  // ("": from the first): at most `limit` entries (0: the store's page
+  // size), fewer when the store's page is smaller; `more` when keys follow.
+  virtual absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                                const std::string& start_after,
+                                                size_t limit) = 0;
+  // Every key under `prefix`, page by page, so that the store never copies
+  // a whole listing at once. The revision is the first page's: a watch
+  // from it sees every change made while the pages were read.
+  absl::StatusOr<StoreListing> List(const std::string& prefix) {
+    auto page = ListPage(prefix, "", 0);
+    if (!page.ok() || !page->more) return page;
+    StoreListing all = std::move(*page);
+    bool more = all.more && !all.entries.empty();
+    all.more = false;
+    while (more) {
+      auto next = ListPage(prefix, all.entries.back().key, 0);
+      if (!next.ok()) return next.status();
+      more = next->more && !next->entries.empty();
+      for (auto& e : next->entries) all.entries.push_back(std::move(e));
+    }
+    return all;
+  }
   // Returns the store revision once a key under `prefix` changed after
   // `after_revision`, or nullopt-like: changed=false at `timeout`.
   // Cancels calls in flight and fails later ones at once: a leaving agent

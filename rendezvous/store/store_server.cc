@@ -1,9 +1,15 @@
 #include "rendezvous/store/store_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 
+#include <atomic>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "proto/store.grpc.pb.h"
@@ -19,12 +25,120 @@ absl::Duration Ms(int64_t ms) { return absl::Milliseconds(ms); }
 // Whole requests are bounded by the transport; this is the gRPC-level cap.
 constexpr int kMaxMessageBytes = 8 << 20;
 
+// Channel arguments of the server; the README's limits table lists them.
+constexpr int kMaxStreams = 8192;
+constexpr int kConnectionIdleMs = 60 * 1000;
+constexpr int kHandshakeTimeoutMs = 10 * 1000;
+constexpr int kKeepaliveMs = 30 * 1000;
+constexpr int kKeepaliveTimeoutMs = 10 * 1000;
+constexpr size_t kGrpcQuotaBytes = size_t{128} << 20;
+// What a parked call costs gRPC (its call arena, the request and response,
+// the reactor), counted with its wait: an upper estimate, so that the
+// waits' memory limit holds for gRPC's share too.
+constexpr size_t kCallBytes = 8192;
+
+// The peer's address without its port ("ipv4:10.0.0.5:41234" ->
+// "ipv4:10.0.0.5"): what the per-peer cap counts by.
+std::string PeerAddress(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos || colon == 0 ? peer
+                                                  : peer.substr(0, colon);
+}
+
+}  // namespace
+
+// Parked gets and watches per peer address. A peer is refused before it
+// parks more; the count drops as each call ends, however it ends.
+class StorePeerCalls {
+ public:
+  explicit StorePeerCalls(size_t max) : max_(max) {}
+  bool Acquire(const std::string& peer) {
+    absl::MutexLock lock(&mu_);
+    size_t& n = calls_[peer];
+    if (n >= max_) return false;
+    ++n;
+    return true;
+  }
+  void Release(const std::string& peer) {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(peer);
+    if (it != calls_.end() && --it->second == 0) calls_.erase(it);
+  }
+  size_t max() const { return max_; }
+
+ private:
+  const size_t max_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, size_t> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+// The reactor of a get or watch that may park in the core. The core runs
+// its callback exactly once (answer, deadline, Cancel or shutdown), and
+// that callback is the one Finish. A cancelled call (the client gave up or
+// its connection closed) cancels the parked wait, which answers at once
+// and frees it. Two owners end its life: the handler that parks it, and
+// gRPC's OnDone; the callback may finish the call before the handler
+// learned the ticket.
+class ParkedCall : public grpc::ServerUnaryReactor {
+ public:
+  ParkedCall(StoreCore* core, StorePeerCalls* peers, std::string peer)
+      : core_(core), peers_(peers), peer_(std::move(peer)) {}
+
+  void Answer(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
+
+  // Called by the handler once the core returned `ticket` (0: not
+  // parked); the handler does not touch the call after this.
+  void Parked(uint64_t ticket) {
+    bool cancelled;
+    {
+      absl::MutexLock lock(&mu_);
+      ticket_ = ticket;
+      cancelled = cancelled_;
+    }
+    if (cancelled && ticket != 0) core_->Cancel(ticket);
+    Unref();
+  }
+
+  void OnCancel() override {
+    uint64_t ticket;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      ticket = ticket_;
+    }
+    if (ticket != 0) core_->Cancel(ticket);
+  }
+
+  void OnDone() override { Unref(); }
+
+ private:
+  void Unref() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (peers_ != nullptr) peers_->Release(peer_);
+    delete this;
+  }
+
+  StoreCore* const core_;
+  StorePeerCalls* const peers_;  // null: not counted
+  const std::string peer_;
+  std::atomic<int> refs_{2};  // the handler's and OnDone's
+  absl::Mutex mu_;
+  uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
 class StoreServer::Service : public pb::Store::CallbackService {
  public:
-  Service(StoreCore* core, RequestCounts* requests, std::string token)
-      : core_(core), requests_(requests), token_(std::move(token)) {}
+  Service(StoreCore* core, RequestCounts* requests, StorePeerCalls* peers,
+          std::string token)
+      : core_(core),
+        requests_(requests),
+        peers_(peers),
+        token_(std::move(token)) {}
 
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* ctx,
                                 const pb::SetRequest* req,
@@ -41,17 +155,19 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                 const pb::GetRequest* req,
                                 pb::GetResponse* resp) override {
     if (auto* denied = Refuse(ctx, kGet)) return denied;
-    auto* reactor = ctx->DefaultReactor();
+    ParkedCall* call = Admit(ctx, req->timeout_ms());
+    if (call == nullptr) return Refused(ctx, kGet);
     std::vector<std::string> keys(req->keys().begin(), req->keys().end());
-    core_->MultiGet(keys, Ms(req->timeout_ms()),
-                    [this, reactor, resp](auto values) {
-                      if (values.ok()) {
-                        for (auto& v : *values) resp->add_values(std::move(v));
-                      }
-                      Count(kGet, values.status());
-                      reactor->Finish(ToGrpcStatus(values.status()));
-                    });
-    return reactor;
+    call->Parked(core_->MultiGet(keys, Ms(req->timeout_ms()),
+                                 [this, call, resp](auto values) {
+                                   if (values.ok()) {
+                                     for (auto& v : *values)
+                                       resp->add_values(std::move(v));
+                                   }
+                                   Count(kGet, values.status());
+                                   call->Answer(values.status());
+                                 }));
+    return call;
   }
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* ctx,
@@ -114,9 +230,13 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                  const pb::ListRequest* req,
                                  pb::ListResponse* resp) override {
     if (auto* denied = Refuse(ctx, kList)) return denied;
-    StoreListing l = core_->List(req->prefix());
-    resp->set_revision(l.revision);
-    for (const auto& e : l.entries) {
+    auto l =
+        core_->List(req->prefix(), req->start_after(),
+                    req->limit() > 0 ? static_cast<size_t>(req->limit()) : 0);
+    if (!l.ok()) return Done(ctx, kList, l.status());
+    resp->set_revision(l->revision);
+    resp->set_more(l->more);
+    for (const auto& e : l->entries) {
       auto* out = resp->add_entries();
       out->set_key(e.key);
       out->set_value(e.value);
@@ -131,17 +251,19 @@ class StoreServer::Service : public pb::Store::CallbackService {
                                   const pb::WatchRequest* req,
                                   pb::WatchResponse* resp) override {
     if (auto* denied = Refuse(ctx, kWatch)) return denied;
-    auto* reactor = ctx->DefaultReactor();
-    core_->Watch(req->prefix(), req->after_revision(), Ms(req->timeout_ms()),
-                 [this, reactor, resp](auto r) {
-                   if (r.ok()) {
-                     resp->set_changed(r->first);
-                     resp->set_revision(r->second);
-                   }
-                   Count(kWatch, r.status());
-                   reactor->Finish(ToGrpcStatus(r.status()));
-                 });
-    return reactor;
+    ParkedCall* call = Admit(ctx, req->timeout_ms());
+    if (call == nullptr) return Refused(ctx, kWatch);
+    call->Parked(core_->Watch(req->prefix(), req->after_revision(),
+                              Ms(req->timeout_ms()),
+                              [this, call, resp](auto r) {
+                                if (r.ok()) {
+                                  resp->set_changed(r->first);
+                                  resp->set_revision(r->second);
+                                }
+                                Count(kWatch, r.status());
+                                call->Answer(r.status());
+                              }));
+    return call;
   }
 
  private:
@@ -171,6 +293,21 @@ class StoreServer::Service : public pb::Store::CallbackService {
     (*requests_)[method][code >= 0 && code < kCodes ? code : 2].fetch_add(
         1, std::memory_order_relaxed);
   }
+  // The reactor of a get or watch; null when the peer may park no more. A
+  // call that does not block is not counted.
+  ParkedCall* Admit(grpc::CallbackServerContext* ctx, int64_t timeout_ms) {
+    if (timeout_ms <= 0) return new ParkedCall(core_, nullptr, "");
+    std::string peer = PeerAddress(ctx->peer());
+    if (!peers_->Acquire(peer)) return nullptr;
+    return new ParkedCall(core_, peers_, std::move(peer));
+  }
+  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx,
+                                    Method method) {
+    return Done(ctx, method,
+                absl::ResourceExhaustedError(absl::StrCat(
+                    "too many blocked calls from ", PeerAddress(ctx->peer()),
+                    ": the limit (max_waiters_per_peer) is ", peers_->max())));
+  }
   grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
                                  Method method, const absl::Status& s) {
     Count(method, s);
@@ -180,6 +317,7 @@ class StoreServer::Service : public pb::Store::CallbackService {
   }
   StoreCore* core_;
   RequestCounts* requests_;
+  StorePeerCalls* peers_;
   const std::string token_;
 };
 
@@ -187,13 +325,16 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
     const std::string& host, int port, StoreLimits limits,
     const StoreSecurity& security) {
   std::unique_ptr<StoreServer> s(new StoreServer());
+  // A parked call's gRPC state counts with its wait.
+  if (limits.call_bytes == 0) limits.call_bytes = kCallBytes;
   s->core_ = std::make_unique<StoreCore>(limits);
   s->requests_ = std::make_unique<RequestCounts>();
   for (auto& codes : *s->requests_) {
     for (auto& count : codes) count.store(0);
   }
+  s->peers_ = std::make_unique<StorePeerCalls>(limits.max_waiters_per_peer);
   s->service_ = std::make_unique<Service>(s->core_.get(), s->requests_.get(),
-                                          security.token);
+                                          s->peers_.get(), security.token);
   const std::string address =
       host.find(':') != std::string::npos && host.front() != '['
           ? absl::StrCat("[", host, "]:", port)
@@ -201,6 +342,28 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Connections: gRPC 1.51's server has no cap on their number (see the
+  // README's limits); these end the ones that hold nothing. A connection
+  // with no call for kConnectionIdleMs is closed (a real client
+  // reconnects on its next call), one that has not completed its HTTP/2
+  // handshake in kHandshakeTimeoutMs likewise, a silent peer is dropped
+  // after a missed keepalive, and one connection carries at most
+  // kMaxStreams calls at once.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreams);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                             kConnectionIdleMs);
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             kHandshakeTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             kKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC's own buffers (connections, frames, messages in flight) draw on
+  // this quota; past it gRPC shrinks its windows and drops new
+  // connections' reads instead of growing.
+  grpc::ResourceQuota quota("distjob-store");
+  quota.Resize(kGrpcQuotaBytes);
+  builder.SetResourceQuota(quota);
   builder.AddListeningPort(address, MakeServerCredentials(security), &s->port_);
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();

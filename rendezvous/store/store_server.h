@@ -19,6 +19,8 @@ class Server;
 
 namespace distjob {
 
+class StorePeerCalls;
+
 class StoreServer {
  public:
   // Listens on `host`:`port` (port 0: a free one). Fails with
@@ -29,7 +31,7 @@ class StoreServer {
   static absl::StatusOr<std::unique_ptr<StoreServer>> Start(
       const std::string& host, int port, StoreLimits limits = {},
       const StoreSecurity& security = {});
-  ~StoreServer();
+  ~StoreServer();  // out of line: StorePeerCalls is store_server.cc's
 
   int port() const { return port_; }
   StoreCore* core() { return core_.get(); }
@@ -63,6 +65,8 @@ class StoreServer {
   // Bumped on every answer from gRPC threads, read only at scrape time:
   // relaxed atomics, no lock on the request path.
   std::unique_ptr<RequestCounts> requests_;
+  // Before server_: calls still finishing while it shuts down release here.
+  std::unique_ptr<StorePeerCalls> peers_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

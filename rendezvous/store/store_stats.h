@@ -18,7 +18,9 @@ struct StoreRequestCount {
 
 struct StoreStats {
   int64_t keys = 0;
-  int64_t bytes = 0;         // keys and values held
+  // Keys, values, tombstones and parked waits with their overhead, as
+  // StoreLimits counts them.
+  int64_t bytes = 0;
   int64_t parked_waits = 0;  // blocked gets and watches
   int64_t lease_expiries = 0;
   // gRPC requests answered, by method and code (only those seen).
