@@ -30,8 +30,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string message = distjob::FormatTerminationMessage(report);
   if (message.size() > distjob::kTerminationMessageLimit ||
       distjob::Utf8Truncate(message, message.size()) != message) {
-    fprintf(stderr, "termination message of %zu bytes is over the limit or "
-            "not valid UTF-8\n", message.size());
+    fprintf(stderr,
+            "termination message of %zu bytes is over the limit or "
+            "not valid UTF-8\n",
+            message.size());
     abort();
   }
   (void)distjob::WriteRootCauseErrorFile(*dir + "/root-cause.json", cause);

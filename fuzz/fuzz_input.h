@@ -23,8 +23,9 @@ std::vector<std::string> SplitFields(const uint8_t* data, size_t size,
 // whose value is empty.
 EnvMap FieldsToEnv(const std::vector<std::string>& fields, size_t from);
 
-// A fresh directory under $TMPDIR (or /tmp) for one fuzzer process's
-// scratch files; aborts when none can be made (nothing can run then).
+// A fresh directory under $TMPDIR (else /dev/shm, else /tmp) for one
+// fuzzer process's scratch files, removed at exit; aborts when none can
+// be made.
 std::string ScratchDir(const char* name);
 
 // Replaces `path` with `content`; aborts on failure.

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::vector<std::string> fields = distjob::SplitFields(data, size, 256);
   std::vector<std::string> args;
   size_t i = 0;
-  for (; i < fields.size() && !fields[i].empty(); ++i) args.push_back(fields[i]);
+  for (; i < fields.size() && !fields[i].empty(); ++i)
+    args.push_back(fields[i]);
   const distjob::EnvMap env = distjob::FieldsToEnv(fields, i + 1);
   (void)distjob::ParseRunOptions(args, env);
   return 0;
