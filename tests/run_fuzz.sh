@@ -49,7 +49,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work/$t"
   # -timeout: one input taking 10 s is a hang; -rss_limit_mb bounds the
   # whole process on the shared machine.
-  if ! "$bin/fuzz/${t}_fuzzer" -max_total_time="$per" -rss_limit_mb=1024 \
+  if ! "$bin/fuzz/${t}_fuzzer" -max_total_time="$per" -rss_limit_mb=2048 \
       -timeout=10 -max_len=4096 -print_final_stats=1 \
       -artifact_prefix="$artifacts/$t-" "$work/$t" "fuzz/corpus/$t" \
       >"$work/$t.log" 2>&1; then
