@@ -22,6 +22,7 @@ DISTJOB_AGENT="$asan_dir/distjob-agent" /usr/bin/python3 -m pytest \
 # Then the static binary, as it ships.
 bazel build //agent:distjob-agent
 bazel test //...
+tests/run_fuzz.sh  # every libFuzzer target, a minute in all (README: "Fuzzing")
 
 # Debian's interpreter: it has python3-torch and python3-pytest.
 /usr/bin/python3 -m pytest -p no:cacheprovider -ra tests "$@"

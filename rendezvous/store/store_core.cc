@@ -501,7 +501,13 @@ absl::StatusOr<int64_t> StoreCore::Add(const std::string& key, int64_t delta) {
       return absl::FailedPreconditionError(
           absl::StrCat("key '", key, "' does not hold an integer"));
     }
-    result = current + delta;
+    // A client's delta is any int64; wrapping would be undefined behaviour
+    // and a counter that silently went negative.
+    if (__builtin_add_overflow(current, delta, &result)) {
+      return absl::OutOfRangeError(absl::StrCat("adding ", delta, " to key '",
+                                                key, "' (", current,
+                                                ") overflows 64 bits"));
+    }
     std::string text = absl::StrCat(result);
     if (auto s = CheckValue(key, it == data_.end() ? 0 : it->second.data.size(),
                             text.size());

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -77,6 +78,20 @@ TEST(StoreCoreTest, SetGetAddAppendDeleteNumKeys) {
   auto values = store.MultiGet({"n", "s"}, absl::ZeroDuration());
   ASSERT_TRUE(values.ok());
   EXPECT_EQ((*values)[1], "abc");
+}
+
+TEST(StoreCoreTest, AddThatOverflowsIsOutOfRangeAndKeepsTheValue) {
+  StoreCore core;
+  LocalStore store(&core);
+  ASSERT_EQ(*store.Add("n", std::numeric_limits<int64_t>::max()),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(store.Add("n", 1).status().code(), absl::StatusCode::kOutOfRange);
+  ASSERT_TRUE(store.Set("m", "-5").ok());
+  EXPECT_EQ(store.Add("m", std::numeric_limits<int64_t>::min()).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(*store.Get("n", absl::ZeroDuration()),
+            std::to_string(std::numeric_limits<int64_t>::max()));
+  EXPECT_EQ(*store.Get("m", absl::ZeroDuration()), "-5");
 }
 
 TEST(StoreCoreTest, CompareSetReturnsCurrentValueLikeTcpStore) {
