@@ -111,6 +111,15 @@ absl::StatusOr<Addresses> ResolveNames(const std::vector<std::string>& names,
   for (size_t i = 0; i < names.size(); ++i) {
     queries[i].name = names[i];
     const std::string lookup = Unbracket(names[i]);
+    // A literal is its own address. c-ares would answer its own family at
+    // once but still ask DNS for the other one (an AAAA query for
+    // "127.0.0.1"), which holds a probe as long as the server takes.
+    unsigned char buf[16];
+    if (inet_pton(AF_INET, lookup.c_str(), buf) == 1 ||
+        inet_pton(AF_INET6, lookup.c_str(), buf) == 1) {
+      queries[i].addresses = {lookup};
+      continue;
+    }
     ares_getaddrinfo(channel, lookup.c_str(), nullptr, &hints, OnAddrinfo,
                      &queries[i]);
   }

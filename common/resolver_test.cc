@@ -1,19 +1,39 @@
 #include "common/resolver.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace distjob {
 namespace {
 
-TEST(ResolverTest, LiteralsResolveWithoutAServer) {
+TEST(ResolverTest, LiteralsResolveWithoutAQuery) {
+  // A DNS server that reads and never answers: a literal must send it
+  // nothing (not even a query for the other address family).
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   ResolverOptions o;
-  // A loopback port nobody serves: a literal must not need it.
-  o.servers = {"127.0.0.1:9"};
+  o.servers = {absl::StrCat("127.0.0.1:", ntohs(addr.sin_port))};
+  o.query_timeout = absl::Milliseconds(200);
   auto r = ResolveNames({"127.0.0.1", "::1", "[::1]"}, o);
+  char packet[512];
+  const ssize_t got = recv(fd, packet, sizeof(packet), MSG_DONTWAIT);
+  close(fd);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->at("127.0.0.1"), std::vector<std::string>{"127.0.0.1"});
   EXPECT_EQ(r->at("::1"), std::vector<std::string>{"::1"});
   EXPECT_EQ(r->at("[::1]"), std::vector<std::string>{"::1"});
+  EXPECT_EQ(got, -1) << "a DNS query was sent for a literal";
 }
 
 TEST(ResolverTest, UnknownNameIsNotFoundNamingIt) {
