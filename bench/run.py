@@ -37,30 +37,13 @@ OUT = ROOT / "docs" / "bench"
 
 def run_measured(argv, env=None, timeout=120):
     """Runs argv to success; returns its wall time in seconds."""
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = start + timeout
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > deadline:
-            proc.kill()
-            os.wait4(proc.pid, 0)
-            raise TimeoutError(" ".join(argv))
-        time.sleep(0.0005)
-    wall = time.monotonic() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise RuntimeError(f"{argv} exited {code}")
-    return wall
+    return run_measured_cpu(argv, env=env, timeout=timeout)[0]
 
 
-def run_measured_cpu(argv, timeout=120):
+def run_measured_cpu(argv, env=None, timeout=120):
     """Runs argv to success; returns (wall, user+system CPU) in seconds."""
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
