@@ -93,8 +93,9 @@ absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
                                         const std::string& service,
                                         absl::Duration timeout,
                                         const StoreSecurity* tls) {
-  // The agent's resolver, not gRPC's (common/resolver.h), within the
-  // probe's own timeout.
+  // The agent's resolver, not gRPC's (common/resolver.h): the look-up and
+  // the call share the probe's one timeout.
+  const absl::Time deadline = absl::Now() + timeout;
   auto target = ResolveGrpcTarget(host, port, timeout);
   if (!target.ok()) return target.status();
   grpc::ChannelArguments args;
@@ -109,8 +110,7 @@ absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
       args);
   auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       absl::ToChronoMilliseconds(timeout));
+  context.set_deadline(absl::ToChronoTime(deadline));
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(service);
   grpc::health::v1::HealthCheckResponse response;
@@ -128,10 +128,11 @@ int HealthCommand(const std::vector<std::string>& args, const EnvMap& env) {
   std::string service;
   std::string host = "127.0.0.1";
   absl::Duration timeout = absl::Seconds(1);
-  // No environment defaults: a probe names what it checks.
+  // No environment defaults for what a probe checks (port, service, host);
+  // only the TLS files come from the DISTJOB_RDZV_TLS_* the pod has.
   FlagSet flags(
       "Usage: distjob-agent health --port N [--service S] [--host H] "
-      "[--timeout SECONDS]\n\n"
+      "[--timeout SECONDS] [--tls]\n\n"
       "One grpc.health.v1 Check against a running agent's --health-port.\n"
       "Prints the serving status; exits 0 when SERVING, 1 otherwise.");
   auto flag = [&flags](const char* name, const char* metavar, const char* help,

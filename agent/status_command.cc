@@ -135,8 +135,10 @@ int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
   if (!out.ok()) {
     std::fprintf(stderr, "distjob-agent status: %s\n",
                  std::string(out.status().message()).c_str());
-    return absl::IsNotFound(out.status()) ? kExitCheckFailed
-                                          : kExitRendezvousUnavailable;
+    if (absl::IsNotFound(out.status())) return kExitCheckFailed;
+    // A refused token is this pod's configuration, as in `run`.
+    if (absl::IsUnauthenticated(out.status())) return kExitBadConfig;
+    return kExitRendezvousUnavailable;
   }
   std::fputs(out->c_str(), stdout);
   return 0;

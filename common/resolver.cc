@@ -172,9 +172,11 @@ absl::StatusOr<GrpcTarget> GrpcTargetFor(
   return t;
 }
 
-absl::StatusOr<GrpcTarget> ResolveGrpcTarget(const std::string& host, int port,
-                                             absl::Duration timeout) {
+absl::StatusOr<GrpcTarget> ResolveGrpcTarget(
+    const std::string& host, int port, absl::Duration timeout,
+    const std::function<bool()>& cancelled) {
   ResolverOptions options;
+  options.cancelled = cancelled;
   options.query_timeout = timeout;
   options.pass_timeout = timeout;
   auto addresses = ResolveHost(host, options);
@@ -182,8 +184,9 @@ absl::StatusOr<GrpcTarget> ResolveGrpcTarget(const std::string& host, int port,
   return GrpcTargetFor(host, port, *addresses);
 }
 
-absl::StatusOr<GrpcTarget> ResolveGrpcEndpoint(const std::string& endpoint,
-                                               absl::Duration timeout) {
+absl::StatusOr<GrpcTarget> ResolveGrpcEndpoint(
+    const std::string& endpoint, absl::Duration timeout,
+    const std::function<bool()>& cancelled) {
   const size_t colon = endpoint.rfind(':');
   std::string host =
       colon == std::string::npos ? "" : endpoint.substr(0, colon);
@@ -197,7 +200,7 @@ absl::StatusOr<GrpcTarget> ResolveGrpcEndpoint(const std::string& endpoint,
         absl::StrCat("endpoint ", QuoteForMessage(endpoint),
                      " is not HOST:PORT or [IPV6]:PORT"));
   }
-  return ResolveGrpcTarget(Unbracket(host), port, timeout);
+  return ResolveGrpcTarget(Unbracket(host), port, timeout, cancelled);
 }
 
 }  // namespace distjob

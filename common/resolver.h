@@ -67,12 +67,14 @@ absl::StatusOr<GrpcTarget> GrpcTargetFor(
 
 // Resolves `host` (ResolveHost, the whole lookup bounded by `timeout`) and
 // builds its GrpcTarget. An IP literal needs no lookup.
-absl::StatusOr<GrpcTarget> ResolveGrpcTarget(const std::string& host, int port,
-                                             absl::Duration timeout);
+absl::StatusOr<GrpcTarget> ResolveGrpcTarget(
+    const std::string& host, int port, absl::Duration timeout,
+    const std::function<bool()>& cancelled = nullptr);
 
 // Splits "host:port" / "[v6]:port" (the host unbracketed) and resolves it.
-absl::StatusOr<GrpcTarget> ResolveGrpcEndpoint(const std::string& endpoint,
-                                               absl::Duration timeout);
+absl::StatusOr<GrpcTarget> ResolveGrpcEndpoint(
+    const std::string& endpoint, absl::Duration timeout,
+    const std::function<bool()>& cancelled = nullptr);
 
 // "host:port", with an IPv6 literal bracketed.
 std::string JoinHostPort(const std::string& host, int port);

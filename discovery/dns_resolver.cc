@@ -26,6 +26,10 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     resolver.servers = options.servers;
     resolver.query_timeout = options.query_timeout;
     resolver.cancelled = options.cancelled;
+    // A pass never outlasts the wait's own deadline (search domains make
+    // one name several queries in a row).
+    resolver.pass_timeout = std::clamp(
+        deadline - absl::Now(), absl::Milliseconds(100), resolver.pass_timeout);
     auto pass = ResolveNames(missing, resolver);
     if (!pass.ok()) return pass.status();
     std::vector<std::string> still;

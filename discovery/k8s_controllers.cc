@@ -120,9 +120,10 @@ absl::StatusOr<std::optional<ControllerLayout>> TrainerV2(
         "env JOB_COMPLETION_INDEX=", c, " is beyond env PET_NNODES=", n,
         " (indexes 0-", n - 1, ")"));
   }
-  if (const auto rank = Lookup(env, "PET_NODE_RANK"); rank.has_value()) {
+  {
+    const std::string rank = *Lookup(env, "PET_NODE_RANK");  // checked above
     int r = 0;
-    if (!ParseCount(*rank, &r)) return NotCount("env PET_NODE_RANK", *rank);
+    if (!ParseCount(rank, &r)) return NotCount("env PET_NODE_RANK", rank);
     if (r != c) {
       return absl::InvalidArgumentError(absl::StrCat(
           "env PET_NODE_RANK=", r, " disagrees with env JOB_COMPLETION_INDEX=",
@@ -305,6 +306,18 @@ absl::StatusOr<std::optional<ControllerLayout>> JobSet(
   return l;
 }
 
+// A JobSet's pods have JOB_COMPLETION_INDEX too. Without the JobSet's
+// labels one would pass for a plain Indexed Job and take its pod index in
+// its own Job for the node rank: each Job would elect its own master. Its
+// name without the pod index is "<subdomain>-<replicated job>-<job index>".
+bool LooksLikeJobSetPod(const std::string& stem, const std::string& sub) {
+  if (!absl::StartsWith(stem, absl::StrCat(sub, "-"))) return false;
+  const size_t dash = stem.rfind('-');
+  int job_index = 0;
+  return dash != std::string::npos && dash > sub.size() + 1 &&
+         ParseCount(absl::string_view(stem).substr(dash + 1), &job_index);
+}
+
 absl::StatusOr<std::optional<ControllerLayout>> IndexedJob(
     const ControllerInputs& in, const EnvMap& env) {
   const auto completion = Lookup(env, "JOB_COMPLETION_INDEX");
@@ -349,6 +362,15 @@ absl::StatusOr<std::optional<ControllerLayout>> IndexedJob(
         "' names no subdomain: give the Indexed Job's pods a subdomain (a "
         "headless Service) so that <job>-0.<subdomain> resolves, or set "
         "--master-addr"));
+  }
+  if (LooksLikeJobSetPod(host.substr(0, dash), sub)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hostname '", in.hostname,
+        "' is shaped as a JobSet pod's (<jobset>-<replicated job>-<job "
+        "index>-<pod index>, subdomain the JobSet's name) but no JobSet "
+        "labels were found: mount them at --pod-labels-file or set "
+        "--replicated-job; for a plain Indexed Job so named, set "
+        "--master-addr and --node-rank"));
   }
   l.fixed = true;
   l.node_rank = index;

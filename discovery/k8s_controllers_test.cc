@@ -93,6 +93,20 @@ TEST(K8sControllersTest, IndexedJobNeedsNnodesForALayout) {
   EXPECT_EQ(l.master_addr, "train-0.workers");
 }
 
+TEST(K8sControllersTest, JobSetPodWithoutLabelsIsNotTakenForAnIndexedJob) {
+  ControllerInputs in;
+  in.hostname = "js-workers-1-0.js";
+  in.nnodes = 4;
+  const std::string e = Error(in, {{"JOB_COMPLETION_INDEX", "0"}});
+  EXPECT_NE(e.find("JobSet"), std::string::npos) << e;
+  EXPECT_NE(e.find("--replicated-job"), std::string::npos) << e;
+  // A Job whose name ends in a number, under its own Service, is not one.
+  in.hostname = "train-1-0.train-1";
+  const ControllerLayout l = Detect(in, {{"JOB_COMPLETION_INDEX", "0"}});
+  EXPECT_TRUE(l.fixed);
+  EXPECT_EQ(l.master_addr, "train-1-0.train-1");
+}
+
 TEST(K8sControllersTest, IndexedJobContradictionsNameBothInputs) {
   ControllerInputs in;
   in.hostname = "train-2.workers";

@@ -714,6 +714,16 @@ void DynamicRendezvous::MonitorLoop() {
         Fire(absl::StrCat("the rendezvous store is unreachable: ",
                           w.status().message()));
       }
+      if (absl::Now() - call_start < absl::Milliseconds(100)) {
+        // Refused at once (a store limit): pause as long as the watch would
+        // have lasted, or until stopped, rather than loop and log hot.
+        absl::MutexLock lock(&mu_);
+        auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&stopping),
+                             options_.config.keep_alive_interval);
+      }
       continue;
     }
     failing_since = absl::InfiniteFuture();

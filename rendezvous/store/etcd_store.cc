@@ -276,15 +276,23 @@ struct EtcdStore::Impl {
   // A channel that connected while its member was starting up can stay
   // broken after the member is up; a fresh one after a few failures in a
   // row recovers at once.
+  // The new channel is made outside the lock: its name lookup may take a
+  // while, and every other call reads its member's stubs under it.
   void NoteResult(size_t i, bool ok) {
-    absl::MutexLock lock(&members_mu);
-    Member& m = members[i];
-    if (ok) {
+    std::string endpoint;
+    {
+      absl::MutexLock lock(&members_mu);
+      Member& m = members[i];
+      if (ok || ++m.failures < 3) {
+        if (ok) m.failures = 0;
+        return;
+      }
       m.failures = 0;
-    } else if (++m.failures >= 3) {
-      m.failures = 0;
-      m.stubs = NewStubs(m.endpoint);
+      endpoint = m.endpoint;
     }
+    auto fresh = NewStubs(endpoint);
+    absl::MutexLock lock(&members_mu);
+    members[i].stubs = std::move(fresh);
   }
 
   absl::Mutex mu;

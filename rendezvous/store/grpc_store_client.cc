@@ -110,9 +110,13 @@ struct GrpcStoreClient::Impl {
         if (stub != nullptr) return absl::OkStatus();
       }
       const absl::Duration left = deadline - absl::Now();
+      // Close() (a stop signal) ends the look-up too.
       auto target = ResolveGrpcEndpoint(
-          endpoint,
-          std::clamp(left, absl::Milliseconds(100), absl::Seconds(2)));
+          endpoint, std::clamp(left, absl::Milliseconds(100), absl::Seconds(2)),
+          [this] {
+            absl::MutexLock closed_lock(&mu);
+            return closed;
+          });
       if (target.ok()) {
         grpc::ChannelArguments args;
         // Reconnect quickly while the host comes up; the default backoff
@@ -288,7 +292,8 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
   req.set_expected(expected);
   req.set_desired(desired);
   pb::CompareSetResponse resp;
-  auto s = impl_->Check(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set");
+  auto s =
+      impl_->Check(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set");
   if (!s.ok()) return s;
   return CompareSetResult{resp.value(), resp.swapped()};
 }
@@ -315,8 +320,7 @@ absl::StatusOr<bool> GrpcStoreClient::Check(
   pb::CheckRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::CheckResponse resp;
-  auto s =
-      impl_->Check(impl_->stub->Check(&ctx, req, &resp), "check");
+  auto s = impl_->Check(impl_->stub->Check(&ctx, req, &resp), "check");
   if (!s.ok()) return s;
   return resp.all_exist();
 }
@@ -355,8 +359,7 @@ absl::StatusOr<StoreListing> GrpcStoreClient::ListPage(
   req.set_start_after(start_after);
   req.set_limit(static_cast<int64_t>(limit));
   pb::ListResponse resp;
-  auto s =
-      impl_->Check(impl_->stub->List(&ctx, req, &resp), "list");
+  auto s = impl_->Check(impl_->stub->List(&ctx, req, &resp), "list");
   if (!s.ok()) return s;
   StoreListing out;
   out.revision = resp.revision();
@@ -379,8 +382,7 @@ absl::StatusOr<std::pair<bool, int64_t>> GrpcStoreClient::Watch(
   req.set_after_revision(after_revision);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::WatchResponse resp;
-  auto s =
-      impl_->Check(impl_->stub->Watch(&ctx, req, &resp), "watch");
+  auto s = impl_->Check(impl_->stub->Watch(&ctx, req, &resp), "watch");
   if (!s.ok()) return s;
   return std::make_pair(resp.changed(), resp.revision());
 }

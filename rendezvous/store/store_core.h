@@ -49,7 +49,7 @@ struct StoreLimits {
   size_t max_waiters_per_peer = 8192;
   // What a parked wait costs outside the core (the server's gRPC call:
   // request, response, reactor, call arena), counted against
-  // max_total_bytes with the wait.
+  // max_waiter_bytes with the wait.
   size_t call_bytes = 0;
   // Longer get and watch timeouts (and none: a negative or infinite one
   // from an in-process caller) are cut to this; the wait then ends as at

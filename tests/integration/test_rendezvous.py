@@ -279,7 +279,8 @@ def test_host_killed_makes_the_others_exit_retryable(job_factory):
 def test_endpoint_name_that_resolves_late(job_factory, tmp_path):
     """The joining agent sees an endpoint name that is not in its hosts
     file yet (a private mount namespace gives it its own /etc/hosts); it
-    keeps retrying through gRPC's c-ares resolver until the name appears."""
+    keeps looking it up (the agent's resolver, common/resolver.h) until the
+    name appears."""
     if subprocess.run(["unshare", "-m", "true"]).returncode != 0:
         pytest.skip("no mount namespaces here")
     job = job_factory(nnodes="2", conf="read_timeout=2,keep_alive_interval=1")

@@ -239,6 +239,14 @@ def test_token_absent_from_every_artifact_of_a_job(agent, background,
         assert st.returncode == 0, st.stderr
         assert "leakjob" in st.stdout
         artifacts[f"status{fmt}"] = st.stdout + st.stderr
+    # `status` without the token, or with a wrong one: refused, exit 2.
+    for refused in ({}, {"DISTJOB_RDZV_TOKEN": "not-the-token"}):
+        st = subprocess.run(
+            [agent, "status", "--rdzv-endpoint", f"127.0.0.1:{port}"],
+            env=dict(os.environ, **refused), capture_output=True, text=True,
+            timeout=30)
+        assert st.returncode == 2, (refused, st.returncode, st.stderr)
+        assert "token" in st.stderr, st.stderr
     for fmt in ([], ["--json"], ["--explain"]):
         for secret in secrets:
             env = dict(os.environ, **secret)
