@@ -1,0 +1,83 @@
+// The pieces of the Kubeflow Trainer v2 progress push (KEP-2779) that need
+// no network: which of the KUBEFLOW_TRAINER_SERVER_* variables the agent was
+// given, the JSON body it would POST to the TrainJob's status endpoint, and
+// the progress file workers write. Pure functions, so they are unit-tested
+// without a server; the poster thread is not wired into the agent yet.
+#ifndef DISTJOB_AGENT_TRAINER_STATUS_H_
+#define DISTJOB_AGENT_TRAINER_STATUS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/environment.h"
+
+namespace distjob {
+
+inline constexpr char kTrainerServerUrlEnv[] = "KUBEFLOW_TRAINER_SERVER_URL";
+inline constexpr char kTrainerServerCaCertEnv[] =
+    "KUBEFLOW_TRAINER_SERVER_CA_CERT";
+inline constexpr char kTrainerServerTokenEnv[] =
+    "KUBEFLOW_TRAINER_SERVER_TOKEN";
+
+// A worker's progress file is read up to this size; a larger one is not
+// JSON the agent relays.
+inline constexpr size_t kMaxProgressFileBytes = 64 * 1024;
+
+struct TrainerStatusConfig {
+  std::string url;
+  std::string host;  // as written in the URL, for SNI, the host check and Host
+  int port = 443;
+  std::string path;  // with the query, if any
+  std::string ca_cert_file;
+  // A path: projected tokens rotate, so the content is read per post.
+  std::string token_file;
+};
+
+// The endpoint the three variables name. nullopt when none is set, or when
+// only some are (then `*warning` says which are missing: the push is off,
+// the job runs). InvalidArgument naming the variable when the URL is not
+// https://host[:port]/path or the CA file does not load as PEM
+// certificates: the agent exits 2 before it starts anything.
+absl::StatusOr<std::optional<TrainerStatusConfig>> TrainerStatusConfigFromEnv(
+    const EnvMap& env, std::string* warning);
+
+// What a worker reported through its progress file; every field optional.
+struct TrainerProgress {
+  std::optional<double> percentage;  // 0..100
+  std::optional<int64_t> remaining_seconds;
+  std::vector<std::pair<std::string, std::string>> metrics;
+};
+
+// `text` (a progress file's content) parsed: a JSON object with optional
+// "progressPercentage" (a number in [0, 100]), "estimatedRemainingSeconds"
+// (a non-negative integer) and "metrics" (an object of name to number or
+// string, or a list of {"name","value"}). InvalidArgument naming `path`
+// when it is none of these; the caller ignores the file then.
+absl::StatusOr<TrainerProgress> ParseTrainerProgress(absl::string_view text,
+                                                     absl::string_view path);
+
+// The agent's own state, sent as metrics beside the worker's.
+struct AgentStatusSnapshot {
+  std::string phase;  // e.g. rendezvous, running, restarting, succeeded
+  int restarts = 0;
+  int attempt = 0;
+  std::optional<int> last_exit_code;
+  std::string last_exit_class;  // "" when nothing failed yet
+};
+
+// The POST body: {"trainerStatus":{"progressPercentage":..,
+// "estimatedRemainingSeconds":..,"metrics":[{"name":..,"value":..}],
+// "lastUpdatedTime":"RFC3339"}}; absent progress fields are left out, the
+// agent's metrics (distjob_*) come first, then the worker's.
+std::string TrainerStatusBody(const AgentStatusSnapshot& agent,
+                              const TrainerProgress& progress, absl::Time now);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_TRAINER_STATUS_H_
