@@ -1,14 +1,19 @@
 // The pieces of the Kubeflow Trainer v2 progress push (KEP-2779) that need
 // no network: which of the KUBEFLOW_TRAINER_SERVER_* variables the agent was
 // given, the JSON body it would POST to the TrainJob's status endpoint, and
-// the progress file workers write. Pure functions, so they are unit-tested
-// without a server; the poster thread is not wired into the agent yet.
+// the progress file workers write (pure functions, unit-tested without a
+// server), and the poster: a thread of its own that POSTs them over HTTPS
+// and never blocks or fails the job.
 #ifndef DISTJOB_AGENT_TRAINER_STATUS_H_
 #define DISTJOB_AGENT_TRAINER_STATUS_H_
 
+#include <condition_variable>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -77,6 +82,75 @@ struct AgentStatusSnapshot {
 // agent's metrics (distjob_*) come first, then the worker's.
 std::string TrainerStatusBody(const AgentStatusSnapshot& agent,
                               const TrainerProgress& progress, absl::Time now);
+
+struct TrainerPosterOptions {
+  // Between periodic posts (worker progress); lifecycle changes post at
+  // once, but never two posts within `min_gap`.
+  absl::Duration interval = absl::Seconds(5);
+  absl::Duration min_gap = absl::Seconds(1);
+  // Bounds one post: connect, TLS handshake, request and answer.
+  absl::Duration timeout = absl::Seconds(5);
+  // Bounds the last post at shutdown.
+  absl::Duration final_timeout = absl::Milliseconds(700);
+};
+
+// Posts the agent's state and the workers' progress to the TrainJob's
+// status endpoint from its own thread. Only the group rank 0 agent posts
+// (SetGroupRank), so a TrainJob has one writer. Failures (no answer, TLS,
+// 4xx/5xx) are a rate-limited warning, nothing else.
+class TrainerStatusPoster {
+ public:
+  // InvalidArgument naming KUBEFLOW_TRAINER_SERVER_CA_CERT when its TLS
+  // context cannot be made; Internal when the progress directory cannot.
+  static absl::StatusOr<std::unique_ptr<TrainerStatusPoster>> Start(
+      TrainerStatusConfig config, TrainerPosterOptions options = {});
+  ~TrainerStatusPoster();
+
+  // DISTJOB_PROGRESS_FILE for every worker of this node.
+  const std::string& progress_file() const { return progress_file_; }
+
+  void SetGroupRank(int group_rank);
+  void SetPhase(const std::string& phase);
+  void SetAttempt(int attempt);
+  void Restarted();
+  void WorkerFailed(int exit_code, const std::string& exit_class);
+  // Stops the thread within a second: one last bounded post of the final
+  // state, if this node posts at all.
+  void Shutdown();
+
+  // Posts made and answered with 2xx (tests).
+  int posts_accepted() const;
+
+ private:
+  TrainerStatusPoster(TrainerStatusConfig config, TrainerPosterOptions options)
+      : config_(std::move(config)), options_(options) {}
+  void Changed();
+  void Loop();
+  // One POST of the current state, bounded by `timeout`; a stop signal
+  // ends it early unless it is the `final_post`.
+  void PostOnce(absl::Duration timeout, bool final_post);
+  std::string Body();
+  void Warn(const std::string& message);
+
+  const TrainerStatusConfig config_;
+  const TrainerPosterOptions options_;
+  std::string progress_dir_, progress_file_;
+  void* tls_ = nullptr;   // SSL_CTX
+  void* base_ = nullptr;  // event_base
+  void* stop_event_ = nullptr;
+  int stop_fd_ = -1;
+  std::thread thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  AgentStatusSnapshot state_;
+  TrainerProgress last_progress_;
+  bool enabled_ = false;
+  bool changed_ = true;
+  bool stopping_ = false;
+  int accepted_ = 0;
+  absl::Time last_warning_ = absl::InfinitePast();
+};
 
 }  // namespace distjob
 
