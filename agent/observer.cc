@@ -197,7 +197,7 @@ void Observer::MembershipChange() {
 void Observer::Restart(const std::string& cause, int attempt) {
   metrics_->Increment("distjob_worker_group_restarts_total",
                       absl::StrCat("cause=\"", cause, "\""));
-  if (trainer_ != nullptr) trainer_->Restarted();
+  if (trainer_ != nullptr) trainer_->Restarted(attempt);
   Json fields = Json::object();
   fields["cause"] = cause;
   fields["next_attempt"] = attempt;

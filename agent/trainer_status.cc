@@ -342,9 +342,10 @@ void TrainerStatusPoster::SetAttempt(int attempt) {
   Changed();
 }
 
-void TrainerStatusPoster::Restarted() {
+void TrainerStatusPoster::Restarted(int attempt) {
   std::lock_guard<std::mutex> lock(mu_);
   ++state_.restarts;
+  state_.attempt = attempt;
   state_.phase = "restarting";
   Changed();
 }
@@ -443,8 +444,7 @@ void TrainerStatusPoster::Loop() {
   lock.unlock();
   if (post_last) {
     // The stop signal broke the loop once; this post gets its own bound.
-    uint64_t drained = 0;
-    (void)!read(stop_fd_, &drained, sizeof(drained));
+    event_del(static_cast<event*>(stop_event_));
     PostOnce(options_.final_timeout, true);
   }
 }
@@ -556,8 +556,15 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
   // A second bound beside evhttp's: the loop ends at the deadline even if
   // evhttp's timer does not cover a phase.
   const timeval loop_bound = BoundTimeval(deadline - absl::Now());
-  event_base_loopexit(base, &loop_bound);
+  event* bound_timer = evtimer_new(
+      base,
+      [](evutil_socket_t, short, void* b) {  // NOLINT(runtime/int)
+        event_base_loopbreak(static_cast<event_base*>(b));
+      },
+      base);
+  evtimer_add(bound_timer, &loop_bound);
   event_base_dispatch(base);
+  event_free(bound_timer);
   evhttp_connection_free(connection);
   if (answer.code >= 200 && answer.code < 300) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -112,7 +112,8 @@ class TrainerStatusPoster {
   void SetGroupRank(int group_rank);
   void SetPhase(const std::string& phase);
   void SetAttempt(int attempt);
-  void Restarted();
+  // A restart into attempt `attempt`.
+  void Restarted(int attempt);
   void WorkerFailed(int exit_code, const std::string& exit_class);
   // Stops the thread within a second: one last bounded post of the final
   // state, if this node posts at all.
