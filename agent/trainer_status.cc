@@ -512,6 +512,7 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
   evhttp_connection* connection = evhttp_connection_base_bufferevent_new(
       base, nullptr, bev, address.c_str(), static_cast<uint16_t>(config_.port));
   if (connection == nullptr) {
+    bufferevent_free(bev);
     Warn("cannot create an HTTP connection");
     return;
   }
