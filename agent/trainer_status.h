@@ -91,7 +91,7 @@ struct TrainerPosterOptions {
   // Bounds one post: connect, TLS handshake, request and answer.
   absl::Duration timeout = absl::Seconds(5);
   // Bounds the last post at shutdown.
-  absl::Duration final_timeout = absl::Milliseconds(700);
+  absl::Duration final_timeout = absl::Milliseconds(500);
 };
 
 // Posts the agent's state and the workers' progress to the TrainJob's
