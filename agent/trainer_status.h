@@ -1,9 +1,9 @@
-// The pieces of the Kubeflow Trainer v2 progress push (KEP-2779) that need
-// no network: which of the KUBEFLOW_TRAINER_SERVER_* variables the agent was
-// given, the JSON body it would POST to the TrainJob's status endpoint, and
-// the progress file workers write (pure functions, unit-tested without a
-// server), and the poster: a thread of its own that POSTs them over HTTPS
-// and never blocks or fails the job.
+// Kubeflow Trainer v2's progress push (KEP-2779): which of the
+// KUBEFLOW_TRAINER_SERVER_* variables the agent was given, the JSON body it
+// POSTs to the TrainJob's status endpoint and the progress file workers
+// write (pure functions, unit-tested without a server), and the poster, a
+// thread of its own that POSTs them over HTTPS and never blocks or fails
+// the job.
 #ifndef DISTJOB_AGENT_TRAINER_STATUS_H_
 #define DISTJOB_AGENT_TRAINER_STATUS_H_
 
