@@ -24,6 +24,7 @@
 #include "agent/observer.h"
 #include "agent/report.h"
 #include "agent/torchrun_flags.h"
+#include "agent/trainer_status.h"
 #include "agent/worker_env.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -46,7 +47,8 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const RendezvousResult& round,
                                      int restart_count, WorkerLogs& files,
                                      const std::vector<int>& redirects,
-                                     const std::vector<int>& tees) {
+                                     const std::vector<int>& tees,
+                                     const std::string& progress_file) {
   const LaunchOptions& launch = options.launch;
   PyTorchGroupInfo group;
   group.group_rank = round.group_rank;
@@ -83,8 +85,9 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
         files.enabled()) {
       spec.heartbeat_file = files.HeartbeatFile(restart_count, local_rank);
     }
-    spec.process.env = BuildWorkerEnv(job, group, local_rank, env,
-                                      {spec.error_file, spec.heartbeat_file});
+    spec.process.env =
+        BuildWorkerEnv(job, group, local_rank, env,
+                       {spec.error_file, spec.heartbeat_file, progress_file});
     const StreamPlan plan =
         PlanStreams(redirects[static_cast<size_t>(local_rank)],
                     tees[static_cast<size_t>(local_rank)],
@@ -241,6 +244,29 @@ class AgentRun {
   }
 
  private:
+  // Kubeflow Trainer v2's status push when KUBEFLOW_TRAINER_SERVER_* ask
+  // for it: checked here, before discovery or any worker, so a bad URL or
+  // CA file is exit 2 at once.
+  std::optional<int> StartTrainerStatus() {
+    std::string warning;
+    auto config = TrainerStatusConfigFromEnv(env_, &warning);
+    if (!warning.empty()) DJ_LOG_WARNING("{}", warning);
+    if (config.ok() && !config->has_value()) return std::nullopt;
+    absl::StatusOr<std::unique_ptr<TrainerStatusPoster>> poster =
+        config.ok() ? TrainerStatusPoster::Start(**std::move(config))
+                    : absl::StatusOr<std::unique_ptr<TrainerStatusPoster>>(
+                          config.status());
+    if (!poster.ok()) {
+      DJ_LOG_ERROR("{}", poster.status().message());
+      return Fail("error",
+                  poster.status().code() == absl::StatusCode::kInvalidArgument
+                      ? kExitBadConfig
+                      : kExitInternalError);
+    }
+    observer_.SetTrainerStatus(*std::move(poster));
+    return std::nullopt;
+  }
+
   // Supervision (signals are read from here on) and the health server:
   // both before discovery, so that a stop signal ends a DNS wait and the
   // pod answers its probes (and so becomes Ready, and resolvable by its
@@ -256,6 +282,7 @@ class AgentRun {
       DJ_LOG_ERROR("{}", observed.message());
       return Fail("error", kExitBadConfig);
     }
+    if (std::optional<int> failed = StartTrainerStatus()) return failed;
     supervisor_->set_on_group_running([this](bool running) {
       if (health_ != nullptr) health_->SetReady(running);
       observer_.GroupRunning(running, options_.launch.nproc);
@@ -431,7 +458,10 @@ class AgentRun {
       }
       auto group = supervisor_->RunGroup(
           BuildWorkers(options_, env_, job_, *round, restart_count_, *files_,
-                       redirects_, tees_));
+                       redirects_, tees_,
+                       observer_.trainer_status() != nullptr
+                           ? observer_.trainer_status()->progress_file()
+                           : std::string()));
       supervisor_->set_on_first_failure(nullptr);
       files_->FinishAttempt();
       if (!group.ok()) {

@@ -53,6 +53,7 @@ absl::Status Observer::Start(const RunOptions& options) {
 
 void Observer::Shutdown() {
   if (http_ != nullptr) http_->Shutdown();
+  if (trainer_ != nullptr) trainer_->Shutdown();
 }
 
 void Observer::SetJob(const std::string& job, const std::string& role,
@@ -105,6 +106,7 @@ void Observer::RoundClosed(const RendezvousResult& round,
   metrics_->Set("distjob_rendezvous_round", static_cast<double>(round.round));
   metrics_->Set("distjob_group_rank", round.group_rank);
   metrics_->Set("distjob_group_world_size", round.group_world_size);
+  if (trainer_ != nullptr) trainer_->SetGroupRank(round.group_rank);
   SetLogContext("round", round.round);
   events_.SetContext("round", round.round);
   Json fields = Json::object();
@@ -120,6 +122,7 @@ void Observer::RoundClosed(const RendezvousResult& round,
 
 void Observer::Attempt(int restart_count) {
   metrics_->Set("distjob_attempt", restart_count);
+  if (trainer_ != nullptr) trainer_->SetAttempt(restart_count);
   SetLogContext("attempt", restart_count);
   events_.SetContext("attempt", restart_count);
 }
@@ -127,6 +130,7 @@ void Observer::Attempt(int restart_count) {
 void Observer::GroupRunning(bool running, int nproc) {
   if (http_ != nullptr) http_->SetReady(running);
   metrics_->Set("distjob_local_workers_alive", running ? nproc : 0);
+  if (trainer_ != nullptr && running) trainer_->SetPhase("running");
   if (running) {
     Json fields = Json::object();
     fields["local_world_size"] = nproc;
@@ -156,6 +160,7 @@ void Observer::GroupExited(GroupOutcome outcome) {
 void Observer::WorkerFailed(const WorkerExit& failure, int exit_code,
                             const std::string& exit_class) {
   metrics_->Set("distjob_last_exit_code", exit_code);
+  if (trainer_ != nullptr) trainer_->WorkerFailed(exit_code, exit_class);
   for (const char* other : {"retryable", "permanent"}) {
     metrics_->Set("distjob_last_exit_class", 0,
                   absl::StrCat("class=\"", other, "\""));
@@ -192,6 +197,7 @@ void Observer::MembershipChange() {
 void Observer::Restart(const std::string& cause, int attempt) {
   metrics_->Increment("distjob_worker_group_restarts_total",
                       absl::StrCat("cause=\"", cause, "\""));
+  if (trainer_ != nullptr) trainer_->Restarted(attempt);
   Json fields = Json::object();
   fields["cause"] = cause;
   fields["next_attempt"] = attempt;
@@ -210,6 +216,7 @@ void Observer::Exit(int exit_code, const std::string& outcome,
   fields["outcome"] = outcome;
   events_.Emit("exit", fields);
   metrics_->Set("distjob_local_workers_alive", 0);
+  if (trainer_ != nullptr) trainer_->SetPhase(outcome);
 }
 
 }  // namespace distjob

@@ -14,6 +14,7 @@
 #include "agent/http_server.h"
 #include "agent/metrics.h"
 #include "agent/options.h"
+#include "agent/trainer_status.h"
 #include "rendezvous/rendezvous.h"
 #include "supervisor/supervisor.h"
 
@@ -48,12 +49,20 @@ class Observer {
   void Restart(const std::string& cause, int attempt);
   void Exit(int exit_code, const std::string& outcome, int stop_signal);
 
+  // The Trainer v2 status push (nullptr: none); its state follows the
+  // hooks above and Shutdown stops it.
+  void SetTrainerStatus(std::unique_ptr<TrainerStatusPoster> poster) {
+    trainer_ = std::move(poster);
+  }
+  TrainerStatusPoster* trainer_status() const { return trainer_.get(); }
+
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
  private:
   Metrics* metrics_;
   EventLog events_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<TrainerStatusPoster> trainer_;
 };
 
 }  // namespace distjob

@@ -86,6 +86,9 @@ EnvMap BuildWorkerEnv(const JobEnv& job, const PyTorchGroupInfo& group,
   if (!files.heartbeat_file.empty()) {
     env["DISTJOB_HEARTBEAT_FILE"] = files.heartbeat_file;
   }
+  if (!files.progress_file.empty()) {
+    env["DISTJOB_PROGRESS_FILE"] = files.progress_file;
+  }
   return env;
 }
 

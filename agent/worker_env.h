@@ -47,6 +47,7 @@ WorkerRound PlanRound(const LaunchOptions& launch);
 struct WorkerFiles {
   std::string error_file;      // TORCHELASTIC_ERROR_FILE
   std::string heartbeat_file;  // DISTJOB_HEARTBEAT_FILE
+  std::string progress_file;   // DISTJOB_PROGRESS_FILE (Trainer v2 push)
 };
 
 // The full environment of local worker `local_rank`: the agent's own
