@@ -6,6 +6,7 @@ dumb-init test themselves: exit codes, signals, the process tree.
 
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -14,6 +15,13 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
 from harness import Background, agent_binary  # noqa: E402
+
+# A suite started in the background by a shell without job control (`cmd &`)
+# inherits SIGQUIT (and SIGINT) ignored. The agent rightly hands inherited
+# dispositions on to its workers, so the tests that signal workers would
+# see them ignore SIGQUIT; start every agent from a default disposition.
+if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")
