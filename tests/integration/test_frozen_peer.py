@@ -1,7 +1,7 @@
 """A node whose agent was frozen (SIGSTOP: a stalled VM, a debugger, a
 cgroup freeze) while its worker went on training: the other nodes moved on
 to a new round without it. When the agent resumes and finds its round gone,
-it stops its workers first, before anything else (issue 20, item 3)."""
+it stops its workers first, before anything else."""
 
 import os
 import signal
