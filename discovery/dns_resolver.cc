@@ -21,11 +21,11 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
         "stopped while waiting for the peers' DNS names (", missing.size(), "/",
         names.size(), " not resolved: ", absl::StrJoin(missing, ", "), ")"));
   };
+  auto cancelled = [&] {
+    return options.resolver.cancelled && options.resolver.cancelled();
+  };
   for (;;) {
-    ResolverOptions resolver;
-    resolver.servers = options.servers;
-    resolver.query_timeout = options.query_timeout;
-    resolver.cancelled = options.cancelled;
+    ResolverOptions resolver = options.resolver;
     // A pass never outlasts the wait's own deadline (search domains make
     // one name several queries in a row).
     resolver.pass_timeout = std::clamp(
@@ -42,7 +42,7 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
     }
     missing = std::move(still);
     if (missing.empty()) return resolved;
-    if (options.cancelled && options.cancelled()) return stopped();
+    if (cancelled()) return stopped();
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "peers not in DNS after ", absl::FormatDuration(options.timeout),
@@ -52,9 +52,7 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
                 absl::StrJoin(missing, ", "));
     const absl::Time wake = std::min(absl::Now() + backoff.Next(), deadline);
     while (absl::Now() < wake) {
-      if (options.cancelled && options.cancelled()) {
-        return stopped();
-      }
+      if (cancelled()) return stopped();
       absl::SleepFor(std::min(absl::Milliseconds(100), wake - absl::Now()));
     }
   }

@@ -7,7 +7,6 @@
 #ifndef DISTJOB_DISCOVERY_DNS_RESOLVER_H_
 #define DISTJOB_DISCOVERY_DNS_RESOLVER_H_
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,16 +17,14 @@
 namespace distjob {
 
 struct DnsOptions {
-  // "IP[:PORT]" servers used instead of resolv.conf's (tests, debugging);
-  // /etc/hosts is then skipped too, so answers come only from them.
-  std::vector<std::string> servers;
+  // Each pass's servers, query bound and stop check. Its `cancelled` is
+  // also polled between passes (at least every 100 ms), so a stop signal is
+  // not held up by a missing peer; its `pass_timeout` is cut to what is
+  // left of `timeout`.
+  ResolverOptions resolver;
   absl::Duration timeout = absl::Minutes(5);
-  absl::Duration query_timeout = absl::Seconds(2);
   absl::Duration initial_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
-  // Polled between lookups (at least every 100 ms): true stops the wait
-  // with Cancelled, so a stop signal is not held up by a missing peer.
-  std::function<bool()> cancelled;
 };
 
 // Resolves until every name has an address. On timeout: DeadlineExceeded

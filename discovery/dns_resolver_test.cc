@@ -17,9 +17,9 @@ TEST(DnsResolverTest, LiteralsResolveWithoutAServer) {
 TEST(DnsResolverTest, TimeoutNamesTheMissingPeer) {
   DnsOptions o;
   // A loopback port nobody serves: every query fails fast.
-  o.servers = {"127.0.0.1:9"};
+  o.resolver.servers = {"127.0.0.1:9"};
   o.timeout = absl::Milliseconds(300);
-  o.query_timeout = absl::Milliseconds(100);
+  o.resolver.query_timeout = absl::Milliseconds(100);
   auto r = WaitForNames({"no-such-peer.invalid"}, o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
@@ -29,10 +29,10 @@ TEST(DnsResolverTest, TimeoutNamesTheMissingPeer) {
 
 TEST(DnsResolverTest, CancelStopsTheWait) {
   DnsOptions o;
-  o.servers = {"127.0.0.1:9"};
+  o.resolver.servers = {"127.0.0.1:9"};
   o.timeout = absl::Seconds(60);
-  o.query_timeout = absl::Milliseconds(50);
-  o.cancelled = [] { return true; };
+  o.resolver.query_timeout = absl::Milliseconds(50);
+  o.resolver.cancelled = [] { return true; };
   const absl::Time start = absl::Now();
   auto r = WaitForNames({"no-such-peer.invalid"}, o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);

@@ -155,9 +155,9 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
     }
     if (!names.empty()) {
       DnsOptions dns;
-      dns.servers = d.dns_servers;
+      dns.resolver.servers = d.dns_servers;
+      dns.resolver.cancelled = std::move(cancelled);
       dns.timeout = d.dns_timeout;
-      dns.cancelled = std::move(cancelled);
       auto resolved = WaitForNames(names, dns);
       if (!resolved.ok()) return resolved.status();
     }
