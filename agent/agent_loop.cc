@@ -73,7 +73,7 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
   command.always_python = launch.as_torchrun;
   command.python = Lookup(env, "PYTHON_EXEC").value_or("python3");
 
-  const std::vector<NumaBinding> numa = PlanNumaBindings(launch);
+  const std::vector<NumaBinding> numa = PlanNumaBindings(launch, env);
   std::vector<WorkerSpec> workers;
   for (int local_rank = 0; local_rank < launch.nproc; ++local_rank) {
     WorkerSpec spec;

@@ -40,7 +40,8 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
   Flag numa = TorchrunFlag(
       "numa-binding", "node|socket|exclusive|core-complex",
       "Bind each local rank's CPUs and memory to its GPU's NUMA node (local "
-      "rank n uses GPU n), its socket, an exclusive share of the node, or "
+      "rank n uses the n-th GPU of CUDA_VISIBLE_DEVICES), its socket, an "
+      "exclusive share of the node, or "
       "one L3 core complex.",
       [o](absl::string_view v, absl::string_view) {
         auto mode = ParseNumaMode(v);
@@ -84,6 +85,7 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
 }
 
 std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,
+                                          const EnvMap& env,
                                           const std::string& root) {
   std::vector<NumaBinding> bindings(static_cast<size_t>(launch.nproc));
   if (launch.numa_binding.empty()) return bindings;
@@ -97,6 +99,9 @@ std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,
         "); the workers run unbound");
     DJ_LOG_WARNING("{}", warning);
     return bindings;
+  }
+  if (auto visible = Lookup(env, "CUDA_VISIBLE_DEVICES")) {
+    *topology = NarrowToVisibleGpus(std::move(*topology), *visible);
   }
   for (int rank = 0; rank < launch.nproc; ++rank) {
     bindings[static_cast<size_t>(rank)] =

@@ -9,6 +9,7 @@
 
 #include "agent/flag_parser.h"
 #include "agent/options.h"
+#include "common/environment.h"
 #include "supervisor/line_policy.h"
 #include "supervisor/numa.h"
 
@@ -27,9 +28,11 @@ LinePolicy MakeLinePolicy(const LaunchOptions& launch, int local_rank, int rank,
                           int stream);
 
 // Each local rank's --numa-binding, from the topology under `root` ("" on
-// a real node); unbound (with a warning) where there is no NUMA
-// information.
+// a real node) and the agent's CUDA_VISIBLE_DEVICES in `env` (local rank n
+// uses the GPU it lists n-th); unbound (with a warning) where there is no
+// NUMA information.
 std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,
+                                          const EnvMap& env,
                                           const std::string& root = "");
 
 }  // namespace distjob

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace distjob {
 namespace {
@@ -127,7 +128,44 @@ absl::StatusOr<NumaTopology> ReadNumaTopology(const std::string& root) {
       node = t.node_cpus.begin()->first;
     }
     t.gpu_node.push_back(node);
+    std::string uuid;
+    for (absl::string_view line :
+         absl::StrSplit(Read(absl::StrCat(root, "/proc/driver/nvidia/gpus/",
+                                          bdf, "/information")),
+                        '\n')) {
+      if (absl::ConsumePrefix(&line, "GPU UUID:")) {
+        uuid = std::string(absl::StripAsciiWhitespace(line));
+      }
+    }
+    t.gpu_uuid.push_back(std::move(uuid));
   }
+  return t;
+}
+
+NumaTopology NarrowToVisibleGpus(NumaTopology t,
+                                 absl::string_view cuda_visible_devices) {
+  std::vector<int> nodes;
+  std::vector<std::string> uuids;
+  for (absl::string_view id : absl::StrSplit(cuda_visible_devices, ',')) {
+    id = absl::StripAsciiWhitespace(id);
+    int gpu = -1;
+    if (absl::StartsWith(id, "GPU-")) {
+      for (size_t i = 0; i < t.gpu_uuid.size(); ++i) {
+        if (!absl::StartsWith(t.gpu_uuid[i], id)) continue;
+        // An ambiguous prefix names no one GPU.
+        gpu = gpu < 0 ? static_cast<int>(i) : -2;
+      }
+    } else if (!absl::SimpleAtoi(id, &gpu)) {
+      gpu = -1;
+    }
+    if (gpu < 0 || static_cast<size_t>(gpu) >= t.gpu_node.size()) break;
+    nodes.push_back(t.gpu_node[static_cast<size_t>(gpu)]);
+    uuids.push_back(static_cast<size_t>(gpu) < t.gpu_uuid.size()
+                        ? t.gpu_uuid[static_cast<size_t>(gpu)]
+                        : "");
+  }
+  t.gpu_node = std::move(nodes);
+  t.gpu_uuid = std::move(uuids);
   return t;
 }
 

@@ -42,7 +42,9 @@ std::string FakeGpuNode() {
   }
   for (int gpu = 0; gpu < 8; ++gpu) {
     const std::string bdf = absl::StrCat("0000:", 10 + gpu, ":00.0");
-    MakeDirs(root + "/proc/driver/nvidia/gpus/" + bdf);
+    Write(root + "/proc/driver/nvidia/gpus/" + bdf + "/information",
+          absl::StrCat("Model: \t\t Fake GPU\nGPU UUID: \t GPU-", gpu,
+                       "aaaa-0000\nBus Location: \t ", bdf, "\n"));
     Write(root + "/sys/bus/pci/devices/" + bdf + "/numa_node",
           gpu < 4 ? "0\n" : "1\n");
   }
@@ -76,6 +78,32 @@ TEST(NumaTest, ModesOnAGpuNode) {
   EXPECT_EQ(BindingFor(NumaMode::kCoreComplex, 0, 8, *t).cpus, Range(0, 3));
   EXPECT_EQ(BindingFor(NumaMode::kCoreComplex, 1, 8, *t).cpus, Range(4, 7));
   EXPECT_EQ(BindingFor(NumaMode::kCoreComplex, 2, 8, *t).cpus, Range(0, 3));
+}
+
+TEST(NumaTest, LocalRanksUseTheVisibleGpus) {
+  auto t = ReadNumaTopology(FakeGpuNode());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->gpu_uuid[5], "GPU-5aaaa-0000");
+
+  // Local rank 0 runs on GPU 6 (node 1), rank 1 on GPU 2 (node 0).
+  NumaTopology visible = NarrowToVisibleGpus(*t, "6, 2");
+  EXPECT_EQ(visible.gpu_node, (std::vector<int>{1, 0}));
+  EXPECT_EQ(BindingFor(NumaMode::kNode, 0, 2, visible).cpus, Range(8, 15));
+  EXPECT_EQ(BindingFor(NumaMode::kNode, 1, 2, visible).cpus, Range(0, 7));
+  // Two ranks on node 1's GPUs 4 and 7 split its CPUs between them.
+  visible = NarrowToVisibleGpus(*t, "4,7");
+  EXPECT_EQ(BindingFor(NumaMode::kExclusive, 1, 2, visible).cpus,
+            Range(12, 15));
+
+  // UUIDs, or a unique prefix of one.
+  EXPECT_EQ(NarrowToVisibleGpus(*t, "GPU-5aaaa-0000,GPU-1").gpu_node,
+            (std::vector<int>{1, 0}));
+  // The list ends where an entry names no GPU here, as CUDA's does.
+  EXPECT_EQ(NarrowToVisibleGpus(*t, "7,9,0").gpu_node, (std::vector<int>{1}));
+  EXPECT_EQ(NarrowToVisibleGpus(*t, "GPU-,0").gpu_node, (std::vector<int>{}));
+  EXPECT_EQ(NarrowToVisibleGpus(*t, "MIG-1234,0").gpu_node,
+            (std::vector<int>{}));
+  EXPECT_EQ(NarrowToVisibleGpus(*t, "").gpu_node, (std::vector<int>{}));
 }
 
 TEST(NumaTest, WithoutGpusRanksSpreadOverNodes) {
