@@ -106,7 +106,8 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
   }
   options->launch.as_torchrun = as_torchrun;
   if (IsLauncherCommand(options->command)) {
-    return HandOverToLauncher(options->command);
+    return HandOverToLauncher(
+        options->command, OptionsBeforeCommand(args, options->command.size()));
   }
   InitLogging(options->log_level);
   return RunAgent(*options, env);

@@ -10,10 +10,21 @@
 
 namespace distjob {
 
+// The options given on the command line `args` before its last
+// `command_words` words (the worker command), as given, without values:
+// the inner launcher reads its own command line, not the agent's, so a
+// handover drops them. A word that is not "--name", "--name=value" or
+// "-x..." (a letter) is an option's value.
+std::vector<std::string> OptionsBeforeCommand(
+    const std::vector<std::string>& args, size_t command_words);
+
 // Restores the signal state the agent started with and execs `command`
 // (searched in PATH) in the agent's place; returns only when exec fails,
-// with 127 (not found) or 126, after saying why on stderr.
-int HandOverToLauncher(const std::vector<std::string>& command);
+// with 127 (not found) or 126, after saying why on stderr. `dropped` (the
+// agent's own options, OptionsBeforeCommand) are named in one warning line
+// first.
+int HandOverToLauncher(const std::vector<std::string>& command,
+                       const std::vector<std::string>& dropped);
 
 }  // namespace distjob
 

@@ -59,3 +59,26 @@ def test_shell_running_torchrun_under_the_agent_is_one_launcher(
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["ws=2", "ws=2"]
     assert "handing over to it" in r.stderr
+
+
+def test_handover_names_the_agent_options_it_drops(run_agent, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    inner = bindir / "torchrun"
+    inner.write_text("#!/bin/sh\necho inner \"$@\"\n")
+    inner.chmod(0o755)
+    r = run_agent(["run", "--nproc-per-node", "2", "--max_restarts=3",
+                   "--", "torchrun", "--nnodes", "1", "train.py"],
+                  env={"PATH": f"{bindir}:{os.environ['PATH']}"}, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "inner --nnodes 1 train.py\n"
+    assert ("the agent's options are not passed on to the launcher it hands "
+            "over to (it reads its own options and the PET_* variables): "
+            "--nproc-per-node, --max_restarts dropped") in r.stderr
+    assert len([line for line in r.stderr.splitlines()
+                if "not passed on" in line]) == 1
+    # Nothing given, nothing dropped: no warning.
+    r = run_agent(["run", "--", "torchrun", "train.py"],
+                  env={"PATH": f"{bindir}:{os.environ['PATH']}"}, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "not passed on" not in r.stderr
