@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/exit_codes.h"
 #include "agent/run_flags.h"
+#include "agent/trainer_status.h"
 #include "agent/worker_env.h"
 #include "common/json.h"
 #include "common/logging.h"
@@ -104,6 +105,15 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   std::vector<std::string>& cmd = options->command;
   if (!cmd.empty() && cmd.back() == kPlaceholder) cmd.pop_back();
   if (!in_command && !cmd.empty() && cmd.back() == "--") cmd.pop_back();
+  // As `run`: a bad Trainer v2 status endpoint is exit 2 before discovery.
+  std::string trainer_warning;
+  auto trainer = TrainerStatusConfigFromEnv(env, &trainer_warning);
+  if (!trainer_warning.empty()) DJ_LOG_WARNING("{}", trainer_warning);
+  if (!trainer.ok()) {
+    std::fprintf(stderr, "distjob-agent env: %s\n",
+                 std::string(trainer.status().message()).c_str());
+    return kExitBadConfig;
+  }
   auto job = ResolveJob(options->discovery, env);
   if (!job.ok()) {
     std::fprintf(stderr, "distjob-agent env: %s\n",
@@ -121,6 +131,13 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
     at_launch["DISTJOB_HEARTBEAT_FILE"] =
         "decided at launch (a per-attempt file in the agent's temporary "
         "directory)";
+  }
+  if (trainer->has_value()) {
+    // `run` makes it (mkdtemp) only when it starts the status push.
+    at_launch["DISTJOB_PROGRESS_FILE"] = absl::StrCat(
+        "decided at launch (", kProgressFileName, " in a directory made as ",
+        ProgressDirTemplate(Lookup(env, "TMPDIR").value_or("")),
+        ", one per node, for Kubeflow Trainer v2's status push)");
   }
   WorkerCommandOptions command;
   command.module = launch.module;

@@ -124,6 +124,11 @@ bool IsIpLiteral(const std::string& host) {
 
 }  // namespace
 
+std::string ProgressDirTemplate(absl::string_view tmpdir) {
+  return absl::StrCat(tmpdir.empty() ? "/tmp" : tmpdir,
+                      "/distjob-progress-XXXXXX");
+}
+
 absl::StatusOr<std::optional<TrainerStatusConfig>> TrainerStatusConfigFromEnv(
     const EnvMap& env, std::string* warning) {
   const char* const names[] = {kTrainerServerUrlEnv, kTrainerServerCaCertEnv,
@@ -274,16 +279,14 @@ absl::StatusOr<std::unique_ptr<TrainerStatusPoster>> TrainerStatusPoster::Start(
   // One file per node, kept across attempts: the last progress stands
   // until a worker writes newer.
   const char* tmp = getenv("TMPDIR");
-  std::string templ =
-      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
-                   "/distjob-progress-XXXXXX");
+  std::string templ = ProgressDirTemplate(tmp != nullptr ? tmp : "");
   if (mkdtemp(templ.data()) == nullptr) {
     return absl::InternalError(
         absl::StrCat("cannot make a directory for DISTJOB_PROGRESS_FILE (",
                      templ, "): ", std::strerror(errno)));
   }
   poster->progress_dir_ = templ;
-  poster->progress_file_ = templ + "/progress.json";
+  poster->progress_file_ = absl::StrCat(templ, "/", kProgressFileName);
   event_base* base = event_base_new();
   poster->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (base == nullptr || poster->stop_fd_ < 0) {

@@ -52,6 +52,12 @@ struct TrainerStatusConfig {
 absl::StatusOr<std::optional<TrainerStatusConfig>> TrainerStatusConfigFromEnv(
     const EnvMap& env, std::string* warning);
 
+// Where DISTJOB_PROGRESS_FILE is made: the file in a directory mkdtemp(3)
+// makes from this template, under `tmpdir` ($TMPDIR; "" is /tmp), once per
+// agent; `env` shows it so.
+std::string ProgressDirTemplate(absl::string_view tmpdir);
+inline constexpr char kProgressFileName[] = "progress.json";
+
 // What a worker reported through its progress file; every field optional.
 struct TrainerProgress {
   std::optional<double> percentage;  // 0..100

@@ -202,6 +202,31 @@ def test_bad_settings_exit_2(run_agent, certs, tmp_path, case):
     r = run_agent(["run", "--", "true"], env=env, timeout=10)
     assert r.returncode == 2, r.stderr
     assert says in r.stderr
+    # `env` refuses them as `run` does.
+    r = run_agent(["env"], env=env, timeout=10)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr
+
+
+def test_env_shows_the_progress_file_run_gives(run_agent, certs, tmp_path):
+    (cert, _), _ = certs
+    env = {**trainer_env(tmp_path, 1, cert), "TMPDIR": str(tmp_path)}
+    r = run_agent(["env", "--json", "--nproc-per-node", "2"], env=env,
+                  timeout=10)
+    assert r.returncode == 0, r.stderr
+    workers = json.loads(r.stdout)["workers"]
+    assert len(workers) == 2
+    for worker in workers:
+        assert worker["env"]["DISTJOB_PROGRESS_FILE"] is None
+        assert worker["undecided"]["DISTJOB_PROGRESS_FILE"] == (
+            "decided at launch (progress.json in a directory made as "
+            f"{tmp_path}/distjob-progress-XXXXXX, one per node, for "
+            "Kubeflow Trainer v2's status push)")
+    # Without the push `run` sets none, and `env` shows none.
+    r = run_agent(["env", "--json"], env={"TMPDIR": str(tmp_path)},
+                  timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert "DISTJOB_PROGRESS_FILE" not in r.stdout
 
 
 def test_partial_settings_warn_and_run(run_agent, tmp_path):
