@@ -61,12 +61,7 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
       AgentFlag("dns-timeout", "SECONDS",
                 "How long to wait for every peer name to resolve (default "
                 "300s; 0 skips the wait).",
-                [d](absl::string_view v, absl::string_view) {
-                  auto t = ParseDuration(v, "value");
-                  if (!t.ok()) return t.status();
-                  d->dns_timeout = *t;
-                  return absl::OkStatus();
-                }));
+                SetDuration(&d->dns_timeout)));
   flags->Add(AgentFlag("no-barrier", "",
                        "Start workers without waiting for the whole cluster in "
                        "the store.",
@@ -92,12 +87,7 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(AgentFlag("framework", "auto|pytorch|tensorflow|mxnet|none",
                        "Which framework environment to build (default auto: "
                        "from the task names and the operator's env).",
-                       [d](absl::string_view v, absl::string_view) {
-                         auto framework = ParseFramework(v);
-                         if (!framework.ok()) return framework.status();
-                         d->framework = *framework;
-                         return absl::OkStatus();
-                       }));
+                       SetParsed(&d->framework, ParseFramework)));
   flags->Add(AgentFlag("tf-port", "PORT", "TF_CONFIG port (default 2222).",
                        SetInt(&d->tf_port, 1, 65535)));
   flags->Add(

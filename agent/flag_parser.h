@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -84,6 +85,18 @@ FlagSetter SetInt(int* out, int min, int max);
 FlagSetter SetDuration(absl::Duration* out);
 // A host name or an IP address (common/net.h CheckHostName).
 FlagSetter SetHostName(std::string* out);
+
+// A setter storing what `parse` (value -> absl::StatusOr<T>, e.g.
+// ParseLogLevel) makes of the value; its error is the flag's.
+template <typename T, typename Parse>
+FlagSetter SetParsed(T* out, Parse parse) {
+  return [out, parse](absl::string_view v, absl::string_view) -> absl::Status {
+    auto parsed = parse(std::string(v));
+    if (!parsed.ok()) return parsed.status();
+    *out = *std::move(parsed);
+    return absl::OkStatus();
+  };
+}
 
 // Normalises a flag name for lookup: '_' becomes '-'.
 std::string CanonicalFlagName(absl::string_view name);

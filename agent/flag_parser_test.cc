@@ -1,5 +1,6 @@
 #include "agent/flag_parser.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -84,6 +85,25 @@ TEST(FlagSetTest, RemainderStartsAtFirstPositionalOrAfterDoubleDash) {
   auto after = MakeFlags(&p).Parse({"--", "--some-name", "z"}, {});
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(*after, (std::vector<std::string>{"--some-name", "z"}));
+}
+
+TEST(FlagSetTest, SetParsedStoresTheParsedValueOrNamesTheFlag) {
+  int level = -1;
+  FlagSet flags("usage");
+  flags.Add(AgentFlag(
+      "level", "N", "",
+      SetParsed(&level, [](absl::string_view v) -> absl::StatusOr<int> {
+        if (v == "high") return 3;
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", v, "' is not high"));
+      })));
+  ASSERT_TRUE(flags.Parse({"--level", "high", "cmd"}, {}).ok());
+  EXPECT_EQ(level, 3);
+  auto bad = flags.Parse({"--level", "low", "cmd"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--level"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("'low' is not high"),
+            std::string::npos);
 }
 
 TEST(FlagSetTest, ErrorsNameTheFlag) {

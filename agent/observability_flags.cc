@@ -39,26 +39,17 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
         o->metrics_timeout = *d;
         return absl::OkStatus();
       }));
-  // --log-format and --worker-log-format take the same values.
-  auto set_format = [](LogFormat* out) -> FlagSetter {
-    return [out](absl::string_view v, absl::string_view) {
-      auto format = ParseLogFormat(v);
-      if (!format.ok()) return format.status();
-      *out = *format;
-      return absl::OkStatus();
-    };
-  };
   flags->Add(AgentFlag("log-format", "text|json",
                        "The agent's own log lines: text (default) or one "
                        "JSON object a line with time, level, message, pid, "
                        "job, role, node_rank, round and attempt.",
-                       set_format(&o->log_format)));
+                       SetParsed(&o->log_format, ParseLogFormat)));
   flags->Add(AgentFlag("worker-log-format", "text|json",
                        "Worker lines --tee copies to the console: text "
                        "(default, with the line prefix) or one JSON object "
                        "a line with rank, local_rank, stream and line; "
                        "files under --log-dir keep the raw bytes.",
-                       set_format(&o->worker_log_format)));
+                       SetParsed(&o->worker_log_format, ParseLogFormat)));
   flags->Add(TorchrunFlag(
       "event-log-handler", "null|console|file:PATH",
       "Where lifecycle events go, one JSON object a line: null (default, "

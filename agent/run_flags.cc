@@ -137,12 +137,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                    }));
   flags->Add(TorchrunFlag("rdzv-backend", "static|c10d|etcd|etcd-v3",
                           "Rendezvous backend (default static).",
-                          [o](absl::string_view v, absl::string_view) {
-                            auto backend = ParseRdzvBackend(std::string(v));
-                            if (!backend.ok()) return backend.status();
-                            o->rdzv_backend = *backend;
-                            return absl::OkStatus();
-                          }));
+                          SetParsed(&o->rdzv_backend, ParseRdzvBackend)));
   flags->Add(TorchrunFlag("rdzv-endpoint", "HOST[:PORT]",
                           "Rendezvous store endpoint (c10d default port "
                           "29400).",

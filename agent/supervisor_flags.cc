@@ -11,18 +11,6 @@
 #include "supervisor/signal_names.h"
 
 namespace distjob {
-namespace {
-
-FlagSetter CodeList(std::set<int>* out) {
-  return [out](absl::string_view v, absl::string_view) {
-    auto codes = ParseExitCodeList(v);
-    if (!codes.ok()) return codes.status();
-    *out = *std::move(codes);
-    return absl::OkStatus();
-  };
-}
-
-}  // namespace
 
 void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
   SupervisorOptions* s = &options->supervisor;
@@ -30,19 +18,13 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(AgentFlag("termination-log", "PATH",
                        "Where the outcome is written on exit (default "
                        "/dev/termination-log; skipped if not writable).",
-                       [o](absl::string_view v, absl::string_view) {
-                         o->termination_log = std::string(v);
-                         return absl::OkStatus();
-                       }));
+                       SetString(&o->termination_log)));
   Flag error_file = AgentFlag(
       "error-file", "PATH",
       "Where the root-cause worker error is written in torchelastic's JSON "
       "shape, with errorCode (default $TORCHELASTIC_ERROR_FILE; none if "
       "unset).",
-      [o](absl::string_view v, absl::string_view) {
-        o->error_file = std::string(v);
-        return absl::OkStatus();
-      });
+      SetString(&o->error_file));
   error_file.env.push_back("TORCHELASTIC_ERROR_FILE");
   flags->Add(std::move(error_file));
   flags->Add(AgentFlag(
@@ -55,10 +37,10 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                        SetDuration(&o->restart_backoff_max)));
   flags->Add(AgentFlag("permanent-exit-codes", "CODE[,LO-HI...]",
                        "Exit codes never restarted, whatever their class.",
-                       CodeList(&o->permanent_exit_codes)));
+                       SetParsed(&o->permanent_exit_codes, ParseExitCodeList)));
   flags->Add(AgentFlag("retryable-exit-codes", "CODE[,LO-HI...]",
                        "Exit codes restarted, whatever their class.",
-                       CodeList(&o->retryable_exit_codes)));
+                       SetParsed(&o->retryable_exit_codes, ParseExitCodeList)));
   flags->Add(AgentFlag(
       "restart-policy", "classes|any",
       "classes (default): restart only retryable exits (128-255); any: "
@@ -89,12 +71,7 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                        "(at most the shutdown timeout) before it is "
                        "stopped, e.g. SIGUSR1 for a stack dump (default: "
                        "none).",
-                       [s](absl::string_view v, absl::string_view) {
-                         auto sig = ParseSignal(v);
-                         if (!sig.ok()) return sig.status();
-                         s->hang_signal = *sig;
-                         return absl::OkStatus();
-                       }));
+                       SetParsed(&s->hang_signal, ParseSignal)));
   flags->Add(AgentFlag(
       "exit-grace", "SECONDS",
       "When the group is stopped, a worker that has already written its "
@@ -105,20 +82,10 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                        "Serve grpc.health.v1.Health on this port on all "
                        "interfaces (services liveness, readiness, \"\"); 0 "
                        "(default) serves nothing.",
-                       [o](absl::string_view v, absl::string_view) {
-                         auto port = ParseInt(v, 0, 65535);
-                         if (!port.ok()) return port.status();
-                         o->health_port = *port;
-                         return absl::OkStatus();
-                       }));
+                       SetInt(&o->health_port, 0, 65535)));
   flags->Add(AgentFlag("log-level", "debug|info|warning|error|off",
                        "The agent's own log level (default info).",
-                       [options](absl::string_view v, absl::string_view) {
-                         auto level = ParseLogLevel(v);
-                         if (!level.ok()) return level.status();
-                         options->log_level = *level;
-                         return absl::OkStatus();
-                       }));
+                       SetParsed(&options->log_level, ParseLogLevel)));
 }
 
 }  // namespace distjob
