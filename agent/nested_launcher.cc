@@ -24,8 +24,9 @@ std::vector<std::string> OptionsBeforeCommand(
     const bool long_option = a.size() > 2 && a[0] == '-' && a[1] == '-';
     const bool short_option = a.size() > 1 && a[0] == '-' &&
                               std::isalpha(static_cast<unsigned char>(a[1]));
-    if (long_option || short_option)
+    if (long_option || short_option) {
       options.push_back(a.substr(0, a.find('=')));
+    }
   }
   return options;
 }
@@ -42,8 +43,9 @@ int HandOverToLauncher(const std::vector<std::string>& command,
     // for jobs the agent launches itself, and here the inner launcher's
     // own command line (and the PET_* variables it reads) define the job.
     std::string names;
-    for (const std::string& d : dropped)
+    for (const std::string& d : dropped) {
       names += (names.empty() ? "" : ", ") + d;
+    }
     const std::string warning =
         "the agent's options are not passed on to the launcher it hands "
         "over to (it reads its own options and the PET_* variables): " +

@@ -150,11 +150,14 @@ NumaTopology NarrowToVisibleGpus(NumaTopology t,
     id = absl::StripAsciiWhitespace(id);
     int gpu = -1;
     if (absl::StartsWith(id, "GPU-")) {
+      int matches = 0;
       for (size_t i = 0; i < t.gpu_uuid.size(); ++i) {
         if (!absl::StartsWith(t.gpu_uuid[i], id)) continue;
-        // An ambiguous prefix names no one GPU.
-        gpu = gpu < 0 ? static_cast<int>(i) : -2;
+        gpu = static_cast<int>(i);
+        ++matches;
       }
+      // An ambiguous prefix names no one GPU.
+      if (matches != 1) gpu = -1;
     } else if (!absl::SimpleAtoi(id, &gpu)) {
       gpu = -1;
     }

@@ -101,6 +101,11 @@ TEST(NumaTest, LocalRanksUseTheVisibleGpus) {
   // The list ends where an entry names no GPU here, as CUDA's does.
   EXPECT_EQ(NarrowToVisibleGpus(*t, "7,9,0").gpu_node, (std::vector<int>{1}));
   EXPECT_EQ(NarrowToVisibleGpus(*t, "GPU-,0").gpu_node, (std::vector<int>{}));
+  // Three GPUs share the prefix GPU-1aaaa.
+  t->gpu_uuid[2] = "GPU-1aaaa-0001";
+  t->gpu_uuid[3] = "GPU-1aaaa-0002";
+  EXPECT_EQ(NarrowToVisibleGpus(*t, "GPU-1aaaa,0").gpu_node,
+            (std::vector<int>{}));
   EXPECT_EQ(NarrowToVisibleGpus(*t, "MIG-1234,0").gpu_node,
             (std::vector<int>{}));
   EXPECT_EQ(NarrowToVisibleGpus(*t, "").gpu_node, (std::vector<int>{}));
