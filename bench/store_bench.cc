@@ -14,6 +14,13 @@
 //       in one process. Waits for a "go" line on stdin, joins, reports when
 //       the last of its nodes got the round, then counts the store requests
 //       its nodes make in HB_SECONDS of steady state (heartbeats, watches).
+//   store_bench recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S
+//       As scale, with --nnodes MIN:NODES: forms a round at "go", then on
+//       "kill K" stops node K's heartbeat if it is one of this process's
+//       (a crash: its lease runs out) and reports when the last of its
+//       survivors holds the next round; then on "join J" node J (new, not
+//       one of the first NODES) joins here if J == FIRST + COUNT, and every
+//       member reports when it holds the round that takes J in.
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,6 +230,138 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   _exit(ok == count ? 0 : 1);
 }
 
+// Which simulated nodes were told of a membership change in one phase.
+class Changes {
+ public:
+  explicit Changes(int count) : seen_(count, 0) {}
+  void Note(int i) {
+    absl::MutexLock lock(&mu_);
+    seen_[i] = phase_;
+  }
+  void NextPhase() {
+    absl::MutexLock lock(&mu_);
+    ++phase_;
+  }
+  // Whether node i heard of a change in this phase, by `deadline`.
+  bool Await(int i, absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto heard = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return seen_[i] == phase_;
+    };
+    return mu_.AwaitWithDeadline(absl::Condition(&heard), deadline);
+  }
+
+ private:
+  absl::Mutex mu_;
+  int phase_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<int> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
+            int first, int count, int min_nodes, double last_call_s) {
+  const int channels = std::min(count, 8);
+  std::vector<std::unique_ptr<GrpcStoreClient>> clients;
+  for (int i = 0; i < channels; ++i) {
+    clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300)));
+  }
+  std::atomic<long> requests{0};
+  auto make = [&](int global, int local) {
+    DynamicRendezvousOptions o;
+    o.run_id = run_id;
+    o.min_nodes = min_nodes;
+    o.max_nodes = nodes;
+    o.node = absl::StrCat("sim", global);
+    o.addr = "127.0.0.1";
+    o.config.join_timeout = absl::Seconds(300);
+    o.config.keep_alive_interval = absl::Seconds(1);
+    o.config.read_timeout = absl::Seconds(300);
+    o.config.last_call_timeout = absl::Seconds(last_call_s);
+    return std::make_unique<DynamicRendezvous>(
+        o, std::make_unique<SharedStore>(clients[local % channels].get(),
+                                         &requests));
+  };
+  std::vector<std::unique_ptr<DynamicRendezvous>> sims;
+  Changes changes(count + 1);
+  for (int i = 0; i < count; ++i) {
+    sims.push_back(make(first + i, i));
+    sims.back()->SetOnMembershipChange([&changes, i] { changes.Note(i); });
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  // Every live node takes the next round, as the agent does on a change;
+  // `heard` nodes only once told of one (the new node: at once).
+  auto next_round = [&](const std::vector<int>& who, bool wait_change) {
+    std::atomic<int> ok{0};
+    std::atomic<long long> last{0};
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    std::vector<std::thread> threads;
+    for (int i : who) {
+      threads.emplace_back([&, i] {
+        if (wait_change && !changes.Await(i, deadline)) return;
+        if (sims[i]->Next(1).ok()) {
+          ++ok;
+          const long long t = NowNs();
+          long long seen = last.load();
+          while (t > seen && !last.compare_exchange_weak(seen, t)) {
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return std::make_pair(ok.load(), last.load());
+  };
+  std::vector<int> live;
+  for (int i = 0; i < count; ++i) live.push_back(i);
+  std::string line;
+  std::getline(std::cin, line);  // go
+  const long long start = NowNs();
+  auto formed = next_round(live, false);
+  std::printf("{\"start_ns\": %lld, \"done_ns\": %lld, \"joined\": %d}\n",
+              start, formed.second, formed.first);
+  std::fflush(stdout);
+  int kill = -1;
+  if (!std::getline(std::cin, line) ||
+      std::sscanf(line.c_str(), "kill %d", &kill) != 1) {
+    return 2;
+  }
+  changes.NextPhase();
+  long long kill_ns = 0;
+  if (kill >= first && kill < first + count) {
+    kill_ns = NowNs();
+    // Stops its heartbeat and watch without a word to the store.
+    sims[kill - first].reset();
+    live.erase(std::find(live.begin(), live.end(), kill - first));
+  }
+  auto recovered = next_round(live, true);
+  std::printf(
+      "{\"kill_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
+      "\"members\": %zu}\n",
+      kill_ns, recovered.second, recovered.first, live.size());
+  std::fflush(stdout);
+  int join = -1;
+  if (!std::getline(std::cin, line) ||
+      std::sscanf(line.c_str(), "join %d", &join) != 1) {
+    return 2;
+  }
+  changes.NextPhase();
+  long long join_ns = 0;
+  if (join == first + count) {
+    sims.push_back(make(join, count));
+    sims.back()->SetOnMembershipChange(
+        [&changes, count] { changes.Note(count); });
+    join_ns = NowNs();
+    changes.Note(count);  // no change to wait for: it joins at once
+    live.push_back(count);
+  }
+  auto grown = next_round(live, true);
+  std::printf(
+      "{\"join_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
+      "\"members\": %zu}\n",
+      join_ns, grown.second, grown.first, live.size());
+  std::fflush(stdout);
+  _exit(grown.first == static_cast<int>(live.size()) ? 0 : 1);
+}
+
 }  // namespace
 }  // namespace distjob
 
@@ -240,9 +379,14 @@ int main(int argc, char** argv) {
     return Scale(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
                  std::atoi(argv[6]), std::atof(argv[7]));
   }
+  if (mode == "recover" && argc == 9) {
+    return Recover(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
+                   std::atoi(argv[6]), std::atoi(argv[7]), std::atof(argv[8]));
+  }
   std::fputs(
       "usage: store_bench server | ops ENDPOINT OP CLIENTS SECONDS | scale "
-      "ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS\n",
+      "ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS | recover ENDPOINT RUN_ID "
+      "NODES FIRST COUNT MIN LAST_CALL_S\n",
       stderr);
   return 2;
 }

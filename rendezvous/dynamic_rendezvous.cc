@@ -163,7 +163,7 @@ Observed DynamicRendezvous::Observe(RankCache* cache) {
     if (alive.ok()) o.decider_alive = *alive;
   }
   if (st.closed && !o.mine.has_value()) {
-    auto members = ReadMembers(st.round, st.closer);
+    auto members = ReadMembers(st.round, st.closer, st.size);
     auto alive = store_->List(keys_.AlivePrefix());
     if (members.ok() && alive.ok()) {
       std::set<std::string> live;
@@ -442,7 +442,7 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   std::vector<std::string> previous;
   if (st.prev_round >= 0) {
     // Read once, by the one or two nodes that close a round.
-    auto prev = ReadMembers(st.prev_round, st.prev_closer);
+    auto prev = ReadMembers(st.prev_round, st.prev_closer, st.prev_size);
     if (prev.ok()) {
       for (const auto& p : *prev) previous.push_back(p.node);
     }
@@ -450,35 +450,61 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   AssignRanks(host, previous, &*members);
   // The records go in before the compare-set that closes the round: a
   // node that sees it closed finds its own.
-  std::vector<std::pair<std::string, std::string>> kvs = {
-      {keys_.Members(st.round, options_.node), EncodeMembers(*members)}};
   closing_world_ = 0;
   for (const auto& p : *members) closing_world_ += p.nproc;
   closing_size_ = static_cast<int>(members->size());
-  constexpr size_t kChunk = 1024;  // under the store's keys per request
+  // Under the store's keys and bytes per request: a chunk of the member
+  // list is at most kMemberChunkBytes, a rank record a few dozen bytes.
+  constexpr size_t kKeysPerRequest = 1024;
+  constexpr size_t kBytesPerRequest = size_t{1} << 20;
+  std::vector<std::pair<std::string, std::string>> kvs;
+  size_t bytes = 0;
+  auto flush = [&]() -> absl::Status {
+    if (kvs.empty()) return absl::OkStatus();
+    auto s = store_->MultiSet(kvs, absl::ZeroDuration());
+    kvs.clear();
+    bytes = 0;
+    return s.status();
+  };
+  auto put = [&](std::string key, std::string value) -> absl::Status {
+    if (kvs.size() == kKeysPerRequest ||
+        bytes + key.size() + value.size() > kBytesPerRequest) {
+      if (auto s = flush(); !s.ok()) return s;
+    }
+    bytes += key.size() + value.size();
+    kvs.emplace_back(std::move(key), std::move(value));
+    return absl::OkStatus();
+  };
+  for (auto& [first, text] : EncodeMemberChunks(*members)) {
+    if (auto s =
+            put(keys_.Members(st.round, options_.node, first), std::move(text));
+        !s.ok()) {
+      return s;
+    }
+  }
   for (auto& [node, rec] : RankRecords(*members)) {
-    kvs.emplace_back(keys_.Rank(st.round, options_.node, node),
-                     EncodeRank(rec));
-    if (kvs.size() == kChunk) {
-      if (auto s = store_->MultiSet(kvs, absl::ZeroDuration()); !s.ok()) {
-        return s.status();
-      }
-      kvs.clear();
+    if (auto s =
+            put(keys_.Rank(st.round, options_.node, node), EncodeRank(rec));
+        !s.ok()) {
+      return s;
     }
   }
-  if (!kvs.empty()) {
-    if (auto s = store_->MultiSet(kvs, absl::ZeroDuration()); !s.ok()) {
-      return s.status();
-    }
-  }
-  return absl::OkStatus();
+  return flush();
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
-    int64_t round, const std::string& closer) {
-  auto v = store_->Get(keys_.Members(round, closer), absl::ZeroDuration());
-  if (!v.ok()) return v.status();
-  return DecodeMembers(*v);
+    int64_t round, const std::string& closer, int size) {
+  // A few chunks, a page or two of a listing even at 100,000 members.
+  auto listing = store_->List(keys_.MembersPrefix(round, closer));
+  if (!listing.ok()) return listing.status();
+  std::vector<std::pair<int64_t, std::string>> chunks;
+  for (auto& e : listing->entries) {
+    if (auto first = keys_.ParseMembers(e.key, round, closer);
+        first.has_value()) {
+      chunks.emplace_back(*first, std::move(e.value));
+    }
+  }
+  return AssembleMembers(std::move(chunks), size);
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
@@ -848,7 +874,7 @@ bool DynamicRendezvous::AllMarkedOrGone(
     std::optional<std::vector<RdzvParticipant>>* members,
     const std::set<std::string>& also_marked) {
   if (!members->has_value()) {
-    auto m = ReadMembers(round.round, round.closer);
+    auto m = ReadMembers(round.round, round.closer, round.size);
     if (!m.ok()) return true;  // no list to wait for
     *members = *std::move(m);
   }

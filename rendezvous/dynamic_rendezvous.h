@@ -91,9 +91,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   void NoteJoinedAddrs(int64_t round);
   // The members of open round `round`, in join order, from their records.
   absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round);
-  // A closed round's members in rank order.
+  // A closed round's `size` members in rank order, from its chunks.
   absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
-      int64_t round, const std::string& closer);
+      int64_t round, const std::string& closer, int size);
   // Writes open round `st`'s members and rank records as this node would
   // close it; CloseState is then the state that closes it.
   absl::Status Close(const RdzvState& st);

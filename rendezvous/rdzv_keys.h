@@ -10,8 +10,10 @@
 //   ctl/aborted        why the job ended, for the nodes still running
 //   host               the node that hosts the store (ranked first)
 //   joined/<round>, join/<round>/<i>   an open round's count and records
-//   members/<round>/<closer>, rank/<round>/<closer>/<node>   a closed
-//                      round's members, written by the node that closed it
+//   members/<round>/<closer>/<first>, rank/<round>/<closer>/<node>   a
+//                      closed round's members (in chunks, each named by the
+//                      rank of its first member) and one record per node,
+//                      written by the node that closed it
 //   master/<round>     MASTER_PORT MASTER_ADDR published by group rank 0
 //   failed/<round>     the node whose worker failed first (it decides)
 //   done/<round>/<node>, done-count/<round>, done-all/<round>, left/<round>
@@ -58,7 +60,9 @@ class RdzvKeys {
   std::string Joined(int64_t round) const;
   std::string JoinPrefix(int64_t round) const;
   std::string Join(int64_t round, int64_t index) const;
-  std::string Members(int64_t round, absl::string_view closer) const;
+  std::string MembersPrefix(int64_t round, absl::string_view closer) const;
+  std::string Members(int64_t round, absl::string_view closer,
+                      int64_t first) const;
   std::string Rank(int64_t round, absl::string_view closer,
                    absl::string_view node) const;
   std::string Master(int64_t round) const;
@@ -80,6 +84,10 @@ class RdzvKeys {
   std::optional<std::string> ParseSeenEnd(absl::string_view key) const;
   // The join index (from 1) of a Join key of `round`, or nullopt.
   std::optional<int64_t> ParseJoin(absl::string_view key, int64_t round) const;
+  // The first rank (from 0) of a Members chunk key of `round` and `closer`,
+  // or nullopt.
+  std::optional<int64_t> ParseMembers(absl::string_view key, int64_t round,
+                                      absl::string_view closer) const;
 
  private:
   std::string prefix_;

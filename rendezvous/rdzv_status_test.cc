@@ -20,7 +20,7 @@ TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
   ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
   ASSERT_TRUE(
       store
-          .Set("rdzv/j/members/2/b-2",
+          .Set("rdzv/j/members/2/b-2/0",
                EncodeMembers({{"a-1", 2, "10.0.0.1"}, {"b-2", 2, "10.0.0.2"}}))
           .ok());
   ASSERT_TRUE(store.Set("rdzv/j/ctl/alive/a-1", "1", absl::Seconds(10)).ok());
