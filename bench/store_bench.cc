@@ -179,6 +179,66 @@ class SharedStore : public StoreInterface {
   std::atomic<long>* n_;
 };
 
+// Renews the leases of many simulated nodes from a few threads, one
+// request per node per interval as each node's own heartbeat thread would
+// make: a thread per node for 16,384 nodes is over the kernel's pid_max.
+class Heartbeats {
+ public:
+  Heartbeats(absl::Duration interval, int threads)
+      : interval_(interval), shards_(threads) {}
+  ~Heartbeats() { Stop(); }
+  void Add(int id, DynamicRendezvous* sim) {
+    Shard& s = shards_[id % shards_.size()];
+    absl::MutexLock lock(&s.mu);
+    s.sims.emplace_back(id, sim);
+  }
+  // After this, node `id` is renewed no more (and may be destroyed).
+  void Remove(int id) {
+    Shard& s = shards_[id % shards_.size()];
+    absl::MutexLock lock(&s.mu);
+    s.sims.erase(std::remove_if(s.sims.begin(), s.sims.end(),
+                                [id](const auto& e) { return e.first == id; }),
+                 s.sims.end());
+  }
+  // The first renewals one interval from now, as a heartbeat thread's.
+  void Start() {
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      threads_.emplace_back([this, i] { Run(&shards_[i]); });
+    }
+  }
+  void Stop() {
+    {
+      absl::MutexLock lock(&stop_mu_);
+      stop_ = true;
+    }
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  struct Shard {
+    absl::Mutex mu;
+    std::vector<std::pair<int, DynamicRendezvous*>> sims ABSL_GUARDED_BY(mu);
+  };
+  void Run(Shard* s) {
+    absl::Time next = absl::Now() + interval_;
+    for (;;) {
+      {
+        absl::MutexLock lock(&stop_mu_);
+        if (stop_mu_.AwaitWithDeadline(absl::Condition(&stop_), next)) return;
+      }
+      next += interval_;
+      absl::MutexLock lock(&s->mu);
+      for (auto& e : s->sims) e.second->RenewLease();
+    }
+  }
+  const absl::Duration interval_;
+  std::vector<Shard> shards_;
+  std::vector<std::thread> threads_;
+  absl::Mutex stop_mu_;
+  bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+};
+
 int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
           int first, int count, double hb_seconds) {
   // A channel multiplexes many calls; a few spread them over connections.
@@ -189,6 +249,7 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   }
   std::atomic<long> requests{0};
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
+  Heartbeats heartbeats(absl::Seconds(1), 8);
   for (int i = 0; i < count; ++i) {
     DynamicRendezvousOptions o;
     o.run_id = run_id;
@@ -198,15 +259,18 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
     o.config.join_timeout = absl::Seconds(300);
     o.config.keep_alive_interval = absl::Seconds(1);
     o.config.read_timeout = absl::Seconds(300);
+    o.heartbeat_thread = false;
     sims.push_back(std::make_unique<DynamicRendezvous>(
         o,
         std::make_unique<SharedStore>(clients[i % channels].get(), &requests)));
+    heartbeats.Add(i, sims.back().get());
   }
   std::printf("ready\n");
   std::fflush(stdout);
   std::string line;
   std::getline(std::cin, line);
   const long long start = NowNs();
+  heartbeats.Start();
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
   for (auto& s : sims) {
@@ -276,15 +340,18 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     o.config.keep_alive_interval = absl::Seconds(1);
     o.config.read_timeout = absl::Seconds(300);
     o.config.last_call_timeout = absl::Seconds(last_call_s);
+    o.heartbeat_thread = false;
     return std::make_unique<DynamicRendezvous>(
         o, std::make_unique<SharedStore>(clients[local % channels].get(),
                                          &requests));
   };
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
+  Heartbeats heartbeats(absl::Seconds(1), 8);
   Changes changes(count + 1);
   for (int i = 0; i < count; ++i) {
     sims.push_back(make(first + i, i));
     sims.back()->SetOnMembershipChange([&changes, i] { changes.Note(i); });
+    heartbeats.Add(i, sims.back().get());
   }
   std::printf("ready\n");
   std::fflush(stdout);
@@ -315,6 +382,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   std::string line;
   std::getline(std::cin, line);  // go
   const long long start = NowNs();
+  heartbeats.Start();
   auto formed = next_round(live, false);
   std::printf("{\"start_ns\": %lld, \"done_ns\": %lld, \"joined\": %d}\n",
               start, formed.second, formed.first);
@@ -329,6 +397,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   if (kill >= first && kill < first + count) {
     kill_ns = NowNs();
     // Stops its heartbeat and watch without a word to the store.
+    heartbeats.Remove(kill - first);
     sims[kill - first].reset();
     live.erase(std::find(live.begin(), live.end(), kill - first));
   }
@@ -347,6 +416,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   long long join_ns = 0;
   if (join == first + count) {
     sims.push_back(make(join, count));
+    heartbeats.Add(count, sims.back().get());
     sims.back()->SetOnMembershipChange(
         [&changes, count] { changes.Note(count); });
     join_ns = NowNs();

@@ -24,8 +24,9 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
              options_.config.keep_alive_max_attempt),
       store_(std::move(store)),
       keep_alive_(std::move(keep_alive)) {
-  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
-  monitor_ = std::thread([this] { MonitorLoop(); });
+  if (options_.heartbeat_thread) {
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  }
 }
 
 DynamicRendezvous::~DynamicRendezvous() { StopThreads(); }
@@ -36,8 +37,8 @@ void DynamicRendezvous::StopThreads() {
     if (stop_) return;
     stop_ = true;
   }
-  heartbeat_.join();
-  monitor_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (monitor_.joinable()) monitor_.join();
 }
 
 void DynamicRendezvous::NoteFailureRestart(int restart_count) {
@@ -83,10 +84,14 @@ void DynamicRendezvous::HeartbeatLoop() {
         return;
       }
     }
-    if (host_left_) continue;  // no store to renew a lease in
-    if (auto s = Heartbeat(); !s.ok()) {
-      DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
-    }
+    RenewLease();
+  }
+}
+
+void DynamicRendezvous::RenewLease() {
+  if (host_left_) return;  // no store to renew a lease in
+  if (auto s = Heartbeat(); !s.ok()) {
+    DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
   }
 }
 
@@ -115,15 +120,18 @@ Progress DynamicRendezvous::CurrentProgress(absl::Time deadline,
 Observed DynamicRendezvous::Observe(RankCache* cache) {
   Observed o;
   o.fresh = true;
-  if (auto aborted = store_->Get(keys_.Aborted(), absl::ZeroDuration());
-      aborted.ok()) {
-    o.aborted = *std::move(aborted);
-    return o;
-  }
+  // One request for the state and the job's end (rdzv_keys.h: both start
+  // with the state's key), read by every node on every wake-up.
   auto listing = store_->List(keys_.State());
   if (!listing.ok()) {
     o.state_error = listing.status();
     return o;
+  }
+  for (auto& e : listing->entries) {
+    if (e.key == keys_.Aborted()) {
+      o.aborted = std::move(e.value);
+      return o;
+    }
   }
   o.revision = listing->revision;
   for (const auto& e : listing->entries) {
@@ -225,9 +233,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     return store_->CompareSet(keys_.State(), o.raw, next.Encode()).status();
   };
   absl::Duration peer_wait = absl::ZeroDuration();
-  auto wait_change = [&](absl::Duration timeout) -> absl::Status {
+  // `capped`: also wake every keep_alive_interval, where what is waited for
+  // (a lease running out) changes nothing under ctl/state.
+  auto wait_change = [&](absl::Duration timeout,
+                         bool capped = true) -> absl::Status {
     timeout =
-        std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
+        std::min({timeout, deadline - absl::Now(),
+                  capped ? c.keep_alive_interval : absl::InfiniteDuration()});
     const absl::Time start = absl::Now();
     absl::Status s = store_
                          ->Watch(near_deadline ? keys_.prefix() : keys_.State(),
@@ -309,7 +321,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           // The round is closed: what follows reads the master's address
           // within close_timeout, whatever is left of join_timeout.
           ScopedCallDeadline after_join(absl::InfiniteFuture());
-          auto result = Result(st, *o.mine);
+          auto result = Result(st, *o.mine, o.revision);
           if (result.ok()) {
             result->peer_wait_seconds = absl::ToDoubleSeconds(peer_wait);
           }
@@ -415,7 +427,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           NoteJoinedAddrs(st.round);
           near_deadline = true;
         }
-        (void)wait_change(deadline - absl::Now());
+        // Joins do not change the state: the round's close, its reopening
+        // or the job's end do, and wake it.
+        (void)wait_change(std::max(a.until - absl::Now(), absl::ZeroDuration()),
+                          /*capped=*/false);
         break;
     }
     if (reread) o.fresh = false;
@@ -550,7 +565,7 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
 }
 
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
-    const RdzvState& st, const RankRecord& mine) {
+    const RdzvState& st, const RankRecord& mine, int64_t revision) {
   RendezvousResult r;
   r.round = st.round;
   r.group_rank = mine.group_rank;
@@ -593,24 +608,40 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     current_ = st;
     current_rank_ = mine;
   }
-  // The monitor's watch starts from the revision Judge reads at: a change
-  // already made (a fast peer's worker failed and opened the next round
-  // while this node was still reading the one that closed) would otherwise
-  // never fire.
-  int64_t revision = 0;
-  const std::string why = Judge(/*liveness=*/false, &revision);
+  // The monitor's watch starts from the revision the closed round was read
+  // at: a change made since (a fast peer's worker failed and opened the
+  // next round while this node was still reading the one that closed)
+  // fires at once. A node that asked to join before that changes nothing
+  // from then on: look for one now, as Judge would.
+  const std::string why =
+      st.size < options_.max_nodes ? WaitingNode() : std::string();
   {
     absl::MutexLock lock(&mu_);
     current_revision_ = revision;
     monitoring_ = true;
+    if (!stop_ && !monitor_.joinable()) {
+      monitor_ = std::thread([this] { MonitorLoop(); });
+    }
   }
   if (!why.empty()) Fire(why);
   return r;
 }
 
+std::string DynamicRendezvous::WaitingNode() {
+  auto waiting = store_->List(keys_.WaitingPrefix());
+  if (!waiting.ok()) return "";
+  for (const auto& e : waiting->entries) {
+    if (auto node = keys_.ParseWaiting(e.key); node.has_value()) {
+      return absl::StrCat("node ", *node, " waits to join");
+    }
+  }
+  return "";
+}
+
 std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
-  // A few small reads, whatever the job's size: the state, the end, the
-  // waiting nodes, and the lease of the next member in rank order.
+  // A few small reads, whatever the job's size: the state with the job's
+  // end and the host's leaving (one listing), the waiting nodes, and the
+  // lease of the next member in rank order.
   auto listing = store_->List(keys_.State());
   if (!listing.ok()) return "";
   *revision = listing->revision;
@@ -621,14 +652,19 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     current = current_;
     mine = current_rank_;
   }
-  if (auto ended = store_->Get(keys_.Aborted(), absl::ZeroDuration());
-      ended.ok()) {
+  auto listed = [&](const std::string& key) -> const StoreEntry* {
+    for (const auto& e : listing->entries) {
+      if (e.key == key) return &e;
+    }
+    return nullptr;
+  };
+  if (const StoreEntry* ended = listed(keys_.Aborted()); ended != nullptr) {
     absl::MutexLock lock(&mu_);
-    aborted_ = *ended;
+    aborted_ = ended->value;
     return "the job was ended by another node";
   }
   if (!options_.hosting && !host_left_) {
-    if (auto left = store_->Check({keys_.HostLeft()}); left.ok() && *left) {
+    if (listed(keys_.HostLeft()) != nullptr) {
       DJ_LOG_INFO(
           "the rendezvous store's host leaves after its workers succeeded; "
           "this node finishes without the store");
@@ -648,13 +684,7 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     }
   }
   if (current.size < options_.max_nodes) {
-    if (auto waiting = store_->List(keys_.WaitingPrefix()); waiting.ok()) {
-      for (const auto& e : waiting->entries) {
-        if (auto node = keys_.ParseWaiting(e.key); node.has_value()) {
-          return absl::StrCat("node ", *node, " waits to join");
-        }
-      }
-    }
+    if (std::string why = WaitingNode(); !why.empty()) return why;
   }
   if (!liveness) return "";
   // The first live member before a lost one sees it lost. A member that

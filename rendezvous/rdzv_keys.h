@@ -7,7 +7,8 @@
 //                      and gone keep_alive_interval x keep_alive_max_attempt
 //                      after its agent stops renewing (on the store's clock)
 //   ctl/waiting/<node> a lease held by a node that waits for the next round
-//   ctl/aborted        why the job ended, for the nodes still running
+//   ctl/state-aborted  why the job ended, for the nodes still running
+//   ctl/state-host-left  the store's host leaves (its exit barrier timed out)
 //   host               the node that hosts the store (ranked first)
 //   joined/<round>, join/<round>/<i>   an open round's count and records
 //   members/<round>/<closer>/<first>, rank/<round>/<closer>/<node>   a
@@ -18,10 +19,13 @@
 //   failed/<round>     the node whose worker failed first (it decides)
 //   done/<round>/<node>, done-count/<round>, done-all/<round>, left/<round>
 //                      the exit barrier
-//   seen-end/<node>    a node read ctl/aborted
+//   seen-end/<node>    a node read ctl/state-aborted or ctl/state-host-left
 //
 // Only ctl/ is watched for the whole of a round (see dynamic_rendezvous.h):
-// what is under it tells that the round stopped being the job's.
+// what is under it tells that the round stopped being the job's. The job's
+// end and the host's leaving start with the state's key, so that one
+// listing of ctl/state reads all three: every node reads them on each
+// wake-up, and thousands of nodes wake up together.
 #ifndef DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
 #define DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
 
@@ -54,8 +58,8 @@ class RdzvKeys {
   std::string Alive(absl::string_view node) const;
   std::string WaitingPrefix() const { return prefix_ + "ctl/waiting/"; }
   std::string Waiting(absl::string_view node) const;
-  std::string Aborted() const { return prefix_ + "ctl/aborted"; }
-  std::string HostLeft() const { return prefix_ + "ctl/host-left"; }
+  std::string Aborted() const { return prefix_ + "ctl/state-aborted"; }
+  std::string HostLeft() const { return prefix_ + "ctl/state-host-left"; }
   std::string Host() const { return prefix_ + "host"; }
   std::string Joined(int64_t round) const;
   std::string JoinPrefix(int64_t round) const;

@@ -13,7 +13,11 @@ TEST(RdzvKeysTest, KeysOfOneJobAreUnderItsPrefix) {
   EXPECT_EQ(k.State(), "rdzv/job/ctl/state");
   EXPECT_EQ(k.Alive("n1"), "rdzv/job/ctl/alive/n1");
   EXPECT_EQ(k.Waiting("n1"), "rdzv/job/ctl/waiting/n1");
-  EXPECT_EQ(k.Aborted(), "rdzv/job/ctl/aborted");
+  EXPECT_EQ(k.Aborted(), "rdzv/job/ctl/state-aborted");
+  EXPECT_EQ(k.HostLeft(), "rdzv/job/ctl/state-host-left");
+  // One listing of the state's key reads the job's end too.
+  EXPECT_EQ(k.Aborted().rfind(k.State(), 0), 0u);
+  EXPECT_EQ(k.HostLeft().rfind(k.State(), 0), 0u);
   EXPECT_EQ(k.Host(), "rdzv/job/host");
   EXPECT_EQ(k.Joined(3), "rdzv/job/joined/3");
   EXPECT_EQ(k.Join(3, 12), "rdzv/job/join/3/12");
