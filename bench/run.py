@@ -608,7 +608,7 @@ SCALE_N = [1, 4, 16, 64, 256, 1024, 4096, 16384]
 SCALE_TARGET_N = 16384
 SCALE_TARGET_REPS = 3
 SCALE_HB_SECONDS = 3.0
-SCALE_CAP_S = 60.0  # a larger N is not tried once one takes longer
+SCALE_CAP_S = 120.0  # a larger N is not tried once one takes longer
 
 
 def cpu_seconds(pid):
@@ -623,7 +623,7 @@ def scale_once(n, cap_s=None, around_join=None):
     (reports, join CPU s, steady requests, steady store CPU s).
     around_join(server_pid) may return a context manager held while the
     nodes join (bench/profile_scale.py profiles the store with it)."""
-    server, port = start_server([STORE_BENCH, "server"])
+    server, port = start_server([STORE_BENCH, "server", str(n)])
     procs = []
     try:
         nproc = min(4, n)
@@ -792,7 +792,7 @@ def recover_once(n):
     survivor holding the next round, seconds from the new node's start to
     the last member holding the round that takes it in), or None past
     RECOVER_CAP_S at any step."""
-    server, port = start_server([STORE_BENCH, "server"])
+    server, port = start_server([STORE_BENCH, "server", str(n)])
     procs = []
     try:
         nproc = min(4, n)

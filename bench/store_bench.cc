@@ -1,9 +1,10 @@
 // Load generator for the store benchmarks in bench/run.py; prints one JSON
 // object per measurement on stdout.
 //
-//   store_bench server
+//   store_bench server [MAX_NODES]
 //       hosts the embedded store on 127.0.0.1 (a free port, printed as
-//       "port N"), in its own process so its CPU time can be read from
+//       "port N") with the limits the agent gives a job of up to MAX_NODES
+//       nodes, in its own process so its CPU time can be read from
 //       /proc; exits at EOF on stdin.
 //   store_bench ops ENDPOINT OP CLIENTS SECONDS
 //       CLIENTS threads, one gRPC channel each, run OP (get, set, add,
@@ -39,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/host_store_limits.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
 
@@ -51,8 +53,9 @@ long long NowNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int Server() {
-  auto server = StoreServer::Start("127.0.0.1", 0);
+// As the agent hosts it for a job of up to `max_nodes`.
+int Server(int max_nodes) {
+  auto server = StoreServer::Start("127.0.0.1", 0, HostStoreLimits(max_nodes));
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;
@@ -441,7 +444,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   InitLogging(LogLevel::kError);
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "server") return Server();
+  if (mode == "server") return Server(argc > 2 ? std::atoi(argv[2]) : 1);
   if (mode == "ops" && argc == 6) {
     return Ops(argv[2], argv[3], std::atoi(argv[4]), std::atof(argv[5]));
   }
