@@ -19,8 +19,8 @@
 //       As scale, with --nnodes MIN:NODES: forms a round at "go", then on
 //       "kill K" stops node K's heartbeat if it is one of this process's
 //       (a crash: its lease runs out) and reports when the last of its
-//       survivors holds the next round; then on "join J" node J (new, not
-//       one of the first NODES) joins here if J == FIRST + COUNT, and every
+//       survivors holds the next round; then on "join J" a new node J (not
+//       one of the first NODES) joins in the process of FIRST 0, and every
 //       member reports when it holds the round that takes J in.
 #include <unistd.h>
 
@@ -300,10 +300,23 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
 // Which simulated nodes were told of a membership change in one phase.
 class Changes {
  public:
-  explicit Changes(int count) : seen_(count, 0) {}
+  explicit Changes(int count) : seen_(count, 0), count_(count, 0) {}
   void Note(int i) {
     absl::MutexLock lock(&mu_);
     seen_[i] = phase_;
+    ++count_[i];
+  }
+  int Count(int i) {
+    absl::MutexLock lock(&mu_);
+    return count_[i];
+  }
+  // Whether node i heard of a change since Count(i) was `before`.
+  bool AwaitAbove(int i, int before, absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto heard = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return count_[i] > before;
+    };
+    return mu_.AwaitWithDeadline(absl::Condition(&heard), deadline);
   }
   void NextPhase() {
     absl::MutexLock lock(&mu_);
@@ -322,6 +335,7 @@ class Changes {
   absl::Mutex mu_;
   int phase_ ABSL_GUARDED_BY(mu_) = 1;
   std::vector<int> seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> count_ ABSL_GUARDED_BY(mu_);
 };
 
 int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
@@ -360,7 +374,10 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   std::fflush(stdout);
   // Every live node takes the next round, as the agent does on a change;
   // `heard` nodes only once told of one (the new node: at once).
-  auto next_round = [&](const std::vector<int>& who, bool wait_change) {
+  // A node that got a smaller round (a last call ended before the last
+  // node joined) takes the next one when told, until it holds `want`.
+  auto next_round = [&](const std::vector<int>& who, bool wait_change,
+                        int want) {
     std::atomic<int> ok{0};
     std::atomic<long long> last{0};
     const absl::Time deadline = absl::Now() + absl::Seconds(120);
@@ -368,12 +385,17 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     for (int i : who) {
       threads.emplace_back([&, i] {
         if (wait_change && !changes.Await(i, deadline)) return;
-        if (sims[i]->Next(1).ok()) {
-          ++ok;
-          const long long t = NowNs();
-          long long seen = last.load();
-          while (t > seen && !last.compare_exchange_weak(seen, t)) {
-          }
+        for (;;) {
+          const int before = changes.Count(i);
+          auto r = sims[i]->Next(1);
+          if (!r.ok()) return;
+          if (r->group_world_size >= want) break;
+          if (!changes.AwaitAbove(i, before, deadline)) return;
+        }
+        ++ok;
+        const long long t = NowNs();
+        long long seen = last.load();
+        while (t > seen && !last.compare_exchange_weak(seen, t)) {
         }
       });
     }
@@ -386,7 +408,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   std::getline(std::cin, line);  // go
   const long long start = NowNs();
   heartbeats.Start();
-  auto formed = next_round(live, false);
+  auto formed = next_round(live, false, nodes);
   std::printf("{\"start_ns\": %lld, \"done_ns\": %lld, \"joined\": %d}\n",
               start, formed.second, formed.first);
   std::fflush(stdout);
@@ -404,7 +426,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     sims[kill - first].reset();
     live.erase(std::find(live.begin(), live.end(), kill - first));
   }
-  auto recovered = next_round(live, true);
+  auto recovered = next_round(live, true, nodes - 1);
   std::printf(
       "{\"kill_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
       "\"members\": %zu}\n",
@@ -417,7 +439,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   }
   changes.NextPhase();
   long long join_ns = 0;
-  if (join == first + count) {
+  if (first == 0) {  // the first process hosts the new node
     sims.push_back(make(join, count));
     heartbeats.Add(count, sims.back().get());
     sims.back()->SetOnMembershipChange(
@@ -426,7 +448,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     changes.Note(count);  // no change to wait for: it joins at once
     live.push_back(count);
   }
-  auto grown = next_round(live, true);
+  auto grown = next_round(live, true, nodes);
   std::printf(
       "{\"join_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
       "\"members\": %zu}\n",
