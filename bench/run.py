@@ -602,9 +602,13 @@ def bench_metrics(reps, idle_s=3.0, launches=10):
     ]
 
 
-SCALE_N = [1, 4, 16, 64, 256, 1024, 4096]
+SCALE_N = [1, 4, 16, 64, 256, 1024, 4096, 16384]
+# The largest N is measured this many times (median of 3 against its
+# target); the smaller ones once.
+SCALE_TARGET_N = 16384
+SCALE_TARGET_REPS = 3
 SCALE_HB_SECONDS = 3.0
-SCALE_CAP_S = 60.0  # a larger N is not tried once one takes longer
+SCALE_CAP_S = 120.0  # a larger N is not tried once one takes longer
 
 
 def cpu_seconds(pid):
@@ -619,7 +623,7 @@ def scale_once(n, cap_s=None, around_join=None):
     (reports, join CPU s, steady requests, steady store CPU s).
     around_join(server_pid) may return a context manager held while the
     nodes join (bench/profile_scale.py profiles the store with it)."""
-    server, port = start_server([STORE_BENCH, "server"])
+    server, port = start_server([STORE_BENCH, "server", str(n)])
     procs = []
     try:
         nproc = min(4, n)
@@ -678,11 +682,12 @@ def bench_scale(reps):
     """Scale: one store, N simulated nodes (real DynamicRendezvous join in
     up to 4 store_bench processes) form one round; time to close it, then
     steady-state heartbeat load: requests/s and the store's CPU."""
-    reps = 1  # agent only: one pass over N up to 4096
+    reps = 1  # agent only: one pass over N, SCALE_TARGET_REPS at the top
     close, rps, cpu, join_req, join_cpus = {}, {}, {}, {}, {}
     capped = None
     for _ in range(reps):
-        for n in SCALE_N:
+        for n in [m for m in SCALE_N for _ in range(
+                SCALE_TARGET_REPS if m == SCALE_TARGET_N else 1)]:
             if capped is not None and n >= capped:
                 break
             measured = scale_once(n, SCALE_CAP_S)
@@ -717,22 +722,27 @@ def bench_scale(reps):
              "during join | steady req/s | steady store CPU |",
              "|---|---|---|---|---|---|"]
     med = statistics.median
+    def spread(xs):
+        return (f" ({fmt(min(xs), 's')}–{fmt(max(xs), 's')})"
+                if len(xs) > 1 else "")
     for n in SCALE_N:
         if str(n) not in close:
             continue
         lines.append(
-            f"| {n} | {fmt(med(close[str(n)]), 's')} | "
+            f"| {n} | {fmt(med(close[str(n)]), 's')}"
+            f"{spread(close[str(n)])} | "
             f"{med(join_req[str(n)]):.0f} | "
             f"{med(join_cpus[str(n)]):.2f} s | "
             f"{med(rps[str(n)]):,.0f} | {med(cpu[str(n)]):.0f} % |")
     if capped is not None:
         lines.append(f"| {capped} | > {SCALE_CAP_S:.0f} s (stopped) | | | "
                      "| |")
+    targeted = (4096, SCALE_TARGET_N)
     for n in SCALE_N:
         if str(n) not in close:
-            if n == 4096:
+            if n in targeted:
                 results.append({
-                    "name": "scale: close a round of 4096 simulated nodes",
+                    "name": f"scale: close a round of {n} simulated nodes",
                     "unit": "s", "samples": {"distjob-agent": [
                         float("inf")]},
                     "target": {"distjob-agent": 5.0}})
@@ -740,13 +750,17 @@ def bench_scale(reps):
         results.append({
             "name": f"scale: close a round of {n} simulated nodes",
             "unit": "s", "samples": {"distjob-agent": close[str(n)]},
-            "target": {"distjob-agent": 5.0} if n == 4096 else {}})
+            "target": {"distjob-agent": 5.0} if n in targeted else {}})
     results[-1]["note"] = (
         "One `store_bench server` (the agent's store alone in a process); "
         "N simulated nodes, each a real `DynamicRendezvous` (the agent's "
         "join, heartbeat and watch code) over a few shared gRPC channels, "
         "spread over up to 4 `store_bench scale` processes, "
-        "`--nnodes N:N`, `keep_alive_interval=1`. Timed from the go signal "
+        "`--nnodes N:N`, `keep_alive_interval=1`. The store and the "
+        "simulated nodes share the machine's cores. "
+        f"{SCALE_TARGET_N} nodes: median of {SCALE_TARGET_REPS} runs "
+        "(min–max in the table), the others one run. "
+        "Timed from the go signal "
         "to the last node holding the round; then requests/s and the "
         f"store process's CPU (/proc utime+stime) over {SCALE_HB_SECONDS:.0f} s "
         "of steady state. Per-node leases make the heartbeat load O(N); "
@@ -756,10 +770,135 @@ def bench_scale(reps):
         "round costs each node O(1) store requests and bytes: a counter "
         "and a join record of its own; the closed state is a few numbers, "
         "and each node reads only its own rank record. Where the store's "
-        "time goes at 4096 nodes: "
-        "`bench/profile_scale.py 4096`, committed as "
-        "[profile-scale-4096.txt](profile-scale-4096.txt).\n\n"
+        "time goes: `bench/profile_scale.py 4096` and "
+        f"`bench/profile_scale.py {SCALE_TARGET_N}`, committed as "
+        "[profile-scale-4096.txt](profile-scale-4096.txt) and "
+        f"[profile-scale-{SCALE_TARGET_N}.txt]"
+        f"(profile-scale-{SCALE_TARGET_N}.txt).\n\n"
         + "\n".join(lines))
+    return results
+
+
+RECOVER_N = [1024, 4096]
+RECOVER_LEASE_S = 3.0  # keep_alive_interval 1 s x keep_alive_max_attempt 3
+RECOVER_LAST_CALL_S = 1.0
+RECOVER_CAP_S = 90.0
+
+
+def recover_once(n):
+    """One recovery measurement: N simulated nodes (`--nnodes N-1:N`) form
+    a round; node N/2's lease stops (a crash); then a new node asks to
+    join the survivors' round. Returns (seconds from the kill to the last
+    survivor holding the next round, seconds from the new node's start to
+    the last member holding the round that takes it in), or None past
+    RECOVER_CAP_S at any step."""
+    server, port = start_server([STORE_BENCH, "server", str(n)])
+    procs = []
+    try:
+        nproc = min(4, n)
+        per = [n // nproc + (1 if i < n % nproc else 0)
+               for i in range(nproc)]
+        first = 0
+        for count in per:
+            procs.append(subprocess.Popen(
+                [STORE_BENCH, "recover", f"127.0.0.1:{port}", f"recover{n}",
+                 str(n), str(first), str(count), str(n - 1),
+                 str(RECOVER_LAST_CALL_S)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            first += count
+
+        def tell(line):
+            for p in procs:
+                p.stdin.write(line + "\n")
+                p.stdin.flush()
+
+        def replies():
+            out = []
+            deadline = time.monotonic() + RECOVER_CAP_S
+            for p in procs:
+                ready, _, _ = select.select(
+                    [p.stdout], [], [], max(0, deadline - time.monotonic()))
+                if not ready:
+                    return None
+                out.append(json.loads(p.stdout.readline()))
+            return out
+
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        tell("go")
+        formed = replies()
+        if formed is None or sum(r["joined"] for r in formed) != n:
+            return None
+        tell(f"kill {n // 2}")
+        recovered = replies()
+        if (recovered is None or
+                sum(r["joined"] for r in recovered) != n - 1):
+            return None
+        kill = max(r["kill_ns"] for r in recovered)
+        loss = (max(r["done_ns"] for r in recovered) - kill) / 1e9
+        tell(f"join {n}")  # a new node: sim<n>, in the first process
+        grown = replies()
+        if grown is None or sum(r["joined"] for r in grown) != n:
+            return None
+        start = max(r["join_ns"] for r in grown)
+        join = (max(r["done_ns"] for r in grown) - start) / 1e9
+        return loss, join
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        stop_server(server)
+
+
+def bench_recover(reps):
+    """Recovery at scale: a crashed node's survivors, and a new node
+    joining a running job, each to the next closed round."""
+    reps = max(1, min(reps, 3))
+    loss, join = {}, {}
+    failed = {n: 0 for n in RECOVER_N}
+    for _ in range(reps):
+        for n in RECOVER_N:
+            measured = recover_once(n)
+            if measured is None:
+                failed[n] += 1
+                continue
+            loss.setdefault(n, []).append(measured[0])
+            join.setdefault(n, []).append(measured[1])
+    for n in RECOVER_N:  # no run within the cap: shown as infinite
+        loss.setdefault(n, [float("inf")])
+        join.setdefault(n, [float("inf")])
+    target = RECOVER_LEASE_S + RECOVER_LAST_CALL_S + 1.0
+    results = []
+    for n in RECOVER_N:
+        results.append({
+            "name": f"recovery: node lost to next round, {n} simulated nodes",
+            "unit": "s", "samples": {"distjob-agent": loss[n]},
+            "target": {"distjob-agent": target}})
+        results.append({
+            "name": f"recovery: waiting node to next round, {n} simulated "
+                    "nodes",
+            "unit": "s", "samples": {"distjob-agent": join[n]},
+            "target": {"distjob-agent": target}})
+    results[-1]["note"] = (
+        "`store_bench recover`: one `store_bench server`; N simulated nodes "
+        "(real `DynamicRendezvous`, as in the scale rows) in up to 4 "
+        "processes, `--nnodes N-1:N`, `keep_alive_interval=1`, "
+        "`keep_alive_max_attempt=3` (a "
+        f"{RECOVER_LEASE_S:.0f} s lease), `last_call_timeout="
+        f"{RECOVER_LAST_CALL_S:.0f}`. *Node lost*: node N/2 stops "
+        "renewing its lease (a crash: no word to the store); timed from "
+        "then to the last survivor holding the next closed round (N-1 "
+        "members: its lease runs out, the member before it in rank order "
+        "opens the next round, the survivors join it and the last call "
+        "closes it). *Waiting node*: then a new node asks to join the N-1 "
+        "survivors' round; timed from its start to the last of the N "
+        "holding the round that takes it in (the round fills, so no last "
+        "call). Target: lease + last call + 1 s = "
+        f"{target:.0f} s. Median of {reps} runs, min–max beside it"
+        + "".join(f"; at {n} nodes {failed[n]} of {reps} runs did not "
+                  f"finish within {RECOVER_CAP_S:.0f} s"
+                  for n in RECOVER_N if failed[n]) + ".")
     return results
 
 
@@ -838,6 +977,7 @@ BENCHMARKS = {
     "peerloss": bench_peer_loss,
     "store": bench_store,
     "scale": bench_scale,
+    "recover": bench_recover,
     "metrics": bench_metrics,
     "tee": bench_tee,
 }

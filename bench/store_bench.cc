@@ -1,9 +1,10 @@
 // Load generator for the store benchmarks in bench/run.py; prints one JSON
 // object per measurement on stdout.
 //
-//   store_bench server
+//   store_bench server [MAX_NODES]
 //       hosts the embedded store on 127.0.0.1 (a free port, printed as
-//       "port N"), in its own process so its CPU time can be read from
+//       "port N") with the limits the agent gives a job of up to MAX_NODES
+//       nodes, in its own process so its CPU time can be read from
 //       /proc; exits at EOF on stdin.
 //   store_bench ops ENDPOINT OP CLIENTS SECONDS
 //       CLIENTS threads, one gRPC channel each, run OP (get, set, add,
@@ -14,6 +15,13 @@
 //       in one process. Waits for a "go" line on stdin, joins, reports when
 //       the last of its nodes got the round, then counts the store requests
 //       its nodes make in HB_SECONDS of steady state (heartbeats, watches).
+//   store_bench recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S
+//       As scale, with --nnodes MIN:NODES: forms a round at "go", then on
+//       "kill K" stops node K's heartbeat if it is one of this process's
+//       (a crash: its lease runs out) and reports when the last of its
+//       survivors holds the next round; then on "join J" a new node J (not
+//       one of the first NODES) joins in the process of FIRST 0, and every
+//       member reports when it holds the round that takes J in.
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/host_store_limits.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
 
@@ -44,8 +53,9 @@ long long NowNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int Server() {
-  auto server = StoreServer::Start("127.0.0.1", 0);
+// As the agent hosts it for a job of up to `max_nodes`.
+int Server(int max_nodes) {
+  auto server = StoreServer::Start("127.0.0.1", 0, HostStoreLimits(max_nodes));
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;
@@ -172,6 +182,66 @@ class SharedStore : public StoreInterface {
   std::atomic<long>* n_;
 };
 
+// Renews the leases of many simulated nodes from a few threads, one
+// request per node per interval as each node's own heartbeat thread would
+// make: a thread per node for 16,384 nodes is over the kernel's pid_max.
+class Heartbeats {
+ public:
+  Heartbeats(absl::Duration interval, int threads)
+      : interval_(interval), shards_(threads) {}
+  ~Heartbeats() { Stop(); }
+  void Add(int id, DynamicRendezvous* sim) {
+    Shard& s = shards_[id % shards_.size()];
+    absl::MutexLock lock(&s.mu);
+    s.sims.emplace_back(id, sim);
+  }
+  // After this, node `id` is renewed no more (and may be destroyed).
+  void Remove(int id) {
+    Shard& s = shards_[id % shards_.size()];
+    absl::MutexLock lock(&s.mu);
+    s.sims.erase(std::remove_if(s.sims.begin(), s.sims.end(),
+                                [id](const auto& e) { return e.first == id; }),
+                 s.sims.end());
+  }
+  // The first renewals one interval from now, as a heartbeat thread's.
+  void Start() {
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      threads_.emplace_back([this, i] { Run(&shards_[i]); });
+    }
+  }
+  void Stop() {
+    {
+      absl::MutexLock lock(&stop_mu_);
+      stop_ = true;
+    }
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  struct Shard {
+    absl::Mutex mu;
+    std::vector<std::pair<int, DynamicRendezvous*>> sims ABSL_GUARDED_BY(mu);
+  };
+  void Run(Shard* s) {
+    absl::Time next = absl::Now() + interval_;
+    for (;;) {
+      {
+        absl::MutexLock lock(&stop_mu_);
+        if (stop_mu_.AwaitWithDeadline(absl::Condition(&stop_), next)) return;
+      }
+      next += interval_;
+      absl::MutexLock lock(&s->mu);
+      for (auto& e : s->sims) e.second->RenewLease();
+    }
+  }
+  const absl::Duration interval_;
+  std::vector<Shard> shards_;
+  std::vector<std::thread> threads_;
+  absl::Mutex stop_mu_;
+  bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
+};
+
 int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
           int first, int count, double hb_seconds) {
   // A channel multiplexes many calls; a few spread them over connections.
@@ -182,6 +252,7 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   }
   std::atomic<long> requests{0};
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
+  Heartbeats heartbeats(absl::Seconds(1), 8);
   for (int i = 0; i < count; ++i) {
     DynamicRendezvousOptions o;
     o.run_id = run_id;
@@ -191,15 +262,18 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
     o.config.join_timeout = absl::Seconds(300);
     o.config.keep_alive_interval = absl::Seconds(1);
     o.config.read_timeout = absl::Seconds(300);
+    o.heartbeat_thread = false;
     sims.push_back(std::make_unique<DynamicRendezvous>(
         o,
         std::make_unique<SharedStore>(clients[i % channels].get(), &requests)));
+    heartbeats.Add(i, sims.back().get());
   }
   std::printf("ready\n");
   std::fflush(stdout);
   std::string line;
   std::getline(std::cin, line);
   const long long start = NowNs();
+  heartbeats.Start();
   std::atomic<int> ok{0};
   std::vector<std::thread> threads;
   for (auto& s : sims) {
@@ -223,6 +297,166 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   _exit(ok == count ? 0 : 1);
 }
 
+// Which simulated nodes were told of a membership change in one phase.
+class Changes {
+ public:
+  explicit Changes(int count) : seen_(count, 0), count_(count, 0) {}
+  void Note(int i) {
+    absl::MutexLock lock(&mu_);
+    seen_[i] = phase_;
+    ++count_[i];
+  }
+  int Count(int i) {
+    absl::MutexLock lock(&mu_);
+    return count_[i];
+  }
+  // Whether node i heard of a change since Count(i) was `before`.
+  bool AwaitAbove(int i, int before, absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto heard = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return count_[i] > before;
+    };
+    return mu_.AwaitWithDeadline(absl::Condition(&heard), deadline);
+  }
+  void NextPhase() {
+    absl::MutexLock lock(&mu_);
+    ++phase_;
+  }
+  // Whether node i heard of a change in this phase, by `deadline`.
+  bool Await(int i, absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto heard = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return seen_[i] == phase_;
+    };
+    return mu_.AwaitWithDeadline(absl::Condition(&heard), deadline);
+  }
+
+ private:
+  absl::Mutex mu_;
+  int phase_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<int> seen_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> count_ ABSL_GUARDED_BY(mu_);
+};
+
+int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
+            int first, int count, int min_nodes, double last_call_s) {
+  const int channels = std::min(count, 8);
+  std::vector<std::unique_ptr<GrpcStoreClient>> clients;
+  for (int i = 0; i < channels; ++i) {
+    clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300)));
+  }
+  std::atomic<long> requests{0};
+  auto make = [&](int global, int local) {
+    DynamicRendezvousOptions o;
+    o.run_id = run_id;
+    o.min_nodes = min_nodes;
+    o.max_nodes = nodes;
+    o.node = absl::StrCat("sim", global);
+    o.addr = "127.0.0.1";
+    o.config.join_timeout = absl::Seconds(300);
+    o.config.keep_alive_interval = absl::Seconds(1);
+    o.config.read_timeout = absl::Seconds(300);
+    o.config.last_call_timeout = absl::Seconds(last_call_s);
+    o.heartbeat_thread = false;
+    return std::make_unique<DynamicRendezvous>(
+        o, std::make_unique<SharedStore>(clients[local % channels].get(),
+                                         &requests));
+  };
+  std::vector<std::unique_ptr<DynamicRendezvous>> sims;
+  Heartbeats heartbeats(absl::Seconds(1), 8);
+  Changes changes(count + 1);
+  for (int i = 0; i < count; ++i) {
+    sims.push_back(make(first + i, i));
+    sims.back()->SetOnMembershipChange([&changes, i] { changes.Note(i); });
+    heartbeats.Add(i, sims.back().get());
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  // Every live node takes the next round, as the agent does on a change;
+  // `heard` nodes only once told of one (the new node: at once).
+  // A node that got a smaller round (a last call ended before the last
+  // node joined) takes the next one when told, until it holds `want`.
+  auto next_round = [&](const std::vector<int>& who, bool wait_change,
+                        int want) {
+    std::atomic<int> ok{0};
+    std::atomic<long long> last{0};
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    std::vector<std::thread> threads;
+    for (int i : who) {
+      threads.emplace_back([&, i] {
+        if (wait_change && !changes.Await(i, deadline)) return;
+        for (;;) {
+          const int before = changes.Count(i);
+          auto r = sims[i]->Next(1);
+          if (!r.ok()) return;
+          if (r->group_world_size >= want) break;
+          if (!changes.AwaitAbove(i, before, deadline)) return;
+        }
+        ++ok;
+        const long long t = NowNs();
+        long long seen = last.load();
+        while (t > seen && !last.compare_exchange_weak(seen, t)) {
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return std::make_pair(ok.load(), last.load());
+  };
+  std::vector<int> live;
+  for (int i = 0; i < count; ++i) live.push_back(i);
+  std::string line;
+  std::getline(std::cin, line);  // go
+  const long long start = NowNs();
+  heartbeats.Start();
+  auto formed = next_round(live, false, nodes);
+  std::printf("{\"start_ns\": %lld, \"done_ns\": %lld, \"joined\": %d}\n",
+              start, formed.second, formed.first);
+  std::fflush(stdout);
+  int kill = -1;
+  if (!std::getline(std::cin, line) ||
+      std::sscanf(line.c_str(), "kill %d", &kill) != 1) {
+    return 2;
+  }
+  changes.NextPhase();
+  long long kill_ns = 0;
+  if (kill >= first && kill < first + count) {
+    kill_ns = NowNs();
+    // Stops its heartbeat and watch without a word to the store.
+    heartbeats.Remove(kill - first);
+    sims[kill - first].reset();
+    live.erase(std::find(live.begin(), live.end(), kill - first));
+  }
+  auto recovered = next_round(live, true, nodes - 1);
+  std::printf(
+      "{\"kill_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
+      "\"members\": %zu}\n",
+      kill_ns, recovered.second, recovered.first, live.size());
+  std::fflush(stdout);
+  int join = -1;
+  if (!std::getline(std::cin, line) ||
+      std::sscanf(line.c_str(), "join %d", &join) != 1) {
+    return 2;
+  }
+  changes.NextPhase();
+  long long join_ns = 0;
+  if (first == 0) {  // the first process hosts the new node
+    sims.push_back(make(join, count));
+    heartbeats.Add(count, sims.back().get());
+    sims.back()->SetOnMembershipChange(
+        [&changes, count] { changes.Note(count); });
+    join_ns = NowNs();
+    changes.Note(count);  // no change to wait for: it joins at once
+    live.push_back(count);
+  }
+  auto grown = next_round(live, true, nodes);
+  std::printf(
+      "{\"join_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
+      "\"members\": %zu}\n",
+      join_ns, grown.second, grown.first, live.size());
+  std::fflush(stdout);
+  _exit(grown.first == static_cast<int>(live.size()) ? 0 : 1);
+}
+
 }  // namespace
 }  // namespace distjob
 
@@ -232,7 +466,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   InitLogging(LogLevel::kError);
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "server") return Server();
+  if (mode == "server") return Server(argc > 2 ? std::atoi(argv[2]) : 1);
   if (mode == "ops" && argc == 6) {
     return Ops(argv[2], argv[3], std::atoi(argv[4]), std::atof(argv[5]));
   }
@@ -240,9 +474,14 @@ int main(int argc, char** argv) {
     return Scale(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
                  std::atoi(argv[6]), std::atof(argv[7]));
   }
+  if (mode == "recover" && argc == 9) {
+    return Recover(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
+                   std::atoi(argv[6]), std::atoi(argv[7]), std::atof(argv[8]));
+  }
   std::fputs(
       "usage: store_bench server | ops ENDPOINT OP CLIENTS SECONDS | scale "
-      "ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS\n",
+      "ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS | recover ENDPOINT RUN_ID "
+      "NODES FIRST COUNT MIN LAST_CALL_S\n",
       stderr);
   return 2;
 }

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/host_store_limits.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/store/etcd_store.h"
@@ -103,8 +104,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
       // A name: listen where this node says it is, else everywhere.
       bind = IsIpLiteral(options.addr) ? options.addr : "::";
     }
-    auto started =
-        StoreServer::Start(bind, endpoint->port, StoreLimits{}, p.security);
+    auto started = StoreServer::Start(bind, endpoint->port,
+                                      HostStoreLimits(p.max_nodes), p.security);
     if (started.ok()) {
       server = std::move(*started);
     } else if (config->is_host.value_or(false)) {

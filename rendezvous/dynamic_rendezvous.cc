@@ -24,8 +24,9 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
              options_.config.keep_alive_max_attempt),
       store_(std::move(store)),
       keep_alive_(std::move(keep_alive)) {
-  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
-  monitor_ = std::thread([this] { MonitorLoop(); });
+  if (options_.heartbeat_thread) {
+    heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  }
 }
 
 DynamicRendezvous::~DynamicRendezvous() { StopThreads(); }
@@ -36,8 +37,8 @@ void DynamicRendezvous::StopThreads() {
     if (stop_) return;
     stop_ = true;
   }
-  heartbeat_.join();
-  monitor_.join();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  if (monitor_.joinable()) monitor_.join();
 }
 
 void DynamicRendezvous::NoteFailureRestart(int restart_count) {
@@ -83,10 +84,14 @@ void DynamicRendezvous::HeartbeatLoop() {
         return;
       }
     }
-    if (host_left_) continue;  // no store to renew a lease in
-    if (auto s = Heartbeat(); !s.ok()) {
-      DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
-    }
+    RenewLease();
+  }
+}
+
+void DynamicRendezvous::RenewLease() {
+  if (host_left_) return;  // no store to renew a lease in
+  if (auto s = Heartbeat(); !s.ok()) {
+    DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
   }
 }
 
@@ -115,15 +120,18 @@ Progress DynamicRendezvous::CurrentProgress(absl::Time deadline,
 Observed DynamicRendezvous::Observe(RankCache* cache) {
   Observed o;
   o.fresh = true;
-  if (auto aborted = store_->Get(keys_.Aborted(), absl::ZeroDuration());
-      aborted.ok()) {
-    o.aborted = *std::move(aborted);
-    return o;
-  }
+  // One request for the state and the job's end (rdzv_keys.h: both start
+  // with the state's key), read by every node on every wake-up.
   auto listing = store_->List(keys_.State());
   if (!listing.ok()) {
     o.state_error = listing.status();
     return o;
+  }
+  for (auto& e : listing->entries) {
+    if (e.key == keys_.Aborted()) {
+      o.aborted = std::move(e.value);
+      return o;
+    }
   }
   o.revision = listing->revision;
   for (const auto& e : listing->entries) {
@@ -163,7 +171,7 @@ Observed DynamicRendezvous::Observe(RankCache* cache) {
     if (alive.ok()) o.decider_alive = *alive;
   }
   if (st.closed && !o.mine.has_value()) {
-    auto members = ReadMembers(st.round, st.closer);
+    auto members = ReadMembers(st.round, st.closer, st.size);
     auto alive = store_->List(keys_.AlivePrefix());
     if (members.ok() && alive.ok()) {
       std::set<std::string> live;
@@ -225,9 +233,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     return store_->CompareSet(keys_.State(), o.raw, next.Encode()).status();
   };
   absl::Duration peer_wait = absl::ZeroDuration();
-  auto wait_change = [&](absl::Duration timeout) -> absl::Status {
+  // `capped`: also wake every keep_alive_interval, where what is waited for
+  // (a lease running out) changes nothing under ctl/state.
+  auto wait_change = [&](absl::Duration timeout,
+                         bool capped = true) -> absl::Status {
     timeout =
-        std::min({timeout, deadline - absl::Now(), c.keep_alive_interval});
+        std::min({timeout, deadline - absl::Now(),
+                  capped ? c.keep_alive_interval : absl::InfiniteDuration()});
     const absl::Time start = absl::Now();
     absl::Status s = store_
                          ->Watch(near_deadline ? keys_.prefix() : keys_.State(),
@@ -309,7 +321,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           // The round is closed: what follows reads the master's address
           // within close_timeout, whatever is left of join_timeout.
           ScopedCallDeadline after_join(absl::InfiniteFuture());
-          auto result = Result(st, *o.mine);
+          auto result = Result(st, *o.mine, o.revision);
           if (result.ok()) {
             result->peer_wait_seconds = absl::ToDoubleSeconds(peer_wait);
           }
@@ -415,7 +427,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           NoteJoinedAddrs(st.round);
           near_deadline = true;
         }
-        (void)wait_change(deadline - absl::Now());
+        // Joins do not change the state: the round's close, its reopening
+        // or the job's end do, and wake it.
+        (void)wait_change(std::max(a.until - absl::Now(), absl::ZeroDuration()),
+                          /*capped=*/false);
         break;
     }
     if (reread) o.fresh = false;
@@ -442,7 +457,7 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   std::vector<std::string> previous;
   if (st.prev_round >= 0) {
     // Read once, by the one or two nodes that close a round.
-    auto prev = ReadMembers(st.prev_round, st.prev_closer);
+    auto prev = ReadMembers(st.prev_round, st.prev_closer, st.prev_size);
     if (prev.ok()) {
       for (const auto& p : *prev) previous.push_back(p.node);
     }
@@ -450,35 +465,61 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   AssignRanks(host, previous, &*members);
   // The records go in before the compare-set that closes the round: a
   // node that sees it closed finds its own.
-  std::vector<std::pair<std::string, std::string>> kvs = {
-      {keys_.Members(st.round, options_.node), EncodeMembers(*members)}};
   closing_world_ = 0;
   for (const auto& p : *members) closing_world_ += p.nproc;
   closing_size_ = static_cast<int>(members->size());
-  constexpr size_t kChunk = 1024;  // under the store's keys per request
+  // Under the store's keys and bytes per request: a chunk of the member
+  // list is at most kMemberChunkBytes, a rank record a few dozen bytes.
+  constexpr size_t kKeysPerRequest = 1024;
+  constexpr size_t kBytesPerRequest = size_t{1} << 20;
+  std::vector<std::pair<std::string, std::string>> kvs;
+  size_t bytes = 0;
+  auto flush = [&]() -> absl::Status {
+    if (kvs.empty()) return absl::OkStatus();
+    auto s = store_->MultiSet(kvs, absl::ZeroDuration());
+    kvs.clear();
+    bytes = 0;
+    return s.status();
+  };
+  auto put = [&](std::string key, std::string value) -> absl::Status {
+    if (kvs.size() == kKeysPerRequest ||
+        bytes + key.size() + value.size() > kBytesPerRequest) {
+      if (auto s = flush(); !s.ok()) return s;
+    }
+    bytes += key.size() + value.size();
+    kvs.emplace_back(std::move(key), std::move(value));
+    return absl::OkStatus();
+  };
+  for (auto& [first, text] : EncodeMemberChunks(*members)) {
+    if (auto s =
+            put(keys_.Members(st.round, options_.node, first), std::move(text));
+        !s.ok()) {
+      return s;
+    }
+  }
   for (auto& [node, rec] : RankRecords(*members)) {
-    kvs.emplace_back(keys_.Rank(st.round, options_.node, node),
-                     EncodeRank(rec));
-    if (kvs.size() == kChunk) {
-      if (auto s = store_->MultiSet(kvs, absl::ZeroDuration()); !s.ok()) {
-        return s.status();
-      }
-      kvs.clear();
+    if (auto s =
+            put(keys_.Rank(st.round, options_.node, node), EncodeRank(rec));
+        !s.ok()) {
+      return s;
     }
   }
-  if (!kvs.empty()) {
-    if (auto s = store_->MultiSet(kvs, absl::ZeroDuration()); !s.ok()) {
-      return s.status();
-    }
-  }
-  return absl::OkStatus();
+  return flush();
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
-    int64_t round, const std::string& closer) {
-  auto v = store_->Get(keys_.Members(round, closer), absl::ZeroDuration());
-  if (!v.ok()) return v.status();
-  return DecodeMembers(*v);
+    int64_t round, const std::string& closer, int size) {
+  // A few chunks, a page or two of a listing even at 100,000 members.
+  auto listing = store_->List(keys_.MembersPrefix(round, closer));
+  if (!listing.ok()) return listing.status();
+  std::vector<std::pair<int64_t, std::string>> chunks;
+  for (auto& e : listing->entries) {
+    if (auto first = keys_.ParseMembers(e.key, round, closer);
+        first.has_value()) {
+      chunks.emplace_back(*first, std::move(e.value));
+    }
+  }
+  return AssembleMembers(std::move(chunks), size);
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
@@ -524,7 +565,7 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
 }
 
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
-    const RdzvState& st, const RankRecord& mine) {
+    const RdzvState& st, const RankRecord& mine, int64_t revision) {
   RendezvousResult r;
   r.round = st.round;
   r.group_rank = mine.group_rank;
@@ -567,24 +608,40 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     current_ = st;
     current_rank_ = mine;
   }
-  // The monitor's watch starts from the revision Judge reads at: a change
-  // already made (a fast peer's worker failed and opened the next round
-  // while this node was still reading the one that closed) would otherwise
-  // never fire.
-  int64_t revision = 0;
-  const std::string why = Judge(/*liveness=*/false, &revision);
+  // The monitor's watch starts from the revision the closed round was read
+  // at: a change made since (a fast peer's worker failed and opened the
+  // next round while this node was still reading the one that closed)
+  // fires at once. A node that asked to join before that changes nothing
+  // from then on: look for one now, as Judge would.
+  const std::string why =
+      st.size < options_.max_nodes ? WaitingNode() : std::string();
   {
     absl::MutexLock lock(&mu_);
     current_revision_ = revision;
     monitoring_ = true;
+    if (!stop_ && !monitor_.joinable()) {
+      monitor_ = std::thread([this] { MonitorLoop(); });
+    }
   }
   if (!why.empty()) Fire(why);
   return r;
 }
 
+std::string DynamicRendezvous::WaitingNode() {
+  auto waiting = store_->List(keys_.WaitingPrefix());
+  if (!waiting.ok()) return "";
+  for (const auto& e : waiting->entries) {
+    if (auto node = keys_.ParseWaiting(e.key); node.has_value()) {
+      return absl::StrCat("node ", *node, " waits to join");
+    }
+  }
+  return "";
+}
+
 std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
-  // A few small reads, whatever the job's size: the state, the end, the
-  // waiting nodes, and the lease of the next member in rank order.
+  // A few small reads, whatever the job's size: the state with the job's
+  // end and the host's leaving (one listing), the waiting nodes, and the
+  // lease of the next member in rank order.
   auto listing = store_->List(keys_.State());
   if (!listing.ok()) return "";
   *revision = listing->revision;
@@ -595,14 +652,19 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     current = current_;
     mine = current_rank_;
   }
-  if (auto ended = store_->Get(keys_.Aborted(), absl::ZeroDuration());
-      ended.ok()) {
+  auto listed = [&](const std::string& key) -> const StoreEntry* {
+    for (const auto& e : listing->entries) {
+      if (e.key == key) return &e;
+    }
+    return nullptr;
+  };
+  if (const StoreEntry* ended = listed(keys_.Aborted()); ended != nullptr) {
     absl::MutexLock lock(&mu_);
-    aborted_ = *ended;
+    aborted_ = ended->value;
     return "the job was ended by another node";
   }
   if (!options_.hosting && !host_left_) {
-    if (auto left = store_->Check({keys_.HostLeft()}); left.ok() && *left) {
+    if (listed(keys_.HostLeft()) != nullptr) {
       DJ_LOG_INFO(
           "the rendezvous store's host leaves after its workers succeeded; "
           "this node finishes without the store");
@@ -622,13 +684,7 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     }
   }
   if (current.size < options_.max_nodes) {
-    if (auto waiting = store_->List(keys_.WaitingPrefix()); waiting.ok()) {
-      for (const auto& e : waiting->entries) {
-        if (auto node = keys_.ParseWaiting(e.key); node.has_value()) {
-          return absl::StrCat("node ", *node, " waits to join");
-        }
-      }
-    }
+    if (std::string why = WaitingNode(); !why.empty()) return why;
   }
   if (!liveness) return "";
   // The first live member before a lost one sees it lost. A member that
@@ -848,7 +904,7 @@ bool DynamicRendezvous::AllMarkedOrGone(
     std::optional<std::vector<RdzvParticipant>>* members,
     const std::set<std::string>& also_marked) {
   if (!members->has_value()) {
-    auto m = ReadMembers(round.round, round.closer);
+    auto m = ReadMembers(round.round, round.closer, round.size);
     if (!m.ok()) return true;  // no list to wait for
     *members = *std::move(m);
   }

@@ -40,6 +40,10 @@ struct DynamicRendezvousOptions {
   // The hosted store's stats (set by c10d_rendezvous when hosting).
   Rendezvous::StoreStatsSource store_stats;
   RdzvConfig config;
+  // False: no heartbeat thread; the owner calls RenewLease every
+  // keep_alive_interval instead. A simulator of thousands of nodes in one
+  // process (bench/store_bench.cc) runs out of threads otherwise.
+  bool heartbeat_thread = true;
 };
 
 class DynamicRendezvous : public ElasticRendezvous {
@@ -71,6 +75,10 @@ class DynamicRendezvous : public ElasticRendezvous {
     return RdzvKeys::Prefix(run_id);
   }
 
+  // Renews this node's lease once: what the heartbeat thread does every
+  // keep_alive_interval (see DynamicRendezvousOptions::heartbeat_thread).
+  void RenewLease();
+
  private:
   // This node's rank record in the closed round last read (by round and
   // closer), so that a wake-up does not fetch it again.
@@ -84,16 +92,21 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Reads what Decide needs (Observed): the end, the round, this node's
   // place in it, and the leases that decide whether to wait.
   Observed Observe(RankCache* cache);
+  // `revision`: the store's revision `state` was read at.
   absl::StatusOr<RendezvousResult> Result(const RdzvState& state,
-                                          const RankRecord& mine);
+                                          const RankRecord& mine,
+                                          int64_t revision);
+  // Why a node outside the round waits to join ("node X waits to join"),
+  // or "" when none does.
+  std::string WaitingNode();
   // Adds the addresses of open round `round`'s joiners to last_seen_ (an
   // open round's state does not hold them), for LastSeenAddrs.
   void NoteJoinedAddrs(int64_t round);
   // The members of open round `round`, in join order, from their records.
   absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round);
-  // A closed round's members in rank order.
+  // A closed round's `size` members in rank order, from its chunks.
   absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
-      int64_t round, const std::string& closer);
+      int64_t round, const std::string& closer, int size);
   // Writes open round `st`'s members and rank records as this node would
   // close it; CloseState is then the state that closes it.
   absl::Status Close(const RdzvState& st);
@@ -201,6 +214,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool shut_down_ = false;
   std::string end_reason_;  // see SetEndReason
   std::thread heartbeat_;
+  // Started with the first round this node holds (a node that never holds
+  // one has nothing to watch), under mu_, never after stop_.
   std::thread monitor_;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/store/store_core.h"
 
@@ -104,6 +105,67 @@ TEST(DynamicRendezvousTest, DeadPeerIsNoticedAndSurvivorsReform) {
   EXPECT_EQ(results[0].round, 1);
   // Ranks stay where membership allows.
   EXPECT_NE(results[0].group_rank, results[1].group_rank);
+}
+
+// A round of 100,000 nodes through the real close: 99,999 join records as
+// each joiner writes them, then the last joiner closes the round (members,
+// rank records, state) with the store's default limits enforced on every
+// write. No value may grow with the job: the member list was one value of
+// megabytes, over max_value_bytes.
+TEST(DynamicRendezvousTest, HundredThousandNodeRoundFitsTheStoresLimits) {
+  constexpr int kNodes = 100000;
+  const StoreLimits limits;
+  StoreCore core(limits);
+  LocalStore store(&core);
+  const RdzvKeys keys("job");
+  DynamicRendezvousOptions o = Options(kNodes - 1, kNodes, kNodes);
+  // The closer hosts the store: it is ranked first and publishes the
+  // master's address itself.
+  ASSERT_TRUE(store.Set(keys.Host(), o.node).ok());
+  std::vector<std::pair<std::string, std::string>> kvs;
+  for (int i = 0; i < kNodes - 1; ++i) {
+    kvs.emplace_back(keys.Join(0, i + 1),
+                     EncodeJoin({"n" + std::to_string(i), 8,
+                                 "10.0." + std::to_string(i / 256 % 256) + "." +
+                                     std::to_string(i % 256)}));
+    if (kvs.size() == 1024 || i == kNodes - 2) {
+      ASSERT_TRUE(store.MultiSet(kvs, absl::ZeroDuration()).ok());
+      kvs.clear();
+    }
+  }
+  ASSERT_TRUE(store.Add(keys.Joined(0), kNodes - 1).ok());
+  DynamicRendezvous closer(o, std::make_unique<LocalStore>(&core));
+  auto r = closer.Next(8);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->group_rank, 0);
+  EXPECT_EQ(r->group_world_size, kNodes);
+  EXPECT_EQ(r->world_size, 8 * kNodes);
+  // A node learns its place from its own record: O(1) bytes.
+  auto rec = store.Get(keys.Rank(0, o.node, "n41999"), absl::ZeroDuration());
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  auto mine = DecodeRank(*rec);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->group_rank, 42000);  // after the host
+  EXPECT_EQ(mine->base_rank, 8 * 42000);
+  EXPECT_EQ(mine->next, "n42000");
+  EXPECT_LT(rec->size(), 64u);
+  // Every key and value within the store's limits; the member list in
+  // chunks, whole again in rank order.
+  auto all = store.List(keys.prefix());
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::pair<int64_t, std::string>> chunks;
+  for (const auto& e : all->entries) {
+    EXPECT_LE(e.key.size(), limits.max_key_bytes);
+    EXPECT_LE(e.value.size(), limits.max_value_bytes) << e.key;
+    if (auto first = keys.ParseMembers(e.key, 0, o.node); first.has_value()) {
+      chunks.emplace_back(*first, e.value);
+    }
+  }
+  EXPECT_GT(chunks.size(), 1u);
+  auto members = AssembleMembers(chunks, kNodes);
+  ASSERT_TRUE(members.ok()) << members.status();
+  EXPECT_EQ((*members)[0].node, o.node);
+  EXPECT_EQ((*members)[kNodes - 1].node, "n99998");
 }
 
 // Each member watches only the next one's lease: when neighbours die

@@ -129,6 +129,8 @@ Action Decide(const Observed& o, const Progress& p) {
   // deadline comes first, takes it away).
   Action a = Make(Action::kWaitForJoiners);
   a.follow_joiners = p.deadline - p.now <= 2 * p.keep_alive_interval;
+  a.until = a.follow_joiners ? p.now + p.keep_alive_interval
+                             : p.deadline - 2 * p.keep_alive_interval;
   return a;
 }
 

@@ -86,8 +86,11 @@ struct Action {
     kWaitForJoiners,    // fewer than min_nodes: wait for a change
   };
   Kind kind = kObserve;
-  absl::Status status;          // kFail
-  absl::Time until;             // kAwaitLastCall
+  absl::Status status;  // kFail
+  // kAwaitLastCall: the last call's end. kWaitForJoiners: when to look
+  // again without a change (the deadline nears); the state's change wakes
+  // it before, so thousands of waiting nodes do not re-read on a timer.
+  absl::Time until;
   bool forget_decider = false;  // kOpenNextRound: the decider is gone
   // kAwaitLastCall, kCloseRound: log that min_nodes joined (once a round).
   bool announce_last_call = false;

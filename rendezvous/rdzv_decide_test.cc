@@ -173,14 +173,20 @@ std::vector<Row> Rows() {
     add("last call over", Read(3, false), p, Action::kCloseRound);
   }
   {
-    add("fewer than min_nodes", Read(3, false), Joined(3, 1),
-        Action::kWaitForJoiners,
-        [](const Action& a) { EXPECT_FALSE(a.follow_joiners); });
     Progress p = Joined(3, 1);
+    p.deadline = kNow + absl::Seconds(600);
+    // Until the deadline nears, only a change of the state wakes it.
+    add("fewer than min_nodes", Read(3, false), p, Action::kWaitForJoiners,
+        [](const Action& a) {
+          EXPECT_FALSE(a.follow_joiners);
+          EXPECT_EQ(a.until, kNow + absl::Seconds(598));
+        });
     p.deadline = kNow + absl::Seconds(2);
     add("fewer than min_nodes, deadline near", Read(3, false), p,
-        Action::kWaitForJoiners,
-        [](const Action& a) { EXPECT_TRUE(a.follow_joiners); });
+        Action::kWaitForJoiners, [](const Action& a) {
+          EXPECT_TRUE(a.follow_joiners);
+          EXPECT_EQ(a.until, kNow + absl::Seconds(1));
+        });
   }
   return rows;
 }

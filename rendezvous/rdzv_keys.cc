@@ -20,6 +20,19 @@ std::optional<std::string> Segment(absl::string_view key,
   return std::string(key);
 }
 
+// A non-negative index as the writers print it, in decimal digits only.
+std::optional<int64_t> Index(const std::optional<std::string>& text) {
+  if (!text.has_value()) return std::nullopt;
+  for (char c : *text) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
+      return std::nullopt;
+    }
+  }
+  int64_t i = 0;
+  if (!absl::SimpleAtoi(*text, &i)) return std::nullopt;
+  return i;
+}
+
 }  // namespace
 
 std::optional<std::string> ParseRdzvStateKey(absl::string_view key) {
@@ -56,8 +69,14 @@ std::string RdzvKeys::Join(int64_t round, int64_t index) const {
   return absl::StrCat(JoinPrefix(round), index);
 }
 
-std::string RdzvKeys::Members(int64_t round, absl::string_view closer) const {
-  return absl::StrCat(prefix_, "members/", round, "/", closer);
+std::string RdzvKeys::MembersPrefix(int64_t round,
+                                    absl::string_view closer) const {
+  return absl::StrCat(prefix_, "members/", round, "/", closer, "/");
+}
+
+std::string RdzvKeys::Members(int64_t round, absl::string_view closer,
+                              int64_t first) const {
+  return absl::StrCat(MembersPrefix(round, closer), first);
 }
 
 std::string RdzvKeys::Rank(int64_t round, absl::string_view closer,
@@ -116,17 +135,15 @@ std::optional<std::string> RdzvKeys::ParseSeenEnd(absl::string_view key) const {
 
 std::optional<int64_t> RdzvKeys::ParseJoin(absl::string_view key,
                                            int64_t round) const {
-  auto index = Segment(key, JoinPrefix(round));
-  if (!index.has_value()) return std::nullopt;
-  // Digits only: the writer prints the index in decimal, from 1.
-  for (char c : *index) {
-    if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) {
-      return std::nullopt;
-    }
-  }
-  int64_t i = 0;
-  if (!absl::SimpleAtoi(*index, &i) || i < 1) return std::nullopt;
+  auto i = Index(Segment(key, JoinPrefix(round)));
+  if (!i.has_value() || *i < 1) return std::nullopt;
   return i;
+}
+
+std::optional<int64_t> RdzvKeys::ParseMembers(absl::string_view key,
+                                              int64_t round,
+                                              absl::string_view closer) const {
+  return Index(Segment(key, MembersPrefix(round, closer)));
 }
 
 }  // namespace distjob

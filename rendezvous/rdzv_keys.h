@@ -7,19 +7,25 @@
 //                      and gone keep_alive_interval x keep_alive_max_attempt
 //                      after its agent stops renewing (on the store's clock)
 //   ctl/waiting/<node> a lease held by a node that waits for the next round
-//   ctl/aborted        why the job ended, for the nodes still running
+//   ctl/state-aborted  why the job ended, for the nodes still running
+//   ctl/state-host-left  the store's host leaves (its exit barrier timed out)
 //   host               the node that hosts the store (ranked first)
 //   joined/<round>, join/<round>/<i>   an open round's count and records
-//   members/<round>/<closer>, rank/<round>/<closer>/<node>   a closed
-//                      round's members, written by the node that closed it
+//   members/<round>/<closer>/<first>, rank/<round>/<closer>/<node>   a
+//                      closed round's members (in chunks, each named by the
+//                      rank of its first member) and one record per node,
+//                      written by the node that closed it
 //   master/<round>     MASTER_PORT MASTER_ADDR published by group rank 0
 //   failed/<round>     the node whose worker failed first (it decides)
 //   done/<round>/<node>, done-count/<round>, done-all/<round>, left/<round>
 //                      the exit barrier
-//   seen-end/<node>    a node read ctl/aborted
+//   seen-end/<node>    a node read ctl/state-aborted or ctl/state-host-left
 //
 // Only ctl/ is watched for the whole of a round (see dynamic_rendezvous.h):
-// what is under it tells that the round stopped being the job's.
+// what is under it tells that the round stopped being the job's. The job's
+// end and the host's leaving start with the state's key, so that one
+// listing of ctl/state reads all three: every node reads them on each
+// wake-up, and thousands of nodes wake up together.
 #ifndef DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
 #define DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
 
@@ -52,13 +58,15 @@ class RdzvKeys {
   std::string Alive(absl::string_view node) const;
   std::string WaitingPrefix() const { return prefix_ + "ctl/waiting/"; }
   std::string Waiting(absl::string_view node) const;
-  std::string Aborted() const { return prefix_ + "ctl/aborted"; }
-  std::string HostLeft() const { return prefix_ + "ctl/host-left"; }
+  std::string Aborted() const { return prefix_ + "ctl/state-aborted"; }
+  std::string HostLeft() const { return prefix_ + "ctl/state-host-left"; }
   std::string Host() const { return prefix_ + "host"; }
   std::string Joined(int64_t round) const;
   std::string JoinPrefix(int64_t round) const;
   std::string Join(int64_t round, int64_t index) const;
-  std::string Members(int64_t round, absl::string_view closer) const;
+  std::string MembersPrefix(int64_t round, absl::string_view closer) const;
+  std::string Members(int64_t round, absl::string_view closer,
+                      int64_t first) const;
   std::string Rank(int64_t round, absl::string_view closer,
                    absl::string_view node) const;
   std::string Master(int64_t round) const;
@@ -80,6 +88,10 @@ class RdzvKeys {
   std::optional<std::string> ParseSeenEnd(absl::string_view key) const;
   // The join index (from 1) of a Join key of `round`, or nullopt.
   std::optional<int64_t> ParseJoin(absl::string_view key, int64_t round) const;
+  // The first rank (from 0) of a Members chunk key of `round` and `closer`,
+  // or nullopt.
+  std::optional<int64_t> ParseMembers(absl::string_view key, int64_t round,
+                                      absl::string_view closer) const;
 
  private:
   std::string prefix_;

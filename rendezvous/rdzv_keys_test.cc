@@ -13,11 +13,16 @@ TEST(RdzvKeysTest, KeysOfOneJobAreUnderItsPrefix) {
   EXPECT_EQ(k.State(), "rdzv/job/ctl/state");
   EXPECT_EQ(k.Alive("n1"), "rdzv/job/ctl/alive/n1");
   EXPECT_EQ(k.Waiting("n1"), "rdzv/job/ctl/waiting/n1");
-  EXPECT_EQ(k.Aborted(), "rdzv/job/ctl/aborted");
+  EXPECT_EQ(k.Aborted(), "rdzv/job/ctl/state-aborted");
+  EXPECT_EQ(k.HostLeft(), "rdzv/job/ctl/state-host-left");
+  // One listing of the state's key reads the job's end too.
+  EXPECT_EQ(k.Aborted().rfind(k.State(), 0), 0u);
+  EXPECT_EQ(k.HostLeft().rfind(k.State(), 0), 0u);
   EXPECT_EQ(k.Host(), "rdzv/job/host");
   EXPECT_EQ(k.Joined(3), "rdzv/job/joined/3");
   EXPECT_EQ(k.Join(3, 12), "rdzv/job/join/3/12");
-  EXPECT_EQ(k.Members(3, "c"), "rdzv/job/members/3/c");
+  EXPECT_EQ(k.MembersPrefix(3, "c"), "rdzv/job/members/3/c/");
+  EXPECT_EQ(k.Members(3, "c", 2048), "rdzv/job/members/3/c/2048");
   EXPECT_EQ(k.Rank(3, "c", "n1"), "rdzv/job/rank/3/c/n1");
   EXPECT_EQ(k.Master(3), "rdzv/job/master/3");
   EXPECT_EQ(k.Failed(3), "rdzv/job/failed/3");
@@ -38,6 +43,8 @@ TEST(RdzvKeysTest, ParsesWhatItBuilds) {
   EXPECT_EQ(k.ParseSeenEnd(k.SeenEnd("n4")), "n4");
   EXPECT_EQ(k.ParseJoin(k.Join(5, 1), 5), 1);
   EXPECT_EQ(k.ParseJoin(k.Join(5, 4096), 5), 4096);
+  EXPECT_EQ(k.ParseMembers(k.Members(5, "c", 0), 5, "c"), 0);
+  EXPECT_EQ(k.ParseMembers(k.Members(5, "c", 9000), 5, "c"), 9000);
 }
 
 TEST(RdzvKeysTest, RejectsMalformedAndForeignKeys) {
@@ -61,6 +68,12 @@ TEST(RdzvKeysTest, RejectsMalformedAndForeignKeys) {
         "rdzv/job/join/5/2/3", "rdzv/job/join/50/2", "rdzv/job/joined/5",
         "rdzv/job/join/5/99999999999999999999"}) {
     EXPECT_EQ(k.ParseJoin(key, 5), std::nullopt) << key;
+  }
+  for (const char* key :
+       {"rdzv/job/members/5/c/", "rdzv/job/members/5/c/-1",
+        "rdzv/job/members/5/c/1x", "rdzv/job/members/5/d/1",
+        "rdzv/job/members/6/c/1", "rdzv/job/members/5/c/1/2"}) {
+    EXPECT_EQ(k.ParseMembers(key, 5, "c"), std::nullopt) << key;
   }
 }
 

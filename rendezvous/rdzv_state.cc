@@ -18,7 +18,8 @@ std::string RdzvState::Encode() const {
     absl::StrAppend(&out, "closer ", closer, " ", size, " ", world_size, "\n");
   }
   if (prev_round >= 0) {
-    absl::StrAppend(&out, "prev ", prev_round, " ", prev_closer, "\n");
+    absl::StrAppend(&out, "prev ", prev_round, " ", prev_closer, " ", prev_size,
+                    "\n");
   }
   return out;
 }
@@ -39,9 +40,10 @@ absl::StatusOr<RdzvState> RdzvState::Decode(const std::string& text) {
       s.closer = f[1];
       ok = !s.closer.empty() && absl::SimpleAtoi(f[2], &s.size) &&
            absl::SimpleAtoi(f[3], &s.world_size);
-    } else if (f.size() == 3 && f[0] == "prev") {
+    } else if (f.size() == 4 && f[0] == "prev") {
       s.prev_closer = f[2];
-      ok = absl::SimpleAtoi(f[1], &s.prev_round) && !s.prev_closer.empty();
+      ok = absl::SimpleAtoi(f[1], &s.prev_round) && !s.prev_closer.empty() &&
+           absl::SimpleAtoi(f[3], &s.prev_size) && s.prev_size >= 0;
     }
     if (!ok) {
       return absl::DataLossError(
@@ -57,6 +59,7 @@ RdzvState NextRound(const RdzvState& current, int restart_count) {
   next.restart_count = std::max(current.restart_count, restart_count);
   next.prev_round = current.closed ? current.round : current.prev_round;
   next.prev_closer = current.closed ? current.closer : current.prev_closer;
+  next.prev_size = current.closed ? current.size : current.prev_size;
   return next;
 }
 
@@ -103,12 +106,18 @@ std::vector<int64_t> IndexParts(const std::string& index) {
 
 bool IsPodIndex(const std::string& index) { return !IndexParts(index).empty(); }
 
+namespace {
+
+std::string MemberLine(const RdzvParticipant& p) {
+  return absl::StrCat(p.node, " ", p.nproc, " ", p.addr, TopologyFields(p),
+                      "\n");
+}
+
+}  // namespace
+
 std::string EncodeMembers(const std::vector<RdzvParticipant>& members) {
   std::string out;
-  for (const auto& p : members) {
-    absl::StrAppend(&out, p.node, " ", p.nproc, " ", p.addr, TopologyFields(p),
-                    "\n");
-  }
+  for (const auto& p : members) out += MemberLine(p);
   return out;
 }
 
@@ -131,6 +140,46 @@ absl::StatusOr<std::vector<RdzvParticipant>> DecodeMembers(
     p.addr = f[2];
     members.push_back(std::move(p));
   }
+  return members;
+}
+
+std::vector<std::pair<int64_t, std::string>> EncodeMemberChunks(
+    const std::vector<RdzvParticipant>& members, size_t max_bytes) {
+  std::vector<std::pair<int64_t, std::string>> chunks;
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::string line = MemberLine(members[i]);
+    if (chunks.empty() ||
+        chunks.back().second.size() + line.size() > max_bytes) {
+      chunks.emplace_back(static_cast<int64_t>(i), std::string());
+    }
+    chunks.back().second += line;
+  }
+  return chunks;
+}
+
+absl::StatusOr<std::vector<RdzvParticipant>> AssembleMembers(
+    std::vector<std::pair<int64_t, std::string>> chunks, int size) {
+  std::sort(chunks.begin(), chunks.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<RdzvParticipant> members;
+  members.reserve(std::max(size, 0));
+  for (auto& [first, text] : chunks) {
+    if (static_cast<int64_t>(members.size()) >= size) break;
+    if (first != static_cast<int64_t>(members.size())) {
+      return absl::DataLossError(absl::StrCat(
+          "rendezvous member list: the chunk at rank ", first,
+          " does not follow the ", members.size(), " members before it"));
+    }
+    auto part = DecodeMembers(text);
+    if (!part.ok()) return part.status();
+    for (auto& p : *part) members.push_back(std::move(p));
+  }
+  if (static_cast<int64_t>(members.size()) < size) {
+    return absl::DataLossError(
+        absl::StrCat("rendezvous member list: ", members.size(), " of ", size,
+                     " members found"));
+  }
+  members.resize(size);
   return members;
 }
 

@@ -60,6 +60,7 @@ struct RdzvState {
   // ranks stay stable across rounds (-1: none).
   int64_t prev_round = -1;
   std::string prev_closer;
+  int prev_size = 0;  // its members, as its chunks hold them
 
   std::string Encode() const;
   static absl::StatusOr<RdzvState> Decode(const std::string& text);
@@ -76,6 +77,22 @@ RdzvState NextRound(const RdzvState& current, int restart_count);
 std::string EncodeMembers(const std::vector<RdzvParticipant>& members);
 absl::StatusOr<std::vector<RdzvParticipant>> DecodeMembers(
     const std::string& text);
+
+// The member list split into chunks of at most `max_bytes` each (a member
+// whose line alone is longer gets a chunk of its own), by the rank of each
+// chunk's first member: the values of members/<round>/<closer>/<first>.
+// 256 KiB keeps a chunk at a quarter of the store's default
+// max_value_bytes and a gRPC message well under its 4 MiB default.
+inline constexpr size_t kMemberChunkBytes = size_t{256} << 10;
+std::vector<std::pair<int64_t, std::string>> EncodeMemberChunks(
+    const std::vector<RdzvParticipant>& members,
+    size_t max_bytes = kMemberChunkBytes);
+// The first `size` members from chunks by first rank, in any order: each
+// chunk must start where the one before ended. Chunks past `size` are
+// ignored: a closer that retried its close with fewer members may have
+// left some of its first attempt's.
+absl::StatusOr<std::vector<RdzvParticipant>> AssembleMembers(
+    std::vector<std::pair<int64_t, std::string>> chunks, int size);
 
 // Orders the members of a closing round: `host` first if present, then
 // those of `previous` (the last round's rank order) in their old order,

@@ -1,5 +1,9 @@
 #include "rendezvous/rdzv_state.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -15,11 +19,15 @@ TEST(RdzvStateTest, EncodeDecodeRoundTrip) {
   s.world_size = 3;
   s.prev_round = 6;
   s.prev_closer = "c";
+  s.prev_size = 5;
   auto d = RdzvState::Decode(s.Encode());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->Encode(), s.Encode());
   EXPECT_EQ(d->world_size, 3);
   EXPECT_EQ(d->prev_closer, "c");
+  EXPECT_EQ(d->prev_size, 5);
+  EXPECT_EQ(NextRound(*d, 0).prev_size, 2);
+  EXPECT_FALSE(RdzvState::Decode("prev 6 c -1\n").ok());
   EXPECT_FALSE(RdzvState::Decode("round x\n").ok());
   EXPECT_FALSE(RdzvState::Decode("closer a 2\n").ok());
   EXPECT_FALSE(RdzvState::Decode("p a 1 10.0.0.1\n").ok());
@@ -47,6 +55,53 @@ TEST(RdzvStateTest, MembersRoundTripAndRejectMalformedLines) {
   EXPECT_EQ((*d)[0].nproc, 2);
   EXPECT_EQ(DecodeMembers("a x 10.0.0.1\n").status().code(),
             absl::StatusCode::kDataLoss);
+}
+
+std::vector<RdzvParticipant> Many(int n) {
+  std::vector<RdzvParticipant> m;
+  for (int i = 0; i < n; ++i) {
+    m.push_back({"node-" + std::to_string(i), 8, "10.0.0.1"});
+  }
+  return m;
+}
+
+// A member list is no longer one value: at 100,000 members it would be
+// megabytes, over the store's max_value_bytes.
+TEST(RdzvStateTest, MemberChunksStayUnderTheirLimitAndReassemble) {
+  const std::vector<RdzvParticipant> m = Many(100000);
+  auto chunks = EncodeMemberChunks(m);
+  ASSERT_GT(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].first, 0);
+  for (const auto& [first, text] : chunks) {
+    EXPECT_LE(text.size(), kMemberChunkBytes) << first;
+  }
+  std::reverse(chunks.begin(), chunks.end());  // any order
+  auto back = AssembleMembers(chunks, 100000);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), 100000u);
+  EXPECT_EQ((*back)[0].node, "node-0");
+  EXPECT_EQ((*back)[99999].node, "node-99999");
+  EXPECT_EQ((*back)[4242].nproc, 8);
+}
+
+TEST(RdzvStateTest, MemberChunksKeepOnlyTheListOfTheRoundsSize) {
+  // Small chunks: two members each.
+  auto chunks = EncodeMemberChunks(Many(6), 40);
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[1].first, 2);
+  // A retried close with fewer members leaves its first attempt's tail.
+  auto fewer = AssembleMembers(chunks, 3);
+  ASSERT_TRUE(fewer.ok()) << fewer.status();
+  EXPECT_EQ(fewer->size(), 3u);
+  // A missing chunk, or a list shorter than the round, is data loss.
+  auto gap = chunks;
+  gap.erase(gap.begin() + 1);
+  EXPECT_EQ(AssembleMembers(gap, 6).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(AssembleMembers(chunks, 7).status().code(),
+            absl::StatusCode::kDataLoss);
+  // A line longer than the chunk size gets a chunk of its own.
+  EXPECT_EQ(EncodeMemberChunks(Many(2), 5).size(), 2u);
 }
 
 TEST(RdzvStateTest, HostFirstThenPreviousOrderThenNewcomers) {

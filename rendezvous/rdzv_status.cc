@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -55,7 +56,15 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     if (!st.ok()) return st.status();
     std::vector<RdzvParticipant> members;
     if (st->closed) {
-      auto m = DecodeMembers(values[keys.Members(st->round, st->closer)]);
+      // Its chunks, from the same paged listing as the rest.
+      std::vector<std::pair<int64_t, std::string>> chunks;
+      const std::string prefix = keys.MembersPrefix(st->round, st->closer);
+      for (auto it = values.lower_bound(prefix);
+           it != values.end() && absl::StartsWith(it->first, prefix); ++it) {
+        auto first = keys.ParseMembers(it->first, st->round, st->closer);
+        if (first.has_value()) chunks.emplace_back(*first, it->second);
+      }
+      auto m = AssembleMembers(std::move(chunks), st->size);
       if (!m.ok()) return m.status();
       members = *std::move(m);
     } else {

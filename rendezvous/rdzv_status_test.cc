@@ -2,6 +2,7 @@
 
 #include "common/json.h"
 #include "gtest/gtest.h"
+#include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/store/store_core.h"
 
@@ -20,7 +21,7 @@ TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
   ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
   ASSERT_TRUE(
       store
-          .Set("rdzv/j/members/2/b-2",
+          .Set("rdzv/j/members/2/b-2/0",
                EncodeMembers({{"a-1", 2, "10.0.0.1"}, {"b-2", 2, "10.0.0.2"}}))
           .ok());
   ASSERT_TRUE(store.Set("rdzv/j/ctl/alive/a-1", "1", absl::Seconds(10)).ok());
@@ -65,6 +66,43 @@ TEST(RdzvStatusTest, OpenRoundListsItsJoinRecordsInJoinOrder) {
       << *json;
   EXPECT_LT(json->find("a-1"), json->find("b-2"));
   EXPECT_EQ(json->find("old"), std::string::npos) << *json;
+}
+
+// A large round's member list is in chunks (rdzv_state.h), and the
+// listing status reads comes in pages: 3,000 members, over two pages.
+TEST(RdzvStatusTest, ClosedRoundListsMembersFromEveryChunk) {
+  StoreCore core;
+  LocalStore store(&core);
+  const RdzvKeys keys("j");
+  std::vector<RdzvParticipant> members;
+  for (int i = 0; i < 3000; ++i) {
+    members.push_back({"node-" + std::to_string(i), 1, "10.0.0.1"});
+  }
+  RdzvState st;
+  st.round = 4;
+  st.closed = true;
+  st.closer = "node-0";
+  st.size = 3000;
+  st.world_size = 3000;
+  ASSERT_TRUE(store.Set(keys.State(), st.Encode()).ok());
+  auto chunks = EncodeMemberChunks(members, 4096);
+  ASSERT_GT(chunks.size(), 2u);
+  for (const auto& [first, text] : chunks) {
+    ASSERT_TRUE(store.Set(keys.Members(4, "node-0", first), text).ok());
+  }
+  // Filler keys that sort before the chunks push them past the first page.
+  for (int i = 0; i < 1500; ++i) {
+    ASSERT_TRUE(
+        store.Set(keys.Join(3, i + 1), EncodeJoin({"x", 1, "10.0.0.2"})).ok());
+  }
+  auto json = RenderRendezvousStatus(&store, "j", true);
+  ASSERT_TRUE(json.ok()) << json.status();
+  auto parsed = ParseJson(*json, "status --json");
+  ASSERT_TRUE(parsed.ok()) << *json;
+  const auto& participants = (*parsed)[0]["participants"];
+  ASSERT_EQ(participants.size(), 3000u);
+  EXPECT_EQ(participants[2999]["node"], "node-2999");
+  EXPECT_EQ(participants[2999]["rank"], 2999);
 }
 
 // Node names come from other pods' join records: whatever bytes they hold,

@@ -1,0 +1,28 @@
+// The limits of the store an agent hosts for its job (c10d backend), and
+// of the store the scale benchmark runs in its place (bench/store_bench.cc).
+#ifndef DISTJOB_RENDEZVOUS_HOST_STORE_LIMITS_H_
+#define DISTJOB_RENDEZVOUS_HOST_STORE_LIMITS_H_
+
+#include <cstddef>
+
+#include "rendezvous/store/store_core.h"
+
+namespace distjob {
+
+// Parked waits a node may hold at once: its monitor's watch, and a watch
+// or get of its round or exit barrier.
+inline constexpr size_t kWaitsPerNode = 2;
+// What one parked wait of the rendezvous costs the store: the gRPC call
+// the server counts with it (store_server.cc: 8 KiB) and its keys and
+// index entries.
+inline constexpr size_t kBytesPerWait = 8704;
+
+// StoreLimits' defaults, with the parked waits' budget grown to
+// kWaitsPerNode waits per node of a job of up to `max_nodes`: the default
+// (64 MiB, about 7,700 waits) would refuse the waits of a round of more
+// than ~3,800 nodes, and each refused wait would be retried at once.
+StoreLimits HostStoreLimits(int max_nodes);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_HOST_STORE_LIMITS_H_

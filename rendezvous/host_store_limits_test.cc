@@ -1,0 +1,28 @@
+#include "rendezvous/host_store_limits.h"
+
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+TEST(HostStoreLimitsTest, SmallJobsKeepTheDefaults) {
+  const StoreLimits defaults;
+  const StoreLimits small = HostStoreLimits(64);
+  EXPECT_EQ(small.max_waiter_bytes, defaults.max_waiter_bytes);
+  EXPECT_EQ(small.max_waiters, defaults.max_waiters);
+  EXPECT_EQ(small.max_total_bytes, defaults.max_total_bytes);
+  EXPECT_EQ(small.max_value_bytes, defaults.max_value_bytes);
+}
+
+// Every node of a 16,384-node round parks a watch while it waits, and its
+// monitor another once it holds the round: the default budget holds fewer.
+TEST(HostStoreLimitsTest, LargeJobsGetTwoWaitsPerNode) {
+  const StoreLimits big = HostStoreLimits(16384);
+  EXPECT_GE(big.max_waiter_bytes, 2 * 16384 * kBytesPerWait);
+  EXPECT_GE(big.max_waiters, 2u * 16384);
+  EXPECT_GE(HostStoreLimits(100000).max_waiters, 200000u);
+  EXPECT_LT(StoreLimits().max_waiter_bytes, 2 * 16384 * kBytesPerWait);
+}
+
+}  // namespace
+}  // namespace distjob
