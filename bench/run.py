@@ -370,6 +370,8 @@ def work(t):
         t0 = clock()
         if op == "get": s.get(key)
         elif op == "set": s.set(key, "x")
+        elif op == "set_get": s.set(key, "x"); s.get(key)
+        elif op == "wait": s.wait([key])
         elif op == "add": s.add(key + "/n", 1)
         else: s.compare_set(key, "x", "x")
         out.append(clock() - t0)
@@ -394,7 +396,14 @@ print("port", s.port, flush=True)
 sys.stdin.read()
 """
 
-STORE_OPS = ["get", "set", "add", "compare_set"]
+# TCPStore's set does not wait for an answer, so the two are compared on a
+# set followed by a get of the same key (set_get); wait: a blocking wait on
+# a key that exists (the agent's blocking get).
+STORE_OPS = ["get", "set_get", "add", "compare_set", "wait"]
+STORE_OP_NAMES = {"set_get": "set-then-get"}
+# Clients per process on both sides: Python's TCPStore clients need it (the
+# GIL), and the agent's get the same layout.
+STORE_CLIENTS_PER_PROCESS = 8
 STORE_CLIENTS = [1, 64]
 STORE_SECONDS = 1.0
 
@@ -404,25 +413,23 @@ def pct(xs, p):
 
 
 def agent_store_ops(port, op, clients):
-    out = subprocess.run([STORE_BENCH, "ops", f"127.0.0.1:{port}", op,
-                          str(clients), str(STORE_SECONDS)],
-                         capture_output=True, text=True, timeout=120,
-                         check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return merged_ops([[STORE_BENCH, "ops", f"127.0.0.1:{port}", op, str(t),
+                        str(STORE_SECONDS), "sync"]
+                       for t in per_process(clients)])
 
 
-def tcpstore_ops(port, op, clients):
-    # Python clients: one process per 8 threads (the GIL), each thread its
-    # own connection, as each rank of a job has its own.
-    procs = []
-    left = clients
-    while left > 0:
-        t = min(8, left)
-        left -= t
-        procs.append(subprocess.Popen(
-            [PYTHON, "-c", TCPSTORE_CLIENT, "127.0.0.1", str(port), op,
-             str(t), str(STORE_SECONDS), str(len(procs))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+def per_process(clients):
+    """Thread counts of the client processes for `clients` clients."""
+    n = STORE_CLIENTS_PER_PROCESS
+    return [min(n, clients - i) for i in range(0, clients, n)]
+
+
+def merged_ops(argvs):
+    """Starts one client process per argv, lets them go together once all
+    are connected, merges their latencies (ns, one JSON list each)."""
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+             for argv in argvs]
     try:
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
@@ -432,7 +439,8 @@ def tcpstore_ops(port, op, clients):
         lat = []
         for p in procs:
             lat += json.loads(p.stdout.readline())
-            p.wait(60)
+            if p.wait(60) != 0:
+                raise RuntimeError(f"{p.args}: exit {p.returncode}")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -441,6 +449,14 @@ def tcpstore_ops(port, op, clients):
     lat = sorted(x / 1e9 for x in lat)
     return {"ops_per_s": len(lat) / STORE_SECONDS, "p50": pct(lat, 0.5),
             "p99": pct(lat, 0.99), "n": len(lat)}
+
+
+def tcpstore_ops(port, op, clients):
+    # Python clients, each thread its own connection, as each rank of a job
+    # has its own.
+    return merged_ops([[PYTHON, "-c", TCPSTORE_CLIENT, "127.0.0.1", str(port),
+                        op, str(t), str(STORE_SECONDS), str(i)]
+                       for i, t in enumerate(per_process(clients))])
 
 
 def start_server(argv):
@@ -489,26 +505,33 @@ def bench_store(reps):
     for (op, clients, metric), samples in data.items():
         what = {"ops_per_s": "throughput", "p50": "p50 latency",
                 "p99": "p99 latency"}[metric]
-        r = {"name": f"store {op} {what}, {clients} client"
+        r = {"name": f"store {STORE_OP_NAMES.get(op, op)} {what}, "
+                     f"{clients} client"
                      f"{'s' if clients > 1 else ''} (vs TCPStore)",
              "unit": "ops/s" if metric == "ops_per_s" else "s",
              "samples": samples, "group": "store"}
         if metric == "ops_per_s":
             r["higher_better"] = True
-        if op == "get" and metric == "p50":
-            r["target"] = {"distjob-agent": statistics.median(
-                samples["torchrun"])}
+        # The target of every row: TCPStore's median in the same run.
+        r["target"] = {"distjob-agent": statistics.median(
+            samples["torchrun"])}
         results.append(r)
     results[-1]["note"] = (
         f"{STORE_SECONDS:.0f} s per operation and client count, "
         f"{reps} repetitions alternating the stores. Agent: "
-        "`bazel-bin/bench/store_bench ops`, C++ threads with one gRPC "
-        "channel each against `store_bench server` (the agent's StoreServer "
+        "`bazel-bin/bench/store_bench ops`, C++ clients, each its own gRPC "
+        "channel, against `store_bench server` (the agent's StoreServer "
         "alone in a process). TCPStore: `torch.distributed.TCPStore` "
-        "server in its own process, Python clients, 8 threads (each its own "
-        "connection) per process. Both on loopback; 64 clients share the "
-        "same 2 cores as the server. The target for the agent's get p50 is "
-        "TCPStore's median in the same run.")
+        "server in its own process, Python clients, each its own "
+        f"connection. Both sides run {STORE_CLIENTS_PER_PROCESS} client "
+        "threads per process (Python's GIL needs it for TCPStore), all "
+        "started together; both on loopback, and 64 clients share the same "
+        "2 cores as the server. set-then-get: TCPStore's set does not wait "
+        "for an answer, so a set is timed with the get that follows it. "
+        "wait: TCPStore's `wait` on a key that exists; the agent's "
+        "blocking get (timeout 30 s) of a key that exists. The target of "
+        "every row is TCPStore's median in the same run; where the agent's "
+        "store spends its time: [store-profile.md](store-profile.md).")
     return results
 
 

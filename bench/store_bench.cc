@@ -6,9 +6,13 @@
 //       "port N") with the limits the agent gives a job of up to MAX_NODES
 //       nodes, in its own process so its CPU time can be read from
 //       /proc; exits at EOF on stdin.
-//   store_bench ops ENDPOINT OP CLIENTS SECONDS
+//   store_bench ops ENDPOINT OP CLIENTS SECONDS [sync]
 //       CLIENTS threads, one gRPC channel each, run OP (get, set, add,
-//       compare_set) back to back for SECONDS; ops/s, p50 and p99 latency.
+//       compare_set, set_get: a set then a get of the same key, wait: a
+//       blocking get of a key that exists) back to back for SECONDS; ops/s,
+//       p50 and p99 latency. With "sync": prints "ready" once connected,
+//       starts at a line on stdin and prints every latency (ns, a JSON
+//       list), so that several processes' samples can be merged.
 //   store_bench scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS
 //       COUNT simulated nodes (node FIRST.. of NODES) run the real
 //       DynamicRendezvous join over a few shared channels, so thousands fit
@@ -70,7 +74,7 @@ int Server(int max_nodes) {
 }
 
 int Ops(const std::string& endpoint, const std::string& op, int clients,
-        double seconds) {
+        double seconds, bool sync) {
   std::vector<std::vector<int64_t>> lat(clients);
   std::atomic<int> ready{0};
   std::atomic<bool> go{false}, stop{false};
@@ -91,6 +95,10 @@ int Ops(const std::string& endpoint, const std::string& op, int clients,
           ok = c->Set(key, "x").ok();
         } else if (op == "get") {
           ok = c->Get(key, absl::ZeroDuration()).ok();
+        } else if (op == "set_get") {
+          ok = c->Set(key, "x").ok() && c->Get(key, absl::ZeroDuration()).ok();
+        } else if (op == "wait") {
+          ok = c->Get(key, absl::Seconds(30)).ok();
         } else if (op == "add") {
           ok = c->Add(key + "/n", 1).ok();
         } else {
@@ -102,12 +110,26 @@ int Ops(const std::string& endpoint, const std::string& op, int clients,
     });
   }
   while (ready < clients) absl::SleepFor(absl::Milliseconds(1));
+  if (sync) {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    std::string line;
+    std::getline(std::cin, line);
+  }
   go = true;
   absl::SleepFor(absl::Seconds(seconds));
   stop = true;
   for (auto& t : pool) t.join();
   std::vector<int64_t> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
+  if (sync) {
+    std::string out = "[";
+    for (size_t i = 0; i < all.size(); ++i) {
+      absl::StrAppend(&out, i ? ", " : "", all[i]);
+    }
+    std::printf("%s]\n", out.c_str());
+    return errors > 0 ? 1 : 0;
+  }
   std::sort(all.begin(), all.end());
   auto pct = [&](double p) {
     return all.empty() ? 0.0
@@ -467,8 +489,10 @@ int main(int argc, char** argv) {
   InitLogging(LogLevel::kError);
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "server") return Server(argc > 2 ? std::atoi(argv[2]) : 1);
-  if (mode == "ops" && argc == 6) {
-    return Ops(argv[2], argv[3], std::atoi(argv[4]), std::atof(argv[5]));
+  if (mode == "ops" &&
+      (argc == 6 || (argc == 7 && argv[6] == std::string("sync")))) {
+    return Ops(argv[2], argv[3], std::atoi(argv[4]), std::atof(argv[5]),
+               argc == 7);
   }
   if (mode == "scale" && argc == 8) {
     return Scale(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
@@ -479,9 +503,9 @@ int main(int argc, char** argv) {
                    std::atoi(argv[6]), std::atoi(argv[7]), std::atof(argv[8]));
   }
   std::fputs(
-      "usage: store_bench server | ops ENDPOINT OP CLIENTS SECONDS | scale "
-      "ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS | recover ENDPOINT RUN_ID "
-      "NODES FIRST COUNT MIN LAST_CALL_S\n",
+      "usage: store_bench server [MAX_NODES] | ops ENDPOINT OP CLIENTS "
+      "SECONDS [sync] | scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS | "
+      "recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S\n",
       stderr);
   return 2;
 }

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -33,7 +35,7 @@ constexpr int kKeepaliveMs = 30 * 1000;
 constexpr int kKeepaliveTimeoutMs = 10 * 1000;
 constexpr size_t kGrpcQuotaBytes = size_t{128} << 20;
 // What a parked call costs gRPC (its call arena, the request and response,
-// the reactor), counted with its wait: an upper estimate, so that the
+// the call object), counted with its wait: an upper estimate, so that the
 // waits' memory limit holds for gRPC's share too.
 constexpr size_t kCallBytes = 8192;
 
@@ -74,64 +76,29 @@ class StorePeerCalls {
 
 namespace {
 
-// The reactor of a get or watch that may park in the core. The core runs
-// its callback exactly once (answer, deadline, Cancel or shutdown), and
-// that callback is the one Finish. A cancelled call (the client gave up or
-// its connection closed) cancels the parked wait, which answers at once
-// and frees it. Two owners end its life: the handler that parks it, and
-// gRPC's OnDone; the callback may finish the call before the handler
-// learned the ticket.
-class ParkedCall : public grpc::ServerUnaryReactor {
+// What a tag on the completion queue stands for: low bits of the call's
+// address (calls are 8-byte aligned).
+enum Event : uintptr_t { kArrived = 0, kFinished = 1, kDone = 2 };
+constexpr uintptr_t kEventMask = 3;
+
+class Call {
  public:
-  ParkedCall(StoreCore* core, StorePeerCalls* peers, std::string peer)
-      : core_(core), peers_(peers), peer_(std::move(peer)) {}
-
-  void Answer(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
-
-  // Called by the handler once the core returned `ticket` (0: not
-  // parked); the handler does not touch the call after this.
-  void Parked(uint64_t ticket) {
-    bool cancelled;
-    {
-      absl::MutexLock lock(&mu_);
-      ticket_ = ticket;
-      cancelled = cancelled_;
-    }
-    if (cancelled && ticket != 0) core_->Cancel(ticket);
-    Unref();
+  virtual ~Call() = default;
+  virtual void On(Event event, bool ok) = 0;
+  void* Tag(Event event) {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(this) | event);
   }
-
-  void OnCancel() override {
-    uint64_t ticket;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      ticket = ticket_;
-    }
-    if (ticket != 0) core_->Cancel(ticket);
-  }
-
-  void OnDone() override { Unref(); }
-
- private:
-  void Unref() {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    if (peers_ != nullptr) peers_->Release(peer_);
-    delete this;
-  }
-
-  StoreCore* const core_;
-  StorePeerCalls* const peers_;  // null: not counted
-  const std::string peer_;
-  std::atomic<int> refs_{2};  // the handler's and OnDone's
-  absl::Mutex mu_;
-  uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
-class StoreServer::Service : public pb::Store::CallbackService {
+// Every call is served on a completion queue by one thread that polls it
+// and runs the handler inline. gRPC 1.51's callback API runs handlers on
+// two "nexting" threads that hand the poller role to each other on every
+// request (a futex wake and a context switch per call, most of the store's
+// CPU per request: docs/bench/store-profile.md); one thread per queue
+// polls, reads, answers and writes without waking another.
+class StoreServer::Service {
  public:
   Service(StoreCore* core, RequestCounts* requests, StorePeerCalls* peers,
           std::string token)
@@ -139,101 +106,285 @@ class StoreServer::Service : public pb::Store::CallbackService {
         requests_(requests),
         peers_(peers),
         token_(std::move(token)) {}
+  ~Service() { Stop(); }
 
-  grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* ctx,
-                                const pb::SetRequest* req,
-                                pb::SetResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kSet)) return denied;
-    std::vector<std::pair<std::string, std::string>> kvs;
-    for (const auto& kv : req->kvs()) kvs.emplace_back(kv.key(), kv.value());
-    auto rev = core_->MultiSet(kvs, Ms(req->ttl_ms()));
-    if (rev.ok()) resp->set_revision(*rev);
-    return Done(ctx, kSet, rev.status());
+  void Register(grpc::ServerBuilder* builder) {
+    builder->RegisterService(&async_);
+    queues_.push_back(builder->AddCompletionQueue());
   }
 
-  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx,
-                                const pb::GetRequest* req,
-                                pb::GetResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kGet)) return denied;
-    ParkedCall* call = Admit(ctx, req->timeout_ms());
-    if (call == nullptr) return Refused(ctx, kGet);
-    std::vector<std::string> keys(req->keys().begin(), req->keys().end());
-    call->Parked(core_->MultiGet(keys, Ms(req->timeout_ms()),
-                                 [this, call, resp](auto values) {
-                                   if (values.ok()) {
-                                     for (auto& v : *values)
-                                       resp->add_values(std::move(v));
-                                   }
-                                   Count(kGet, values.status());
-                                   call->Answer(values.status());
-                                 }));
-    return call;
-  }
-
-  grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* ctx,
-                                const pb::AddRequest* req,
-                                pb::AddResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kAdd)) return denied;
-    auto v = core_->Add(req->key(), req->delta());
-    if (v.ok()) resp->set_value(*v);
-    return Done(ctx, kAdd, v.status());
-  }
-
-  grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* ctx,
-                                       const pb::CompareSetRequest* req,
-                                       pb::CompareSetResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kCompareSet)) return denied;
-    auto r = core_->CompareSet(req->key(), req->expected(), req->desired());
-    if (r.ok()) {
-      resp->set_value(r->value);
-      resp->set_swapped(r->swapped);
+  // After the server started: one outstanding request per method, and the
+  // thread that serves them.
+  void Run() {
+    for (auto& q : queues_) {
+      grpc::ServerCompletionQueue* cq = q.get();
+      RequestAll(cq);
+      threads_.emplace_back([cq] {
+        void* tag;
+        bool ok;
+        while (cq->Next(&tag, &ok)) {
+          const auto bits = reinterpret_cast<uintptr_t>(tag);
+          reinterpret_cast<Call*>(bits & ~kEventMask)
+              ->On(static_cast<Event>(bits & kEventMask), ok);
+        }
+      });
     }
-    return Done(ctx, kCompareSet, r.status());
   }
 
-  grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* ctx,
-                                   const pb::AppendRequest* req,
-                                   pb::AppendResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kAppend)) return denied;
-    auto r = core_->Append(req->key(), req->value());
-    if (r.ok()) resp->set_size(*r);
-    return Done(ctx, kAppend, r.status());
+  // After the server shut down: parked waits answered, the queues shut
+  // down and drained (every call deleted by its last event), the threads
+  // joined. Idempotent; also for a server that never ran.
+  void Stop() {
+    {
+      absl::MutexLock lock(&queue_mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    core_->CancelAll();
+    {
+      absl::MutexLock lock(&queue_mu_);
+      queues_shut_ = true;
+      for (auto& q : queues_) q->Shutdown();
+    }
+    const bool ran = !threads_.empty();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    if (!ran) {
+      for (auto& q : queues_) {
+        void* tag;
+        bool ok;
+        while (q->Next(&tag, &ok)) {
+        }
+      }
+    }
   }
 
-  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx,
-                                  const pb::CheckRequest* req,
-                                  pb::CheckResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kCheck)) return denied;
-    auto r = core_->Check({req->keys().begin(), req->keys().end()});
-    if (r.ok()) resp->set_all_exist(*r);
-    return Done(ctx, kCheck, r.status());
+ private:
+  template <class Req, class Resp>
+  class Unary;
+
+  using Async = pb::Store::AsyncService;
+  template <class Req, class Resp>
+  using RequestFn = void (Async::*)(grpc::ServerContext*, Req*,
+                                    grpc::ServerAsyncResponseWriter<Resp>*,
+                                    grpc::CompletionQueue*,
+                                    grpc::ServerCompletionQueue*, void*);
+  template <class Req, class Resp>
+  using HandleFn = void (Service::*)(Unary<Req, Resp>*);
+
+  // One call of one method, from its request to its last event. `parks`:
+  // a get or watch, which may wait in the core; it asks to hear of the
+  // call's end, so that a cancelled call (the client gave up or its
+  // connection closed) cancels its wait, which answers at once and frees
+  // it. All events of a call come to its queue's one thread; only Finish
+  // may come from another (the core answering a parked wait).
+  template <class Req, class Resp>
+  class Unary final : public Call {
+   public:
+    static void Request(Service* service, grpc::ServerCompletionQueue* cq,
+                        RequestFn<Req, Resp> request,
+                        HandleFn<Req, Resp> handle, bool parks) {
+      absl::MutexLock lock(&service->queue_mu_);
+      if (service->queues_shut_) return;
+      auto* call = new Unary(service, cq, request, handle, parks);
+      if (parks) call->ctx_.AsyncNotifyWhenDone(call->Tag(kDone));
+      (service->async_.*request)(&call->ctx_, &call->req_, &call->writer_, cq,
+                                 cq, call->Tag(kArrived));
+    }
+
+    grpc::ServerContext* ctx() { return &ctx_; }
+    const Req& req() const { return req_; }
+    Resp* resp() { return &resp_; }
+
+    // The answer; exactly once per call, from any thread.
+    void Finish(const absl::Status& s) {
+      {
+        absl::MutexLock lock(&service_->queue_mu_);
+        if (!service_->queues_shut_) {
+          writer_.Finish(resp_, ToGrpcStatus(s), Tag(kFinished));
+          return;
+        }
+      }
+      // The server is gone: no event will come for this answer.
+      Unref();
+    }
+
+    // A parked wait's ticket (0: answered without parking), set by the
+    // handler on the call's thread before any kDone event is handled.
+    void Parked(uint64_t ticket) {
+      ticket_ = ticket;
+      if (cancelled_ && ticket != 0) service_->core_->Cancel(ticket);
+    }
+
+    // Counted per peer until the call is deleted.
+    void HoldPeer(std::string peer) { peer_ = std::move(peer); }
+
+    void On(Event event, bool ok) override {
+      switch (event) {
+        case kArrived:
+          // Not ok: the server shut down before a call came; no other
+          // event comes for this one.
+          if (!ok) {
+            delete this;
+            return;
+          }
+          Request(service_, cq_, request_, handle_, parks_);
+          (service_->*handle_)(this);
+          return;
+        case kDone:
+          if (ctx_.IsCancelled()) {
+            cancelled_ = true;
+            if (ticket_ != 0) service_->core_->Cancel(ticket_);
+          }
+          Unref();
+          return;
+        case kFinished:
+          Unref();
+          return;
+      }
+    }
+
+   private:
+    Unary(Service* service, grpc::ServerCompletionQueue* cq,
+          RequestFn<Req, Resp> request, HandleFn<Req, Resp> handle, bool parks)
+        : service_(service),
+          cq_(cq),
+          request_(request),
+          handle_(handle),
+          parks_(parks),
+          refs_(parks ? 2 : 1),
+          writer_(&ctx_) {}
+    ~Unary() override {
+      if (!peer_.empty()) service_->peers_->Release(peer_);
+    }
+    void Unref() {
+      if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    }
+
+    Service* const service_;
+    grpc::ServerCompletionQueue* const cq_;
+    const RequestFn<Req, Resp> request_;
+    const HandleFn<Req, Resp> handle_;
+    const bool parks_;
+    // Events still to come: the answer's, and the call's end for a get or
+    // watch.
+    std::atomic<int> refs_;
+    grpc::ServerContext ctx_;
+    Req req_;
+    Resp resp_;
+    grpc::ServerAsyncResponseWriter<Resp> writer_;
+    std::string peer_;
+    uint64_t ticket_ = 0;
+    bool cancelled_ = false;
+  };
+
+  // The handler's type names the messages; the request function (a member
+  // of one of AsyncService's bases) converts to it.
+  template <class T>
+  struct Same {
+    using type = T;
+  };
+  template <class Req, class Resp>
+  void RequestOne(grpc::ServerCompletionQueue* cq,
+                  typename Same<RequestFn<Req, Resp>>::type request,
+                  HandleFn<Req, Resp> handle, bool parks = false) {
+    Unary<Req, Resp>::Request(this, cq, request, handle, parks);
   }
 
-  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* ctx,
-                                   const pb::DeleteRequest* req,
-                                   pb::DeleteResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kDelete)) return denied;
-    auto r = core_->Delete({req->keys().begin(), req->keys().end()});
-    if (r.ok()) resp->set_deleted(*r);
-    return Done(ctx, kDelete, r.status());
+  void RequestAll(grpc::ServerCompletionQueue* cq) {
+    RequestOne(cq, &Async::RequestSet, &Service::Set);
+    RequestOne(cq, &Async::RequestGet, &Service::Get, /*parks=*/true);
+    RequestOne(cq, &Async::RequestAdd, &Service::Add);
+    RequestOne(cq, &Async::RequestCompareSet, &Service::CompareSet);
+    RequestOne(cq, &Async::RequestAppend, &Service::Append);
+    RequestOne(cq, &Async::RequestCheck, &Service::Check);
+    RequestOne(cq, &Async::RequestDelete, &Service::Delete);
+    RequestOne(cq, &Async::RequestNumKeys, &Service::NumKeys);
+    RequestOne(cq, &Async::RequestList, &Service::List);
+    RequestOne(cq, &Async::RequestWatch, &Service::Watch, /*parks=*/true);
   }
 
-  grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* ctx,
-                                    const pb::NumKeysRequest*,
-                                    pb::NumKeysResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kNumKeys)) return denied;
-    resp->set_num_keys(core_->NumKeys());
-    return Done(ctx, kNumKeys, absl::OkStatus());
+  void Set(Unary<pb::SetRequest, pb::SetResponse>* call) {
+    if (Refuse(call, kSet)) return;
+    std::vector<std::pair<std::string, std::string>> kvs;
+    kvs.reserve(call->req().kvs_size());
+    for (const auto& kv : call->req().kvs()) {
+      kvs.emplace_back(kv.key(), kv.value());
+    }
+    auto rev = core_->MultiSet(kvs, Ms(call->req().ttl_ms()));
+    if (rev.ok()) call->resp()->set_revision(*rev);
+    Done(call, kSet, rev.status());
   }
 
-  grpc::ServerUnaryReactor* List(grpc::CallbackServerContext* ctx,
-                                 const pb::ListRequest* req,
-                                 pb::ListResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kList)) return denied;
+  void Get(Unary<pb::GetRequest, pb::GetResponse>* call) {
+    if (Refuse(call, kGet)) return;
+    const auto& req = call->req();
+    if (!Admit(call, kGet, req.timeout_ms())) return;
+    std::vector<std::string> keys(req.keys().begin(), req.keys().end());
+    call->Parked(
+        core_->MultiGet(keys, Ms(req.timeout_ms()), [this, call](auto values) {
+          if (values.ok()) {
+            for (auto& v : *values) call->resp()->add_values(std::move(v));
+          }
+          Done(call, kGet, values.status());
+        }));
+  }
+
+  void Add(Unary<pb::AddRequest, pb::AddResponse>* call) {
+    if (Refuse(call, kAdd)) return;
+    auto v = core_->Add(call->req().key(), call->req().delta());
+    if (v.ok()) call->resp()->set_value(*v);
+    Done(call, kAdd, v.status());
+  }
+
+  void CompareSet(Unary<pb::CompareSetRequest, pb::CompareSetResponse>* call) {
+    if (Refuse(call, kCompareSet)) return;
+    const auto& req = call->req();
+    auto r = core_->CompareSet(req.key(), req.expected(), req.desired());
+    if (r.ok()) {
+      call->resp()->set_value(r->value);
+      call->resp()->set_swapped(r->swapped);
+    }
+    Done(call, kCompareSet, r.status());
+  }
+
+  void Append(Unary<pb::AppendRequest, pb::AppendResponse>* call) {
+    if (Refuse(call, kAppend)) return;
+    auto r = core_->Append(call->req().key(), call->req().value());
+    if (r.ok()) call->resp()->set_size(*r);
+    Done(call, kAppend, r.status());
+  }
+
+  void Check(Unary<pb::CheckRequest, pb::CheckResponse>* call) {
+    if (Refuse(call, kCheck)) return;
+    const auto& keys = call->req().keys();
+    auto r = core_->Check({keys.begin(), keys.end()});
+    if (r.ok()) call->resp()->set_all_exist(*r);
+    Done(call, kCheck, r.status());
+  }
+
+  void Delete(Unary<pb::DeleteRequest, pb::DeleteResponse>* call) {
+    if (Refuse(call, kDelete)) return;
+    const auto& keys = call->req().keys();
+    auto r = core_->Delete({keys.begin(), keys.end()});
+    if (r.ok()) call->resp()->set_deleted(*r);
+    Done(call, kDelete, r.status());
+  }
+
+  void NumKeys(Unary<pb::NumKeysRequest, pb::NumKeysResponse>* call) {
+    if (Refuse(call, kNumKeys)) return;
+    call->resp()->set_num_keys(core_->NumKeys());
+    Done(call, kNumKeys, absl::OkStatus());
+  }
+
+  void List(Unary<pb::ListRequest, pb::ListResponse>* call) {
+    if (Refuse(call, kList)) return;
+    const auto& req = call->req();
     auto l =
-        core_->List(req->prefix(), req->start_after(),
-                    req->limit() > 0 ? static_cast<size_t>(req->limit()) : 0);
-    if (!l.ok()) return Done(ctx, kList, l.status());
+        core_->List(req.prefix(), req.start_after(),
+                    req.limit() > 0 ? static_cast<size_t>(req.limit()) : 0);
+    if (!l.ok()) return Done(call, kList, l.status());
+    auto* resp = call->resp();
     resp->set_revision(l->revision);
     resp->set_more(l->more);
     for (const auto& e : l->entries) {
@@ -244,35 +395,30 @@ class StoreServer::Service : public pb::Store::CallbackService {
       out->set_age_ms(absl::ToInt64Milliseconds(e.age));
       out->set_ttl_left_ms(absl::ToInt64Milliseconds(e.ttl_left));
     }
-    return Done(ctx, kList, absl::OkStatus());
+    Done(call, kList, absl::OkStatus());
   }
 
-  grpc::ServerUnaryReactor* Watch(grpc::CallbackServerContext* ctx,
-                                  const pb::WatchRequest* req,
-                                  pb::WatchResponse* resp) override {
-    if (auto* denied = Refuse(ctx, kWatch)) return denied;
-    ParkedCall* call = Admit(ctx, req->timeout_ms());
-    if (call == nullptr) return Refused(ctx, kWatch);
-    call->Parked(core_->Watch(req->prefix(), req->after_revision(),
-                              Ms(req->timeout_ms()),
-                              [this, call, resp](auto r) {
+  void Watch(Unary<pb::WatchRequest, pb::WatchResponse>* call) {
+    if (Refuse(call, kWatch)) return;
+    const auto& req = call->req();
+    if (!Admit(call, kWatch, req.timeout_ms())) return;
+    call->Parked(core_->Watch(req.prefix(), req.after_revision(),
+                              Ms(req.timeout_ms()), [this, call](auto r) {
                                 if (r.ok()) {
-                                  resp->set_changed(r->first);
-                                  resp->set_revision(r->second);
+                                  call->resp()->set_changed(r->first);
+                                  call->resp()->set_revision(r->second);
                                 }
-                                Count(kWatch, r.status());
-                                call->Answer(r.status());
+                                Done(call, kWatch, r.status());
                               }));
-    return call;
   }
 
- private:
   // Checked before anything else a handler does: a call without the job's
-  // token reads, writes and parks nothing. nullptr when the call may go on.
-  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx,
-                                   Method method) {
-    if (token_.empty()) return nullptr;
-    const auto& metadata = ctx->client_metadata();
+  // token reads, writes and parks nothing. True when the call was refused
+  // (and answered).
+  template <class C>
+  bool Refuse(C* call, Method method) {
+    if (token_.empty()) return false;
+    const auto& metadata = call->ctx()->client_metadata();
     const auto it = metadata.find(kTokenMetadataKey);
     absl::Status refused;
     if (it == metadata.end()) {
@@ -284,41 +430,51 @@ class StoreServer::Service : public pb::Store::CallbackService {
       refused =
           absl::UnauthenticatedError("this rendezvous store refused the token");
     } else {
-      return nullptr;
+      return false;
     }
-    return Done(ctx, method, refused);
+    Done(call, method, refused);
+    return true;
   }
   void Count(Method method, const absl::Status& s) {
     const int code = static_cast<int>(s.code());
     (*requests_)[method][code >= 0 && code < kCodes ? code : 2].fetch_add(
         1, std::memory_order_relaxed);
   }
-  // The reactor of a get or watch; null when the peer may park no more. A
-  // call that does not block is not counted.
-  ParkedCall* Admit(grpc::CallbackServerContext* ctx, int64_t timeout_ms) {
-    if (timeout_ms <= 0) return new ParkedCall(core_, nullptr, "");
-    std::string peer = PeerAddress(ctx->peer());
-    if (!peers_->Acquire(peer)) return nullptr;
-    return new ParkedCall(core_, peers_, std::move(peer));
+  // Whether a get or watch may go on to the core; false when its peer may
+  // park no more (the call is answered). A call that does not block is
+  // not counted.
+  template <class C>
+  bool Admit(C* call, Method method, int64_t timeout_ms) {
+    if (timeout_ms <= 0) return true;
+    std::string peer = PeerAddress(call->ctx()->peer());
+    if (peers_->Acquire(peer)) {
+      call->HoldPeer(std::move(peer));
+      return true;
+    }
+    Done(call, method,
+         absl::ResourceExhaustedError(absl::StrCat(
+             "too many blocked calls from ", peer,
+             ": the limit (max_waiters_per_peer) is ", peers_->max())));
+    return false;
   }
-  grpc::ServerUnaryReactor* Refused(grpc::CallbackServerContext* ctx,
-                                    Method method) {
-    return Done(ctx, method,
-                absl::ResourceExhaustedError(absl::StrCat(
-                    "too many blocked calls from ", PeerAddress(ctx->peer()),
-                    ": the limit (max_waiters_per_peer) is ", peers_->max())));
-  }
-  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx,
-                                 Method method, const absl::Status& s) {
+  template <class C>
+  void Done(C* call, Method method, const absl::Status& s) {
     Count(method, s);
-    auto* reactor = ctx->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
+    call->Finish(s);
   }
+
   StoreCore* core_;
   RequestCounts* requests_;
   StorePeerCalls* peers_;
   const std::string token_;
+  Async async_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  std::vector<std::thread> threads_;
+  // Orders new requests and answers before the queues' shutdown: gRPC
+  // refuses an operation on a queue that is shut down.
+  absl::Mutex queue_mu_;
+  bool queues_shut_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(queue_mu_) = false;
 };
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
@@ -365,12 +521,13 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   quota.Resize(kGrpcQuotaBytes);
   builder.SetResourceQuota(quota);
   builder.AddListeningPort(address, MakeServerCredentials(security), &s->port_);
-  builder.RegisterService(s->service_.get());
+  s->service_->Register(&builder);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, " (in use?)"));
   }
+  s->service_->Run();
   DJ_LOG_INFO("rendezvous store listening on {}:{}", host, s->port_);
   return s;
 }
@@ -396,6 +553,7 @@ void StoreServer::Shutdown() {
   if (server_ == nullptr) return;
   core_->CancelAll();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  service_->Stop();
   server_.reset();
 }
 

@@ -1,5 +1,6 @@
-// The embedded rendezvous store: StoreCore served over gRPC with the
-// callback API, so a blocked get or watch holds no thread.
+// The embedded rendezvous store: StoreCore served over gRPC's asynchronous
+// API from one completion-queue thread, so a blocked get or watch holds no
+// thread and a request wakes no thread but that one.
 #ifndef DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
 #define DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
 
