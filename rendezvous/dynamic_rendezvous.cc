@@ -851,9 +851,13 @@ std::string DynamicRendezvous::WaitingFor() {
   }
   // One short read for the count: the store may be what does not answer.
   ScopedCallDeadline quick(absl::Now() + absl::Milliseconds(300));
+  // A read, not Add(key, 0): a diagnostic must not write (a write wakes
+  // every watcher of the prefix and would create a missing counter).
   auto count = [&](const std::string& key) -> std::string {
-    auto n = store_->Add(key, 0);
-    return n.ok() ? absl::StrCat(*n) : "?";
+    auto v = store_->Get(key, absl::ZeroDuration());
+    if (absl::IsNotFound(v.status())) return "0";
+    int64_t n = 0;
+    return v.ok() && absl::SimpleAtoi(*v, &n) ? absl::StrCat(n) : "?";
   };
   const std::string up_to = options_.min_nodes < options_.max_nodes
                                 ? absl::StrCat(", up to ", options_.max_nodes)

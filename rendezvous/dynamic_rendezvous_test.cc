@@ -445,6 +445,10 @@ TEST(DynamicRendezvousTest, WaitingForNamesTheRoundAndCancelEndsTheWait) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_EQ(waiting, "the rendezvous round 0 (1/2 nodes joined)");
+  // Asking only reads: the store's revision does not move.
+  const int64_t revision = core.List("")->revision;
+  EXPECT_EQ(node.WaitingFor(), waiting);
+  EXPECT_EQ(core.List("")->revision, revision);
   node.Cancel();
   joining.join();
   EXPECT_TRUE(absl::IsCancelled(result.status())) << result.status();
