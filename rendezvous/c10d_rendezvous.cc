@@ -103,8 +103,18 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
       // A name: listen where this node says it is, else everywhere.
       bind = IsIpLiteral(options.addr) ? options.addr : "::";
     }
+    StoreLimits limits;
+    limits.max_total_bytes = static_cast<size_t>(config->store_max_memory_mb)
+                             << 20;
+    limits.max_value_bytes = static_cast<size_t>(config->store_max_value_kb)
+                             << 10;
+    limits.max_waiters = static_cast<size_t>(config->store_max_parked);
+    ConnLimits conns;
+    conns.max_conns = static_cast<size_t>(config->store_max_conns);
+    conns.max_conns_per_peer =
+        static_cast<size_t>(config->store_max_conns_per_peer);
     auto started =
-        StoreServer::Start(bind, endpoint->port, StoreLimits{}, p.security);
+        StoreServer::Start(bind, endpoint->port, limits, p.security, conns);
     if (started.ok()) {
       server = std::move(*started);
     } else if (config->is_host.value_or(false)) {

@@ -30,6 +30,9 @@ struct ConnLimits {
   size_t max_conns = 4096;
   // A connection that sends nothing in this long is closed.
   absl::Duration first_bytes_timeout = absl::Seconds(10);
+  // gRPC closes a connection that carries no call for this long (the store
+  // server's channel argument); a real client reconnects on its next call.
+  absl::Duration idle_timeout = absl::Seconds(60);
 };
 
 struct ConnStats {

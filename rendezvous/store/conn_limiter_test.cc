@@ -93,12 +93,14 @@ std::string ReadToEnd(int fd, absl::Duration within = absl::Seconds(10)) {
   return out;
 }
 
-bool ClosedByServer(int fd) { return WaitFor([&] {
-  pollfd p = {fd, POLLIN, 0};
-  if (poll(&p, 1, 0) <= 0) return false;
-  char c;
-  return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
-}); }
+bool ClosedByServer(int fd) {
+  return WaitFor([&] {
+    pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+  });
+}
 
 std::unique_ptr<ConnLimiter> Start(ConnLimits limits, Handed* handed,
                                    bool tls = false) {
@@ -124,8 +126,7 @@ TEST(ConnLimiterTest, CapsOnePeerAndCountsDropWhenConnectionsEnd) {
   ASSERT_TRUE(WaitFor([&] { return handed.size() == 4; }));
   // The handler (gRPC) ends its connections: the counts return to 0.
   handed.EndAll();
-  ASSERT_TRUE(WaitFor([&] { return l->Stats().open == 0; }))
-      << l->Stats().open;
+  ASSERT_TRUE(WaitFor([&] { return l->Stats().open == 0; })) << l->Stats().open;
   // So do connections the client ends.
   const int again = Connect(l->port());
   Send(again, "PRI");
