@@ -39,7 +39,8 @@ struct Conn {
   uint64_t seq = 0;
   Phase phase = Phase::kFirstBytes;
   absl::Time deadline = absl::InfiniteFuture();
-  std::string buf;  // kMismatch: the bytes read so far
+  std::string buf;             // kMismatch: the bytes read so far
+  bool sent_settings = false;  // kMismatch
 };
 
 constexpr char kH2Preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -98,11 +99,19 @@ void H2Frame(std::string* out, uint8_t type, uint8_t flags, uint32_t stream,
   out->append(payload);
 }
 
-// The server's side of one refused call: its SETTINGS, the call's
-// trailers-only answer (FAILED_PRECONDITION with `message`), and a GOAWAY.
+// The server's preface: an empty SETTINGS, and the ACK of the client's
+// (sent with its preface). The client sends its first call after these.
+std::string H2Settings() {
+  std::string out;
+  H2Frame(&out, 0x4, 0, 0, "");
+  H2Frame(&out, 0x4, 0x1, 0, "");
+  return out;
+}
+
+// The server's side of one refused call: its trailers-only answer
+// (FAILED_PRECONDITION with `message`), and a GOAWAY.
 std::string H2Refusal(uint32_t stream, const std::string& message) {
   std::string out;
-  H2Frame(&out, 0x4, 0, 0, "");  // SETTINGS
   std::string headers;
   HpackLiteral(&headers, ":status", "200");
   HpackLiteral(&headers, "content-type", "application/grpc");
@@ -469,6 +478,10 @@ void ConnLimiter::Loop() {
     if (c.phase != Phase::kMismatch) return;
     const int64_t stream = FirstHeadersStream(c.buf);
     if (stream < 0) return forget(c.fd);
+    if (!c.sent_settings && c.buf.size() >= kH2PrefaceLen) {
+      WriteAll(c.fd, H2Settings());
+      c.sent_settings = true;
+    }
     if (stream == 0) return;
     close_after(
         c, H2Refusal(static_cast<uint32_t>(stream),
