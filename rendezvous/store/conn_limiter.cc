@@ -408,12 +408,13 @@ void ConnLimiter::Loop() {
     watch(fd, EPOLLIN | EPOLLRDHUP);
   };
   auto close_after = [&](Conn& c, const std::string& answer) {
+    // Counted before the client can read the answer.
+    mismatch_.fetch_add(1, std::memory_order_relaxed);
     WriteAll(c.fd, answer);
     shutdown(c.fd, SHUT_WR);
     c.phase = Phase::kClosing;
     c.deadline = absl::Now() + kDrainTime;
     c.buf.clear();
-    mismatch_.fetch_add(1, std::memory_order_relaxed);
   };
   auto hand_over = [&](Conn& c) {
     const int dup = fcntl(c.fd, F_DUPFD_CLOEXEC, 0);
