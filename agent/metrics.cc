@@ -95,6 +95,16 @@ constexpr Definition kDefinitions[] = {
      Kind::kCounter,
      "Keys of the hosted store dropped because their lease ran out.",
      {nullptr}},
+    {"distjob_store_connections",
+     Kind::kGauge,
+     "Connections open to the hosted store.",
+     {nullptr}},
+    {"distjob_store_connections_closed_total",
+     Kind::kCounter,
+     "Connections the hosted store closed at once, by reason: refused (a "
+     "cap was reached), evicted (to admit another address), "
+     "protocol_mismatch (TLS to a plaintext store, or the reverse).",
+     {nullptr}},
     {"distjob_rendezvous_duration_seconds",
      Kind::kHistogram,
      "Time from joining a round to its close, waiting for peers included.",

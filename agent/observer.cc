@@ -89,6 +89,17 @@ void Observer::HostedStore(Rendezvous::StoreStatsSource stats) {
                 static_cast<double>(s->parked_waits));
     metrics.Set("distjob_store_lease_expiries_total",
                 static_cast<double>(s->lease_expiries));
+    metrics.Set("distjob_store_connections",
+                static_cast<double>(s->connections));
+    const std::pair<const char*, int64_t> closed[] = {
+        {"refused", s->connections_refused},
+        {"evicted", s->connections_evicted},
+        {"protocol_mismatch", s->connections_mismatched}};
+    for (const auto& [reason, n] : closed) {
+      metrics.Set("distjob_store_connections_closed_total",
+                  static_cast<double>(n),
+                  absl::StrCat("reason=\"", reason, "\""));
+    }
     for (const StoreRequestCount& r : s->requests) {
       metrics.Set("distjob_store_requests_total", static_cast<double>(r.count),
                   absl::StrCat("method=\"", EscapeLabelValue(r.method),

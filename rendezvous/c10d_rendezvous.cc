@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -104,8 +106,21 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
       // A name: listen where this node says it is, else everywhere.
       bind = IsIpLiteral(options.addr) ? options.addr : "::";
     }
-    auto started = StoreServer::Start(bind, endpoint->port,
-                                      HostStoreLimits(p.max_nodes), p.security);
+    // The parked-wait budget grows with the job (host_store_limits.h); the
+    // keys of --rdzv-conf set the rest, and never lower it below that.
+    StoreLimits limits = HostStoreLimits(p.max_nodes);
+    limits.max_total_bytes = static_cast<size_t>(config->store_max_memory_mb)
+                             << 20;
+    limits.max_value_bytes = static_cast<size_t>(config->store_max_value_kb)
+                             << 10;
+    limits.max_waiters = std::max(
+        limits.max_waiters, static_cast<size_t>(config->store_max_parked));
+    ConnLimits conns;
+    conns.max_conns = static_cast<size_t>(config->store_max_conns);
+    conns.max_conns_per_peer =
+        static_cast<size_t>(config->store_max_conns_per_peer);
+    auto started =
+        StoreServer::Start(bind, endpoint->port, limits, p.security, conns);
     if (started.ok()) {
       server = std::move(*started);
     } else if (config->is_host.value_or(false)) {

@@ -110,6 +110,23 @@ absl::StatusOr<absl::Duration> Seconds(absl::string_view key,
   return absl::Seconds(s);
 }
 
+// The store host's limits: a key, where it goes, and its accepted range.
+// The value cap stays under the store's 8 MiB gRPC message limit.
+struct StoreLimitKey {
+  const char* key;
+  int64_t RdzvConfig::*field;
+  int64_t min;
+  int64_t max;
+};
+constexpr StoreLimitKey kStoreLimitKeys[] = {
+    {"store_max_memory_mb", &RdzvConfig::store_max_memory_mb, 16, 65536},
+    {"store_max_value_kb", &RdzvConfig::store_max_value_kb, 1, 4096},
+    {"store_max_parked", &RdzvConfig::store_max_parked, 64, 1000000},
+    {"store_max_conns", &RdzvConfig::store_max_conns, 16, 65536},
+    {"store_max_conns_per_peer", &RdzvConfig::store_max_conns_per_peer, 4,
+     65536},
+};
+
 // The keys this file reads, then the etcd backend's (ParseEtcdOptions in
 // rendezvous/store/etcd_store.cc), which the conf carries to it.
 const std::vector<std::string>& AcceptedKeys() {
@@ -123,6 +140,11 @@ const std::vector<std::string>& AcceptedKeys() {
                                    "read_timeout",
                                    "is_host",
                                    "exit_barrier_timeout",
+                                   "store_max_memory_mb",
+                                   "store_max_value_kb",
+                                   "store_max_parked",
+                                   "store_max_conns",
+                                   "store_max_conns_per_peer",
                                    "etcd_prefix",
                                    "ca_cert",
                                    "cert",
@@ -231,6 +253,19 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
       auto v = Seconds(key, value);
       if (!v.ok()) return v.status();
       *d = *v;
+    } else if (const StoreLimitKey* limit = [&]() -> const StoreLimitKey* {
+                 for (const StoreLimitKey& k : kStoreLimitKeys) {
+                   if (key == k.key) return &k;
+                 }
+                 return nullptr;
+               }()) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < limit->min || n > limit->max) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--rdzv-conf ", key, "=", QuoteForMessage(value),
+            ": expected an integer from ", limit->min, " to ", limit->max));
+      }
+      c.*(limit->field) = n;
     } else if (key == "keep_alive_max_attempt") {
       if (!absl::SimpleAtoi(value, &c.keep_alive_max_attempt) ||
           c.keep_alive_max_attempt < 1) {

@@ -3,6 +3,7 @@
 #ifndef DISTJOB_RENDEZVOUS_RDZV_CONFIG_H_
 #define DISTJOB_RENDEZVOUS_RDZV_CONFIG_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,13 @@ struct RdzvConfig {
   std::optional<bool> is_host;
   // Not a torchrun key (torchrun fixes it at 300 s); accepted here too.
   absl::Duration exit_barrier_timeout = absl::Seconds(300);
+  // The store host's main limits (the README's limits table); not torchrun
+  // keys. Each is bounded (kStoreLimitKeys).
+  int64_t store_max_memory_mb = 256;
+  int64_t store_max_value_kb = 1024;
+  int64_t store_max_parked = 100000;
+  int64_t store_max_conns = 4096;
+  int64_t store_max_conns_per_peer = 64;
 };
 
 // k1=v1,k2=v2. Durations in seconds (fractions allowed). The etcd

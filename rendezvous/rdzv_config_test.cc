@@ -111,6 +111,35 @@ TEST(RdzvConfigTest, EndpointErrorsNameTheValue) {
   EXPECT_EQ(ParseEndpoint("fe80::1")->host, "fe80::1");
 }
 
+TEST(RdzvConfigTest, StoreLimitsAreBoundedAndNamed) {
+  auto c = ParseRdzvConf(
+      "store_max_memory_mb=512,store_max_value_kb=64,store_max_parked=1000,"
+      "store_max_conns=128,store_max_conns_per_peer=8");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->store_max_memory_mb, 512);
+  EXPECT_EQ(c->store_max_value_kb, 64);
+  EXPECT_EQ(c->store_max_parked, 1000);
+  EXPECT_EQ(c->store_max_conns, 128);
+  EXPECT_EQ(c->store_max_conns_per_peer, 8);
+  const RdzvConfig defaults;
+  EXPECT_EQ(defaults.store_max_conns, 4096);
+  EXPECT_EQ(defaults.store_max_conns_per_peer, 64);
+  for (const char* bad :
+       {"store_max_memory_mb=1", "store_max_value_kb=0",
+        "store_max_value_kb=8192", "store_max_parked=x",
+        "store_max_conns=70000", "store_max_conns_per_peer=-1"}) {
+    auto r = ParseRdzvConf(bad);
+    ASSERT_TRUE(absl::IsInvalidArgument(r.status())) << bad;
+    const std::string key(
+        absl::string_view(bad).substr(0, absl::string_view(bad).find('=')));
+    EXPECT_NE(r.status().message().find(key), absl::string_view::npos)
+        << r.status();
+    EXPECT_NE(r.status().message().find("expected an integer from"),
+              absl::string_view::npos)
+        << r.status();
+  }
+}
+
 TEST(RdzvConfigTest, LocalHostNames) {
   EXPECT_TRUE(IsLocalHost("localhost"));
   EXPECT_TRUE(IsLocalHost("127.0.0.1"));

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "common/resolver.h"
 #include "proto/store.grpc.pb.h"
+#include "rendezvous/store/conn_limiter.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace distjob {
@@ -38,6 +40,27 @@ absl::Status Refused(const grpc::Status& s, bool sent_token,
                          " requires a token: give the job's secret with "
                          "--rdzv-token-file or DISTJOB_RDZV_TOKEN (",
                          s.error_message(), ")"));
+}
+
+// TLS on one side only is a configuration error of the job that no retry
+// fixes. A plaintext client hears it from the TLS store (conn_limiter.h);
+// a TLS client's handshake with a plaintext store fails on the first
+// bytes the store sends, which OpenSSL reports as a wrong version.
+absl::Status Mismatch(const grpc::Status& s, bool tls,
+                      absl::string_view endpoint) {
+  const std::string& m = s.error_message();
+  if (!tls && m.find(kStoreSpeaksTls) != std::string::npos) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the rendezvous store at ", endpoint, ": ", m));
+  }
+  if (tls && (m.find("WRONG_VERSION_NUMBER") != std::string::npos ||
+              m.find("wrong version number") != std::string::npos)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the rendezvous store at ", endpoint,
+        " speaks plaintext and this agent uses TLS: use the same "
+        "--rdzv-tls-* flags on every node (none, or the store host's)"));
+  }
+  return absl::OkStatus();
 }
 
 // How long a new client retries its first connection on its own schedule.
@@ -76,6 +99,7 @@ struct GrpcStoreClient::Impl {
   // the lock only after EnsureStub returned OK.
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Store::Stub> stub;
+  std::atomic<bool> tls_ready{false};  // the channel was ready once
 
   // Sets the call's deadline and makes sure the channel exists.
   absl::Status Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
@@ -84,7 +108,42 @@ struct GrpcStoreClient::Impl {
     Authorize(ctx);
     ctx->set_wait_for_ready(true);
     ctx->set_deadline(absl::ToChronoTime(deadline));
-    return EnsureStub(deadline);
+    if (absl::Status s = EnsureStub(deadline); !s.ok()) return s;
+    return CheckTlsPeer(deadline);
+  }
+  // A call waits for a connection (wait_for_ready), so a TLS handshake
+  // that fails never reaches it: until the channel has been ready once, a
+  // TLS client looks at why it is not, with a call that does not wait.
+  absl::Status CheckTlsPeer(absl::Time deadline) {
+    if (!security.tls() || tls_ready.load(std::memory_order_acquire)) {
+      return absl::OkStatus();
+    }
+    for (;;) {
+      const grpc_connectivity_state state = channel->GetState(true);
+      if (state == GRPC_CHANNEL_READY) {
+        tls_ready.store(true, std::memory_order_release);
+        return absl::OkStatus();
+      }
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+        grpc::ClientContext probe;
+        Authorize(&probe);
+        probe.set_deadline(
+            absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+        pb::NumKeysRequest req;
+        pb::NumKeysResponse resp;
+        const grpc::Status s = stub->NumKeys(&probe, req, &resp);
+        if (absl::Status m = Mismatch(s, true, endpoint); !m.ok()) return m;
+      }
+      {
+        absl::MutexLock lock(&mu);
+        if (closed) return absl::OkStatus();  // the call is cancelled
+      }
+      const absl::Time now = absl::Now();
+      if (now >= deadline) return absl::OkStatus();  // it times out
+      channel->WaitForStateChange(
+          state, absl::ToChronoTime(
+                     std::min(deadline, now + absl::Milliseconds(250))));
+    }
   }
   void Authorize(grpc::ClientContext* ctx) const {
     if (!token_header.empty()) {
@@ -94,6 +153,9 @@ struct GrpcStoreClient::Impl {
   absl::Status Check(const grpc::Status& s, absl::string_view what) const {
     if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       return Refused(s, !token_header.empty(), endpoint);
+    }
+    if (absl::Status m = Mismatch(s, security.tls(), endpoint); !m.ok()) {
+      return m;
     }
     return FromGrpc(s, what, endpoint);
   }
@@ -229,6 +291,7 @@ absl::Status GrpcStoreClient::WaitUntilReachable(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   ctx.set_deadline(absl::ToChronoTime(deadline));
   if (absl::Status s = impl_->EnsureStub(deadline); !s.ok()) return s;
+  if (absl::Status s = impl_->CheckTlsPeer(deadline); !s.ok()) return s;
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
   return impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "connect");

@@ -1,5 +1,11 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -258,6 +264,67 @@ TEST(GrpcStoreTest, UnreachableStoreFailsAfterTheTimeout) {
       GrpcStoreClient::Connect("127.0.0.1:1", absl::Milliseconds(300));
   auto s = client->Set("k", "v");
   EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+bool WaitFor(const std::function<bool()>& done) {
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (!done()) {
+    if (absl::Now() > until) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+// A raw HTTP/2 client: the preface and an empty SETTINGS, then nothing.
+int OpenHttp2(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in dst = {};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)), 0);
+  const std::string hello = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
+                            std::string("\0\0\0\x04\0\0\0\0\0", 9);
+  EXPECT_EQ(send(fd, hello.data(), hello.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(hello.size()));
+  return fd;
+}
+
+TEST(GrpcStoreTest, ConnectionsAreCappedAndCountedUntilTheyClose) {
+  ConnLimits conns;
+  conns.max_conns_per_peer = 3;
+  auto server = StoreServer::Start("127.0.0.1", 0, {}, {}, conns);
+  ASSERT_TRUE(server.ok()) << server.status();
+  {
+    auto client = GrpcStoreClient::Connect(
+        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    ASSERT_TRUE(client->Set("a", "1").ok());
+    EXPECT_EQ((*server)->Stats().connections, 1);
+  }
+  ASSERT_TRUE(WaitFor([&] { return (*server)->Stats().connections == 0; }));
+  std::vector<int> raw;
+  for (int i = 0; i < 5; ++i) raw.push_back(OpenHttp2((*server)->port()));
+  ASSERT_TRUE(WaitFor([&] {
+    return (*server)->Stats().connections_refused == 2;
+  })) << (*server)->Stats().connections_refused;
+  EXPECT_EQ((*server)->Stats().connections, 3);
+  for (int fd : raw) close(fd);
+  EXPECT_TRUE(WaitFor([&] { return (*server)->Stats().connections == 0; }))
+      << (*server)->Stats().connections;
+}
+
+// gRPC ends an idle connection with shutdown(2) and close; the count
+// follows though the client keeps its end open.
+TEST(GrpcStoreTest, ConnectionsGrpcClosesAreNoLongerCounted) {
+  ConnLimits conns;
+  conns.idle_timeout = absl::Milliseconds(300);
+  auto server = StoreServer::Start("127.0.0.1", 0, {}, {}, conns);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = OpenHttp2((*server)->port());
+  ASSERT_TRUE(WaitFor([&] { return (*server)->Stats().connections == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return (*server)->Stats().connections == 0; }))
+      << (*server)->Stats().connections;
+  close(fd);
 }
 
 }  // namespace

@@ -29,7 +29,6 @@ constexpr int kMaxMessageBytes = 8 << 20;
 
 // Channel arguments of the server; the README's limits table lists them.
 constexpr int kMaxStreams = 8192;
-constexpr int kConnectionIdleMs = 60 * 1000;
 constexpr int kHandshakeTimeoutMs = 10 * 1000;
 constexpr int kKeepaliveMs = 30 * 1000;
 constexpr int kKeepaliveTimeoutMs = 10 * 1000;
@@ -479,7 +478,7 @@ class StoreServer::Service {
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
     const std::string& host, int port, StoreLimits limits,
-    const StoreSecurity& security) {
+    const StoreSecurity& security, ConnLimits conns) {
   std::unique_ptr<StoreServer> s(new StoreServer());
   // A parked call's gRPC state counts with its wait.
   if (limits.call_bytes == 0) limits.call_bytes = kCallBytes;
@@ -495,19 +494,24 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
       host.find(':') != std::string::npos && host.front() != '['
           ? absl::StrCat("[", host, "]:", port)
           : absl::StrCat(host, ":", port);
+  // Ours, not gRPC's listener: it caps connections (conn_limiter.h).
+  auto limiter = ConnLimiter::Listen(host, port, conns, security.tls());
+  if (!limiter.ok()) return limiter.status();
+  s->conns_ = std::move(*limiter);
+  s->port_ = s->conns_->port();
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  // Connections: gRPC 1.51's server has no cap on their number (see the
-  // README's limits); these end the ones that hold nothing. A connection
-  // with no call for kConnectionIdleMs is closed (a real client
+  // Connections: capped by conns_; these end the ones that hold nothing.
+  // A connection with no call for conns.idle_timeout is closed (a real client
   // reconnects on its next call), one that has not completed its HTTP/2
   // handshake in kHandshakeTimeoutMs likewise, a silent peer is dropped
   // after a missed keepalive, and one connection carries at most
   // kMaxStreams calls at once.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreams);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                             kConnectionIdleMs);
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(conns.idle_timeout)));
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              kHandshakeTimeoutMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
@@ -520,14 +524,21 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   grpc::ResourceQuota quota("distjob-store");
   quota.Resize(kGrpcQuotaBytes);
   builder.SetResourceQuota(quota);
-  builder.AddListeningPort(address, MakeServerCredentials(security), &s->port_);
+  s->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+      MakeServerCredentials(security));
   s->service_->Register(&builder);
   s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
+  if (s->server_ == nullptr) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, " (in use?)"));
+        absl::StrCat("cannot start the rendezvous store on ", address));
   }
   s->service_->Run();
+  s->conns_->Start([acceptor = s->acceptor_.get()](int fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
+    p.fd = fd;
+    acceptor->HandleNewConnection(&p);
+  });
   DJ_LOG_INFO("rendezvous store listening on {}:{}", host, s->port_);
   return s;
 }
@@ -537,6 +548,11 @@ StoreStats StoreServer::Stats() {
       "Set",   "Get",    "Add",     "CompareSet", "Append",
       "Check", "Delete", "NumKeys", "List",       "Watch"};
   StoreStats stats = core_->Stats();
+  const ConnStats conns = conns_->Stats();
+  stats.connections = conns.open;
+  stats.connections_refused = conns.refused;
+  stats.connections_evicted = conns.evicted;
+  stats.connections_mismatched = conns.protocol_mismatch;
   for (int m = 0; m < kMethods; ++m) {
     for (int c = 0; c < kCodes; ++c) {
       const int64_t n = (*requests_)[m][c].load(std::memory_order_relaxed);
@@ -551,6 +567,7 @@ StoreStats StoreServer::Stats() {
 
 void StoreServer::Shutdown() {
   if (server_ == nullptr) return;
+  conns_->Stop();
   core_->CancelAll();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   service_->Stop();

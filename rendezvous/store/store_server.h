@@ -11,12 +11,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/store/conn_limiter.h"
 #include "rendezvous/store/store_core.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace grpc {
 class Server;
+namespace experimental {
+class ExternalConnectionAcceptor;
 }
+}  // namespace grpc
 
 namespace distjob {
 
@@ -28,10 +32,12 @@ class StoreServer {
   // AlreadyExists-like Unavailable when the port is taken: SO_REUSEPORT is
   // off so a second agent on the same machine becomes a client instead.
   // With a token in `security`, every call without it is UNAUTHENTICATED;
-  // with TLS in it, the server speaks only TLS.
+  // with TLS in it, the server speaks only TLS. `host` is an IP address
+  // ("::": dual stack); connections are accepted by a ConnLimiter under
+  // `conns` and handed to gRPC.
   static absl::StatusOr<std::unique_ptr<StoreServer>> Start(
       const std::string& host, int port, StoreLimits limits = {},
-      const StoreSecurity& security = {});
+      const StoreSecurity& security = {}, ConnLimits conns = {});
   ~StoreServer();  // out of line: StorePeerCalls is store_server.cc's
 
   int port() const { return port_; }
@@ -70,6 +76,9 @@ class StoreServer {
   std::unique_ptr<StorePeerCalls> peers_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Feeds server_ through acceptor_; stopped before server_ shuts down.
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
+  std::unique_ptr<ConnLimiter> conns_;
   int port_ = 0;
 };
 

@@ -47,6 +47,8 @@ def assert_refused(r, took, named):
     (["--rdzv-conf", "keep_alive_interval=0"], "keep_alive_interval"),
     (["--rdzv-conf", "join_timeout=nan"], "join_timeout"),
     (["--rdzv-conf", "read_timeout=inf"], "read_timeout"),
+    (["--rdzv-conf", "store_max_conns=5"], "store_max_conns"),
+    (["--rdzv-conf", "store_max_value_kb=1e9"], "store_max_value_kb"),
     (["--dns-timeout", "1e300h"], "--dns-timeout"),
     (["--signals-to-handle", "SIGKILL,SIGCHLD"], "--signals-to-handle"),
     (["--nnodes", "2147483647", "--nproc-per-node", "2"], "--nnodes"),
@@ -55,7 +57,8 @@ def assert_refused(r, took, named):
      "--rdzv-endpoint"),
 ], ids=["endpoint-url", "endpoint-colons", "endpoint-space",
         "local-addr-long", "rdzv-id-long", "local-addr-dash",
-        "keep-alive-0", "nan", "inf", "overflow", "uncatchable-signals",
+        "keep-alive-0", "nan", "inf", "store-conns-low",
+        "store-value-float", "overflow", "uncatchable-signals",
         "world-size-overflow", "etcd-empty", "etcd-garbage"])
 def test_bad_values_exit_2_at_once(run_agent, tmp_path, args, named):
     r, took = run_job(run_agent, tmp_path, *args)

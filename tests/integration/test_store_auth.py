@@ -317,7 +317,8 @@ def test_mutual_tls_job_passes_and_refuses_clients_without_a_cert(
             ca, key, chain)) as good:
         grpc.channel_ready_future(good).result(timeout=30)
         assert call(good, "NumKeys", b"", token=TOKEN) is not None
-    # TLS without a client certificate, and plaintext: no call gets through.
+    # TLS without a client certificate, and plaintext: no call gets through
+    # (plaintext is told the store speaks TLS).
     for creds in (grpc.ssl_channel_credentials(ca), None):
         channel = (grpc.secure_channel(target, creds) if creds
                    else grpc.insecure_channel(target))
@@ -326,8 +327,14 @@ def test_mutual_tls_job_passes_and_refuses_clients_without_a_cert(
                 channel.unary_unary(SERVICE + "NumKeys")(
                     b"", metadata=[("authorization", f"Bearer {TOKEN}")],
                     timeout=3)
-            assert refused.value.code() in (grpc.StatusCode.UNAVAILABLE,
-                                            grpc.StatusCode.DEADLINE_EXCEEDED)
+            if creds:
+                assert refused.value.code() in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.DEADLINE_EXCEEDED)
+            else:
+                assert refused.value.code() == \
+                    grpc.StatusCode.FAILED_PRECONDITION
+                assert "speaks TLS" in refused.value.details()
     # The name checked is the endpoint's host unless overridden; a name the
     # certificate does not carry is refused.
     # (`status` exits 0 or 1 when it read the store, 138 when it could not.)
@@ -345,6 +352,35 @@ def test_mutual_tls_job_passes_and_refuses_clients_without_a_cert(
         log=tmp_path / "peer.log")
     assert peer.wait(timeout=60) == 0, (tmp_path / "peer.log").read_text()
     assert host.wait(timeout=60) == 0, (tmp_path / "host.log").read_text()
+
+
+@pytest.mark.parametrize("host_tls,says,names", [
+    (True, "speaks TLS", "--rdzv-tls-cert"),
+    (False, "speaks plaintext", "--rdzv-tls-*")])
+def test_tls_on_one_side_only_exits_2_at_once_saying_so(
+        start_agent, run_agent, tmp_path, host_tls, says, names):
+    """A TLS/plaintext mismatch between pods is a configuration error,
+    not an unreachable store: the joining agent exits 2 in seconds."""
+    certs = make_certs(tmp_path)
+    token = write_token(tmp_path)
+    port = free_port()
+    start_agent(host_args(port, token,
+                          extra=tls_args(certs) if host_tls else ()),
+                log=tmp_path / "host.log")
+    client = ["run", "--nnodes", "2", "--rdzv-backend", "c10d",
+              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "authjob",
+              "--rdzv-conf", "is_host=0,join_timeout=60",
+              "--local-addr", "127.0.0.2", "--rdzv-token-file", str(token),
+              *(() if host_tls else tls_args(certs)),
+              "--no-python", PYTHON, "-c", "pass"]
+    start = time.monotonic()
+    r = run_agent(client, timeout=90)
+    assert r.returncode == 2, r.stderr
+    assert says in r.stderr and names in r.stderr, r.stderr
+    assert time.monotonic() - start < 30  # not join_timeout
+    line = f"connected to this {'TLS' if host_tls else 'plaintext'} store"
+    wait_for(lambda: line in (tmp_path / "host.log").read_text(), 10,
+             what="the host's line about the mismatch")
 
 
 def test_tls_files_that_do_not_load_exit_2_naming_them(run_agent, tmp_path):

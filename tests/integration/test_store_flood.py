@@ -210,6 +210,19 @@ def flood(pb, endpoint, metrics_port):
     c.close()
 
 
+# The flood's own address: loopback is a /8, so it differs from the real
+# members' 127.0.0.1 as another pod's address would.
+FLOODER = "127.0.0.9"
+
+
+def connect_from(source, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
 def test_a_flood_leaves_the_host_under_its_ceiling_and_the_job_completes(
         agent, tmp_path):
     pb = store_stubs(tmp_path)
@@ -227,13 +240,18 @@ def test_a_flood_leaves_the_host_under_its_ceiling_and_the_job_completes(
         wait_for(hosted, 20, what="the store hosted")
         peak = PeakRss(host.pid)
         try:
-            # Raw connections that never send the HTTP/2 preface: closed
-            # by the server's handshake timeout, and in the meantime the
-            # real members still get in.
+            # Raw connections from one address that never send the HTTP/2
+            # preface: past store_max_conns_per_peer (64) closed at once,
+            # the others at the first-bytes timeout, and in the meantime
+            # the real members (other addresses) still get in.
             for _ in range(1100):
-                s = socket.create_connection(("127.0.0.1", job.port), 5)
-                sockets.append(s)
+                sockets.append(connect_from(FLOODER, job.port))
             opened = time.monotonic()
+            wait_for(lambda: metric(metrics_port,
+                                    "distjob_store_connections_closed_total",
+                                    reason="refused") >= 1100 - 64, 20,
+                     what="the flood's connections past the cap refused")
+            assert metric(metrics_port, "distjob_store_connections") <= 64
             flood(pb, endpoint, metrics_port)
             job.start(1)
             job.wait_round(["node0", "node1"])
@@ -247,6 +265,58 @@ def test_a_flood_leaves_the_host_under_its_ceiling_and_the_job_completes(
         finally:
             rss = peak.close()
         assert rss < CEILING, f"peak VmRSS {rss / MIB:.0f} MiB"
+        job.go()
+        for i in (0, 1):
+            assert job.procs[i].wait(60) == 0, job.log(i)
+    finally:
+        for s in sockets:
+            s.close()
+        job.cleanup()
+
+
+def test_a_connection_flood_at_the_cap_lets_a_member_in_and_counts_drop(
+        agent, tmp_path):
+    """300 connections from one address against store_max_conns=16: the
+    host holds at most 16, a real member from another address still joins
+    (the flood's oldest makes room), and the count drops as they close."""
+    job = Job(agent, tmp_path, nnodes="2",
+              conf=FAST + ",store_max_conns=16,store_max_conns_per_peer=16")
+    metrics_port = free_port()
+    sockets = []
+    try:
+        job.start(0, env={"DISTJOB_METRICS_PORT": str(metrics_port)})
+
+        def connections():
+            try:
+                return metric(metrics_port, "distjob_store_connections")
+            except OSError:  # the metrics server is not up yet
+                return None
+        wait_for(lambda: connections() is not None, 20,
+                 what="the store hosted")
+        for _ in range(300):
+            s = connect_from(FLOODER, job.port)
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            sockets.append(s)
+
+        def closed(reason):
+            return metric(metrics_port,
+                          "distjob_store_connections_closed_total",
+                          reason=reason)
+        wait_for(lambda: closed("refused") == 300 - 16, 20,
+                 what="the flood past the cap refused")
+        assert connections() == 16
+        job.start(1)
+        job.wait_round(["node0", "node1"])
+        assert closed("evicted") >= 1
+        assert connections() <= 16
+        for s in sockets:
+            s.close()
+        # What is left is the member's own.
+        wait_for(lambda: connections() <= 2, 20,
+                 what="the flood's connections no longer counted")
+        host = (tmp_path / "agent0.log").read_text()
+        assert f"refused a connection from {FLOODER}" in host
+        assert "store_max_conns" in host
         job.go()
         for i in (0, 1):
             assert job.procs[i].wait(60) == 0, job.log(i)

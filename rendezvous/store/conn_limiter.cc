@@ -1,0 +1,549 @@
+#include "rendezvous/store/conn_limiter.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace distjob {
+namespace {
+
+// What a connection is doing, as the loop sees it.
+enum class Phase {
+  kFirstBytes,  // accepted; waiting to see what the client speaks
+  kMismatch,    // a plaintext HTTP/2 client of a TLS store: read to HEADERS
+  kClosing,     // answered and shut down for writing; drained until closed
+  kHanded,      // gRPC's: `fd` is our dup, watched for the shutdown
+};
+
+struct Conn {
+  int fd = -1;
+  std::string addr;
+  uint64_t seq = 0;
+  Phase phase = Phase::kFirstBytes;
+  absl::Time deadline = absl::InfiniteFuture();
+  std::string buf;             // kMismatch: the bytes read so far
+  bool sent_settings = false;  // kMismatch
+};
+
+constexpr char kH2Preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+constexpr size_t kH2PrefaceLen = sizeof(kH2Preface) - 1;
+constexpr size_t kMaxMismatchBytes = 64 << 10;
+constexpr absl::Duration kDrainTime = absl::Seconds(2);
+constexpr absl::Duration kLogEvery = absl::Seconds(10);
+// Fds the process keeps for everything else (logs, workers' pipes, the
+// agent's own channels) when the caps are cut to the fd limit.
+constexpr rlim_t kOtherFds = 256;
+
+std::string FlagsHint(bool tls) {
+  return tls ? "set --rdzv-tls-cert and --rdzv-tls-key (and --rdzv-tls-ca "
+               "for mutual TLS) to the same files on every node"
+             : "use the same --rdzv-tls-* flags on every node (none, or the "
+               "store host's)";
+}
+
+// An HPACK integer with an n-bit prefix (RFC 7541 5.1).
+void HpackInt(std::string* out, uint8_t first, int bits, size_t value) {
+  const size_t max = (size_t{1} << bits) - 1;
+  if (value < max) {
+    out->push_back(static_cast<char>(first | value));
+    return;
+  }
+  out->push_back(static_cast<char>(first | max));
+  value -= max;
+  while (value >= 128) {
+    out->push_back(static_cast<char>((value % 128) + 128));
+    value /= 128;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+// A literal header field without indexing, new name, no Huffman.
+void HpackLiteral(std::string* out, const std::string& name,
+                  const std::string& value) {
+  out->push_back(0);
+  HpackInt(out, 0, 7, name.size());
+  out->append(name);
+  HpackInt(out, 0, 7, value.size());
+  out->append(value);
+}
+
+void H2Frame(std::string* out, uint8_t type, uint8_t flags, uint32_t stream,
+             const std::string& payload) {
+  const size_t n = payload.size();
+  out->push_back(static_cast<char>((n >> 16) & 0xff));
+  out->push_back(static_cast<char>((n >> 8) & 0xff));
+  out->push_back(static_cast<char>(n & 0xff));
+  out->push_back(static_cast<char>(type));
+  out->push_back(static_cast<char>(flags));
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    out->push_back(static_cast<char>((stream >> shift) & 0xff));
+  }
+  out->append(payload);
+}
+
+// The server's preface: an empty SETTINGS, and the ACK of the client's
+// (sent with its preface). The client sends its first call after these.
+std::string H2Settings() {
+  std::string out;
+  H2Frame(&out, 0x4, 0, 0, "");
+  H2Frame(&out, 0x4, 0x1, 0, "");
+  return out;
+}
+
+// The server's side of one refused call: its trailers-only answer
+// (FAILED_PRECONDITION with `message`), and a GOAWAY.
+std::string H2Refusal(uint32_t stream, const std::string& message) {
+  std::string out;
+  std::string headers;
+  HpackLiteral(&headers, ":status", "200");
+  HpackLiteral(&headers, "content-type", "application/grpc");
+  HpackLiteral(&headers, "grpc-status", "9");
+  HpackLiteral(&headers, "grpc-message", message);  // plain ASCII, no '%'
+  H2Frame(&out, 0x1, 0x1 | 0x4, stream, headers);   // END_STREAM|END_HEADERS
+  std::string goaway(8, '\0');
+  for (int i = 0; i < 4; ++i) {
+    goaway[i] = static_cast<char>((stream >> (24 - 8 * i)) & 0xff);
+  }
+  goaway.append(message);
+  H2Frame(&out, 0x7, 0, 0, goaway);
+  return out;
+}
+
+// The stream of the first HEADERS frame after the preface; 0 while none
+// has arrived; -1 when the bytes are not HTTP/2.
+int64_t FirstHeadersStream(const std::string& buf) {
+  if (buf.compare(0, std::min(buf.size(), kH2PrefaceLen), kH2Preface, 0,
+                  std::min(buf.size(), kH2PrefaceLen)) != 0) {
+    return -1;
+  }
+  size_t at = kH2PrefaceLen;
+  while (buf.size() >= at + 9) {
+    const auto* p = reinterpret_cast<const unsigned char*>(buf.data() + at);
+    const size_t len = (size_t{p[0]} << 16) | (size_t{p[1]} << 8) | p[2];
+    if (p[3] == 0x1) {
+      return ((uint32_t{p[5]} & 0x7f) << 24) | (uint32_t{p[6]} << 16) |
+             (uint32_t{p[7]} << 8) | p[8];
+    }
+    at += 9 + len;
+  }
+  return 0;
+}
+
+std::string AddressText(const sockaddr_storage& ss) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr,
+              text, sizeof(text));
+    return text;
+  }
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+    inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], text, sizeof(text));
+    return text;
+  }
+  inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+  return text;
+}
+
+void WriteAll(int fd, const std::string& data) {
+  size_t at = 0;
+  while (at < data.size()) {
+    const ssize_t n =
+        send(fd, data.data() + at, data.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) return;  // a fresh socket's buffer holds these few bytes
+    at += static_cast<size_t>(n);
+  }
+}
+
+// At most one line per kLogEvery for one kind of event, with how many
+// were not logged.
+class RateLimitedLog {
+ public:
+  void Log(const std::string& line) {
+    const absl::Time now = absl::Now();
+    if (now - last_ < kLogEvery) {
+      ++skipped_;
+      return;
+    }
+    if (skipped_ > 0) {
+      DJ_LOG_WARNING("{} ({} more like it in the last {}s)", line, skipped_,
+                     absl::ToInt64Seconds(kLogEvery));
+    } else {
+      DJ_LOG_WARNING("{}", line);
+    }
+    last_ = now;
+    skipped_ = 0;
+  }
+
+ private:
+  absl::Time last_ = absl::InfinitePast();
+  int64_t skipped_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
+    const std::string& host_in, int port, ConnLimits limits, bool tls) {
+  std::string host = host_in;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  sockaddr_storage ss = {};
+  socklen_t len = 0;
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(sockaddr_in6);
+  } else if (inet_pton(AF_INET, host.c_str(), &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(sockaddr_in);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous store: cannot listen on '", host_in,
+                     "': expected an IP address"));
+  }
+  const std::string where = ss.ss_family == AF_INET6
+                                ? absl::StrCat("[", host, "]:", port)
+                                : absl::StrCat(host, ":", port);
+  std::unique_ptr<ConnLimiter> l(new ConnLimiter());
+  l->tls_ = tls;
+  l->listen_fd_ =
+      socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (l->listen_fd_ < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", where, ": ", strerror(errno)));
+  }
+  const int on = 1, off = 0;
+  // As gRPC's own listener: a restarted host may bind over TIME_WAIT.
+  setsockopt(l->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+  if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) {
+    setsockopt(l->listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+  }
+  if (bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      listen(l->listen_fd_, 1024) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", where, " (in use?): ", strerror(errno)));
+  }
+  sockaddr_storage bound = {};
+  socklen_t bound_len = sizeof(bound);
+  getsockname(l->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_len);
+  l->port_ = ntohs(bound.ss_family == AF_INET6
+                       ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                       : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+
+  rlimit nofile = {};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    if (nofile.rlim_cur < nofile.rlim_max) {
+      nofile.rlim_cur = nofile.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &nofile);
+      getrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    if (nofile.rlim_cur != RLIM_INFINITY) {
+      const size_t fit =
+          nofile.rlim_cur > 2 * kOtherFds
+              ? static_cast<size_t>((nofile.rlim_cur - kOtherFds) / 2)
+              : 16;
+      if (limits.max_conns > fit) {
+        DJ_LOG_WARNING(
+            "rendezvous store: store_max_conns={} cut to {} by the open-file "
+            "limit ({}; each connection holds two)",
+            limits.max_conns, fit, static_cast<uint64_t>(nofile.rlim_cur));
+        limits.max_conns = fit;
+      }
+    }
+  }
+  limits.max_conns_per_peer =
+      std::min(limits.max_conns_per_peer, limits.max_conns);
+  l->limits_ = limits;
+  l->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (l->wake_fd_ < 0) {
+    return absl::InternalError(
+        absl::StrCat("rendezvous store: eventfd: ", strerror(errno)));
+  }
+  return l;
+}
+
+void ConnLimiter::Start(Handoff handoff) {
+  handoff_ = std::move(handoff);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void ConnLimiter::Stop() {
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  listen_fd_ = -1;
+}
+
+ConnLimiter::~ConnLimiter() {
+  Stop();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+ConnStats ConnLimiter::Stats() const {
+  ConnStats s;
+  s.open = open_.load(std::memory_order_relaxed);
+  s.refused = refused_.load(std::memory_order_relaxed);
+  s.evicted = evicted_.load(std::memory_order_relaxed);
+  s.protocol_mismatch = mismatch_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void ConnLimiter::Loop() {
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) {
+    DJ_LOG_ERROR("rendezvous store: epoll_create1: {}", strerror(errno));
+    return;
+  }
+  auto watch = [ep](int fd, uint32_t events) {
+    epoll_event ev = {};
+    ev.events = events;
+    ev.data.fd = fd;
+    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0;
+  };
+  watch(listen_fd_, EPOLLIN);
+  watch(wake_fd_, EPOLLIN);
+
+  absl::flat_hash_map<int, Conn> conns;  // by the fd we watch
+  // Per address, its connections oldest first (seq -> fd).
+  absl::flat_hash_map<std::string, std::map<uint64_t, int>> by_addr;
+  std::set<int> waiting;  // fds not yet handed to gRPC (have a deadline)
+  uint64_t next_seq = 0;
+  RateLimitedLog refused_log, mismatch_log;
+
+  auto forget = [&](int fd) {
+    auto it = conns.find(fd);
+    if (it == conns.end()) return;
+    auto a = by_addr.find(it->second.addr);
+    if (a != by_addr.end()) {
+      a->second.erase(it->second.seq);
+      if (a->second.empty()) by_addr.erase(a);
+    }
+    epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
+    close(fd);
+    waiting.erase(fd);
+    conns.erase(it);
+    open_.fetch_sub(1, std::memory_order_relaxed);
+  };
+  // Ends gRPC's connection too: its fd and our dup share the socket.
+  auto evict = [&](int fd) {
+    shutdown(fd, SHUT_RDWR);
+    forget(fd);
+    evicted_.fetch_add(1, std::memory_order_relaxed);
+  };
+  auto refuse = [&](int fd, const std::string& addr, const std::string& why) {
+    close(fd);
+    refused_.fetch_add(1, std::memory_order_relaxed);
+    refused_log.Log(absl::StrCat("rendezvous store: refused a connection from ",
+                                 addr, ": ", why));
+  };
+  auto admit = [&](int fd, const std::string& addr) {
+    auto& mine = by_addr[addr];
+    if (mine.size() >= limits_.max_conns_per_peer) {
+      if (mine.empty()) by_addr.erase(addr);
+      refuse(fd, addr,
+             absl::StrCat("it has ", limits_.max_conns_per_peer,
+                          " open, the limit (store_max_conns_per_peer)"));
+      return;
+    }
+    if (conns.size() >= limits_.max_conns) {
+      const std::string* biggest = nullptr;
+      size_t most = 0;
+      for (const auto& [a, list] : by_addr) {
+        if (list.size() > most) {
+          most = list.size();
+          biggest = &a;
+        }
+      }
+      if (biggest == nullptr || *biggest == addr || most <= mine.size() + 1) {
+        if (mine.empty()) by_addr.erase(addr);
+        refuse(fd, addr,
+               absl::StrCat("the store has ", limits_.max_conns,
+                            " open, the limit (store_max_conns)"));
+        return;
+      }
+      const std::string victim = *biggest;
+      evict(by_addr[victim].begin()->second);
+      refused_log.Log(
+          absl::StrCat("rendezvous store: closed the oldest connection of ",
+                       victim, " (it has the most) to admit ", addr,
+                       ": the store is at its limit (store_max_conns) of ",
+                       limits_.max_conns));
+    }
+    const int nodelay = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
+    Conn c;
+    c.fd = fd;
+    c.addr = addr;
+    c.seq = next_seq++;
+    c.deadline = absl::Now() + limits_.first_bytes_timeout;
+    by_addr[addr][c.seq] = fd;
+    conns[fd] = std::move(c);
+    waiting.insert(fd);
+    open_.fetch_add(1, std::memory_order_relaxed);
+    watch(fd, EPOLLIN | EPOLLRDHUP);
+  };
+  auto close_after = [&](Conn& c, const std::string& answer) {
+    // Counted before the client can read the answer.
+    mismatch_.fetch_add(1, std::memory_order_relaxed);
+    WriteAll(c.fd, answer);
+    shutdown(c.fd, SHUT_WR);
+    c.phase = Phase::kClosing;
+    c.deadline = absl::Now() + kDrainTime;
+    c.buf.clear();
+  };
+  auto hand_over = [&](Conn& c) {
+    const int dup = fcntl(c.fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) {
+      const std::string addr = c.addr;
+      forget(c.fd);
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      refused_log.Log(
+          absl::StrCat("rendezvous store: refused a connection "
+                       "from ",
+                       addr, ": ", strerror(errno)));
+      return;
+    }
+    const int fd = c.fd;
+    epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
+    waiting.erase(fd);
+    Conn moved = std::move(c);
+    conns.erase(fd);
+    moved.fd = dup;
+    moved.phase = Phase::kHanded;
+    moved.deadline = absl::InfiniteFuture();
+    by_addr[moved.addr][moved.seq] = dup;
+    conns[dup] = std::move(moved);
+    // gRPC shuts its socket down (shutdown(2)) when it ends a connection,
+    // whoever ended it: the dup then reports the hang-up.
+    watch(dup, EPOLLRDHUP);
+    handoff_(fd);
+  };
+  // What the first bytes say; false when the connection is gone or handed.
+  auto on_readable = [&](Conn& c) {
+    if (c.phase == Phase::kFirstBytes) {
+      char head[kH2PrefaceLen];
+      const ssize_t n = recv(c.fd, head, sizeof(head), MSG_PEEK);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      if (n <= 0) return forget(c.fd);
+      const bool tls_hello = head[0] == 0x16;
+      if (tls_ && !tls_hello && head[0] == 'P') {
+        c.phase = Phase::kMismatch;  // the bytes are read below
+        mismatch_log.Log(
+            absl::StrCat("rendezvous store: a plaintext client at ", c.addr,
+                         " connected to this TLS store: ", FlagsHint(true)));
+      } else if (!tls_ && tls_hello) {
+        mismatch_log.Log(absl::StrCat(
+            "rendezvous store: a TLS client at ", c.addr,
+            " connected to this plaintext store: ", FlagsHint(false)));
+        close_after(c, absl::StrCat(kStoreSpeaksPlaintext, ": ",
+                                    FlagsHint(false), "\r\n"));
+        return;
+      } else {
+        return hand_over(c);
+      }
+    }
+    char chunk[4096];
+    for (;;) {
+      const ssize_t n = recv(c.fd, chunk, sizeof(chunk), 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+      if (n <= 0) return forget(c.fd);
+      if (c.phase == Phase::kClosing) continue;
+      c.buf.append(chunk, static_cast<size_t>(n));
+      if (c.buf.size() > kMaxMismatchBytes) return forget(c.fd);
+    }
+    if (c.phase != Phase::kMismatch) return;
+    const int64_t stream = FirstHeadersStream(c.buf);
+    if (stream < 0) return forget(c.fd);
+    if (!c.sent_settings && c.buf.size() >= kH2PrefaceLen) {
+      WriteAll(c.fd, H2Settings());
+      c.sent_settings = true;
+    }
+    if (stream == 0) return;
+    close_after(
+        c, H2Refusal(static_cast<uint32_t>(stream),
+                     absl::StrCat(kStoreSpeaksTls, " and this agent does not: ",
+                                  FlagsHint(true))));
+  };
+
+  std::vector<epoll_event> events(256);
+  bool stopping = false;
+  while (!stopping) {
+    absl::Time next = absl::InfiniteFuture();
+    for (int fd : waiting) next = std::min(next, conns[fd].deadline);
+    const absl::Duration until = next - absl::Now();
+    const int timeout_ms = static_cast<int>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(until) + 1, 0, 1000));
+    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()),
+                             timeout_ms);
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == wake_fd_) {
+        stopping = true;
+        continue;
+      }
+      if (fd == listen_fd_) {
+        // Bounded per wake-up so that closes and first bytes keep flowing.
+        for (int k = 0; k < 256; ++k) {
+          sockaddr_storage peer = {};
+          socklen_t len = sizeof(peer);
+          const int c = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer),
+                                &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (c < 0) {
+            if (errno == EMFILE || errno == ENFILE) {
+              refused_log.Log(absl::StrCat("rendezvous store: cannot accept: ",
+                                           strerror(errno)));
+            }
+            break;
+          }
+          admit(c, AddressText(peer));
+        }
+        continue;
+      }
+      auto it = conns.find(fd);
+      if (it == conns.end()) continue;
+      Conn& c = it->second;
+      if (c.phase == Phase::kHanded) {
+        forget(fd);
+        continue;
+      }
+      on_readable(c);
+    }
+    const absl::Time now = absl::Now();
+    std::vector<int> late;
+    for (int fd : waiting) {
+      if (conns[fd].deadline <= now) late.push_back(fd);
+    }
+    for (int fd : late) forget(fd);
+  }
+  std::vector<int> all;
+  for (const auto& [fd, c] : conns) all.push_back(fd);
+  for (int fd : all) forget(fd);
+  close(ep);
+}
+
+}  // namespace distjob
