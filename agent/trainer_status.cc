@@ -396,8 +396,14 @@ void TrainerStatusPoster::Warn(const std::string& message) {
 }
 
 std::string TrainerStatusPoster::Body() {
-  const std::string text =
-      ReadSmallFile(progress_file_, kMaxProgressFileBytes + 1);
+  absl::StatusOr<std::string> read =
+      ReadSmallRegularFile(progress_file_, kMaxProgressFileBytes + 1);
+  // Not written yet is the usual case; anything else (a FIFO a worker left
+  // there, which is refused without blocking) is worth a warning.
+  if (!read.ok() && !absl::IsNotFound(read.status())) {
+    Warn(absl::StrCat(read.status().message()));
+  }
+  const std::string text = read.ok() ? *std::move(read) : std::string();
   std::optional<TrainerProgress> fresh;
   if (text.size() > kMaxProgressFileBytes) {
     Warn(absl::StrCat(progress_file_, ": larger than ", kMaxProgressFileBytes,
