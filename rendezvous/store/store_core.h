@@ -311,11 +311,13 @@ class LocalStore : public StoreInterface {
   void Close() override;
 
  private:
-  // Runs `start` (which hands the core a callback) and waits for the
-  // first answer: the core's, or Close's.
+  // Runs `start` (which hands the core a callback and returns the core's
+  // ticket) and waits for the first answer: the core's, or Close's, which
+  // also cancels the parked wait.
   template <typename T>
   absl::StatusOr<T> Block(
-      const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start);
+      const std::function<uint64_t(std::function<void(absl::StatusOr<T>)>)>&
+          start);
 
   StoreCore* core_;
   absl::Mutex mu_;
