@@ -51,9 +51,10 @@ struct StoreLimits {
   // request, response, reactor, call arena), counted against
   // max_waiter_bytes with the wait.
   size_t call_bytes = 0;
-  // Longer get and watch timeouts (and none: a negative or infinite one
-  // from an in-process caller) are cut to this; the wait then ends as at
-  // its deadline.
+  // Longer get and watch timeouts (an infinite one from an in-process
+  // caller included) are cut to this; the wait then ends as at its
+  // deadline. A timeout of zero or less parks nothing: a get is answered
+  // NotFound and a watch "unchanged" at once.
   absl::Duration max_timeout = absl::Hours(1);
   // One page of a listing: at most this many entries and (past its first
   // entry) this many bytes of keys and values; the caller asks for the
