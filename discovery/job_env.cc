@@ -56,6 +56,7 @@ absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
   if (!found.ok()) return found.status();
   if (!found->has_value()) return absl::OkStatus();
   const ControllerLayout& l = **found;
+  if (!l.warning.empty()) DJ_LOG_WARNING("{}", l.warning);
   job->controller = l.controller;
   job->pod_index = l.pod_index;
   job->pod_index_source = l.pod_index_source;

@@ -167,6 +167,52 @@ TEST(K8sControllersTest, JobSetSeveralPodsPerJobWithNnodes) {
   EXPECT_EQ(ok.master_addr, "my-set-node-0-0.my-set");
 }
 
+// With hostNetwork: true a pod's hostname is its node's. Where the layout
+// is the user's (--rdzv-backend c10d --rdzv-endpoint ...), the controller's
+// naming only checks the pod index: a mismatch warns instead of failing.
+TEST(K8sControllersTest, NodeHostnameWarnsWhenTheLayoutIsTheUsers) {
+  ControllerInputs in;
+  in.hostname = "ip-10-0-3-7.ec2.internal";
+  in.nnodes = 4;
+  in.layout_given = true;
+  ControllerLayout l = Detect(in, {{"JOB_COMPLETION_INDEX", "1"}});
+  EXPECT_EQ(l.controller, "indexed-job");
+  EXPECT_FALSE(l.fixed);
+  EXPECT_EQ(l.pod_index, "1");
+  EXPECT_NE(l.warning.find("hostname 'ip-10-0-3-7.ec2.internal'"),
+            std::string::npos)
+      << l.warning;
+  in.hostname = "gke-pool-1-a1b2c3";
+  l = Detect(in, {{"JOB_COMPLETION_INDEX", "1"}});
+  EXPECT_EQ(l.pod_index, "1");
+  EXPECT_NE(l.warning.find("<job>-<index>"), std::string::npos) << l.warning;
+  // The controller's layout is derived from the hostname: still an error.
+  in.layout_given = false;
+  const std::string e = Error(in, {{"JOB_COMPLETION_INDEX", "1"}});
+  EXPECT_NE(e.find("hostname 'gke-pool-1-a1b2c3'"), std::string::npos) << e;
+}
+
+TEST(K8sControllersTest,
+     NodeHostnameDropsTheJobSetPodIndexWhenTheLayoutIsTheUsers) {
+  ControllerInputs in;
+  in.hostname = "ip-10-0-3-7";
+  in.labels = JobSetLabels("1", "1");
+  in.labels_origin = "file L";
+  in.layout_given = true;
+  const ControllerLayout l = Detect(in, {{"JOB_COMPLETION_INDEX", "0"}});
+  EXPECT_EQ(l.controller, "jobset");
+  EXPECT_FALSE(l.fixed);
+  EXPECT_EQ(l.pod_index, "");
+  EXPECT_NE(l.warning.find("hostname 'ip-10-0-3-7'"), std::string::npos)
+      << l.warning;
+  in.hostname = "pt-node-0-0";  // job index 0, the label says 1
+  EXPECT_NE(Detect(in, {}).warning.find("job-index (file L)=1"),
+            std::string::npos);
+  in.layout_given = false;
+  const std::string e = Error(in, {});
+  EXPECT_NE(e.find("job-index (file L)=1"), std::string::npos) << e;
+}
+
 TEST(K8sControllersTest, JobSetContradictionsNameBothInputs) {
   ControllerInputs in;
   in.hostname = "pt-node-1-0";
