@@ -169,6 +169,35 @@ TEST_F(HttpServerTest, ShutdownClosesStalledConnections) {
   EXPECT_EQ(Connect(AF_INET, server_->port()), -1);
 }
 
+// evhttp's own timeout restarts on every byte: a client dripping its
+// request head a byte at a time would hold a connection for hours.
+TEST_F(HttpServerTest, ADrippingClientIsClosedAtTheTimeout) {
+  HttpServerOptions options;
+  options.timeout = absl::Milliseconds(800);
+  Start(options);
+  const int drip = Connect(AF_INET, server_->port());
+  ASSERT_GE(drip, 0);
+  const absl::Time start = absl::Now();
+  Send(drip, "GET /metrics HTTP/1.1\r\nX-Drip: ");
+  // A byte every 100 ms, each well inside the timeout, until the server
+  // closes the connection (or it is plainly never closed).
+  bool closed = false;
+  while (!closed && absl::Now() - start < absl::Seconds(10)) {
+    if (send(drip, "a", 1, MSG_NOSIGNAL) != 1) {
+      closed = true;  // reset by the server
+      break;
+    }
+    Read(drip, absl::Milliseconds(100), &closed);
+  }
+  const absl::Duration held = absl::Now() - start;
+  close(drip);
+  EXPECT_TRUE(closed);
+  EXPECT_LT(held, options.timeout + absl::Seconds(1));
+  // A complete request on a new connection is still answered.
+  EXPECT_THAT(Get(AF_INET, server_->port(), "GET /healthz HTTP/1.0\r\n\r\n"),
+              StartsWith("HTTP/1.0 200"));
+}
+
 TEST(HttpServerTlsTest, FilesThatDoNotLoadNameTheFlagAndFile) {
   Metrics metrics;
   HttpServerOptions options;
