@@ -242,8 +242,16 @@ struct EtcdStore::Impl {
   std::shared_ptr<Stubs> NewStubs(const std::string& ep) {
     auto s = std::make_shared<Stubs>();
     // Through the agent's resolver (common/resolver.h): gRPC is handed
-    // addresses, never a name it would resolve itself.
-    auto target = ResolveGrpcEndpoint(ep, absl::Seconds(2));
+    // addresses, never a name it would resolve itself. This runs inside a
+    // call (NoteResult): the look-up keeps to the caller's deadline and
+    // ends when the store is closed, as the call's RPCs do.
+    const absl::Duration left = ScopedCallDeadline::Current() - absl::Now();
+    auto target = ResolveGrpcEndpoint(
+        ep, std::max(absl::ZeroDuration(), std::min(absl::Seconds(2), left)),
+        [this] {
+          absl::MutexLock lock(&calls_mu);
+          return cancelled && std::this_thread::get_id() != closer;
+        });
     if (!target.ok()) {
       s->unresolved = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                    std::string(target.status().message()));
