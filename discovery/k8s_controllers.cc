@@ -1,10 +1,13 @@
 #include "discovery/k8s_controllers.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -56,13 +59,20 @@ absl::StatusOr<std::optional<ControllerLayout>> Lws(const ControllerInputs& in,
   const auto index = Lookup(env, "LWS_WORKER_INDEX");
   if (!leader && !size && !index) return std::nullopt;
   if (!leader || !size || !index) {
+    std::vector<std::string> missing, set;
+    const std::pair<const char*, bool> vars[] = {
+        {"LWS_LEADER_ADDRESS", leader.has_value()},
+        {"LWS_GROUP_SIZE", size.has_value()},
+        {"LWS_WORKER_INDEX", index.has_value()}};
+    for (const auto& [name, present] : vars) {
+      (present ? set : missing).push_back(name);
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "LeaderWorkerSet variables incomplete: env ",
-        !leader ? "LWS_LEADER_ADDRESS"
-        : !size ? "LWS_GROUP_SIZE"
-                : "LWS_WORKER_INDEX",
-        " is missing while ", leader ? "LWS_LEADER_ADDRESS" : "LWS_GROUP_SIZE",
-        " is set; the LeaderWorkerSet controller sets all three"));
+        absl::StrJoin(missing, " and "), missing.size() == 1 ? " is" : " are",
+        " missing while ", absl::StrJoin(set, " and "),
+        set.size() == 1 ? " is" : " are",
+        " set; the LeaderWorkerSet controller sets all three"));
   }
   int n = 0, i = 0;
   if (!ParseCount(*size, &n) || n < 1) {

@@ -57,7 +57,15 @@ TEST(K8sControllersTest, LeaderWorkerSetContradictionsNameBothInputs) {
   EXPECT_NE(beyond.find("LWS_WORKER_INDEX=2"), std::string::npos) << beyond;
   EXPECT_NE(beyond.find("LWS_GROUP_SIZE=2"), std::string::npos) << beyond;
   const std::string partial = Error(in, {{"LWS_GROUP_SIZE", "2"}});
-  EXPECT_NE(partial.find("LWS_LEADER_ADDRESS"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("env LWS_LEADER_ADDRESS and LWS_WORKER_INDEX are "
+                         "missing while LWS_GROUP_SIZE is set"),
+            std::string::npos)
+      << partial;
+  const std::string index_only = Error(in, {{"LWS_WORKER_INDEX", "1"}});
+  EXPECT_NE(index_only.find("env LWS_LEADER_ADDRESS and LWS_GROUP_SIZE are "
+                            "missing while LWS_WORKER_INDEX is set"),
+            std::string::npos)
+      << index_only;
   in.nnodes = 3;
   const std::string flag = Error(in, {{"LWS_LEADER_ADDRESS", "l"},
                                       {"LWS_GROUP_SIZE", "2"},
