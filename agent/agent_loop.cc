@@ -23,6 +23,7 @@
 #include "agent/health.h"
 #include "agent/observer.h"
 #include "agent/report.h"
+#include "agent/stoppable_wait.h"
 #include "agent/torchrun_flags.h"
 #include "agent/trainer_status.h"
 #include "agent/worker_env.h"
@@ -648,28 +649,18 @@ class AgentRun {
   std::string WhileStoppable(const std::function<void()>& wait,
                              absl::Duration grace,
                              const std::string& fallback) {
-    absl::Notification done;
-    std::thread waiter([&] {
-      wait();
-      done.Notify();
-    });
-    absl::Time cancel_at = absl::InfiniteFuture();
     std::string waiting_for;
-    bool cancelled = false;
-    while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
-      if (cancelled) continue;
-      if (cancel_at == absl::InfiniteFuture() &&
-          supervisor_->PollStopSignal() != 0) {
-        cancel_at = absl::Now() + grace;
-      }
-      if (absl::Now() >= cancel_at) {
-        waiting_for = rendezvous_->WaitingFor();
-        if (waiting_for.empty()) waiting_for = fallback;
-        rendezvous_->Cancel();
-        cancelled = true;
-      }
-    }
-    waiter.join();
+    StoppableWait stoppable;
+    stoppable.what = fallback;
+    stoppable.step = wait;
+    stoppable.stop = [this] { return supervisor_->PollStopSignal() != 0; };
+    stoppable.grace = grace;
+    stoppable.cancel = [&] {
+      waiting_for = rendezvous_->WaitingFor();
+      if (waiting_for.empty()) waiting_for = fallback;
+      rendezvous_->Cancel();
+    };
+    RunStoppable(stoppable);
     return waiting_for;
   }
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/notification.h"
+#include "agent/stoppable_wait.h"
 #include "common/logging.h"
 #include "rendezvous/c10d_rendezvous.h"
 
@@ -28,22 +28,16 @@ BarrierPlan Skip(std::string why) {
 // Returns whether it was.
 bool RunStoppable(Rendezvous& rendezvous, const std::function<void()>& step,
                   const std::function<bool()>& cancelled) {
-  absl::Notification done;
-  std::thread waiter([&] {
-    step();
-    done.Notify();
-  });
-  bool cancel_sent = false;
-  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-    if (!cancel_sent && cancelled != nullptr && cancelled()) {
-      // Before the store goes: it refreshes who arrived (LastSeenAddrs).
-      (void)rendezvous.WaitingFor();
-      rendezvous.Cancel();
-      cancel_sent = true;
-    }
-  }
-  waiter.join();
-  return cancel_sent;
+  StoppableWait wait;
+  wait.what = "the start barrier";
+  wait.step = step;
+  wait.stop = cancelled;
+  wait.cancel = [&rendezvous] {
+    // Before the store goes: it refreshes who arrived (LastSeenAddrs).
+    (void)rendezvous.WaitingFor();
+    rendezvous.Cancel();
+  };
+  return distjob::RunStoppable(wait);
 }
 
 }  // namespace

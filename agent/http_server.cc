@@ -206,9 +206,11 @@ absl::Status HttpServer::Listen(const HttpServerOptions& options) {
   event_add(stop_event_, nullptr);
   evhttp_set_max_headers_size(http_, kMaxHeaders);
   evhttp_set_max_body_size(http_, kMaxBody);
-  const int64_t timeout_ms = absl::ToInt64Milliseconds(options.timeout);
-  const timeval timeout{static_cast<time_t>(timeout_ms / 1000),
-                        static_cast<suseconds_t>(timeout_ms % 1000 * 1000)};
+  // evhttp's timeout restarts on every byte; the deadline each tracked
+  // connection gets (Track) does not, so a client dripping a byte at a
+  // time cannot hold one of the max_connections for long.
+  timeout_ = options.timeout;
+  const timeval timeout = absl::ToTimeval(options.timeout);
   evhttp_set_timeout_tv(http_, &timeout);
   // Every method reaches Handle, which answers 405 where evhttp would say
   // 501 Not Implemented.
@@ -241,6 +243,13 @@ void HttpServer::Shutdown() {
   // above, all but the reference NewConnection took.
   for (bufferevent* connection : tracking_) bufferevent_decref(connection);
   tracking_.clear();
+  // Freed by the close callbacks evhttp_free ran; any left have no
+  // connection any more.
+  for (auto& entry : deadlines_) {
+    if (entry.second->timer != nullptr) event_free(entry.second->timer);
+    delete entry.second;
+  }
+  deadlines_.clear();
   if (stop_event_ != nullptr) event_free(stop_event_);
   if (base_ != nullptr) event_base_free(base_);
   if (tls_ != nullptr) SSL_CTX_free(tls_);
@@ -294,17 +303,40 @@ void HttpServer::Track(int, short, void* arg) {  // NOLINT(runtime/int)
     void* evcon = nullptr;
     bufferevent_getcb(connection, nullptr, nullptr, nullptr, &evcon);
     if (evcon != nullptr) {
-      evhttp_connection_set_closecb(
-          static_cast<evhttp_connection*>(evcon),
-          [](evhttp_connection*, void* server) {
-            static_cast<HttpServer*>(server)->ConnectionClosed();
-          },
-          self);
+      auto* http_connection = static_cast<evhttp_connection*>(evcon);
+      auto* deadline = new Deadline{self, http_connection, nullptr};
+      deadline->timer =
+          evtimer_new(self->base_, &HttpServer::DeadlinePassed, deadline);
+      self->deadlines_[http_connection] = deadline;
+      evhttp_connection_set_closecb(http_connection, &HttpServer::Closed,
+                                    deadline);
+      self->RestartDeadline(http_connection);
     } else {
       self->ConnectionClosed();
     }
     bufferevent_decref(connection);
   }
+}
+
+void HttpServer::RestartDeadline(evhttp_connection* connection) {
+  auto it = deadlines_.find(connection);
+  if (it == deadlines_.end() || it->second->timer == nullptr) return;
+  const timeval timeout = absl::ToTimeval(timeout_);
+  evtimer_add(it->second->timer, &timeout);
+}
+
+void HttpServer::DeadlinePassed(int, short, void* arg) {  // NOLINT
+  // Runs Closed, which frees the deadline.
+  evhttp_connection_free(static_cast<Deadline*>(arg)->connection);
+}
+
+void HttpServer::Closed(evhttp_connection* connection, void* arg) {
+  auto* deadline = static_cast<Deadline*>(arg);
+  HttpServer* self = deadline->server;
+  self->deadlines_.erase(connection);
+  if (deadline->timer != nullptr) event_free(deadline->timer);
+  delete deadline;
+  self->ConnectionClosed();
 }
 
 void HttpServer::ConnectionClosed() {
@@ -315,6 +347,9 @@ void HttpServer::ConnectionClosed() {
 
 void HttpServer::Handle(evhttp_request* request, void* arg) {
   auto* self = static_cast<HttpServer*>(arg);
+  // A complete request: the answer and the next request (keep-alive) get
+  // a deadline of their own.
+  self->RestartDeadline(evhttp_request_get_connection(request));
   const evhttp_cmd_type method = evhttp_request_get_command(request);
   const std::string uri = evhttp_request_get_uri(request);
   const std::string path = uri.substr(0, uri.find('?'));

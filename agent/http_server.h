@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,7 @@ struct event;
 struct event_base;
 struct evconnlistener;
 struct evhttp;
+struct evhttp_connection;
 struct evhttp_request;
 struct ssl_ctx_st;
 
@@ -37,7 +39,9 @@ struct HttpServerOptions {
   std::string tls_cert;
   std::string tls_key;
   // A connection that sends no complete request, or reads no answer, in
-  // this long is closed (also an idle keep-alive connection).
+  // this long is closed (also an idle keep-alive connection): a deadline
+  // from when it opened or its last request arrived, which bytes dripped
+  // in do not push back.
   absl::Duration timeout = absl::Seconds(5);
   // Connections served at once; more wait in the listen backlog until one
   // closes. Scrapers and probers hold one or two each.
@@ -68,6 +72,15 @@ class HttpServer {
   static void Handle(evhttp_request* request, void* self);
   static bufferevent* NewConnection(event_base* base, void* self);
   static void Track(int, short, void* self);  // NOLINT(runtime/int)
+  // A tracked connection's deadline: a timer that frees it.
+  struct Deadline {
+    HttpServer* server;
+    evhttp_connection* connection;
+    event* timer;
+  };
+  static void DeadlinePassed(int, short, void* deadline);  // NOLINT
+  static void Closed(evhttp_connection*, void* deadline);
+  void RestartDeadline(evhttp_connection* connection);
   void ConnectionClosed();
 
   Metrics* metrics_ = nullptr;
@@ -81,7 +94,9 @@ class HttpServer {
   // Touched on the event loop's thread only.
   int connections_ = 0;
   int max_connections_ = 0;
+  absl::Duration timeout_;
   std::vector<bufferevent*> tracking_;  // new, not yet given a close callback
+  std::unordered_map<evhttp_connection*, Deadline*> deadlines_;  // owned
   std::thread thread_;
   std::atomic<bool> live_{true};
   std::atomic<bool> ready_{false};

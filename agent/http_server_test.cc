@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <string>
 
@@ -53,17 +54,24 @@ void Send(int fd, const std::string& bytes) {
             static_cast<ssize_t>(bytes.size()));
 }
 
-// What the server sends on `fd` until it closes it or `within` passes.
-std::string Read(int fd, absl::Duration within) {
+// What the server sends on `fd` until it closes it or `within` passes;
+// `*closed` (when given) says whether the server closed it.
+std::string Read(int fd, absl::Duration within, bool* closed = nullptr) {
   const absl::Time deadline = absl::Now() + within;
   std::string got;
   char buffer[4096];
+  if (closed != nullptr) *closed = false;
   for (;;) {
     const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
     pollfd p{fd, POLLIN, 0};
     if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return got;
     const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n <= 0) return got;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // End of file, or a reset where the server closed with bytes unread.
+      if (closed != nullptr) *closed = n == 0 || errno == ECONNRESET;
+      return got;
+    }
     got.append(buffer, static_cast<size_t>(n));
   }
 }
@@ -150,11 +158,44 @@ TEST_F(HttpServerTest, ShutdownClosesStalledConnections) {
   const int stalled = Connect(AF_INET, server_->port());
   ASSERT_GE(stalled, 0);
   Send(stalled, "GET /metr");
+  const absl::Time start = absl::Now();
   server_->Shutdown();
-  // Closed by the server: EOF, no answer.
-  EXPECT_EQ(Read(stalled, absl::Seconds(10)), "");
+  // Closed by the server at once: EOF, no answer.
+  bool closed = false;
+  EXPECT_EQ(Read(stalled, absl::Seconds(10), &closed), "");
+  EXPECT_TRUE(closed);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   close(stalled);
   EXPECT_EQ(Connect(AF_INET, server_->port()), -1);
+}
+
+// evhttp's own timeout restarts on every byte: a client dripping its
+// request head a byte at a time would hold a connection for hours.
+TEST_F(HttpServerTest, ADrippingClientIsClosedAtTheTimeout) {
+  HttpServerOptions options;
+  options.timeout = absl::Milliseconds(800);
+  Start(options);
+  const int drip = Connect(AF_INET, server_->port());
+  ASSERT_GE(drip, 0);
+  const absl::Time start = absl::Now();
+  Send(drip, "GET /metrics HTTP/1.1\r\nX-Drip: ");
+  // A byte every 100 ms, each well inside the timeout, until the server
+  // closes the connection (or it is plainly never closed).
+  bool closed = false;
+  while (!closed && absl::Now() - start < absl::Seconds(10)) {
+    if (send(drip, "a", 1, MSG_NOSIGNAL) != 1) {
+      closed = true;  // reset by the server
+      break;
+    }
+    Read(drip, absl::Milliseconds(100), &closed);
+  }
+  const absl::Duration held = absl::Now() - start;
+  close(drip);
+  EXPECT_TRUE(closed);
+  EXPECT_LT(held, options.timeout + absl::Seconds(1));
+  // A complete request on a new connection is still answered.
+  EXPECT_THAT(Get(AF_INET, server_->port(), "GET /healthz HTTP/1.0\r\n\r\n"),
+              StartsWith("HTTP/1.0 200"));
 }
 
 TEST(HttpServerTlsTest, FilesThatDoNotLoadNameTheFlagAndFile) {

@@ -27,8 +27,9 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(AgentFlag(
       "metrics-timeout", "SECONDS",
       "A --metrics-port client that sends no complete request, or reads no "
-      "answer, in this long is disconnected, as is an idle keep-alive "
-      "connection (default 5; more than 0, at most 300).",
+      "answer, in this long (from when it connected or its last request "
+      "arrived, however slowly its bytes come) is disconnected, as is an "
+      "idle keep-alive connection (default 5; more than 0, at most 300).",
       [o](absl::string_view v, absl::string_view) {
         auto d = ParseDuration(v, "value");
         if (!d.ok()) return d.status();

@@ -10,6 +10,7 @@
 #include "common/errno_status.h"
 #include "common/files.h"
 #include "common/json.h"
+#include "common/logging.h"
 #include "supervisor/signal_names.h"
 
 namespace distjob {
@@ -125,9 +126,26 @@ absl::Status WriteTerminationMessage(const std::string& path,
   return WriteFileAtomically(path, message);
 }
 
+namespace {
+
+// The worker's error file, "" when it has none. A worker names this path,
+// so anything but a regular file there (a FIFO would block PID 1) is
+// refused with a warning.
+std::string ReadWorkerErrorFile(const std::string& error_file) {
+  absl::StatusOr<std::string> text =
+      ReadSmallRegularFile(error_file, kMaxErrorFileBytes);
+  if (text.ok()) return *std::move(text);
+  if (!absl::IsNotFound(text.status())) {
+    DJ_LOG_WARNING("Worker error file: {}", text.status().message());
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string ReadWorkerErrorMessage(const std::string& error_file) {
   if (error_file.empty()) return "";
-  const std::string json = ReadSmallFile(error_file, kMaxErrorFileBytes);
+  const std::string json = ReadWorkerErrorFile(error_file);
   if (json.empty()) return "";
   auto root = ParseJson(ValidUtf8(json), error_file);
   // Not torchelastic's shape: the raw text is still useful.
@@ -156,9 +174,8 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
   if (!cause.error_file.empty()) {
     // A worker's bytes need not be UTF-8; its message is kept, with
     // U+FFFD where they were not.
-    auto worker = ParseJson(
-        ValidUtf8(ReadSmallFile(cause.error_file, kMaxErrorFileBytes)),
-        cause.error_file);
+    auto worker = ParseJson(ValidUtf8(ReadWorkerErrorFile(cause.error_file)),
+                            cause.error_file);
     if (worker.ok() && worker->is_object() && worker->contains("message") &&
         (*worker)["message"].is_object()) {
       root = *std::move(worker);

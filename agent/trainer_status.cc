@@ -1,6 +1,5 @@
 #include "agent/trainer_status.h"
 
-#include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
@@ -17,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -26,6 +26,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "common/logging.h"
+#include "common/net.h"
 #include "common/resolver.h"
 
 namespace distjob {
@@ -81,18 +82,19 @@ absl::Status ParseUrl(const std::string& url, TrainerStatusConfig* config) {
   return absl::OkStatus();
 }
 
-absl::Status CheckCaFile(const std::string& path) {
+// The one place the CA file is loaded and its error worded.
+absl::StatusOr<std::shared_ptr<X509_STORE>> LoadCaStore(
+    const std::string& path) {
   const std::string accepted =
       absl::StrCat(kTrainerServerCaCertEnv, "=", path,
                    ": cannot load it; give a file of PEM CA certificates");
-  X509_STORE* store = X509_STORE_new();
+  std::shared_ptr<X509_STORE> store(X509_STORE_new(), X509_STORE_free);
   if (store == nullptr) return absl::InternalError(accepted);
   ERR_clear_error();
-  const int loaded = X509_STORE_load_file(store, path.c_str());
+  const int loaded = X509_STORE_load_file(store.get(), path.c_str());
   ERR_clear_error();
-  X509_STORE_free(store);
   if (loaded != 1) return absl::InvalidArgumentError(accepted);
-  return absl::OkStatus();
+  return store;
 }
 
 std::string FormatNumber(double value) {
@@ -114,12 +116,6 @@ timeval BoundTimeval(absl::Duration d) {
   const int64_t ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
   return timeval{static_cast<time_t>(ms / 1000),
                  static_cast<suseconds_t>(ms % 1000 * 1000)};
-}
-
-bool IsIpLiteral(const std::string& host) {
-  unsigned char buffer[16];
-  return inet_pton(AF_INET, host.c_str(), buffer) == 1 ||
-         inet_pton(AF_INET6, host.c_str(), buffer) == 1;
 }
 
 }  // namespace
@@ -155,9 +151,9 @@ absl::StatusOr<std::optional<TrainerStatusConfig>> TrainerStatusConfigFromEnv(
   if (absl::Status status = ParseUrl(config.url, &config); !status.ok()) {
     return status;
   }
-  if (absl::Status status = CheckCaFile(config.ca_cert_file); !status.ok()) {
-    return status;
-  }
+  auto ca = LoadCaStore(config.ca_cert_file);
+  if (!ca.ok()) return ca.status();
+  config.ca_store = *std::move(ca);
   return config;
 }
 
@@ -266,16 +262,13 @@ absl::StatusOr<std::unique_ptr<TrainerStatusPoster>> TrainerStatusPoster::Start(
   poster->tls_ = tls;
   SSL_CTX_set_min_proto_version(tls, TLS1_2_VERSION);
   SSL_CTX_set_verify(tls, SSL_VERIFY_PEER, nullptr);
-  ERR_clear_error();
-  const bool loaded =
-      SSL_CTX_load_verify_locations(tls, poster->config_.ca_cert_file.c_str(),
-                                    nullptr) == 1;
-  ERR_clear_error();
-  if (!loaded) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kTrainerServerCaCertEnv, "=", poster->config_.ca_cert_file,
-                     ": cannot load it; give a file of PEM CA certificates"));
+  std::shared_ptr<X509_STORE> ca = poster->config_.ca_store;
+  if (ca == nullptr) {
+    auto loaded = LoadCaStore(poster->config_.ca_cert_file);
+    if (!loaded.ok()) return loaded.status();
+    ca = *std::move(loaded);
   }
+  SSL_CTX_set1_cert_store(tls, ca.get());
   // One file per node, kept across attempts: the last progress stands
   // until a worker writes newer.
   const char* tmp = getenv("TMPDIR");
@@ -399,8 +392,14 @@ void TrainerStatusPoster::Warn(const std::string& message) {
 }
 
 std::string TrainerStatusPoster::Body() {
-  const std::string text =
-      ReadSmallFile(progress_file_, kMaxProgressFileBytes + 1);
+  absl::StatusOr<std::string> read =
+      ReadSmallRegularFile(progress_file_, kMaxProgressFileBytes + 1);
+  // Not written yet is the usual case; anything else (a FIFO a worker left
+  // there, which is refused without blocking) is worth a warning.
+  if (!read.ok() && !absl::IsNotFound(read.status())) {
+    Warn(absl::StrCat(read.status().message()));
+  }
+  const std::string text = read.ok() ? *std::move(read) : std::string();
   std::optional<TrainerProgress> fresh;
   if (text.size() > kMaxProgressFileBytes) {
     Warn(absl::StrCat(progress_file_, ": larger than ", kMaxProgressFileBytes,
@@ -535,15 +534,11 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
       },
       &answer);
   evkeyvalq* headers = evhttp_request_get_output_headers(request);
-  const std::string host_header =
-      config_.port == 443
-          ? (config_.host.find(':') != std::string::npos
-                 ? absl::StrCat("[", config_.host, "]")
-                 : config_.host)
-          : absl::StrCat(config_.host.find(':') != std::string::npos
-                             ? absl::StrCat("[", config_.host, "]")
-                             : config_.host,
-                         ":", config_.port);
+  // The default port goes unsaid, as clients send it.
+  std::string host_header = JoinHostPort(config_.host, config_.port);
+  if (config_.port == 443) {
+    host_header.resize(host_header.size() - std::strlen(":443"));
+  }
   evhttp_add_header(headers, "Host", host_header.c_str());
   evhttp_add_header(headers, "Content-Type", "application/json");
   evhttp_add_header(headers, "Connection", "close");

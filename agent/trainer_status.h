@@ -22,6 +22,8 @@
 #include "absl/time/time.h"
 #include "common/environment.h"
 
+struct x509_store_st;  // OpenSSL's X509_STORE
+
 namespace distjob {
 
 inline constexpr char kTrainerServerUrlEnv[] = "KUBEFLOW_TRAINER_SERVER_URL";
@@ -40,6 +42,9 @@ struct TrainerStatusConfig {
   int port = 443;
   std::string path;  // with the query, if any
   std::string ca_cert_file;
+  // The CA certificates, loaded once by TrainerStatusConfigFromEnv (Start
+  // loads `ca_cert_file` when this is empty).
+  std::shared_ptr<x509_store_st> ca_store;
   // A path: projected tokens rotate, so the content is read per post.
   std::string token_file;
 };

@@ -119,6 +119,21 @@ TEST(TrainerStatusConfigTest, RejectsUrlThatIsNotHttps) {
   }
 }
 
+// The CA file is read once, when the variables are checked: the poster
+// uses what was loaded then (a file replaced or removed since changes
+// nothing).
+TEST(TrainerStatusConfigTest, ThePosterUsesTheCaLoadedWithTheConfig) {
+  const std::string ca = WriteCaCertificate("ca_once.pem");
+  std::string warning;
+  auto config = TrainerStatusConfigFromEnv(
+      FullEnv("https://localhost:1/status", ca), &warning);
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_TRUE(config->has_value());
+  ASSERT_EQ(std::remove(ca.c_str()), 0);
+  auto poster = TrainerStatusPoster::Start(**std::move(config));
+  EXPECT_TRUE(poster.ok()) << poster.status();
+}
+
 TEST(TrainerStatusConfigTest, RejectsCaFileThatDoesNotLoad) {
   const std::string garbage = TempPath("garbage.pem");
   WriteFile(garbage, "not a certificate\n");

@@ -56,6 +56,7 @@ absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
   if (!found.ok()) return found.status();
   if (!found->has_value()) return absl::OkStatus();
   const ControllerLayout& l = **found;
+  if (!l.warning.empty()) DJ_LOG_WARNING("{}", l.warning);
   job->controller = l.controller;
   job->pod_index = l.pod_index;
   job->pod_index_source = l.pod_index_source;
@@ -143,26 +144,8 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
               job.identity.id.job, job.identity.id.task, job.identity.id.index,
               job.framework, job.framework_reason);
 
-  // A standalone job dials no peer: waiting for their names (the pod's own
-  // included, which exists only once the pod is Ready) could only hang it.
-  if (!d.standalone && !job.cluster.tasks.empty() &&
-      d.dns_timeout > absl::ZeroDuration()) {
-    std::vector<std::string> names;
-    for (const TaskPeers& t : job.cluster.tasks) {
-      for (const std::string& h : t.hosts) {
-        if (!IsIpLiteral(h)) names.push_back(h);
-      }
-    }
-    if (!names.empty()) {
-      DnsOptions dns;
-      dns.resolver.servers = d.dns_servers;
-      dns.resolver.cancelled = std::move(cancelled);
-      dns.timeout = d.dns_timeout;
-      auto resolved = WaitForNames(names, dns);
-      if (!resolved.ok()) return resolved.status();
-    }
-  }
-
+  // The layout is checked before the DNS wait below, so a bad value (a
+  // MASTER_PORT that is no port) exits at once rather than after it.
   const Identity& self = job.identity.id;
   if (job.framework == "pytorch" && job.cluster.Find("master")) {
     // The operators' non-elastic master/worker layout. Without a master
@@ -184,6 +167,26 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
             "env MASTER_PORT='", *port, "' is not a port (1-65535)"));
       }
       job.master_port = p;
+    }
+  }
+
+  // A standalone job dials no peer: waiting for their names (the pod's own
+  // included, which exists only once the pod is Ready) could only hang it.
+  if (!d.standalone && !job.cluster.tasks.empty() &&
+      d.dns_timeout > absl::ZeroDuration()) {
+    std::vector<std::string> names;
+    for (const TaskPeers& t : job.cluster.tasks) {
+      for (const std::string& h : t.hosts) {
+        if (!IsIpLiteral(h)) names.push_back(h);
+      }
+    }
+    if (!names.empty()) {
+      DnsOptions dns;
+      dns.resolver.servers = d.dns_servers;
+      dns.resolver.cancelled = std::move(cancelled);
+      dns.timeout = d.dns_timeout;
+      auto resolved = WaitForNames(names, dns);
+      if (!resolved.ok()) return resolved.status();
     }
   }
   return job;

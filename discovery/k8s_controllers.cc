@@ -1,10 +1,13 @@
 #include "discovery/k8s_controllers.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -56,13 +59,20 @@ absl::StatusOr<std::optional<ControllerLayout>> Lws(const ControllerInputs& in,
   const auto index = Lookup(env, "LWS_WORKER_INDEX");
   if (!leader && !size && !index) return std::nullopt;
   if (!leader || !size || !index) {
+    std::vector<std::string> missing, set;
+    const std::pair<const char*, bool> vars[] = {
+        {"LWS_LEADER_ADDRESS", leader.has_value()},
+        {"LWS_GROUP_SIZE", size.has_value()},
+        {"LWS_WORKER_INDEX", index.has_value()}};
+    for (const auto& [name, present] : vars) {
+      (present ? set : missing).push_back(name);
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         "LeaderWorkerSet variables incomplete: env ",
-        !leader ? "LWS_LEADER_ADDRESS"
-        : !size ? "LWS_GROUP_SIZE"
-                : "LWS_WORKER_INDEX",
-        " is missing while ", leader ? "LWS_LEADER_ADDRESS" : "LWS_GROUP_SIZE",
-        " is set; the LeaderWorkerSet controller sets all three"));
+        absl::StrJoin(missing, " and "), missing.size() == 1 ? " is" : " are",
+        " missing while ", absl::StrJoin(set, " and "),
+        set.size() == 1 ? " is" : " are",
+        " set; the LeaderWorkerSet controller sets all three"));
   }
   int n = 0, i = 0;
   if (!ParseCount(*size, &n) || n < 1) {
@@ -162,9 +172,22 @@ absl::StatusOr<std::optional<ControllerLayout>> JobSet(
   const std::string hostname_form = absl::StrCat(
       "hostname '", in.hostname,
       "' (JobSet names pods <jobset>-<replicatedjob>-<jobIndex>-<podIndex>)");
+  // The indexes come from the hostname: where it does not match and the
+  // layout is the user's, the pod takes no place in the rank order rather
+  // than fail (with hostNetwork the hostname is the node's).
+  auto mismatch = [&](std::string message)
+      -> absl::StatusOr<std::optional<ControllerLayout>> {
+    if (!in.layout_given) return absl::InvalidArgumentError(message);
+    ControllerLayout l;
+    l.controller = "jobset";
+    l.warning = absl::StrCat(message,
+                             "; the layout is the user's, so this pod takes "
+                             "no JobSet pod index");
+    return l;
+  };
   if (prefix.empty() || rjob.value.empty() ||
       !absl::EndsWith(prefix, "-" + rjob.value)) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return mismatch(absl::StrCat(
         hostname_form, " does not match ",
         rjob.value.empty() ? std::string("any replicated job")
                            : absl::StrCat(rjob.source, "='", rjob.value, "'"),
@@ -173,30 +196,33 @@ absl::StatusOr<std::optional<ControllerLayout>> JobSet(
   }
   std::string jobset = prefix.substr(0, prefix.size() - rjob.value.size() - 1);
   if (!name.value.empty() && name.value != jobset) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        hostname_form, " does not match ", name.source, "='", name.value, "'"));
+    return mismatch(absl::StrCat(hostname_form, " does not match ", name.source,
+                                 "='", name.value, "'"));
   }
-  // Each index given twice must agree.
-  auto check = [&](const Sourced& s, int host_value,
-                   absl::string_view what) -> absl::StatusOr<int> {
+  // Each index given twice must agree; `*disagree` says how they do not.
+  auto check = [&](const Sourced& s, int host_value, absl::string_view what,
+                   std::string* disagree) -> absl::StatusOr<int> {
     if (s.value.empty()) return host_value;
     int v = 0;
     if (!ParseCount(s.value, &v)) return NotCount(s.source, s.value);
     if (v != host_value) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(hostname_form, " has ", what, " ", host_value,
-                       ", which does not match ", s.source, "=", v));
+      *disagree = absl::StrCat(hostname_form, " has ", what, " ", host_value,
+                               ", which does not match ", s.source, "=", v);
     }
     return v;
   };
-  auto job_index = check(LabelValue(in, kJobIndexLabel), host_job, "job index");
+  std::string disagree;
+  auto job_index =
+      check(LabelValue(in, kJobIndexLabel), host_job, "job index", &disagree);
   if (!job_index.ok()) return job_index.status();
+  if (!disagree.empty()) return mismatch(disagree);
   Sourced completion;
   if (auto c = Lookup(env, "JOB_COMPLETION_INDEX"); c.has_value()) {
     completion = {*c, "env JOB_COMPLETION_INDEX"};
   }
-  auto pod_index = check(completion, host_pod, "pod index");
+  auto pod_index = check(completion, host_pod, "pod index", &disagree);
   if (!pod_index.ok()) return pod_index.status();
+  if (!disagree.empty()) return mismatch(disagree);
   const Sourced rjob_replicas = LabelValue(in, kReplicatedJobReplicasLabel);
   if (!rjob_replicas.value.empty()) {
     int r = 0;
@@ -330,26 +356,33 @@ absl::StatusOr<std::optional<ControllerLayout>> IndexedJob(
   l.controller = "indexed-job";
   l.pod_index = absl::StrCat(index);
   l.pod_index_source = "env JOB_COMPLETION_INDEX (Indexed Job)";
-  // The Job controller names an Indexed Job's pods <job>-<index>.
+  // Without --nnodes the Job's size is unknown (the controller does not
+  // pass its completions): the pod only takes its place in the rank order.
+  const bool layout_used = !in.layout_given && in.nnodes > 0;
+  // The Job controller names an Indexed Job's pods <job>-<index>. Where
+  // the layout is not derived from it, a hostname that is not (with
+  // hostNetwork it is the node's) is only a warning: the index is the
+  // controller's variable either way.
   const std::string host = ShortHost(in.hostname);
   const size_t dash = host.rfind('-');
   int host_index = -1;
+  std::string mismatch;
   if (dash == std::string::npos || dash == 0 ||
       !ParseCount(absl::string_view(host).substr(dash + 1), &host_index)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hostname '", in.hostname,
-                     "' is not <job>-<index> as an Indexed "
-                     "Job's pods are (env JOB_COMPLETION_INDEX=",
-                     index, ")"));
+    mismatch = absl::StrCat("hostname '", in.hostname,
+                            "' is not <job>-<index> as an Indexed "
+                            "Job's pods are (env JOB_COMPLETION_INDEX=",
+                            index, ")");
+  } else if (host_index != index) {
+    mismatch =
+        absl::StrCat("hostname '", in.hostname, "' has index ", host_index,
+                     ", which does not match env JOB_COMPLETION_INDEX=", index);
   }
-  if (host_index != index) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hostname '", in.hostname, "' has index ", host_index,
-        ", which does not match env JOB_COMPLETION_INDEX=", index));
+  if (!mismatch.empty()) {
+    if (layout_used) return absl::InvalidArgumentError(mismatch);
+    l.warning = absl::StrCat(mismatch, "; the pod index is taken from env");
   }
-  // Without --nnodes the Job's size is unknown (the controller does not
-  // pass its completions): the pod only takes its place in the rank order.
-  if (in.layout_given || in.nnodes == 0) return l;
+  if (!layout_used) return l;
   if (index >= in.nnodes) {
     return absl::InvalidArgumentError(
         absl::StrCat("env JOB_COMPLETION_INDEX=", index, " is beyond --nnodes ",

@@ -58,11 +58,17 @@ struct ControllerLayout {
   // integers, e.g. "3" or "1.0"); "" when the controller gives none.
   std::string pod_index;
   std::string pod_index_source;
+  // Set when the layout is the user's and the hostname does not match the
+  // controller's naming (a hostNetwork pod has its node's hostname): the
+  // check is then a warning, and what only the hostname gave is dropped.
+  std::string warning;
 };
 
 // nullopt when no controller's variables are present. Inputs that
 // contradict each other (an index beyond the group size, a hostname that
-// does not match the JobSet labels) are InvalidArgument naming both.
+// does not match the JobSet labels) are InvalidArgument naming both; a
+// hostname that does not match is only a `warning` where the controller's
+// layout is not used.
 absl::StatusOr<std::optional<ControllerLayout>> DetectController(
     const ControllerInputs& in, const EnvMap& env);
 

@@ -57,7 +57,15 @@ TEST(K8sControllersTest, LeaderWorkerSetContradictionsNameBothInputs) {
   EXPECT_NE(beyond.find("LWS_WORKER_INDEX=2"), std::string::npos) << beyond;
   EXPECT_NE(beyond.find("LWS_GROUP_SIZE=2"), std::string::npos) << beyond;
   const std::string partial = Error(in, {{"LWS_GROUP_SIZE", "2"}});
-  EXPECT_NE(partial.find("LWS_LEADER_ADDRESS"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("env LWS_LEADER_ADDRESS and LWS_WORKER_INDEX are "
+                         "missing while LWS_GROUP_SIZE is set"),
+            std::string::npos)
+      << partial;
+  const std::string index_only = Error(in, {{"LWS_WORKER_INDEX", "1"}});
+  EXPECT_NE(index_only.find("env LWS_LEADER_ADDRESS and LWS_GROUP_SIZE are "
+                            "missing while LWS_WORKER_INDEX is set"),
+            std::string::npos)
+      << index_only;
   in.nnodes = 3;
   const std::string flag = Error(in, {{"LWS_LEADER_ADDRESS", "l"},
                                       {"LWS_GROUP_SIZE", "2"},
@@ -165,6 +173,52 @@ TEST(K8sControllersTest, JobSetSeveralPodsPerJobWithNnodes) {
   EXPECT_EQ(ok.node_rank, 3);  // 2 pods per job: 1 * 2 + 1
   EXPECT_EQ(ok.nnodes, 4);
   EXPECT_EQ(ok.master_addr, "my-set-node-0-0.my-set");
+}
+
+// With hostNetwork: true a pod's hostname is its node's. Where the layout
+// is the user's (--rdzv-backend c10d --rdzv-endpoint ...), the controller's
+// naming only checks the pod index: a mismatch warns instead of failing.
+TEST(K8sControllersTest, NodeHostnameWarnsWhenTheLayoutIsTheUsers) {
+  ControllerInputs in;
+  in.hostname = "ip-10-0-3-7.ec2.internal";
+  in.nnodes = 4;
+  in.layout_given = true;
+  ControllerLayout l = Detect(in, {{"JOB_COMPLETION_INDEX", "1"}});
+  EXPECT_EQ(l.controller, "indexed-job");
+  EXPECT_FALSE(l.fixed);
+  EXPECT_EQ(l.pod_index, "1");
+  EXPECT_NE(l.warning.find("hostname 'ip-10-0-3-7.ec2.internal'"),
+            std::string::npos)
+      << l.warning;
+  in.hostname = "gke-pool-1-a1b2c3";
+  l = Detect(in, {{"JOB_COMPLETION_INDEX", "1"}});
+  EXPECT_EQ(l.pod_index, "1");
+  EXPECT_NE(l.warning.find("<job>-<index>"), std::string::npos) << l.warning;
+  // The controller's layout is derived from the hostname: still an error.
+  in.layout_given = false;
+  const std::string e = Error(in, {{"JOB_COMPLETION_INDEX", "1"}});
+  EXPECT_NE(e.find("hostname 'gke-pool-1-a1b2c3'"), std::string::npos) << e;
+}
+
+TEST(K8sControllersTest,
+     NodeHostnameDropsTheJobSetPodIndexWhenTheLayoutIsTheUsers) {
+  ControllerInputs in;
+  in.hostname = "ip-10-0-3-7";
+  in.labels = JobSetLabels("1", "1");
+  in.labels_origin = "file L";
+  in.layout_given = true;
+  const ControllerLayout l = Detect(in, {{"JOB_COMPLETION_INDEX", "0"}});
+  EXPECT_EQ(l.controller, "jobset");
+  EXPECT_FALSE(l.fixed);
+  EXPECT_EQ(l.pod_index, "");
+  EXPECT_NE(l.warning.find("hostname 'ip-10-0-3-7'"), std::string::npos)
+      << l.warning;
+  in.hostname = "pt-node-0-0";  // job index 0, the label says 1
+  EXPECT_NE(Detect(in, {}).warning.find("job-index (file L)=1"),
+            std::string::npos);
+  in.layout_given = false;
+  const std::string e = Error(in, {});
+  EXPECT_NE(e.find("job-index (file L)=1"), std::string::npos) << e;
 }
 
 TEST(K8sControllersTest, JobSetContradictionsNameBothInputs) {

@@ -55,6 +55,18 @@ def wait_for(condition, timeout, interval=0.01, what="condition"):
         time.sleep(interval)
 
 
+def holds_for(condition, window, interval=0.05, what="condition"):
+    """Asserts that `condition` stays truthy for all of `window` seconds:
+    the negative check (something must not happen) a wait_for cannot be.
+    Fails as soon as it stops holding."""
+    deadline = time.monotonic() + window
+    while True:
+        assert condition(), f"{what} stopped holding within {window}s"
+        if time.monotonic() > deadline:
+            return
+        time.sleep(interval)
+
+
 def pid_alive(pid):
     """True while `pid` exists and is not a zombie."""
     try:

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -242,8 +243,16 @@ struct EtcdStore::Impl {
   std::shared_ptr<Stubs> NewStubs(const std::string& ep) {
     auto s = std::make_shared<Stubs>();
     // Through the agent's resolver (common/resolver.h): gRPC is handed
-    // addresses, never a name it would resolve itself.
-    auto target = ResolveGrpcEndpoint(ep, absl::Seconds(2));
+    // addresses, never a name it would resolve itself. This runs inside a
+    // call (NoteResult): the look-up keeps to the caller's deadline and
+    // ends when the store is closed, as the call's RPCs do.
+    const absl::Duration left = ScopedCallDeadline::Current() - absl::Now();
+    auto target = ResolveGrpcEndpoint(
+        ep, std::max(absl::ZeroDuration(), std::min(absl::Seconds(2), left)),
+        [this] {
+          absl::MutexLock lock(&calls_mu);
+          return cancelled && std::this_thread::get_id() != closer;
+        });
     if (!target.ok()) {
       s->unresolved = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                    std::string(target.status().message()));
@@ -371,13 +380,17 @@ struct EtcdStore::Impl {
     return resp;
   }
 
+  // `limit`: at most this many keys (0: all), `more` in the answer when
+  // the range holds more.
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const std::string& key,
                                                     const std::string& end,
-                                                    bool count_only = false) {
+                                                    bool count_only = false,
+                                                    int64_t limit = 0) {
     etcdserverpb::RangeRequest req;
     req.set_key(key);
     req.set_range_end(end);
     req.set_count_only(count_only);
+    req.set_limit(limit);
     etcdserverpb::RangeResponse resp;
     auto s = Call("range " + key, options.rpc_timeout,
                   [&](auto& kv, auto&, grpc::ClientContext* ctx) {
@@ -917,13 +930,16 @@ absl::StatusOr<int64_t> EtcdStore::NumKeys() {
 
 absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
                                                  const std::string& start_after,
-                                                 size_t) {
+                                                 size_t limit) {
   const std::string p = impl_->data + prefix;
-  // From the key after `start_after` (itself followed by a NUL byte).
+  // From the key after `start_after` (itself followed by a NUL byte). etcd
+  // pages by `limit` itself (0: the whole range, its own page).
   auto r = impl_->Range(start_after.empty() || start_after < prefix
                             ? p
                             : impl_->data + start_after + std::string(1, '\0'),
-                        PrefixEnd(p));
+                        PrefixEnd(p), false,
+                        static_cast<int64_t>(std::min<size_t>(
+                            limit, std::numeric_limits<int64_t>::max())));
   if (!r.ok()) return r.status();
   int64_t job;
   {
@@ -932,6 +948,7 @@ absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
   }
   StoreListing out;
   out.revision = r->header().revision();
+  out.more = r->more();
   for (const auto& kv : r->kvs()) {
     StoreEntry e;
     e.key = kv.key().substr(impl_->data.size());

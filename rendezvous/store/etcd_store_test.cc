@@ -140,6 +140,16 @@ TEST_F(EtcdStoreTest, RoundTripsEveryOperation) {
   ASSERT_TRUE(listing.ok());
   ASSERT_EQ(listing->entries.size(), 4u);
   EXPECT_EQ(listing->entries[0].key, "a");
+  // A page holds at most `limit` entries, and says when more follow.
+  auto page = store->ListPage("", "", 3);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->entries.size(), 3u);
+  EXPECT_TRUE(page->more);
+  page = store->ListPage("", page->entries.back().key, 3);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].key, "t");
+  EXPECT_FALSE(page->more);
   EXPECT_EQ(*store->Delete({"a", "missing"}), 1);
   EXPECT_EQ(store->Get("a", absl::ZeroDuration()).status().code(),
             absl::StatusCode::kNotFound);

@@ -754,7 +754,8 @@ void StoreCore::TimerLoop() {
 
 template <typename T>
 absl::StatusOr<T> LocalStore::Block(
-    const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start) {
+    const std::function<uint64_t(std::function<void(absl::StatusOr<T>)>)>&
+        start) {
   // Shared with the core's callback, which may run after Close answered
   // (and after this view is gone).
   struct Answer {
@@ -762,6 +763,10 @@ absl::StatusOr<T> LocalStore::Block(
     bool given ABSL_GUARDED_BY(mu) = false;
     absl::StatusOr<T> result ABSL_GUARDED_BY(mu);
     absl::Notification done;
+    // The core's ticket for the parked wait, and whether Close came before
+    // `start` returned it.
+    uint64_t ticket ABSL_GUARDED_BY(mu) = 0;
+    bool closed ABSL_GUARDED_BY(mu) = false;
   };
   auto answer = std::make_shared<Answer>();
   auto give = [answer](absl::StatusOr<T> r) {
@@ -776,11 +781,27 @@ absl::StatusOr<T> LocalStore::Block(
     absl::MutexLock lock(&mu_);
     if (closed_) return absl::CancelledError("the store view is closed");
     id = next_call_++;
-    cancels_[id] = [give] {
+    // Answering the caller is not enough: the core's waiter would stay
+    // parked (its memory and a waiter's place) until its timeout.
+    cancels_[id] = [give, answer, core = core_] {
       give(absl::CancelledError("the store view was closed"));
+      uint64_t ticket;
+      {
+        absl::MutexLock lock(&answer->mu);
+        answer->closed = true;
+        ticket = answer->ticket;
+      }
+      if (ticket != 0) core->Cancel(ticket);
     };
   }
-  start(give);
+  const uint64_t ticket = start(give);
+  bool closed;
+  {
+    absl::MutexLock lock(&answer->mu);
+    answer->ticket = ticket;
+    closed = answer->closed;
+  }
+  if (closed && ticket != 0) core_->Cancel(ticket);
   answer->done.WaitForNotification();
   {
     absl::MutexLock lock(&mu_);
@@ -792,14 +813,15 @@ absl::StatusOr<T> LocalStore::Block(
 
 absl::StatusOr<std::vector<std::string>> LocalStore::MultiGet(
     const std::vector<std::string>& keys, absl::Duration timeout) {
-  return Block<std::vector<std::string>>(
-      [&](auto give) { core_->MultiGet(keys, timeout, std::move(give)); });
+  return Block<std::vector<std::string>>([&](auto give) {
+    return core_->MultiGet(keys, timeout, std::move(give));
+  });
 }
 
 absl::StatusOr<std::pair<bool, int64_t>> LocalStore::Watch(
     const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
   return Block<std::pair<bool, int64_t>>([&](auto give) {
-    core_->Watch(prefix, after_revision, timeout, std::move(give));
+    return core_->Watch(prefix, after_revision, timeout, std::move(give));
   });
 }
 

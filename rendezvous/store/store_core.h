@@ -51,9 +51,10 @@ struct StoreLimits {
   // request, response, reactor, call arena), counted against
   // max_waiter_bytes with the wait.
   size_t call_bytes = 0;
-  // Longer get and watch timeouts (and none: a negative or infinite one
-  // from an in-process caller) are cut to this; the wait then ends as at
-  // its deadline.
+  // Longer get and watch timeouts (an infinite one from an in-process
+  // caller included) are cut to this; the wait then ends as at its
+  // deadline. A timeout of zero or less parks nothing: a get is answered
+  // NotFound and a watch "unchanged" at once.
   absl::Duration max_timeout = absl::Hours(1);
   // One page of a listing: at most this many entries and (past its first
   // entry) this many bytes of keys and values; the caller asks for the
@@ -311,11 +312,13 @@ class LocalStore : public StoreInterface {
   void Close() override;
 
  private:
-  // Runs `start` (which hands the core a callback) and waits for the
-  // first answer: the core's, or Close's.
+  // Runs `start` (which hands the core a callback and returns the core's
+  // ticket) and waits for the first answer: the core's, or Close's, which
+  // also cancels the parked wait.
   template <typename T>
   absl::StatusOr<T> Block(
-      const std::function<void(std::function<void(absl::StatusOr<T>)>)>& start);
+      const std::function<uint64_t(std::function<void(absl::StatusOr<T>)>)>&
+          start);
 
   StoreCore* core_;
   absl::Mutex mu_;

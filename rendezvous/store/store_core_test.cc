@@ -848,5 +848,26 @@ TEST(LocalStoreTest, CloseEndsBlockingCallsInFlightAndLaterOnes) {
   EXPECT_EQ((*v)[0], "v");
 }
 
+// Closing the view answers its caller and also frees the core's waiter,
+// which would otherwise stay parked (memory, a waiter's place) until its
+// timeout.
+TEST(LocalStoreTest, CloseCancelsTheParkedWaitInTheCore) {
+  StoreCore core;
+  LocalStore view(&core);
+  absl::StatusOr<std::pair<bool, int64_t>> watched;
+  std::thread watcher([&] {
+    watched = view.Watch("k", core.List("k")->revision, absl::Seconds(60));
+  });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (core.Stats().parked_waits == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(core.Stats().parked_waits, 1);
+  view.Close();
+  watcher.join();
+  EXPECT_EQ(watched.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+}
+
 }  // namespace
 }  // namespace distjob

@@ -4,6 +4,8 @@ crash; CI also runs these against the ASan/UBSan build via DISTJOB_AGENT)."""
 
 import json
 import os
+import socket
+import time
 
 import pytest
 
@@ -155,3 +157,25 @@ def test_env_without_peers_is_plain_torchrun(run_agent):
     assert "PATH" not in v["workers"][0]["env"]
     h = run_agent(["env", "--help"], env=CLEAN)
     assert h.returncode == 0 and "--explain" in h.stdout
+
+
+def test_bad_master_port_exits_before_the_dns_wait(run_agent, tmp_path):
+    # A DNS server that never answers: the peers' names would be waited for
+    # the whole --dns-timeout; a bad MASTER_PORT must not wait for it.
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent.bind(("127.0.0.1", 0))
+    try:
+        d = volcano(tmp_path, {"master.host": "pj-master-0.pj",
+                               "worker.host": "pj-worker-0.pj"})
+        start = time.monotonic()
+        r = run_agent(["env", "--volcano-dir", str(d), "--hostname",
+                       "pj-worker-0", "--dns-timeout", "60", "--dns-server",
+                       "127.0.0.1:%d" % silent.getsockname()[1]],
+                      env={**CLEAN, "MASTER_PORT": "0x50",
+                           "VC_TASK_INDEX": "0"})
+        elapsed = time.monotonic() - start
+    finally:
+        silent.close()
+    assert r.returncode == 2, r.stderr
+    assert "MASTER_PORT='0x50'" in r.stderr
+    assert elapsed < 2, elapsed

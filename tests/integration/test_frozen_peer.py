@@ -46,13 +46,14 @@ def test_resumed_agent_stops_its_stale_workers_first(start_agent, tmp_path):
     a_before = len(log("a"))
 
     procs["b"].send_signal(signal.SIGSTOP)
+    # Before the try: a failure inside it must not surface as a NameError.
+    b_before = len(log("b"))
     try:
         # a's lease check drops b and closes a round of one without it,
         # while b's worker goes on in the old round.
         wait_for(lambda: "group rank 0 of 1" in log("a")[a_before:], 30,
                  what="a round without the frozen node")
         assert pid_alive(stale), "the frozen node's worker should still run"
-        b_before = len(log("b"))
     finally:
         procs["b"].send_signal(signal.SIGCONT)
 

@@ -1,0 +1,44 @@
+#include "agent/stoppable_wait.h"
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+
+namespace distjob {
+
+bool RunStoppable(const StoppableWait& wait) {
+  absl::Notification done;
+  std::thread waiter([&] {
+    wait.step();
+    done.Notify();
+  });
+  absl::Time cancel_at = absl::InfiniteFuture();
+  absl::Time cancelled_at = absl::InfiniteFuture();
+  bool cancelled = false, overrun_logged = false;
+  while (!done.WaitForNotificationWithTimeout(wait.poll)) {
+    const absl::Time now = absl::Now();
+    if (cancelled) {
+      if (!overrun_logged && now - cancelled_at > wait.overrun) {
+        // The thread is joined regardless: say why the agent is stuck.
+        DJ_LOG_WARNING("{}: still waiting {} after it was cancelled", wait.what,
+                       absl::FormatDuration(now - cancelled_at));
+        overrun_logged = true;
+      }
+      continue;
+    }
+    if (cancel_at == absl::InfiniteFuture() && wait.stop != nullptr &&
+        wait.stop()) {
+      cancel_at = now + wait.grace;
+    }
+    if (now >= cancel_at) {
+      wait.cancel();
+      cancelled = true;
+      cancelled_at = absl::Now();
+    }
+  }
+  waiter.join();
+  return cancelled;
+}
+
+}  // namespace distjob
