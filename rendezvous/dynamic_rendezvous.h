@@ -40,6 +40,9 @@ struct DynamicRendezvousOptions {
   // The hosted store's stats (set by c10d_rendezvous when hosting).
   Rendezvous::StoreStatsSource store_stats;
   RdzvConfig config;
+  // Group rank 0 serves the workers' TCPStore through this; nullptr:
+  // worker rank 0 hosts it at a free port of each round.
+  std::shared_ptr<WorkerStoreHost> worker_store;
 };
 
 class DynamicRendezvous : public ElasticRendezvous {
