@@ -145,11 +145,10 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
        LaunchSource(args, env, "max-restarts", "PET_MAX_RESTARTS")},
   };
   {
-    std::string source = LaunchSource(args, env, "worker-store",
-                                      "DISTJOB_WORKER_STORE");
+    std::string source =
+        LaunchSource(args, env, "worker-store", "DISTJOB_WORKER_STORE");
     if (source == "default") {
-      source = launch.rdzv_backend == RdzvBackend::kStatic &&
-                       !launch.standalone
+      source = launch.rdzv_backend == RdzvBackend::kStatic && !launch.standalone
                    ? "default (the static backend's store is the workers')"
                : launch.torch_disable_shared_store
                    ? "env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
