@@ -59,5 +59,19 @@ TEST(WorkerStoreTest, NotServingHasNoStats) {
   EXPECT_FALSE(store.Stats().has_value());
 }
 
+TEST(WorkerStoreTest, ServesOncePortKeptUntilStopped) {
+  WorkerStore store(/*restrict_peers=*/true, FakeDns({}));
+  auto port = store.Serve("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_GT(*port, 0);
+  // Every later round (and worker restart) gets the same store.
+  auto again = store.Serve("127.0.0.1", 0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *port);
+  EXPECT_TRUE(store.Stats().has_value());
+  store.Stop();
+  EXPECT_FALSE(store.Stats().has_value());
+}
+
 }  // namespace
 }  // namespace distjob
