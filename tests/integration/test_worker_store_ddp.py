@@ -54,8 +54,8 @@ def test_ddp_restarts_through_the_agents_store(agent, tmp_path):
                  f"is_host={1 if i == 0 else 0}",
                  "--local-addr", f"127.0.0.{i + 1}", "--max-restarts", "1",
                  "--no-python", "sh", "-c", wrapper, str(tmp_path),
-                 PYTHON, str(EXAMPLE), "--epochs", "40", "--samples",
-                 "8192", "--checkpoint", str(ckpt), "--out",
+                 PYTHON, str(EXAMPLE), "--epochs", "8",
+                 "--checkpoint", str(ckpt), "--out",
                  str(tmp_path)],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True))
