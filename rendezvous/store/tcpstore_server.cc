@@ -810,8 +810,10 @@ void TcpStoreServer::Impl::OnWritable(Conn& c) {
 }
 
 void TcpStoreServer::Impl::UpdateEvents(Conn& c) {
-  const uint32_t events =
-      (c.reading ? EPOLLIN : 0u) | (c.out_off < c.out.size() ? EPOLLOUT : 0u);
+  // A paused connection waits for writability even with nothing left to
+  // send: OnWritable resumes its reading then.
+  const uint32_t events = (c.reading ? EPOLLIN : EPOLLOUT) |
+                          (c.out_off < c.out.size() ? EPOLLOUT : 0u);
   // Most answers go out at once: no system call then.
   if (events == c.events) return;
   c.events = events;
