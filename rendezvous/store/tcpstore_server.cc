@@ -214,6 +214,7 @@ class TcpStoreServer::Impl {
 
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
+  bool accept_paused_ = false;  // out of file descriptors
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
   absl::flat_hash_map<std::string, size_t> conns_per_ip_;
   std::vector<uint64_t> dirty_;
@@ -343,7 +344,13 @@ void TcpStoreServer::Impl::Accept() {
                            SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) {
-        DJ_LOG_WARNING("tcpstore: accept: {}", std::strerror(errno));
+        // The listener would stay readable and spin the loop: stop
+        // accepting until a connection closes.
+        DJ_LOG_WARNING(
+            "tcpstore: accept: {}; accepting again once a client leaves",
+            std::strerror(errno));
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_ = true;
       }
       return;
     }
@@ -842,6 +849,13 @@ void TcpStoreServer::Impl::CloseConn(uint64_t id, const std::string& reason,
     conns_per_ip_.erase(per_ip);
   }
   conns_.erase(it);
+  if (accept_paused_) {
+    accept_paused_ = false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenerId;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
   clients_.store(static_cast<int64_t>(conns_.size()),
                  std::memory_order_relaxed);
 }
