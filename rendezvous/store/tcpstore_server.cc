@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -215,6 +216,8 @@ class TcpStoreServer::Impl {
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
   bool accept_paused_ = false;  // out of file descriptors
+  std::chrono::steady_clock::time_point last_refusal_log_;
+  int64_t refusals_unlogged_ = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
   absl::flat_hash_map<std::string, size_t> conns_per_ip_;
   std::vector<uint64_t> dirty_;
@@ -381,7 +384,20 @@ void TcpStoreServer::Impl::Accept() {
     }
     if (!refusal.empty()) {
       if (per_ip == 0) conns_per_ip_.erase(ip);
-      DJ_LOG_WARNING("tcpstore: refused {}: {}", peer, refusal);
+      // One line a second at most: a peer that reconnects in a loop does
+      // not flood the log.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
+        DJ_LOG_WARNING("tcpstore: refused {}: {}{}", peer, refusal,
+                       refusals_unlogged_ == 0
+                           ? std::string()
+                           : absl::StrCat(" (and ", refusals_unlogged_,
+                                          " more refusals unlogged)"));
+        last_refusal_log_ = now;
+        refusals_unlogged_ = 0;
+      } else {
+        ++refusals_unlogged_;
+      }
       refused_.fetch_add(1, std::memory_order_relaxed);
       close(fd);
       continue;

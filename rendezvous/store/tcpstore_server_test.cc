@@ -8,8 +8,10 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -242,6 +244,21 @@ TEST(TcpStoreServerTest, WaitAnswersOnceEveryKeyExistsAndCancelWaitEndsIt) {
   // Nothing more for the waiter: its next answer is its ping's.
   waiter.Send(Op(kPing) + U32(9));
   EXPECT_EQ(waiter.Recv(4), U32(9));
+}
+
+TEST(TcpStoreServerTest, OneSetAnswersEveryClientWaitingOnTheKey) {
+  auto server = StartServer();
+  std::vector<std::unique_ptr<Client>> waiters;
+  for (int i = 0; i < 200; ++i) {
+    waiters.push_back(std::make_unique<Client>(server->port()));
+    waiters.back()->Send(Op(kWait) + Keys({"/go", "/ready"}));
+  }
+  Client writer(server->port());
+  writer.Send(Op(kSet) + Str("/ready") + Str("1"));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 200; }));
+  writer.Send(Op(kSet) + Str("/go") + Str("1"));
+  for (auto& w : waiters) EXPECT_EQ(w->Recv(1), Op(tcpstore::kStopWaiting));
+  EXPECT_EQ(server->Stats().parked_waits, 0);
 }
 
 TEST(TcpStoreServerTest, ADisconnectedClientsParkedWaitIsFreed) {
