@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <set>
@@ -214,6 +215,9 @@ class TcpStoreServer::Impl {
 
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
+  bool accept_paused_ = false;  // out of file descriptors
+  std::chrono::steady_clock::time_point last_refusal_log_;
+  int64_t refusals_unlogged_ = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
   absl::flat_hash_map<std::string, size_t> conns_per_ip_;
   std::vector<uint64_t> dirty_;
@@ -343,7 +347,13 @@ void TcpStoreServer::Impl::Accept() {
                            SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) {
-        DJ_LOG_WARNING("tcpstore: accept: {}", std::strerror(errno));
+        // The listener would stay readable and spin the loop: stop
+        // accepting until a connection closes.
+        DJ_LOG_WARNING(
+            "tcpstore: accept: {}; accepting again once a client leaves",
+            std::strerror(errno));
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_ = true;
       }
       return;
     }
@@ -374,7 +384,20 @@ void TcpStoreServer::Impl::Accept() {
     }
     if (!refusal.empty()) {
       if (per_ip == 0) conns_per_ip_.erase(ip);
-      DJ_LOG_WARNING("tcpstore: refused {}: {}", peer, refusal);
+      // One line a second at most: a peer that reconnects in a loop does
+      // not flood the log.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
+        DJ_LOG_WARNING("tcpstore: refused {}: {}{}", peer, refusal,
+                       refusals_unlogged_ == 0
+                           ? std::string()
+                           : absl::StrCat(" (and ", refusals_unlogged_,
+                                          " more refusals unlogged)"));
+        last_refusal_log_ = now;
+        refusals_unlogged_ = 0;
+      } else {
+        ++refusals_unlogged_;
+      }
       refused_.fetch_add(1, std::memory_order_relaxed);
       close(fd);
       continue;
@@ -414,7 +437,8 @@ void TcpStoreServer::Impl::OnReadable(Conn& c) {
       }
       if (c.in.size() < want) c.in.resize(std::max(want, c.in.size() * 2));
     }
-    const ssize_t n = read(c.fd, &c.in[c.in_len], c.in.size() - c.in_len);
+    const size_t space = c.in.size() - c.in_len;
+    const ssize_t n = read(c.fd, &c.in[c.in_len], space);
     if (n == 0) {
       // What was received before the close is still served (a client may
       // send a request and close), then the connection goes.
@@ -434,7 +458,10 @@ void TcpStoreServer::Impl::OnReadable(Conn& c) {
     c.in_len += static_cast<size_t>(n);
     got += static_cast<size_t>(n);
     if (c.in_len - c.in_off >= c.need && !Serve(c)) return;
-    if (!c.reading) break;
+    // A short read drained the socket (epoll, level-triggered, reports
+    // more): no second read just to learn EAGAIN, a system call per
+    // request saved.
+    if (!c.reading || static_cast<size_t>(n) < space) break;
   }
   Flush(c);
   // A shrunk connection keeps no large buffer it no longer needs.
@@ -810,8 +837,10 @@ void TcpStoreServer::Impl::OnWritable(Conn& c) {
 }
 
 void TcpStoreServer::Impl::UpdateEvents(Conn& c) {
-  const uint32_t events =
-      (c.reading ? EPOLLIN : 0u) | (c.out_off < c.out.size() ? EPOLLOUT : 0u);
+  // A paused connection waits for writability even with nothing left to
+  // send: OnWritable resumes its reading then.
+  const uint32_t events = (c.reading ? EPOLLIN : EPOLLOUT) |
+                          (c.out_off < c.out.size() ? EPOLLOUT : 0u);
   // Most answers go out at once: no system call then.
   if (events == c.events) return;
   c.events = events;
@@ -840,6 +869,13 @@ void TcpStoreServer::Impl::CloseConn(uint64_t id, const std::string& reason,
     conns_per_ip_.erase(per_ip);
   }
   conns_.erase(it);
+  if (accept_paused_) {
+    accept_paused_ = false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenerId;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
   clients_.store(static_cast<int64_t>(conns_.size()),
                  std::memory_order_relaxed);
 }
