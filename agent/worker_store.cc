@@ -3,6 +3,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/resolver.h"
@@ -56,8 +57,12 @@ void WorkerStore::AllowMembers(const std::vector<std::string>& addrs) {
   for (const std::string& addr : addrs) {
     auto resolved = resolve_(addr);
     if (!resolved.ok()) {
-      DJ_LOG_WARNING("worker store: member {} not admitted: {}", addr,
-                     resolved.status().message());
+      // One preformatted string: a new argument-type combination would
+      // instantiate more of fmt in this size-limited binary.
+      const std::string warning =
+          absl::StrCat("worker store: member ", addr,
+                       " not admitted: ", resolved.status().message());
+      DJ_LOG_WARNING("{}", warning);
       continue;
     }
     ips.insert(resolved->begin(), resolved->end());
