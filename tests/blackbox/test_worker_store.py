@@ -153,3 +153,39 @@ def test_completion_offers_the_flag(run_agent):
     r = run_agent(["completion", "bash"], timeout=10)
     assert r.returncode == 0, r.stderr
     assert "--worker-store" in r.stdout
+
+
+def test_metrics_show_the_served_store(start_agent, tmp_path):
+    import urllib.request
+    from harness import wait_for
+    port = free_port()
+    go = tmp_path / "go"
+    # The worker connects to the agent's store (a connection alone shows as
+    # a client), then waits for "go".
+    worker = ("import os, socket, time\n"
+              "e = os.environ\n"
+              "s = socket.create_connection((e['MASTER_ADDR'],"
+              " int(e['MASTER_PORT'])))\n"
+              f"while not os.path.exists({str(go)!r}): time.sleep(0.05)\n")
+    agent = start_agent(["run", "--standalone", "--metrics-port", str(port),
+                         "--no-python", PYTHON, "-c", worker])
+
+    def series(text, name):
+        return [line.rsplit(" ", 1)[1] for line in text.splitlines()
+                if line.startswith(name + "{")]
+
+    def scrape():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                        timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        return text if series(text, "distjob_worker_store_clients") == [
+            "1"] else None
+
+    text = wait_for(scrape, timeout=30, interval=0.1,
+                    what="a worker store client in /metrics")
+    assert series(text, "distjob_worker_store_serving") == ["1"]
+    go.write_text("")
+    assert agent.wait(timeout=30) == 0
