@@ -27,6 +27,7 @@
 #include "agent/torchrun_flags.h"
 #include "agent/trainer_status.h"
 #include "agent/worker_env.h"
+#include "agent/worker_store.h"
 #include "common/environment.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
@@ -133,12 +134,13 @@ std::string RunLogDir(const LaunchOptions& launch) {
 }
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
-    const RunOptions& options) {
+    const RunOptions& options, std::shared_ptr<WorkerStoreHost> worker_store) {
   const LaunchOptions& launch = options.launch;
   if (ChooseRendezvous(launch.standalone, launch.max_nodes,
                        launch.rdzv_backend) == RendezvousKind::kLocal) {
     return std::make_unique<StandaloneRendezvous>(
-        launch.local_addr, launch.standalone ? "" : launch.rdzv_id);
+        launch.local_addr, launch.standalone ? "" : launch.rdzv_id,
+        std::move(worker_store));
   }
   RendezvousParams params;
   params.backend = RdzvBackendName(launch.rdzv_backend);
@@ -156,6 +158,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
   params.node_rank = launch.node_rank;
   params.master_addr = launch.master_addr;
   params.master_port = launch.master_port;
+  params.worker_store = std::move(worker_store);
   return MakeRendezvousFor(params);
 }
 
@@ -353,7 +356,19 @@ class AgentRun {
   // What every round needs: the rendezvous, the per-attempt files, the
   // output routing and the exit-code policy.
   std::optional<int> PrepareRounds() {
-    auto rendezvous = deps_.make_rendezvous(options_);
+    if (WorkerStoreOnAgent(options_.launch)) {
+      // A TCPStore client cannot present the rendezvous token: with one,
+      // the store admits only the round's members (README, worker store).
+      worker_store_ =
+          std::make_shared<WorkerStore>(!options_.security.token.empty());
+      observer_.WorkerStore([weak = std::weak_ptr<WorkerStore>(worker_store_)]()
+                                -> std::optional<TcpStoreStats> {
+        auto alive = weak.lock();
+        if (alive == nullptr) return std::nullopt;
+        return alive->Stats();
+      });
+    }
+    auto rendezvous = deps_.make_rendezvous(options_, worker_store_);
     if (!rendezvous.ok()) {
       DJ_LOG_ERROR("{}", rendezvous.status().message());
       return Fail("error", ExitCodeFor(rendezvous.status()));
@@ -684,6 +699,8 @@ class AgentRun {
   std::unique_ptr<HealthServer> health_;
   Observer observer_{&GlobalMetrics()};
   std::string outcome_;  // the report's outcome, for the exit event
+  // Declared before rendezvous_, which shares it: destroyed after it.
+  std::shared_ptr<WorkerStore> worker_store_;
   std::unique_ptr<Rendezvous> rendezvous_;
   ElasticRendezvous* elastic_ = nullptr;  // rendezvous_'s, when it has one
   std::optional<WorkerLogs> files_;

@@ -25,9 +25,11 @@ struct AgentDeps {
   std::function<absl::StatusOr<std::unique_ptr<SupervisorInterface>>(
       const SupervisorOptions&)>
       make_supervisor;
-  // Called once, after discovery, with the options it completed. Unset:
-  // the backend the flags name (standalone, static, c10d, etcd).
-  std::function<absl::StatusOr<std::unique_ptr<Rendezvous>>(const RunOptions&)>
+  // Called once, after discovery, with the options it completed and the
+  // workers' store the agent serves (nullptr: worker rank 0 hosts it).
+  // Unset: the backend the flags name (standalone, static, c10d, etcd).
+  std::function<absl::StatusOr<std::unique_ptr<Rendezvous>>(
+      const RunOptions&, std::shared_ptr<WorkerStoreHost>)>
       make_rendezvous;
 };
 

@@ -78,9 +78,9 @@ class AgentLoopTest : public ::testing::Test {
       if (!supervisor_error_.ok()) return supervisor_error_;
       return std::make_unique<FakeSupervisor>(&supervisor_);
     };
-    deps.make_rendezvous =
-        [this](
-            const RunOptions&) -> absl::StatusOr<std::unique_ptr<Rendezvous>> {
+    deps.make_rendezvous = [this](const RunOptions&,
+                                  std::shared_ptr<WorkerStoreHost>)
+        -> absl::StatusOr<std::unique_ptr<Rendezvous>> {
       if (!rendezvous_error_.ok()) return rendezvous_error_;
       if (waiting_.has_value()) {
         return std::make_unique<WaitingRendezvous>(*waiting_);

@@ -161,6 +161,18 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
       {"TORCHELASTIC_MAX_RESTARTS",
        LaunchSource(args, env, "max-restarts", "PET_MAX_RESTARTS")},
   };
+  {
+    std::string source =
+        LaunchSource(args, env, "worker-store", "DISTJOB_WORKER_STORE");
+    if (source == "default") {
+      source = launch.rdzv_backend == RdzvBackend::kStatic && !launch.standalone
+                   ? "default (the static backend's store is the workers')"
+               : launch.torch_disable_shared_store
+                   ? "env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+                   : "default (the agent serves the workers' store)";
+    }
+    launch_sources["TORCHELASTIC_USE_AGENT_STORE"] = source;
+  }
   const std::string rank_source =
       !job->layout_rank_source.empty() ? job->layout_rank_source
       : job->pytorch_layout

@@ -99,22 +99,57 @@ constexpr Definition kDefinitions[] = {
      Kind::kGauge,
      "Connections open to the hosted store.",
      {nullptr}},
-    {"distjob_store_connections_closed_total",
-     Kind::kCounter,
-     "Connections the hosted store closed at once, by reason: refused (a "
-     "cap was reached), evicted (to admit another address), "
-     "protocol_mismatch (TLS to a plaintext store, or the reverse).",
-     {nullptr}},
-    {"distjob_rendezvous_duration_seconds",
-     Kind::kHistogram,
-     "Time from joining a round to its close, waiting for peers included.",
-     {nullptr}},
-    {"distjob_rendezvous_wait_seconds",
-     Kind::kHistogram,
-     "The part of each round's rendezvous spent blocked waiting for other "
-     "nodes.",
-     {nullptr}},
-};
+    {
+        "distjob_store_connections_closed_total",
+        Kind::kCounter,
+        "Connections the hosted store closed at once, by reason: refused (a "
+        "cap was reached), evicted (to admit another address), "
+        "protocol_mismatch (TLS to a plaintext store, or the reverse).",
+        {"distjob_worker_store_serving",
+         Kind::kGauge,
+         "1 while this agent serves the workers' TCPStore (group rank 0 with "
+         "TORCHELASTIC_USE_AGENT_STORE=True), else 0.",
+         {nullptr}},
+        {"distjob_worker_store_keys",
+         Kind::kGauge,
+         "Keys in the workers' TCPStore this agent serves.",
+         {nullptr}},
+        {"distjob_worker_store_bytes",
+         Kind::kGauge,
+         "Bytes the workers' TCPStore holds, counted as against its limit.",
+         {nullptr}},
+        {"distjob_worker_store_clients",
+         Kind::kGauge,
+         "TCPStore client connections open now.",
+         {nullptr}},
+        {"distjob_worker_store_parked_waits",
+         Kind::kGauge,
+         "Blocked waits and gets parked in the workers' TCPStore.",
+         {nullptr}},
+        {"distjob_worker_store_requests_total",
+         Kind::kCounter,
+         "Requests the workers' TCPStore answered, by operation.",
+         {nullptr}},
+        {"distjob_worker_store_protocol_errors_total",
+         Kind::kCounter,
+         "TCPStore connections closed for a malformed, unknown or over-limit "
+         "request.",
+         {nullptr}},
+        {"distjob_worker_store_refused_connections_total",
+         Kind::kCounter,
+         "TCPStore connections refused at accept (not a round member while the "
+         "job has a token, or over the connection limits).",
+         {nullptr}},
+        {"distjob_rendezvous_duration_seconds",
+         Kind::kHistogram,
+         "Time from joining a round to its close, waiting for peers included.",
+         {nullptr}},
+        {"distjob_rendezvous_wait_seconds",
+         Kind::kHistogram,
+         "The part of each round's rendezvous spent blocked waiting for other "
+         "nodes.",
+         {nullptr}},
+    };
 
 const Definition* Find(const std::string& name) {
   for (const Definition& d : kDefinitions) {

@@ -76,34 +76,66 @@ void Observer::PeersResolved(int nnodes, absl::Duration waited) {
 }
 
 void Observer::HostedStore(Rendezvous::StoreStatsSource stats) {
-  if (!stats) {
+  hosted_store_ = std::move(stats);
+  InstallCollector();
+}
+
+void Observer::WorkerStore(WorkerStoreStatsSource stats) {
+  worker_store_ = std::move(stats);
+  InstallCollector();
+}
+
+void Observer::InstallCollector() {
+  if (!hosted_store_ && !worker_store_) {
     metrics_->SetCollector(nullptr);
     return;
   }
-  metrics_->SetCollector([stats = std::move(stats)](Metrics& metrics) {
-    const std::optional<StoreStats> s = stats();
-    if (!s) return;  // the store is gone: its last values stay
-    metrics.Set("distjob_store_keys", static_cast<double>(s->keys));
-    metrics.Set("distjob_store_bytes", static_cast<double>(s->bytes));
-    metrics.Set("distjob_store_parked_waits",
-                static_cast<double>(s->parked_waits));
-    metrics.Set("distjob_store_lease_expiries_total",
-                static_cast<double>(s->lease_expiries));
-    metrics.Set("distjob_store_connections",
-                static_cast<double>(s->connections));
-    const std::pair<const char*, int64_t> closed[] = {
-        {"refused", s->connections_refused},
-        {"evicted", s->connections_evicted},
-        {"protocol_mismatch", s->connections_mismatched}};
-    for (const auto& [reason, n] : closed) {
-      metrics.Set("distjob_store_connections_closed_total",
-                  static_cast<double>(n),
-                  absl::StrCat("reason=\"", reason, "\""));
+  metrics_->SetCollector([hosted = hosted_store_,
+                          worker = worker_store_](Metrics& metrics) {
+    // A store that is gone (or not served now) keeps its last values.
+    const std::optional<StoreStats> s = hosted ? hosted() : std::nullopt;
+    if (s) {
+      metrics.Set("distjob_store_keys", static_cast<double>(s->keys));
+      metrics.Set("distjob_store_bytes", static_cast<double>(s->bytes));
+      metrics.Set("distjob_store_parked_waits",
+                  static_cast<double>(s->parked_waits));
+      metrics.Set("distjob_store_lease_expiries_total",
+                  static_cast<double>(s->lease_expiries));
+      metrics.Set("distjob_store_connections",
+                  static_cast<double>(s->connections));
+      const std::pair<const char*, int64_t> closed[] = {
+          {"refused", s->connections_refused},
+          {"evicted", s->connections_evicted},
+          {"protocol_mismatch", s->connections_mismatched}};
+      for (const auto& [reason, n] : closed) {
+        metrics.Set("distjob_store_connections_closed_total",
+                    static_cast<double>(n),
+                    absl::StrCat("reason=\"", reason, "\""));
+      }
+      for (const StoreRequestCount& r : s->requests) {
+        metrics.Set("distjob_store_requests_total",
+                    static_cast<double>(r.count),
+                    absl::StrCat("method=\"", EscapeLabelValue(r.method),
+                                 "\",code=\"", EscapeLabelValue(r.code), "\""));
+      }
     }
-    for (const StoreRequestCount& r : s->requests) {
-      metrics.Set("distjob_store_requests_total", static_cast<double>(r.count),
-                  absl::StrCat("method=\"", EscapeLabelValue(r.method),
-                               "\",code=\"", EscapeLabelValue(r.code), "\""));
+    const std::optional<TcpStoreStats> w = worker ? worker() : std::nullopt;
+    metrics.Set("distjob_worker_store_serving", w ? 1 : 0);
+    if (!w) return;
+    metrics.Set("distjob_worker_store_keys", static_cast<double>(w->keys));
+    metrics.Set("distjob_worker_store_bytes", static_cast<double>(w->bytes));
+    metrics.Set("distjob_worker_store_clients",
+                static_cast<double>(w->clients));
+    metrics.Set("distjob_worker_store_parked_waits",
+                static_cast<double>(w->parked_waits));
+    metrics.Set("distjob_worker_store_protocol_errors_total",
+                static_cast<double>(w->protocol_errors));
+    metrics.Set("distjob_worker_store_refused_connections_total",
+                static_cast<double>(w->refused_connections));
+    for (const auto& [op, count] : w->requests) {
+      metrics.Set("distjob_worker_store_requests_total",
+                  static_cast<double>(count),
+                  absl::StrCat("op=\"", EscapeLabelValue(op), "\""));
     }
   });
 }

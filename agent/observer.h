@@ -5,7 +5,9 @@
 #ifndef DISTJOB_AGENT_OBSERVER_H_
 #define DISTJOB_AGENT_OBSERVER_H_
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -16,6 +18,7 @@
 #include "agent/options.h"
 #include "agent/trainer_status.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/store/tcpstore_server.h"
 #include "supervisor/supervisor.h"
 
 namespace distjob {
@@ -36,6 +39,10 @@ class Observer {
   // The store this agent hosts (Rendezvous::HostedStoreStats; nullptr when
   // it hosts none), read at every scrape into the distjob_store_* series.
   void HostedStore(Rendezvous::StoreStatsSource stats);
+  // The workers' TCPStore this agent serves (agent/worker_store; nullopt
+  // while it serves none), read at every scrape into distjob_worker_store_*.
+  using WorkerStoreStatsSource = std::function<std::optional<TcpStoreStats>()>;
+  void WorkerStore(WorkerStoreStatsSource stats);
   void RoundClosed(const RendezvousResult& round, absl::Duration waited);
   void Attempt(int restart_count);
   void GroupRunning(bool running, int nproc);
@@ -59,7 +66,13 @@ class Observer {
   int metrics_port() const { return http_ ? http_->port() : 0; }
 
  private:
+  // Sets the metrics' collector over both stores' sources.
+  void InstallCollector();
+
   Metrics* metrics_;
+  // Both set from the agent loop's thread; the collector reads copies.
+  Rendezvous::StoreStatsSource hosted_store_;
+  WorkerStoreStatsSource worker_store_;
   EventLog events_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<TrainerStatusPoster> trainer_;

@@ -4,6 +4,7 @@
 #ifndef DISTJOB_AGENT_OPTIONS_H_
 #define DISTJOB_AGENT_OPTIONS_H_
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -75,6 +76,12 @@ struct LaunchOptions {
   // controller (discovery/) and --rank-order-key; "" when none.
   std::string pod_index;
   std::string rank_order_key;
+  // --worker-store / DISTJOB_WORKER_STORE: true `agent` (the agent serves
+  // the workers' TCPStore), false `worker` (worker rank 0 hosts it, as
+  // torch 1.13); nullopt when not given (WorkerStoreOnAgent decides).
+  std::optional<bool> worker_store_agent;
+  // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: torchrun's own opt-out.
+  bool torch_disable_shared_store = false;
 };
 
 // What the agent does with an attempt's outcome: restart policy and

@@ -361,6 +361,9 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     launch.nnodes = "1:1";
     launch.min_nodes = launch.max_nodes = 1;
   }
+  // torch reads only "1" as set (rendezvous/dynamic_rendezvous.py).
+  launch.torch_disable_shared_store =
+      Lookup(env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE").value_or("") == "1";
   // WORLD_SIZE and every global rank are ints in the workers' frameworks.
   const int64_t world_size = int64_t{launch.max_nodes} * launch.nproc;
   if (world_size > std::numeric_limits<int32_t>::max()) {

@@ -82,6 +82,20 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
       });
   logs_specs.env.clear();  // torchrun has no PET_LOGS_SPECS
   flags->Add(std::move(logs_specs));
+  flags->Add(AgentFlag(
+      "worker-store", "agent|worker",
+      "Who serves the workers' TCPStore (MASTER_ADDR:MASTER_PORT): agent "
+      "(group rank 0's agent, TORCHELASTIC_USE_AGENT_STORE=True, as current "
+      "torchrun; the default) or worker (worker rank 0, a free port every "
+      "round, as torch 1.13).",
+      [o](absl::string_view v, absl::string_view) {
+        if (v != "agent" && v != "worker") {
+          return absl::InvalidArgumentError(
+              absl::StrCat("'", v, "' is not one of: agent, worker"));
+        }
+        o->worker_store_agent = v == "agent";
+        return absl::OkStatus();
+      }));
 }
 
 std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,

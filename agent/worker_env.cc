@@ -32,9 +32,18 @@ LaunchOptions EffectiveLaunch(const JobEnv& job, const LaunchOptions& launch) {
   return effective;
 }
 
+bool WorkerStoreOnAgent(const LaunchOptions& launch) {
+  if (launch.worker_store_agent.has_value()) return *launch.worker_store_agent;
+  if (launch.rdzv_backend == RdzvBackend::kStatic && !launch.standalone) {
+    return true;
+  }
+  return !launch.torch_disable_shared_store;
+}
+
 WorkerRound PlanRound(const LaunchOptions& launch) {
   WorkerRound round;
   PyTorchGroupInfo& g = round.group;
+  g.use_agent_store = WorkerStoreOnAgent(launch);
   g.local_world_size = launch.nproc;
   g.role_name = launch.role;
   g.max_restarts = launch.max_restarts;
@@ -47,7 +56,9 @@ WorkerRound PlanRound(const LaunchOptions& launch) {
     g.world_size = g.role_world_size = launch.nproc;
     g.master_addr = launch.local_addr.empty() ? "127.0.0.1" : launch.local_addr;
     round.undecided["MASTER_PORT"] =
-        "decided at rendezvous (a free port on this node)";
+        g.use_agent_store
+            ? "decided at rendezvous (the port of the agent's worker store)"
+            : "decided at rendezvous (a free port on this node)";
     if (launch.standalone) {
       round.undecided["TORCHELASTIC_RUN_ID"] =
           "decided at rendezvous (a fresh id for --standalone)";

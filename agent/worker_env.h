@@ -30,6 +30,12 @@ absl::StatusOr<JobEnv> ResolveJob(const DiscoveryOptions& options,
 // the master; otherwise `launch` as given.
 LaunchOptions EffectiveLaunch(const JobEnv& job, const LaunchOptions& launch);
 
+// True when the agent serves the workers' TCPStore for this launch
+// (TORCHELASTIC_USE_AGENT_STORE=True): --worker-store when given, else as
+// current torchrun: static always (the static handler's store is the
+// workers'), the others unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.
+bool WorkerStoreOnAgent(const LaunchOptions& launch);
+
 // Where this node's workers stand in a round.
 struct WorkerRound {
   PyTorchGroupInfo group;

@@ -26,6 +26,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import harness  # noqa: E402  (descendants, wait_for: one copy for both)
+import worker_store_bench  # noqa: E402  (--only worker_store)
 AGENT = os.environ.get("DISTJOB_AGENT",
                        str(ROOT / "bazel-bin" / "agent" / "distjob-agent"))
 STAMP = str(ROOT / "bazel-bin" / "bench" / "stamp")
@@ -1003,6 +1004,8 @@ BENCHMARKS = {
     "recover": bench_recover,
     "metrics": bench_metrics,
     "tee": bench_tee,
+    "worker_store": lambda reps: worker_store_bench.bench_worker_store(
+        reps, AGENT),
 }
 
 

@@ -35,6 +35,15 @@ absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
   r.master_addr = master_addr_;
   r.master_port = master_port_;
   r.run_id = run_id_;
+  if (worker_store_ != nullptr) {
+    // The other nodes' addresses are not known here: the store is open to
+    // the network, as torchrun's static TCPStore.
+    if (node_rank_ == 0) {
+      auto port = worker_store_->Serve("::", master_port_);
+      if (!port.ok()) return port.status();
+    }
+    r.use_agent_store = true;
+  }
   return r;
 }
 
@@ -49,8 +58,9 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
       return absl::InvalidArgumentError(
           "--rdzv-backend static needs a fixed --nnodes N, not MIN:MAX");
     }
-    return std::make_unique<StaticRendezvous>(
-        p.node_rank, p.max_nodes, p.master_addr, p.master_port, p.run_id);
+    return std::make_unique<StaticRendezvous>(p.node_rank, p.max_nodes,
+                                              p.master_addr, p.master_port,
+                                              p.run_id, p.worker_store);
   }
   if (p.backend == "etcd" || p.backend == "etcd-v3") {
     // Same algorithm, external store: no host, every node a client.
@@ -70,6 +80,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     options.pod_index = p.pod_index;
     options.order_key = p.order_key;
     options.config = *config;
+    options.worker_store = p.worker_store;
     DJ_LOG_INFO("rendezvous over etcd at {}", p.endpoint);
     return std::unique_ptr<Rendezvous>(
         new DynamicRendezvous(std::move(options), std::move(*store)));
@@ -96,6 +107,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   options.pod_index = p.pod_index;
   options.order_key = p.order_key;
   options.config = *config;
+  options.worker_store = p.worker_store;
 
   const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));
   std::shared_ptr<StoreServer> server;

@@ -32,6 +32,9 @@ struct RendezvousParams {
   std::string order_key;
   // c10d: the embedded store's token and TLS, for hosting and joining it.
   StoreSecurity security;
+  // The agent serves the workers' TCPStore through this (nullptr: worker
+  // rank 0 hosts it, TORCHELASTIC_USE_AGENT_STORE=False).
+  std::shared_ptr<WorkerStoreHost> worker_store;
   // static backend
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
@@ -49,15 +52,19 @@ std::string LocalNodeAddress(const std::string& local_addr);
 
 // Fixed membership: node `node_rank` of `nnodes`, every node with the
 // same nproc, the master given by flags, as torchrun's static handler.
+// With `worker_store`, node 0's agent serves the workers' TCPStore on
+// --master-port (torchrun's static store is the workers').
 class StaticRendezvous : public Rendezvous {
  public:
   StaticRendezvous(int node_rank, int nnodes, std::string master_addr,
-                   int master_port, std::string run_id)
+                   int master_port, std::string run_id,
+                   std::shared_ptr<WorkerStoreHost> worker_store = nullptr)
       : node_rank_(node_rank),
         nnodes_(nnodes),
         master_addr_(std::move(master_addr)),
         master_port_(master_port),
-        run_id_(std::move(run_id)) {}
+        run_id_(std::move(run_id)),
+        worker_store_(std::move(worker_store)) {}
   absl::StatusOr<RendezvousResult> Next(int local_world_size) override;
 
  private:
@@ -65,6 +72,7 @@ class StaticRendezvous : public Rendezvous {
   std::string master_addr_;
   int master_port_;
   std::string run_id_;
+  std::shared_ptr<WorkerStoreHost> worker_store_;
   int64_t round_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/backoff.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -578,24 +579,45 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   if (mine.group_rank == 0) {
     // A name may not resolve inside a static binary (no NSS): probe the
     // wildcard address then; the port is free on every interface.
-    auto port =
-        FindFreePort(IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0");
+    const std::string bind =
+        IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
+    absl::StatusOr<int> port;
+    if (options_.worker_store != nullptr) {
+      auto members = ReadMembers(st.round, st.closer);
+      if (!members.ok()) return members.status();
+      std::vector<std::string> addrs;
+      for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
+      options_.worker_store->AllowMembers(addrs);
+      port = options_.worker_store->Serve(options_.addr, 0);
+    } else {
+      port = FindFreePort(bind);
+    }
     if (!port.ok()) return port.status();
     r.master_addr = options_.addr;
     r.master_port = *port;
+    r.use_agent_store = options_.worker_store != nullptr;
+    // The third field tells the other nodes' workers to be the store's
+    // clients: rank 0 decides for the whole round, so a node started with
+    // another --worker-store cannot split the workers.
     auto s = store_->Set(master_key,
-                         absl::StrCat(r.master_port, " ", r.master_addr));
+                         absl::StrCat(r.master_port, " ", r.master_addr,
+                                      r.use_agent_store ? " agent-store" : ""));
     if (!s.ok()) return s.status();
   } else {
+    // Not rank 0 (any more): the workers' store is the new rank 0's.
+    if (options_.worker_store != nullptr) options_.worker_store->Stop();
     auto v = store_->Get(master_key, options_.config.close_timeout);
     if (!v.ok()) return v.status();
-    const size_t space = v->find(' ');
-    if (space == std::string::npos ||
-        !absl::SimpleAtoi(v->substr(0, space), &r.master_port)) {
+    const std::vector<std::string> fields =
+        absl::StrSplit(*v, ' ', absl::SkipEmpty());
+    if (fields.size() < 2 || fields.size() > 3 ||
+        !absl::SimpleAtoi(fields[0], &r.master_port) ||
+        (fields.size() == 3 && fields[2] != "agent-store")) {
       return absl::DataLossError(
           absl::StrCat("malformed master record '", *v, "'"));
     }
-    r.master_addr = v->substr(space + 1);
+    r.master_addr = fields[1];
+    r.use_agent_store = fields.size() == 3;
   }
   last_round_ = st.round;
   DJ_LOG_INFO(

@@ -44,6 +44,10 @@ struct DynamicRendezvousOptions {
   // keep_alive_interval instead. A simulator of thousands of nodes in one
   // process (bench/store_bench.cc) runs out of threads otherwise.
   bool heartbeat_thread = true;
+
+  // Group rank 0 serves the workers' TCPStore through this; nullptr:
+  // worker rank 0 hosts it at a free port of each round.
+  std::shared_ptr<WorkerStoreHost> worker_store;
 };
 
 class DynamicRendezvous : public ElasticRendezvous {

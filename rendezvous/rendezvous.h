@@ -34,6 +34,24 @@ struct RendezvousResult {
   double peer_wait_seconds = 0;
 };
 
+// The workers' TCPStore served by this agent (agent/worker_store), as the
+// rendezvous drives it: group rank 0 serves it for as long as it stays rank
+// 0, so the store outlives worker restarts and rounds (torchrun's
+// TORCHELASTIC_USE_AGENT_STORE=True); any other rank stops it.
+class WorkerStoreHost {
+ public:
+  virtual ~WorkerStoreHost() = default;
+  // Serves on `host` (a numeric address, or a name: then every interface)
+  // and `port` (0: a free one) unless already serving; the port served.
+  virtual absl::StatusOr<int> Serve(const std::string& host, int port) = 0;
+  // This agent is no longer the one that serves it.
+  virtual void Stop() = 0;
+  // The round's members' addresses (names or IPs): with a rendezvous token
+  // only they and loopback may connect, since a TCPStore client cannot
+  // present the token.
+  virtual void AllowMembers(const std::vector<std::string>& addrs) = 0;
+};
+
 class ElasticRendezvous;
 
 // What every backend does. Standalone and static rounds are fixed (this

@@ -6,14 +6,19 @@
 
 namespace distjob {
 
-StandaloneRendezvous::StandaloneRendezvous(std::string master_addr,
-                                           std::string run_id)
+StandaloneRendezvous::StandaloneRendezvous(
+    std::string master_addr, std::string run_id,
+    std::shared_ptr<WorkerStoreHost> worker_store)
     : master_addr_(master_addr.empty() ? "127.0.0.1" : std::move(master_addr)),
-      run_id_(run_id.empty() ? RandomRunId() : std::move(run_id)) {}
+      run_id_(run_id.empty() ? RandomRunId() : std::move(run_id)),
+      worker_store_(std::move(worker_store)) {
+  if (worker_store_ != nullptr) worker_store_->AllowMembers({master_addr_});
+}
 
 absl::StatusOr<RendezvousResult> StandaloneRendezvous::Next(
     int local_world_size) {
-  auto port = FindFreePort(master_addr_);
+  auto port = worker_store_ != nullptr ? worker_store_->Serve(master_addr_, 0)
+                                       : FindFreePort(master_addr_);
   if (!port.ok()) return port.status();
   RendezvousResult r;
   r.round = round_++;
@@ -24,6 +29,7 @@ absl::StatusOr<RendezvousResult> StandaloneRendezvous::Next(
   r.master_addr = master_addr_;
   r.master_port = *port;
   r.run_id = run_id_;
+  r.use_agent_store = worker_store_ != nullptr;
   return r;
 }
 

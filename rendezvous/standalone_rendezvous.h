@@ -1,9 +1,12 @@
-// --standalone: a one-node job. No store is needed, so none is started;
-// each round is rank 0 of 1 with a fresh free MASTER_PORT, as torchrun's
-// round-0 master does.
+// --standalone (and a one-node job): no rendezvous store is needed. With
+// a worker store (current torchrun's c10d on localhost) every round is
+// rank 0 of 1 at the agent's TCPStore, the same port all along; without
+// one (--worker-store worker) a fresh free MASTER_PORT every round, as
+// torch 1.13's round-0 master.
 #ifndef DISTJOB_RENDEZVOUS_STANDALONE_RENDEZVOUS_H_
 #define DISTJOB_RENDEZVOUS_STANDALONE_RENDEZVOUS_H_
 
+#include <memory>
 #include <string>
 
 #include "rendezvous/rendezvous.h"
@@ -14,13 +17,17 @@ class StandaloneRendezvous : public Rendezvous {
  public:
   // `master_addr` is --local-addr, or 127.0.0.1 when empty. `run_id` empty
   // means a fresh random id, as torchrun's --standalone.
-  StandaloneRendezvous(std::string master_addr, std::string run_id);
+  // `worker_store`: the agent serves the workers' store (nullptr: worker
+  // rank 0 does).
+  StandaloneRendezvous(std::string master_addr, std::string run_id,
+                       std::shared_ptr<WorkerStoreHost> worker_store = nullptr);
 
   absl::StatusOr<RendezvousResult> Next(int local_world_size) override;
 
  private:
   std::string master_addr_;
   std::string run_id_;
+  std::shared_ptr<WorkerStoreHost> worker_store_;
   int64_t round_ = 0;
 };
 

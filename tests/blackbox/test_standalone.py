@@ -52,7 +52,8 @@ def test_worker_env_matches_torchrun_standalone(run_agent, tmp_path):
         assert env["ROLE_NAME"] == "default"
         assert env["TORCHELASTIC_RESTART_COUNT"] == "0"
         assert env["TORCHELASTIC_MAX_RESTARTS"] == "0"
-        assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+        # Current torchrun: the agent serves the workers' store.
+        assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
         assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
         assert env["NCCL_ASYNC_ERROR_HANDLING"] == "1"
         assert env["MASTER_ADDR"] == "127.0.0.1"

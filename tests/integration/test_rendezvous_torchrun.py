@@ -70,7 +70,9 @@ def test_same_worker_env_as_torchrun(agent, tmp_path):
                       "--rdzv_backend", "c10d",
                       "--rdzv_endpoint", f"127.0.0.1:{port}",
                       "--rdzv_id", "cmp", "--max_restarts", "1"]
-            env = {"DISTJOB_TERMINATION_LOG": str(tmp_path / f"t{who}{i}")}
+            # 1.13's contract: worker rank 0 hosts the workers' store.
+            env = {"DISTJOB_TERMINATION_LOG": str(tmp_path / f"t{who}{i}"),
+                   "DISTJOB_WORKER_STORE": "worker"}
             if who == "torchrun":
                 cmd = [PYTHON, "-m", "torch.distributed.run", *common,
                        "--rdzv_conf", f"is_host={i == 0}",

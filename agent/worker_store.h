@@ -1,0 +1,52 @@
+// The workers' TCPStore served by the agent (torchrun 2.x's shared store,
+// TORCHELASTIC_USE_AGENT_STORE=True): the rendezvous starts it on group
+// rank 0 and stops it elsewhere (WorkerStoreHost); the agent owns it, so it
+// outlives worker restarts and rounds, and /metrics reads its stats.
+#ifndef DISTJOB_AGENT_WORKER_STORE_H_
+#define DISTJOB_AGENT_WORKER_STORE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "rendezvous/rendezvous.h"
+#include "rendezvous/store/tcpstore_server.h"
+
+namespace distjob {
+
+class WorkerStore : public WorkerStoreHost {
+ public:
+  // A host's numeric addresses (an IP literal is its own).
+  using Resolve = std::function<absl::StatusOr<std::vector<std::string>>(
+      const std::string& host)>;
+
+  // `restrict_peers`: the job has a rendezvous token, so only loopback and
+  // the round's members may connect. `resolve` unset: common/resolver.
+  explicit WorkerStore(bool restrict_peers, Resolve resolve = nullptr);
+  ~WorkerStore() override;
+
+  absl::StatusOr<int> Serve(const std::string& host, int port) override;
+  void Stop() override;
+  void AllowMembers(const std::vector<std::string>& addrs) override;
+
+  // nullopt while not serving.
+  std::optional<TcpStoreStats> Stats();
+  // The addresses admitted now; empty when anyone may connect.
+  std::vector<std::string> AllowedPeers();
+
+ private:
+  const bool restrict_peers_;
+  const Resolve resolve_;
+  absl::Mutex mu_;
+  std::unique_ptr<TcpStoreServer> server_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> allowed_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_WORKER_STORE_H_

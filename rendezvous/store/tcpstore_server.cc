@@ -1,0 +1,903 @@
+#include "rendezvous/store/tcpstore_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+#include "rendezvous/store/tcpstore_protocol.h"
+
+namespace distjob {
+namespace {
+
+using tcpstore::Op;
+
+constexpr uint64_t kListenerId = 0;
+constexpr uint64_t kWakeId = 1;
+constexpr size_t kReadChunk = 64 * 1024;
+// One connection's reads per readiness event, so a fast sender cannot
+// starve the others.
+constexpr size_t kMaxReadPerEvent = 1 << 20;
+
+// The numeric form of an address, an IPv4-mapped IPv6 one as IPv4.
+std::string NormalizeAddress(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+      inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, sizeof(buf));
+    } else {
+      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
+    }
+  }
+  return buf;
+}
+
+// `ip` in NormalizeAddress's form, or "" when it is not a numeric address.
+std::string NormalizeText(const std::string& ip) {
+  sockaddr_storage ss{};
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET, ip.c_str(), &a4->sin_addr) == 1) {
+    ss.ss_family = AF_INET;
+  } else if (inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr) == 1) {
+    ss.ss_family = AF_INET6;
+  } else {
+    return "";
+  }
+  return NormalizeAddress(ss);
+}
+
+}  // namespace
+
+class TcpStoreServer::Impl {
+ public:
+  explicit Impl(const TcpStoreServerOptions& o) : options_(o) {
+    parse_limits_.max_key_bytes = o.limits.max_key_bytes;
+    parse_limits_.max_value_bytes = o.limits.max_value_bytes;
+    parse_limits_.max_keys_per_request = o.limits.max_keys_per_request;
+    parse_limits_.max_frame_bytes = o.max_frame_bytes;
+  }
+  ~Impl() {
+    Shutdown();
+    if (listen_fd_ >= 0) close(listen_fd_);
+    if (wake_fd_ >= 0) close(wake_fd_);
+    if (epoll_fd_ >= 0) close(epoll_fd_);
+  }
+
+  absl::Status Listen();
+  void StartLoop() {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  int port() const { return port_; }
+  void Shutdown() {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (!thread_.joinable()) return;
+    stop_.store(true);
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+    thread_.join();
+  }
+  TcpStoreStats Stats() {
+    TcpStoreStats s;
+    s.keys = keys_.load(std::memory_order_relaxed);
+    s.bytes = bytes_.load(std::memory_order_relaxed);
+    s.clients = clients_.load(std::memory_order_relaxed);
+    s.parked_waits = parked_.load(std::memory_order_relaxed);
+    s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
+    s.refused_connections = refused_.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
+      const int64_t n = requests_[i].load(std::memory_order_relaxed);
+      if (n > 0) s.requests[tcpstore::OpName(static_cast<Op>(i))] = n;
+    }
+    return s;
+  }
+  void SetAllowedPeers(std::vector<std::string> ips) {
+    std::set<std::string> allowed;
+    for (const std::string& ip : ips) {
+      std::string n = NormalizeText(ip);
+      if (n.empty()) {
+        DJ_LOG_WARNING("tcpstore: allowed peer '{}' is not a numeric address",
+                       ip);
+        continue;
+      }
+      allowed.insert(std::move(n));
+    }
+    absl::MutexLock lock(&allowed_mu_);
+    allowed_ = std::move(allowed);
+  }
+
+ private:
+  struct Conn {
+    uint64_t id = 0;
+    int fd = -1;
+    std::string peer;  // address:port, for logs
+    std::string ip;
+    tcpstore::Dialect dialect = tcpstore::Dialect::kUnknown;
+    // Received bytes [in_off, in_len) of `in` (whose size is its capacity).
+    std::string in;
+    size_t in_off = 0;
+    size_t in_len = 0;
+    size_t need = 1;  // parse again once this many bytes are buffered
+    std::string out;
+    size_t out_off = 0;
+    bool reading = true;          // EPOLLIN registered
+    uint32_t events = EPOLLIN;    // registered with epoll
+    bool dirty = false;           // in dirty_ (output to flush)
+    std::vector<uint64_t> waits;  // parked waits
+  };
+  struct Wait {
+    uint64_t conn = 0;
+    std::vector<std::string> keys;  // the keys it still misses
+    size_t missing = 0;
+    size_t bytes = 0;
+  };
+
+  void Loop();
+  void Accept();
+  void OnReadable(Conn& c);
+  void OnWritable(Conn& c);
+  // Parses and serves what `c` has buffered; false when `c` was closed.
+  bool Serve(Conn& c);
+  // Serves one request; false when `c` must be closed (reason logged).
+  bool Execute(Conn& c, const tcpstore::Request& r);
+  void Flush(Conn& c);
+  void UpdateEvents(Conn& c);
+  void CloseConn(uint64_t id, const std::string& reason, bool error);
+  bool Exists(absl::string_view key) const;
+  void Put(absl::string_view key, std::string value);
+  void Erase(absl::string_view key);
+  // Answers parked waits that `key` (now present) completes; `one`: only
+  // the first (a queue item is for one popper).
+  void Wake(absl::string_view key, bool one = false);
+  void DropWait(uint64_t wait_id);
+  void MarkDirty(Conn& c) {
+    if (!c.dirty) {
+      c.dirty = true;
+      dirty_.push_back(c.id);
+    }
+  }
+  bool Violation(Conn& c, const std::string& what) {
+    DJ_LOG_WARNING("tcpstore: closing {}: {}", c.peer, what);
+    protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Whether `key` may hold a value of `size` bytes under max_total_bytes;
+  // closes nothing itself.
+  bool Room(Conn& c, absl::string_view key, size_t size) {
+    auto it = data_.find(key);
+    const size_t after = it == data_.end()
+                             ? total_bytes_ + EntryBytes(key.size(), size)
+                             : total_bytes_ - it->second.size() + size;
+    if (after <= options_.limits.max_total_bytes) return true;
+    return Violation(
+        c, absl::StrCat("max_total_bytes ", options_.limits.max_total_bytes,
+                        " of keys and values reached"));
+  }
+  size_t EntryBytes(size_t key, size_t value) const {
+    return key + value + StoreCore::kKeyOverhead;
+  }
+
+  const TcpStoreServerOptions options_;
+  tcpstore::ParseLimits parse_limits_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;
+  int epoll_fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  absl::Mutex shutdown_mu_;
+  std::atomic<bool> stop_{false};
+
+  absl::Mutex allowed_mu_;
+  std::set<std::string> allowed_ ABSL_GUARDED_BY(allowed_mu_);
+
+  // Loop thread only.
+  uint64_t next_conn_id_ = 2;
+  bool accept_paused_ = false;  // out of file descriptors
+  std::chrono::steady_clock::time_point last_refusal_log_;
+  int64_t refusals_unlogged_ = 0;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
+  absl::flat_hash_map<std::string, size_t> conns_per_ip_;
+  std::vector<uint64_t> dirty_;
+  absl::flat_hash_map<std::string, std::string> data_;
+  absl::flat_hash_map<std::string, std::deque<std::string>> queues_;
+  size_t total_bytes_ = 0;
+  uint64_t next_wait_id_ = 1;
+  absl::flat_hash_map<uint64_t, Wait> waits_;
+  absl::flat_hash_map<std::string, std::vector<uint64_t>> waiting_;
+  size_t waiter_bytes_ = 0;
+  tcpstore::Request request_;
+
+  std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
+  std::atomic<int64_t> protocol_errors_{0}, refused_{0};
+  std::atomic<int64_t> requests_[static_cast<size_t>(Op::kCount) + 1] = {};
+};
+
+absl::Status TcpStoreServer::Impl::Listen() {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET6, options_.host.c_str(), &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(static_cast<uint16_t>(options_.port));
+    len = sizeof(*a6);
+  } else if (inet_pton(AF_INET, options_.host.c_str(), &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(static_cast<uint16_t>(options_.port));
+    len = sizeof(*a4);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcpstore: listen address '", options_.host,
+                     "' is not a numeric IPv4 or IPv6 address"));
+  }
+  if (options_.port < 0 || options_.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcpstore: port ", options_.port, " is not in 0..65535"));
+  }
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0 && ss.ss_family == AF_INET6 && options_.host == "::") {
+    // A host without IPv6: every IPv4 address instead.
+    ss = {};
+    a4->sin_family = AF_INET;
+    a4->sin_addr.s_addr = htonl(INADDR_ANY);
+    a4->sin_port = htons(static_cast<uint16_t>(options_.port));
+    len = sizeof(*a4);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  }
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("tcpstore: socket: ", std::strerror(errno)));
+  }
+  listen_fd_ = fd;
+  const int yes = 1, no = 0;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  if (ss.ss_family == AF_INET6) {
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+      listen(fd, 4096) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("tcpstore: cannot listen on ", options_.host, ":",
+                     options_.port, ": ", std::strerror(errno)));
+  }
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
+  port_ = ntohs(bound.ss_family == AF_INET6
+                    ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                    : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (wake_fd_ < 0 || epoll_fd_ < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("tcpstore: epoll: ", std::strerror(errno)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerId;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.u64 = kWakeId;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  return absl::OkStatus();
+}
+
+void TcpStoreServer::Impl::Loop() {
+  epoll_event events[256];
+  while (!stop_.load()) {
+    const int n = epoll_wait(epoll_fd_, events, 256, 1000);
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == kListenerId) {
+        Accept();
+        continue;
+      }
+      if (id == kWakeId) continue;
+      auto it = conns_.find(id);
+      if (it == conns_.end()) continue;
+      Conn& c = *it->second;
+      if (events[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
+        OnWritable(c);
+        if (conns_.find(id) == conns_.end()) continue;
+      }
+      if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) OnReadable(c);
+    }
+    // Answers to other connections (wake-ups) go out once per batch.
+    std::vector<uint64_t> dirty;
+    dirty.swap(dirty_);
+    for (uint64_t id : dirty) {
+      auto it = conns_.find(id);
+      if (it == conns_.end()) continue;
+      it->second->dirty = false;
+      Flush(*it->second);
+    }
+  }
+  std::vector<uint64_t> ids;
+  for (const auto& [id, conn] : conns_) ids.push_back(id);
+  for (uint64_t id : ids) CloseConn(id, "", false);
+}
+
+void TcpStoreServer::Impl::Accept() {
+  for (int i = 0; i < 64; ++i) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        // The listener would stay readable and spin the loop: stop
+        // accepting until a connection closes.
+        DJ_LOG_WARNING(
+            "tcpstore: accept: {}; accepting again once a client leaves",
+            std::strerror(errno));
+        epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        accept_paused_ = true;
+      }
+      return;
+    }
+    std::string ip = NormalizeAddress(ss);
+    const uint16_t port =
+        ntohs(ss.ss_family == AF_INET6
+                  ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                  : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    std::string peer =
+        ss.ss_family == AF_INET6 && ip.find(':') != std::string::npos
+            ? absl::StrCat("[", ip, "]:", port)
+            : absl::StrCat(ip, ":", port);
+    std::string refusal;
+    {
+      absl::MutexLock lock(&allowed_mu_);
+      if (!allowed_.empty() && allowed_.count(ip) == 0) {
+        refusal = "not an allowed peer";
+      }
+    }
+    size_t& per_ip = conns_per_ip_[ip];
+    if (refusal.empty() && conns_.size() >= options_.max_connections) {
+      refusal = absl::StrCat("max_connections ", options_.max_connections,
+                             " reached");
+    }
+    if (refusal.empty() && per_ip >= options_.max_connections_per_peer) {
+      refusal = absl::StrCat("max_connections_per_peer ",
+                             options_.max_connections_per_peer, " reached");
+    }
+    if (!refusal.empty()) {
+      if (per_ip == 0) conns_per_ip_.erase(ip);
+      // One line a second at most: a peer that reconnects in a loop does
+      // not flood the log.
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
+        DJ_LOG_WARNING("tcpstore: refused {}: {}{}", peer, refusal,
+                       refusals_unlogged_ == 0
+                           ? std::string()
+                           : absl::StrCat(" (and ", refusals_unlogged_,
+                                          " more refusals unlogged)"));
+        last_refusal_log_ = now;
+        refusals_unlogged_ = 0;
+      } else {
+        ++refusals_unlogged_;
+      }
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      close(fd);
+      continue;
+    }
+    ++per_ip;
+    const int yes = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+    auto c = std::make_unique<Conn>();
+    c->id = next_conn_id_++;
+    c->fd = fd;
+    c->ip = std::move(ip);
+    c->peer = std::move(peer);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = c->id;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    conns_.emplace(c->id, std::move(c));
+    clients_.store(static_cast<int64_t>(conns_.size()),
+                   std::memory_order_relaxed);
+  }
+}
+
+void TcpStoreServer::Impl::OnReadable(Conn& c) {
+  const uint64_t id = c.id;
+  size_t got = 0;
+  while (got < kMaxReadPerEvent) {
+    if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
+    // Room for one more chunk; a large frame grows the buffer by doubling
+    // as it arrives (never past what max_frame_bytes lets the parser wait
+    // for), not at once from what its header claims.
+    const size_t want = c.in_len - c.in_off + kReadChunk;
+    if (c.in.size() - c.in_off < want) {
+      if (c.in_off > 0) {
+        std::memmove(&c.in[0], c.in.data() + c.in_off, c.in_len - c.in_off);
+        c.in_len -= c.in_off;
+        c.in_off = 0;
+      }
+      if (c.in.size() < want) c.in.resize(std::max(want, c.in.size() * 2));
+    }
+    const size_t space = c.in.size() - c.in_len;
+    const ssize_t n = read(c.fd, &c.in[c.in_len], space);
+    if (n == 0) {
+      // What was received before the close is still served (a client may
+      // send a request and close), then the connection goes.
+      if (!Serve(c)) return;
+      const bool partial = c.in_len > c.in_off;
+      CloseConn(id,
+                partial ? "closed by the peer in the middle of a request" : "",
+                partial);
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      CloseConn(id, absl::StrCat("read: ", std::strerror(errno)), false);
+      return;
+    }
+    c.in_len += static_cast<size_t>(n);
+    got += static_cast<size_t>(n);
+    if (c.in_len - c.in_off >= c.need && !Serve(c)) return;
+    // A short read drained the socket (epoll, level-triggered, reports
+    // more): no second read just to learn EAGAIN, a system call per
+    // request saved.
+    if (!c.reading || static_cast<size_t>(n) < space) break;
+  }
+  Flush(c);
+  // A shrunk connection keeps no large buffer it no longer needs.
+  if (c.in_off == c.in_len && c.in.size() > 4 * kReadChunk) {
+    std::string().swap(c.in);
+    c.in_off = c.in_len = 0;
+  }
+}
+
+bool TcpStoreServer::Impl::Serve(Conn& c) {
+  while (c.in_len - c.in_off >= c.need) {
+    if (c.out.size() - c.out_off > options_.max_pending_output_bytes) {
+      // The client does not read its answers: stop reading its requests
+      // until it does (OnWritable resumes).
+      c.reading = false;
+      UpdateEvents(c);
+      return true;
+    }
+    absl::string_view data(c.in.data() + c.in_off, c.in_len - c.in_off);
+    if (c.dialect == tcpstore::Dialect::kUnknown) {
+      c.dialect = tcpstore::DetectDialect(data);
+      if (c.dialect == tcpstore::Dialect::kUnknown) {
+        c.need = c.in_len - c.in_off + 1;
+        return true;
+      }
+    }
+    const tcpstore::ParseResult r =
+        tcpstore::Parse(c.dialect, data, parse_limits_, &request_);
+    if (r.kind == tcpstore::ParseResult::kNeedMore) {
+      c.need = r.bytes;
+      return true;
+    }
+    if (r.kind == tcpstore::ParseResult::kError) {
+      CloseConn(c.id, r.error, true);
+      return false;
+    }
+    c.need = 1;
+    requests_[static_cast<size_t>(request_.op)].fetch_add(
+        1, std::memory_order_relaxed);
+    if (!Execute(c, request_)) {
+      CloseConn(c.id, "", true);
+      return false;
+    }
+    c.in_off += r.bytes;
+  }
+  return true;
+}
+
+bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
+  const StoreLimits& limits = options_.limits;
+  switch (r.op) {
+    case Op::kValidate:
+      if (r.word != tcpstore::kValidateMagic) {
+        return Violation(c, "validate: wrong magic number");
+      }
+      return true;
+    case Op::kPing:
+      tcpstore::AppendU32(&c.out, r.word);
+      return true;
+    case Op::kSet:
+      if (!Room(c, r.keys[0], r.values[0].size())) return false;
+      Put(r.keys[0], std::string(r.values[0]));
+      return true;
+    case Op::kMultiSet:
+      for (size_t i = 0; i < r.keys.size(); ++i) {
+        if (!Room(c, r.keys[i], r.values[i].size())) return false;
+        Put(r.keys[i], std::string(r.values[i]));
+      }
+      return true;
+    case Op::kCompareSet: {
+      auto it = data_.find(r.keys[0]);
+      const absl::string_view expected = r.values[0], desired = r.values[1];
+      if (it == data_.end()) {
+        if (expected.empty()) {
+          if (!Room(c, r.keys[0], desired.size())) return false;
+          Put(r.keys[0], std::string(desired));
+          tcpstore::AppendBytes(&c.out, desired);
+        } else {
+          // As TCPStore: the expected value comes back although the key
+          // does not exist, which the caller reads as a failed swap.
+          tcpstore::AppendBytes(&c.out, expected);
+        }
+      } else {
+        if (it->second == expected) {
+          if (!Room(c, r.keys[0], desired.size())) return false;
+          Put(r.keys[0], std::string(desired));
+        }
+        tcpstore::AppendBytes(&c.out, data_.find(r.keys[0])->second);
+      }
+      return true;
+    }
+    case Op::kGet: {
+      auto it = data_.find(r.keys[0]);
+      if (it == data_.end()) {
+        // TCPStore's get throws here and drops the connection; its
+        // clients always wait for the key first, so the key was deleted
+        // in between.
+        return Violation(c, "get of a key that does not exist");
+      }
+      tcpstore::AppendBytes(&c.out, it->second);
+      return true;
+    }
+    case Op::kMultiGet: {
+      for (absl::string_view k : r.keys) {
+        if (data_.find(k) == data_.end()) {
+          return Violation(c, "multi_get of a key that does not exist");
+        }
+      }
+      for (absl::string_view k : r.keys) {
+        tcpstore::AppendBytes(&c.out, data_.find(k)->second);
+      }
+      return true;
+    }
+    case Op::kAdd: {
+      int64_t value = r.number;
+      auto it = data_.find(r.keys[0]);
+      if (it != data_.end()) {
+        int64_t old;
+        if (!tcpstore::ParseStoredInt(it->second, &old)) {
+          return Violation(c, "add to a value that is not a decimal number");
+        }
+        if (__builtin_add_overflow(old, r.number, &value)) {
+          return Violation(c, "add overflows int64");
+        }
+      }
+      std::string text = std::to_string(value);
+      if (!Room(c, r.keys[0], text.size())) return false;
+      Put(r.keys[0], std::move(text));
+      tcpstore::AppendI64(&c.out, value);
+      return true;
+    }
+    case Op::kAppend: {
+      auto it = data_.find(r.keys[0]);
+      if (it == data_.end()) {
+        if (!Room(c, r.keys[0], r.values[0].size())) return false;
+        Put(r.keys[0], std::string(r.values[0]));
+      } else {
+        std::string v;
+        v.reserve(it->second.size() + r.values[0].size());
+        v.append(it->second).append(r.values[0].data(), r.values[0].size());
+        if (v.size() > limits.max_value_bytes) {
+          return Violation(c, absl::StrCat("append makes a value over "
+                                           "max_value_bytes ",
+                                           limits.max_value_bytes));
+        }
+        if (!Room(c, r.keys[0], v.size())) return false;
+        Put(r.keys[0], std::move(v));
+      }
+      return true;
+    }
+    case Op::kCheck: {
+      bool all = true;
+      for (absl::string_view k : r.keys) all = all && Exists(k);
+      tcpstore::AppendU8(&c.out, all ? tcpstore::kReady : tcpstore::kNotReady);
+      return true;
+    }
+    case Op::kWait: {
+      Wait w;
+      w.conn = c.id;
+      for (absl::string_view k : r.keys) {
+        if (!Exists(k)) w.keys.emplace_back(k);
+      }
+      if (w.keys.empty()) {
+        tcpstore::AppendU8(&c.out, tcpstore::kStopWaiting);
+        return true;
+      }
+      if (waits_.size() >= limits.max_waiters) {
+        return Violation(c, absl::StrCat("max_waiters ", limits.max_waiters,
+                                         " parked waits in all"));
+      }
+      if (c.waits.size() >= limits.max_waiters_per_peer) {
+        return Violation(c, absl::StrCat("max_waiters_per_peer ",
+                                         limits.max_waiters_per_peer,
+                                         " parked waits on one connection"));
+      }
+      w.bytes = StoreCore::kWaiterOverhead;
+      for (const std::string& k : w.keys) w.bytes += 2 * k.size();
+      if (waiter_bytes_ + w.bytes > limits.max_waiter_bytes) {
+        return Violation(
+            c, absl::StrCat("max_waiter_bytes ", limits.max_waiter_bytes));
+      }
+      w.missing = w.keys.size();
+      const uint64_t wid = next_wait_id_++;
+      for (const std::string& k : w.keys) waiting_[k].push_back(wid);
+      waiter_bytes_ += w.bytes;
+      c.waits.push_back(wid);
+      waits_.emplace(wid, std::move(w));
+      parked_.store(static_cast<int64_t>(waits_.size()),
+                    std::memory_order_relaxed);
+      return true;
+    }
+    case Op::kCancelWait: {
+      std::vector<uint64_t> ids;
+      ids.swap(c.waits);
+      for (uint64_t wid : ids) DropWait(wid);
+      tcpstore::AppendU8(&c.out, tcpstore::kWaitCanceled);
+      return true;
+    }
+    case Op::kNumKeys:
+      tcpstore::AppendI64(&c.out, static_cast<int64_t>(data_.size()));
+      return true;
+    case Op::kDeleteKey: {
+      const bool existed = data_.find(r.keys[0]) != data_.end();
+      if (existed) Erase(r.keys[0]);
+      tcpstore::AppendI64(&c.out, existed ? 1 : 0);
+      return true;
+    }
+    case Op::kQueuePush: {
+      const size_t add = EntryBytes(r.keys[0].size(), r.values[0].size());
+      if (total_bytes_ + add > limits.max_total_bytes) {
+        return Violation(
+            c, absl::StrCat("max_total_bytes ", limits.max_total_bytes));
+      }
+      total_bytes_ += add;
+      bytes_.store(static_cast<int64_t>(total_bytes_),
+                   std::memory_order_relaxed);
+      auto it = queues_.find(r.keys[0]);
+      if (it == queues_.end()) {
+        it = queues_.emplace(std::string(r.keys[0]), std::deque<std::string>())
+                 .first;
+      }
+      it->second.emplace_back(r.values[0]);
+      Wake(r.keys[0], /*one=*/true);
+      return true;
+    }
+    case Op::kQueuePop: {
+      auto it = queues_.find(r.keys[0]);
+      const size_t size = it == queues_.end() ? 0 : it->second.size();
+      tcpstore::AppendI64(&c.out, static_cast<int64_t>(size));
+      if (size > 0) {
+        tcpstore::AppendBytes(&c.out, it->second.front());
+        total_bytes_ -= EntryBytes(r.keys[0].size(), it->second.front().size());
+        bytes_.store(static_cast<int64_t>(total_bytes_),
+                     std::memory_order_relaxed);
+        it->second.pop_front();
+        if (it->second.empty()) queues_.erase(it);
+      }
+      return true;
+    }
+    case Op::kQueueLen: {
+      auto it = queues_.find(r.keys[0]);
+      tcpstore::AppendI64(
+          &c.out,
+          it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
+      return true;
+    }
+    case Op::kListKeys:
+      tcpstore::AppendI64(&c.out, static_cast<int64_t>(data_.size()));
+      for (const auto& [k, v] : data_) tcpstore::AppendBytes(&c.out, k);
+      return true;
+    case Op::kWatchKey:
+    case Op::kBarrier:
+    case Op::kCount:
+      break;
+  }
+  return Violation(c, absl::StrCat(tcpstore::OpName(r.op),
+                                   " is not supported by this server"));
+}
+
+bool TcpStoreServer::Impl::Exists(absl::string_view key) const {
+  if (data_.find(key) != data_.end()) return true;
+  auto q = queues_.find(key);
+  return q != queues_.end() && !q->second.empty();
+}
+
+void TcpStoreServer::Impl::Put(absl::string_view key, std::string value) {
+  auto it = data_.find(key);
+  if (it == data_.end()) {
+    total_bytes_ += EntryBytes(key.size(), value.size());
+    data_.emplace(std::string(key), std::move(value));
+    keys_.store(static_cast<int64_t>(data_.size()), std::memory_order_relaxed);
+  } else {
+    total_bytes_ += value.size();
+    total_bytes_ -= it->second.size();
+    it->second = std::move(value);
+  }
+  bytes_.store(static_cast<int64_t>(total_bytes_), std::memory_order_relaxed);
+  Wake(key);
+}
+
+void TcpStoreServer::Impl::Erase(absl::string_view key) {
+  auto it = data_.find(key);
+  total_bytes_ -= EntryBytes(it->first.size(), it->second.size());
+  data_.erase(it);
+  keys_.store(static_cast<int64_t>(data_.size()), std::memory_order_relaxed);
+  bytes_.store(static_cast<int64_t>(total_bytes_), std::memory_order_relaxed);
+}
+
+void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
+  auto it = waiting_.find(key);
+  if (it == waiting_.end()) return;
+  std::vector<uint64_t> ids;
+  if (one) {
+    // A queue item: only the first wait it completes is answered; the
+    // others stay parked on the key.
+    for (size_t i = 0; i < it->second.size(); ++i) {
+      auto w = waits_.find(it->second[i]);
+      if (w != waits_.end() && w->second.missing == 1) {
+        ids.push_back(it->second[i]);
+        it->second.erase(it->second.begin() + static_cast<ptrdiff_t>(i));
+        break;
+      }
+    }
+    if (it->second.empty()) waiting_.erase(it);
+  } else {
+    ids.swap(it->second);
+    waiting_.erase(it);
+  }
+  for (uint64_t wid : ids) {
+    auto w = waits_.find(wid);
+    if (w == waits_.end() || --w->second.missing > 0) continue;
+    const uint64_t conn_id = w->second.conn;
+    DropWait(wid);
+    auto c = conns_.find(conn_id);
+    if (c == conns_.end()) continue;
+    Conn& conn = *c->second;
+    conn.waits.erase(std::find(conn.waits.begin(), conn.waits.end(), wid));
+    tcpstore::AppendU8(&conn.out, tcpstore::kStopWaiting);
+    MarkDirty(conn);
+  }
+}
+
+void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
+  auto w = waits_.find(wait_id);
+  if (w == waits_.end()) return;
+  for (const std::string& k : w->second.keys) {
+    auto it = waiting_.find(k);
+    if (it == waiting_.end()) continue;
+    auto pos = std::find(it->second.begin(), it->second.end(), wait_id);
+    if (pos != it->second.end()) it->second.erase(pos);
+    if (it->second.empty()) waiting_.erase(it);
+  }
+  waiter_bytes_ -= w->second.bytes;
+  waits_.erase(w);
+  parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
+}
+
+void TcpStoreServer::Impl::Flush(Conn& c) {
+  while (c.out_off < c.out.size()) {
+    const ssize_t n = send(c.fd, c.out.data() + c.out_off,
+                           c.out.size() - c.out_off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      // The read side sees the error too and closes the connection.
+      c.out.clear();
+      c.out_off = 0;
+      break;
+    }
+    c.out_off += static_cast<size_t>(n);
+  }
+  if (c.out_off == c.out.size()) {
+    c.out.clear();
+    c.out_off = 0;
+    if (c.out.capacity() > 4 * kReadChunk) std::string().swap(c.out);
+  } else if (c.out_off > c.out.size() / 2) {
+    c.out.erase(0, c.out_off);
+    c.out_off = 0;
+  }
+  UpdateEvents(c);
+}
+
+void TcpStoreServer::Impl::OnWritable(Conn& c) {
+  Flush(c);
+  if (!c.reading &&
+      c.out.size() - c.out_off <= options_.max_pending_output_bytes / 2) {
+    c.reading = true;
+    UpdateEvents(c);
+    // Requests that arrived meanwhile are buffered already.
+    if (!Serve(c)) return;
+    Flush(c);
+  }
+}
+
+void TcpStoreServer::Impl::UpdateEvents(Conn& c) {
+  // A paused connection waits for writability even with nothing left to
+  // send: OnWritable resumes its reading then.
+  const uint32_t events = (c.reading ? EPOLLIN : EPOLLOUT) |
+                          (c.out_off < c.out.size() ? EPOLLOUT : 0u);
+  // Most answers go out at once: no system call then.
+  if (events == c.events) return;
+  c.events = events;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = c.id;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+void TcpStoreServer::Impl::CloseConn(uint64_t id, const std::string& reason,
+                                     bool error) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  if (!reason.empty()) {
+    DJ_LOG_WARNING("tcpstore: closing {}: {}", c.peer, reason);
+  }
+  if (error && !reason.empty()) {
+    protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (uint64_t wid : c.waits) DropWait(wid);
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
+  close(c.fd);
+  auto per_ip = conns_per_ip_.find(c.ip);
+  if (per_ip != conns_per_ip_.end() && --per_ip->second == 0) {
+    conns_per_ip_.erase(per_ip);
+  }
+  conns_.erase(it);
+  if (accept_paused_) {
+    accept_paused_ = false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kListenerId;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  }
+  clients_.store(static_cast<int64_t>(conns_.size()),
+                 std::memory_order_relaxed);
+}
+
+TcpStoreServer::TcpStoreServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+TcpStoreServer::~TcpStoreServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
+    const TcpStoreServerOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  absl::Status s = impl->Listen();
+  if (!s.ok()) return s;
+  impl->StartLoop();
+  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(impl)));
+}
+
+int TcpStoreServer::port() const { return impl_->port(); }
+void TcpStoreServer::Shutdown() { impl_->Shutdown(); }
+TcpStoreStats TcpStoreServer::Stats() { return impl_->Stats(); }
+void TcpStoreServer::SetAllowedPeers(std::vector<std::string> ips) {
+  impl_->SetAllowedPeers(std::move(ips));
+}
+
+}  // namespace distjob

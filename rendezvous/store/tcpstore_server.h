@@ -1,0 +1,89 @@
+// A server of PyTorch's TCPStore wire protocol (torch.distributed.TCPStore
+// clients, is_master=False, of 1.13 and of 2.x), so the agent can host the
+// workers' store the way torchrun 2.x does (TORCHELASTIC_USE_AGENT_STORE).
+// One thread serves every connection from an epoll loop: a blocking wait
+// or get parks the connection's request and is answered by the write that
+// completes it, so thousands of clients cost a socket and a few buffers
+// each. The keys live in this server only: workers never see the
+// rendezvous store's keys. Frames are parsed by tcpstore_protocol.h.
+#ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SERVER_H_
+#define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SERVER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rendezvous/store/store_core.h"
+
+namespace distjob {
+
+struct TcpStoreServerOptions {
+  // A numeric address to listen on ("::" listens on IPv4 too; a host
+  // without IPv6 falls back to "0.0.0.0"), and the port (0: any free one,
+  // read back with port()).
+  std::string host = "::";
+  int port = 0;
+  // Used: max_key_bytes, max_value_bytes, max_keys_per_request,
+  // max_total_bytes (keys and values with StoreCore::kKeyOverhead each),
+  // max_waiters (parked waits and gets in all) and max_waiters_per_peer
+  // (per connection here: a TCPStore client waits for one thing at a time).
+  StoreLimits limits;
+  // Open connections in all, and from one peer address (a 1.13 client
+  // opens two).
+  size_t max_connections = 65536;
+  size_t max_connections_per_peer = 4096;
+  // One request frame (a multi_set with all its keys and values).
+  size_t max_frame_bytes = size_t{64} << 20;
+  // Answers queued for a client that does not read them; past this the
+  // server stops reading that client's requests until it drains.
+  size_t max_pending_output_bytes = size_t{16} << 20;
+};
+
+struct TcpStoreStats {
+  int64_t keys = 0;
+  int64_t bytes = 0;  // counted as against max_total_bytes
+  int64_t clients = 0;
+  int64_t parked_waits = 0;
+  // Requests served by operation name ("set", "get", "wait", ...).
+  std::map<std::string, int64_t> requests;
+  // Connections closed for a malformed, unknown or over-limit request.
+  int64_t protocol_errors = 0;
+  // Connections refused at accept (SetAllowedPeers, connection limits).
+  int64_t refused_connections = 0;
+};
+
+class TcpStoreServer {
+ public:
+  // Listening when it returns. Unavailable naming host:port when the port
+  // is taken; InvalidArgument for a host that is not a numeric address.
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
+      const TcpStoreServerOptions& options);
+  ~TcpStoreServer();  // Shutdown()
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  int port() const;
+  // Idempotent; ends within a second and closes every client.
+  void Shutdown();
+  TcpStoreStats Stats();
+  // Restricts which client addresses may connect (empty: anyone); the
+  // addresses are numeric IPv4 or IPv6 (an IPv4-mapped IPv6 peer matches
+  // its IPv4 form). Loopback is not implied: list "127.0.0.1" and "::1" to
+  // admit it. Connections already open stay. Thread-safe; the agent admits
+  // only the round's members when the job has a rendezvous token, since a
+  // TCPStore client cannot present one.
+  void SetAllowedPeers(std::vector<std::string> ips);
+
+  class Impl;
+
+ private:
+  explicit TcpStoreServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SERVER_H_

@@ -1,0 +1,89 @@
+// A TCPStore-protocol server on its own, for the integration test
+// (tests/integration/test_tcpstore_server.py): prints "port N" once it
+// listens; each "stats" line on stdin is answered with one line of stats;
+// serves until SIGTERM or the end of stdin.
+//
+//   tcpstore_server_main [--host H] [--port N] [--max-value-bytes N]
+//       [--max-frame-bytes N] [--max-waiters-per-peer N]
+//       [--max-connections-per-peer N] [--allow IP]...
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/logging.h"
+#include "rendezvous/store/tcpstore_server.h"
+
+int main(int argc, char** argv) {
+  distjob::InitLogging(distjob::LogLevel::kInfo);
+  distjob::TcpStoreServerOptions options;
+  std::vector<std::string> allowed;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    const size_t n = std::strtoull(value.c_str(), nullptr, 10);
+    if (flag == "--host") {
+      options.host = value;
+    } else if (flag == "--port") {
+      options.port = static_cast<int>(n);
+    } else if (flag == "--max-value-bytes") {
+      options.limits.max_value_bytes = n;
+    } else if (flag == "--max-frame-bytes") {
+      options.max_frame_bytes = n;
+    } else if (flag == "--max-waiters-per-peer") {
+      options.limits.max_waiters_per_peer = n;
+    } else if (flag == "--max-connections-per-peer") {
+      options.max_connections_per_peer = n;
+    } else if (flag == "--allow") {
+      allowed.push_back(value);
+    } else {
+      std::fprintf(stderr, "tcpstore_server_main: unknown flag %s\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  auto server = distjob::TcpStoreServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  if (!allowed.empty()) (*server)->SetAllowedPeers(allowed);
+  std::printf("port %d\n", (*server)->port());
+  std::fflush(stdout);
+  std::thread input([&server] {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      if (line != "stats") continue;
+      const distjob::TcpStoreStats s = (*server)->Stats();
+      std::string ops;
+      for (const auto& [op, n] : s.requests) {
+        ops += (ops.empty() ? "" : ", ") + ("\"" + op + "\": ") +
+               std::to_string(n);
+      }
+      std::printf(
+          "{\"keys\": %lld, \"bytes\": %lld, \"clients\": %lld, "
+          "\"parked_waits\": %lld, \"protocol_errors\": %lld, "
+          "\"refused_connections\": %lld, \"requests\": {%s}}\n",
+          static_cast<long long>(s.keys), static_cast<long long>(s.bytes),
+          static_cast<long long>(s.clients),
+          static_cast<long long>(s.parked_waits),
+          static_cast<long long>(s.protocol_errors),
+          static_cast<long long>(s.refused_connections), ops.c_str());
+      std::fflush(stdout);
+    }
+    kill(getpid(), SIGTERM);
+  });
+  input.detach();
+  int sig = 0;
+  sigwait(&stop, &sig);
+  (*server)->Shutdown();
+  std::_Exit(0);
+}

@@ -1,0 +1,404 @@
+#include "rendezvous/store/tcpstore_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "rendezvous/store/tcpstore_protocol.h"
+
+namespace distjob {
+namespace {
+
+std::string U64(uint64_t v) {
+  return std::string(reinterpret_cast<char*>(&v), 8);
+}
+std::string U32(uint32_t v) {
+  return std::string(reinterpret_cast<char*>(&v), 4);
+}
+std::string Str(const std::string& s) { return U64(s.size()) + s; }
+std::string Op(uint8_t op) { return std::string(1, static_cast<char>(op)); }
+std::string Keys(std::initializer_list<std::string> keys) {
+  std::string out = U64(keys.size());
+  for (const auto& k : keys) out += Str(k);
+  return out;
+}
+
+// 2.x numbering (tcpstore_protocol.h).
+enum : uint8_t {
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kNumKeys,
+  kDeleteKey,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+  kQueuePush,
+  kQueuePop,
+  kQueueLen,
+  kListKeys,
+};
+
+// A raw client: what a TCPStore client sends, byte for byte.
+class Client {
+ public:
+  explicit Client(int port, bool validate = true) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    if (validate) Send(Op(kValidate) + U32(tcpstore::kValidateMagic));
+  }
+  ~Client() { Close(); }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  void Send(const std::string& bytes) {
+    ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  // Exactly n bytes, or what came before the deadline or the close.
+  std::string Recv(size_t n, absl::Duration timeout = absl::Seconds(10)) {
+    std::string out;
+    const absl::Time deadline = absl::Now() + timeout;
+    while (out.size() < n) {
+      pollfd p{fd_, POLLIN, 0};
+      const int ms =
+          static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+      if (ms <= 0 || poll(&p, 1, ms) <= 0) break;
+      char buf[4096];
+      const ssize_t got = read(fd_, buf, std::min(sizeof(buf), n - out.size()));
+      if (got <= 0) break;
+      out.append(buf, static_cast<size_t>(got));
+    }
+    return out;
+  }
+  // Whether the server closed the connection within 10 s.
+  bool Closed() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[256];
+      const ssize_t got = read(fd_, buf, sizeof(buf));
+      if (got <= 0) return true;
+    }
+    return false;
+  }
+  std::string Bytes() {
+    const std::string n = Recv(8);
+    if (n.size() != 8) return "<none>";
+    uint64_t len;
+    std::memcpy(&len, n.data(), 8);
+    return Recv(len);
+  }
+  int64_t Int() {
+    const std::string n = Recv(8);
+    int64_t v = -999;
+    if (n.size() == 8) std::memcpy(&v, n.data(), 8);
+    return v;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+bool WaitFor(const std::function<bool()>& cond) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return cond();
+}
+
+std::unique_ptr<TcpStoreServer> StartServer(TcpStoreServerOptions o = {}) {
+  o.host = "127.0.0.1";
+  auto s = TcpStoreServer::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return std::move(*s);
+}
+
+TEST(TcpStoreServerTest, ServesEveryOperationOfA2xClient) {
+  auto server = StartServer();
+  Client c(server->port());
+  c.Send(Op(kPing) + U32(1234));
+  EXPECT_EQ(c.Recv(4), U32(1234));
+  c.Send(Op(kSet) + Str("/a") + Str("1"));
+  c.Send(Op(kGet) + Str("/a"));
+  EXPECT_EQ(c.Bytes(), "1");
+  c.Send(Op(kAdd) + Str("/a") + U64(41));
+  EXPECT_EQ(c.Int(), 42);
+  c.Send(Op(kAdd) + Str("/n") + U64(static_cast<uint64_t>(-2)));
+  EXPECT_EQ(c.Int(), -2);
+  // compare_set: swaps on a match, answers the current value otherwise,
+  // and the expected value for a missing key ("lying", as TCPStore).
+  c.Send(Op(kCompareSet) + Str("/a") + Str("42") + Str("x"));
+  EXPECT_EQ(c.Bytes(), "x");
+  c.Send(Op(kCompareSet) + Str("/a") + Str("nope") + Str("y"));
+  EXPECT_EQ(c.Bytes(), "x");
+  c.Send(Op(kCompareSet) + Str("/missing") + Str("e") + Str("d"));
+  EXPECT_EQ(c.Bytes(), "e");
+  c.Send(Op(kCompareSet) + Str("/new") + Str("") + Str("d"));
+  EXPECT_EQ(c.Bytes(), "d");
+  c.Send(Op(kCheck) + Keys({"/a", "/new"}));
+  EXPECT_EQ(c.Recv(1), Op(tcpstore::kReady));
+  c.Send(Op(kCheck) + Keys({"/a", "/missing"}));
+  EXPECT_EQ(c.Recv(1), Op(tcpstore::kNotReady));
+  c.Send(Op(kMultiSet) + U64(2) + Str("/m1") + Str("v1") + Str("/m2") +
+         Str("v2"));
+  c.Send(Op(kMultiGet) + Keys({"/m2", "/m1"}));
+  EXPECT_EQ(c.Bytes(), "v2");
+  EXPECT_EQ(c.Bytes(), "v1");
+  c.Send(Op(kAppend) + Str("/ap") + Str("ab"));
+  c.Send(Op(kAppend) + Str("/ap") + Str("cd"));
+  c.Send(Op(kGet) + Str("/ap"));
+  EXPECT_EQ(c.Bytes(), "abcd");
+  c.Send(Op(kNumKeys));
+  EXPECT_EQ(c.Int(), 6);  // a n new m1 m2 ap
+  c.Send(Op(kDeleteKey) + Str("/ap"));
+  EXPECT_EQ(c.Int(), 1);
+  c.Send(Op(kDeleteKey) + Str("/ap"));
+  EXPECT_EQ(c.Int(), 0);
+  c.Send(Op(kQueuePush) + Str("/q") + Str("i1"));
+  c.Send(Op(kQueuePush) + Str("/q") + Str("i2"));
+  c.Send(Op(kQueueLen) + Str("/q"));
+  EXPECT_EQ(c.Int(), 2);
+  c.Send(Op(kQueuePop) + Str("/q"));
+  EXPECT_EQ(c.Int(), 2);
+  EXPECT_EQ(c.Bytes(), "i1");
+  c.Send(Op(kQueuePop) + Str("/q"));
+  EXPECT_EQ(c.Int(), 1);
+  EXPECT_EQ(c.Bytes(), "i2");
+  c.Send(Op(kQueuePop) + Str("/q"));
+  EXPECT_EQ(c.Int(), 0);
+  c.Send(Op(kListKeys));
+  EXPECT_EQ(c.Int(), 5);
+  for (int i = 0; i < 5; ++i) EXPECT_NE(c.Bytes(), "<none>");
+  const TcpStoreStats stats = server->Stats();
+  EXPECT_EQ(stats.keys, 5);
+  EXPECT_GT(stats.bytes, 5 * static_cast<int64_t>(StoreCore::kKeyOverhead));
+  EXPECT_EQ(stats.clients, 1);
+  EXPECT_EQ(stats.requests.at("compare_set"), 4);
+  EXPECT_EQ(stats.requests.at("validate"), 1);
+  EXPECT_EQ(stats.protocol_errors, 0);
+}
+
+TEST(TcpStoreServerTest, Serves113Numbering) {
+  auto server = StartServer();
+  Client c(server->port(), /*validate=*/false);
+  c.Send(Op(0) + Str("/k") + Str("v"));  // SET
+  c.Send(Op(2) + Str("/k"));             // GET
+  EXPECT_EQ(c.Bytes(), "v");
+  c.Send(Op(6));  // GETNUMKEYS
+  EXPECT_EQ(c.Int(), 1);
+  c.Send(Op(8) + Str("/k"));  // DELETE_KEY
+  EXPECT_EQ(c.Int(), 1);
+}
+
+TEST(TcpStoreServerTest, WaitAnswersOnceEveryKeyExistsAndCancelWaitEndsIt) {
+  auto server = StartServer();
+  Client waiter(server->port()), writer(server->port());
+  waiter.Send(Op(kWait) + Keys({"/a", "/b"}));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
+  writer.Send(Op(kSet) + Str("/a") + Str("1"));
+  // The ping's answer comes first: the wait still misses /b.
+  waiter.Send(Op(kPing) + U32(7));
+  EXPECT_EQ(waiter.Recv(4), U32(7));
+  writer.Send(Op(kAdd) + Str("/b") + U64(1));
+  EXPECT_EQ(writer.Int(), 1);
+  EXPECT_EQ(waiter.Recv(1), Op(tcpstore::kStopWaiting));
+  EXPECT_EQ(server->Stats().parked_waits, 0);
+  // A wait on keys that exist is answered at once.
+  waiter.Send(Op(kWait) + Keys({"/a"}));
+  EXPECT_EQ(waiter.Recv(1), Op(tcpstore::kStopWaiting));
+  // The client's timeout: CANCEL_WAIT ends the wait.
+  waiter.Send(Op(kWait) + Keys({"/never"}));
+  waiter.Send(Op(kCancelWait));
+  EXPECT_EQ(waiter.Recv(1), Op(tcpstore::kWaitCanceled));
+  EXPECT_EQ(server->Stats().parked_waits, 0);
+  writer.Send(Op(kSet) + Str("/never") + Str("x"));
+  writer.Send(Op(kPing) + U32(1));
+  EXPECT_EQ(writer.Recv(4), U32(1));
+  // Nothing more for the waiter: its next answer is its ping's.
+  waiter.Send(Op(kPing) + U32(9));
+  EXPECT_EQ(waiter.Recv(4), U32(9));
+}
+
+TEST(TcpStoreServerTest, OneSetAnswersEveryClientWaitingOnTheKey) {
+  auto server = StartServer();
+  std::vector<std::unique_ptr<Client>> waiters;
+  for (int i = 0; i < 200; ++i) {
+    waiters.push_back(std::make_unique<Client>(server->port()));
+    waiters.back()->Send(Op(kWait) + Keys({"/go", "/ready"}));
+  }
+  Client writer(server->port());
+  writer.Send(Op(kSet) + Str("/ready") + Str("1"));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 200; }));
+  writer.Send(Op(kSet) + Str("/go") + Str("1"));
+  for (auto& w : waiters) EXPECT_EQ(w->Recv(1), Op(tcpstore::kStopWaiting));
+  EXPECT_EQ(server->Stats().parked_waits, 0);
+}
+
+TEST(TcpStoreServerTest, ADisconnectedClientsParkedWaitIsFreed) {
+  auto server = StartServer();
+  {
+    Client c(server->port());
+    c.Send(Op(kWait) + Keys({"/x"}));
+    ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    const TcpStoreStats s = server->Stats();
+    return s.parked_waits == 0 && s.clients == 0;
+  }));
+  Client c(server->port());
+  c.Send(Op(kSet) + Str("/x") + Str("1"));
+  c.Send(Op(kPing) + U32(3));
+  EXPECT_EQ(c.Recv(4), U32(3));
+}
+
+TEST(TcpStoreServerTest, BadFramesCloseTheConnectionAndTheServerServesOn) {
+  TcpStoreServerOptions o;
+  o.limits.max_key_bytes = 64;
+  o.limits.max_value_bytes = 1024;
+  o.limits.max_total_bytes = 4096;
+  o.limits.max_waiters_per_peer = 1;
+  auto server = StartServer(o);
+  int64_t errors = 0;
+  auto expect_closed = [&](const std::string& frame, bool validate = true) {
+    Client c(server->port(), validate);
+    c.Send(frame);
+    EXPECT_TRUE(c.Closed()) << frame.size();
+    EXPECT_EQ(server->Stats().protocol_errors, ++errors);
+  };
+  expect_closed(Op(99));                            // unknown type
+  expect_closed(Op(kValidate) + U32(1));            // wrong magic
+  expect_closed(Op(kGet) + U64(65));                // key too long
+  expect_closed(Op(kSet) + Str("/k") + U64(1025));  // value too long
+  expect_closed(Op(kWait) + U64(100000));           // too many keys
+  expect_closed(Op(kGet) + Str("/missing"));
+  expect_closed(Op(kSet) + Str("/k") + Str("abc") + Op(kAdd) + Str("/k") +
+                U64(1));  // add to a non-number
+  expect_closed(Op(kWait) + Keys({"/w1"}) + Op(kWait) + Keys({"/w2"}));
+  std::string fill;
+  for (int i = 0; i < 8; ++i) {
+    fill +=
+        Op(kSet) + Str("/f" + std::to_string(i)) + Str(std::string(900, 'x'));
+  }
+  expect_closed(fill);  // max_total_bytes
+  {
+    // Truncated: the peer closes in the middle of a frame.
+    Client c(server->port());
+    c.Send(Op(kSet) + Str("/k") + U64(10) + "abc");
+    shutdown(-1, SHUT_WR);
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    return server->Stats().protocol_errors == errors + 1 &&
+           server->Stats().clients == 0;
+  }));
+  Client c(server->port());
+  c.Send(Op(kSet) + Str("/ok") + Str("1"));
+  c.Send(Op(kGet) + Str("/ok"));
+  EXPECT_EQ(c.Bytes(), "1");
+}
+
+TEST(TcpStoreServerTest, ReadingPausesPastThePendingOutputBoundAndResumes) {
+  TcpStoreServerOptions o;
+  o.max_pending_output_bytes = 64 * 1024;
+  auto server = StartServer(o);
+  Client c(server->port());
+  c.Send(Op(kSet) + Str("/big") + Str(std::string(60000, 'b')));
+  // 200 gets of 60 kB that the client does not read yet.
+  std::string gets;
+  for (int i = 0; i < 200; ++i) gets += Op(kGet) + Str("/big");
+  std::thread sender([&] { c.Send(gets); });
+  ASSERT_TRUE(WaitFor([&] {
+    const auto s = server->Stats();
+    return s.requests.count("get") && s.requests.at("get") >= 1;
+  }));
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(c.Bytes().size(), 60000u) << i;
+  sender.join();
+}
+
+TEST(TcpStoreServerTest, AllowedPeersAreCheckedAtAccept) {
+  auto server = StartServer();
+  server->SetAllowedPeers({"10.1.2.3", "::1"});
+  {
+    Client c(server->port());
+    EXPECT_TRUE(c.Closed());
+  }
+  EXPECT_EQ(server->Stats().refused_connections, 1);
+  server->SetAllowedPeers({"10.1.2.3", "127.0.0.1"});
+  Client c(server->port());
+  c.Send(Op(kPing) + U32(5));
+  EXPECT_EQ(c.Recv(4), U32(5));
+  server->SetAllowedPeers({});
+  Client d(server->port());
+  d.Send(Op(kPing) + U32(6));
+  EXPECT_EQ(d.Recv(4), U32(6));
+}
+
+TEST(TcpStoreServerTest, ConnectionsPerPeerAreBounded) {
+  TcpStoreServerOptions o;
+  o.max_connections_per_peer = 2;
+  auto server = StartServer(o);
+  Client a(server->port()), b(server->port());
+  Client c(server->port());
+  EXPECT_TRUE(c.Closed());
+  EXPECT_EQ(server->Stats().refused_connections, 1);
+  a.Send(Op(kPing) + U32(1));
+  EXPECT_EQ(a.Recv(4), U32(1));
+}
+
+TEST(TcpStoreServerTest, ATakenPortIsUnavailableNamingIt) {
+  auto server = StartServer();
+  TcpStoreServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = server->port();
+  auto again = TcpStoreServer::Start(o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(again.status().message().find("127.0.0.1:" +
+                                          std::to_string(server->port())),
+            std::string::npos)
+      << again.status();
+  o.host = "not-an-address";
+  EXPECT_EQ(TcpStoreServer::Start(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TcpStoreServerTest, ShutdownClosesEveryClientAtOnce) {
+  auto server = StartServer();
+  Client c(server->port());
+  c.Send(Op(kWait) + Keys({"/x"}));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
+  const absl::Time start = absl::Now();
+  server->Shutdown();
+  server->Shutdown();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_TRUE(c.Closed());
+}
+
+}  // namespace
+}  // namespace distjob

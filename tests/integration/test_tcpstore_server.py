@@ -1,0 +1,222 @@
+"""The TCPStore-protocol server (rendezvous/store/tcpstore_server.h) against
+Debian's PyTorch 1.13: every TCPStore method callable from Python gives the
+same answers from our server as from a real TCPStore server (is_master=True,
+in a subprocess) in the same test, blocking waits included; truncated,
+oversized and garbage frames from a raw socket close that connection with a
+logged reason while the server serves on; a client that goes away with a
+parked wait frees it.
+
+Runs //rendezvous/store:tcpstore_server_main, which `bazel test //...` and
+`bazel build //...` build (DISTJOB_TCPSTORE_SERVER overrides the path)."""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from datetime import timedelta
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from harness import PYTHON, ROOT, Background, wait_for  # noqa: E402
+
+dist = pytest.importorskip("torch.distributed")
+
+SERVER = os.environ.get(
+    "DISTJOB_TCPSTORE_SERVER",
+    str(ROOT / "bazel-bin" / "rendezvous" / "store" / "tcpstore_server_main"))
+
+# A real TCPStore server: prints its port, serves until stdin closes.
+REAL_SERVER = """
+import sys
+from datetime import timedelta
+import torch.distributed as dist
+s = dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=30))
+print("port", s.port, flush=True)
+sys.stdin.read()
+"""
+
+
+class Ours:
+    def __init__(self, bg, log, *flags):
+        if not os.path.exists(SERVER):
+            pytest.fail(f"{SERVER} is missing: bazel build "
+                        "//rendezvous/store:tcpstore_server_main")
+        self.log = log
+        self.proc = bg.start([SERVER, *flags], log=None,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=open(log, "w"), text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+
+    def stats(self):
+        self.proc.stdin.write("stats\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def logged(self, text):
+        with open(self.log) as f:
+            return text in f.read()
+
+
+def real_server(bg):
+    proc = bg.start([PYTHON, "-c", REAL_SERVER], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, text=True)
+    return int(proc.stdout.readline().split()[1])
+
+
+def client(port, timeout=10):
+    return dist.TCPStore("127.0.0.1", port, None, False,
+                         timedelta(seconds=timeout))
+
+
+def attempt(fn):
+    """fn's answer, or its exception's type (the messages differ: ours is
+    a closed connection where TCPStore's server throws)."""
+    try:
+        return ("ok", fn())
+    except Exception as e:  # noqa: BLE001
+        return ("error", type(e).__name__)
+
+
+def script(port, on_parked=lambda: None):
+    """The same calls against a server on `port`; their answers in order."""
+    c = client(port)
+    other = client(port)
+    r = []
+    r.append(attempt(lambda: c.set("a", "1")))
+    r.append(attempt(lambda: c.get("a")))
+    r.append(attempt(lambda: c.add("n", 3)))
+    r.append(attempt(lambda: c.add("n", -5)))
+    r.append(attempt(lambda: c.get("n")))
+    r.append(attempt(lambda: c.add("a", 2)))  # on the decimal string "1"
+    r.append(attempt(lambda: c.get("a")))
+    r.append(attempt(lambda: c.compare_set("a", "3", "x")))
+    r.append(attempt(lambda: c.compare_set("a", "nope", "y")))
+    r.append(attempt(lambda: c.compare_set("m", "e", "d")))  # "lying"
+    r.append(attempt(lambda: c.compare_set("m", "", "d")))
+    r.append(attempt(lambda: c.num_keys()))
+    r.append(attempt(lambda: c.delete_key("m")))
+    r.append(attempt(lambda: c.delete_key("m")))
+    r.append(attempt(lambda: c.num_keys()))
+    r.append(attempt(lambda: c.set("bin", bytes(range(256)))))
+    r.append(attempt(lambda: c.get("bin")))
+    r.append(attempt(lambda: c.set("empty", b"")))
+    r.append(attempt(lambda: other.get("empty")))
+    r.append(attempt(lambda: c.wait(["a", "n"])))
+    r.append(attempt(lambda: c.wait(["a", "n"], timedelta(seconds=5))))
+    # A blocking wait for two keys, answered once the second arrives.
+    done = []
+    t = threading.Thread(
+        target=lambda: done.append(attempt(lambda: c.wait(["k1", "k2"]))))
+    t.start()
+    r.append(attempt(lambda: other.set("k1", "1")))
+    on_parked()
+    r.append(attempt(lambda: other.set("k2", "2")))
+    t.join(10)
+    r.append(done[0] if done else ("hung",))
+    r.append(attempt(lambda: c.get("k2")))
+    # Waits and gets that time out (each on a client of its own: a 1.13
+    # client is unusable after a timeout).
+    w = client(port)
+    r.append(attempt(lambda: w.wait(["never"], timedelta(milliseconds=300))))
+    g = client(port)
+    r.append(attempt(lambda: g.set_timeout(timedelta(milliseconds=300))))
+    r.append(attempt(lambda: g.get("never")))
+    r.append(attempt(lambda: other.num_keys()))
+    # add to a value that is not a number: TCPStore's server drops the
+    # client.
+    bad = client(port)
+    r.append(attempt(lambda: bad.add("bin", 1)))
+    r.append(attempt(lambda: other.get("a")))
+    return r
+
+
+def test_every_method_answers_as_a_real_tcpstore(tmp_path):
+    with Background() as bg:
+        ours = Ours(bg, tmp_path / "server.log")
+        expected = script(real_server(bg))
+
+        def parked():
+            wait_for(lambda: ours.stats()["parked_waits"] == 1, 10,
+                     what="the wait parked in our server")
+
+        got = script(ours.port, on_parked=parked)
+        assert got == expected
+        # The answers that matter, so that the comparison is not vacuous.
+        assert got[1] == ("ok", b"1") and got[5] == ("ok", 3)
+        assert got[7:11] == [("ok", b"x"), ("ok", b"x"), ("ok", b"e"),
+                             ("ok", b"d")]
+        assert got[12:14] == [("ok", True), ("ok", False)]
+        assert got[16] == ("ok", bytes(range(256)))
+        assert got[23] == ("ok", None) and got[24] == ("ok", b"2")
+        assert got[25][0] == "error" and got[27][0] == "error"
+        assert got[29][0] == "error" and got[30] == ("ok", b"x")
+        assert ours.stats()["requests"]["compare_set"] == 4
+        assert ours.logged("add to a value that is not a decimal number")
+
+
+def raw(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return s
+
+
+def closed(s):
+    """True once the server closed `s` (within the socket's timeout)."""
+    try:
+        while True:
+            if not s.recv(4096):
+                return True
+    except (ConnectionResetError, socket.timeout):
+        return False
+
+
+def frame(op, *fields):
+    out = bytes([op])
+    for f in fields:
+        out += struct.pack("=Q", len(f)) + f if isinstance(f, bytes) else f
+    return out
+
+
+def test_bad_frames_close_the_connection_with_a_reason(tmp_path):
+    with Background() as bg:
+        ours = Ours(bg, tmp_path / "server.log", "--max-value-bytes", "65536")
+        # Garbage: an unknown query type.
+        s = raw(ours.port)
+        s.sendall(b"\xfe" + os.urandom(64))
+        assert closed(s)
+        # Oversized: a SET (1.13: 0) announcing a 2^40-byte value; the server
+        # closes on the header, without waiting for (or buffering) the value.
+        s = raw(ours.port)
+        s.sendall(frame(0, b"/k") + struct.pack("=Q", 1 << 40) + b"xx")
+        assert closed(s)
+        # Truncated: half a frame, then the client goes away.
+        s = raw(ours.port)
+        s.sendall(frame(0, b"/k")[:5])
+        s.close()
+        wait_for(lambda: ours.logged("in the middle of a request"), 10,
+                 what="the truncated frame's log line")
+        assert ours.logged("unknown query type 254")
+        assert ours.logged("over max_value_bytes 65536")
+        assert ours.stats()["protocol_errors"] == 3
+        # The server serves on.
+        c = client(ours.port)
+        c.set("x", "1")
+        assert c.get("x") == b"1"
+
+
+def test_a_client_gone_with_a_parked_wait_frees_it(tmp_path):
+    with Background() as bg:
+        ours = Ours(bg, tmp_path / "server.log")
+        s = raw(ours.port)
+        # 1.13's WAIT (5) for one key.
+        s.sendall(bytes([5]) + struct.pack("=Q", 1) + frame(0, b"/w")[1:])
+        wait_for(lambda: ours.stats()["parked_waits"] == 1, 10,
+                 what="the parked wait")
+        s.close()
+        wait_for(lambda: ours.stats()["parked_waits"] == 0, 10,
+                 what="the wait freed")
+        assert ours.stats()["clients"] == 0
