@@ -308,6 +308,14 @@ struct EtcdStore::Impl {
     absl::Duration granted;
   };
   std::unordered_map<int64_t, LeaseInfo> lease_info ABSL_GUARDED_BY(mu);
+  // This client's last TTL'd write of each key (full etcd key), so that
+  // writing the same value again can renew its lease instead (Renew).
+  struct TtlWrite {
+    std::string value;
+    int64_t lease;
+    int64_t ttl_seconds;
+  };
+  std::unordered_map<std::string, TtlWrite> ttl_writes ABSL_GUARDED_BY(mu);
   absl::CondVar stop_cv;
   std::thread keeper;
 
@@ -553,6 +561,67 @@ struct EtcdStore::Impl {
     return id;
   }
 
+  // Writing a TTL'd key again with the value it holds renews its lease: a
+  // keep-alive, not a put. Like the embedded store's renewal
+  // (store_core.cc), it wakes no watcher; heartbeats live under ctl/, which
+  // every node's monitor watches, so a put per heartbeat would wake every
+  // node on every node's heartbeat, O(N²) wake-ups a second, and cost etcd
+  // a lease grant, a put and a lease expiry per heartbeat. The revision when
+  // renewed; nullopt when the keys must be written (first write, another
+  // value or TTL, or a key deleted or overwritten by another client since).
+  absl::StatusOr<std::optional<int64_t>> Renew(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) {
+    int64_t lease = 0;
+    {
+      absl::MutexLock lock(&mu);
+      for (const auto& [k, v] : kvs) {
+        auto it = ttl_writes.find(data + k);
+        if (it == ttl_writes.end() || it->second.value != v ||
+            it->second.ttl_seconds != TtlSeconds(ttl) ||
+            (lease != 0 && it->second.lease != lease)) {
+          return std::nullopt;
+        }
+        lease = it->second.lease;
+      }
+    }
+    if (lease == 0) return std::nullopt;
+    auto alive = KeepAlive(lease);
+    if (!alive.ok()) return alive.status();
+    if (!*alive) return std::nullopt;
+    etcdserverpb::TxnRequest t;
+    for (const auto& [k, v] : kvs) {
+      auto* c = t.add_compare();
+      c->set_key(data + k);
+      c->set_target(Compare::LEASE);
+      c->set_lease(lease);
+      c = t.add_compare();
+      c->set_key(data + k);
+      c->set_target(Compare::VALUE);
+      c->set_value(v);
+    }
+    auto resp = Txn(t, "renew");
+    if (!resp.ok()) return resp.status();
+    if (!resp->succeeded()) return std::nullopt;
+    return resp->header().revision();
+  }
+
+  void NoteTtlWrites(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl, int64_t lease) {
+    absl::MutexLock lock(&mu);
+    // A bound for a client shared by many writers (bench/store_bench.cc);
+    // an agent writes a few TTL'd keys.
+    if (ttl_writes.size() > 4096) ttl_writes.clear();
+    for (const auto& [k, v] : kvs) {
+      if (ttl > absl::ZeroDuration()) {
+        ttl_writes[data + k] = TtlWrite{v, lease, TtlSeconds(ttl)};
+      } else {
+        ttl_writes.erase(data + k);
+      }
+    }
+  }
+
   // A Watch that answers when anything under `key..end` changes after
   // `after_revision`, or {false, revision} at `timeout`.
   absl::StatusOr<std::pair<bool, int64_t>> WatchRange(const std::string& key,
@@ -720,6 +789,11 @@ absl::Status EtcdStore::WaitUntilReachable(absl::Duration timeout) {
 absl::StatusOr<int64_t> EtcdStore::MultiSet(
     const std::vector<std::pair<std::string, std::string>>& kvs,
     absl::Duration ttl) {
+  if (ttl > absl::ZeroDuration()) {
+    auto renewed = impl_->Renew(kvs, ttl);
+    if (!renewed.ok()) return renewed.status();
+    if (renewed->has_value()) return **renewed;
+  }
   auto lease = impl_->LeaseFor(ttl);
   if (!lease.ok()) return lease.status();
   etcdserverpb::TxnRequest t;
@@ -731,6 +805,7 @@ absl::StatusOr<int64_t> EtcdStore::MultiSet(
   }
   auto resp = impl_->Txn(t, "set");
   if (!resp.ok()) return resp.status();
+  impl_->NoteTtlWrites(kvs, ttl, *lease);
   return resp->header().revision();
 }
 
@@ -900,6 +975,10 @@ absl::StatusOr<int64_t> EtcdStore::Delete(
   for (const auto& k : keys) {
     t.add_success()->mutable_request_delete_range()->set_key(impl_->data + k);
   }
+  {
+    absl::MutexLock lock(&impl_->mu);
+    for (const auto& k : keys) impl_->ttl_writes.erase(impl_->data + k);
+  }
   auto resp = impl_->Txn(t, "delete");
   if (!resp.ok()) return resp.status();
   int64_t deleted = 0;
@@ -944,7 +1023,10 @@ absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
       {
         absl::MutexLock lock(&impl_->mu);
         auto it = impl_->lease_info.find(kv.lease());
-        if (it != impl_->lease_info.end()) info = it->second;
+        // Past its expiry the lease was renewed (Renew): look it up again.
+        if (it != impl_->lease_info.end() && it->second.expires > absl::Now()) {
+          info = it->second;
+        }
       }
       if (!info.has_value()) {
         auto ttl = impl_->TimeToLive(kv.lease());

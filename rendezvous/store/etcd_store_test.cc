@@ -208,6 +208,37 @@ TEST_F(EtcdStoreTest, TtlKeysExpireOnEtcdsClockAndTheWatchSeesIt) {
   EXPECT_FALSE(*store->Check({"alive/n1"}));
 }
 
+// Heartbeats rewrite ctl/alive/<node> with the value it holds, under the
+// ctl/ prefix every node's monitor watches: each must be a lease renewal
+// that wakes nobody, or N nodes wake each other N times a heartbeat.
+TEST_F(EtcdStoreTest, RenewingATtlKeyWithItsValueWakesNoWatcher) {
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(5)).ok());
+  auto listing = store->List("ctl/");
+  ASSERT_TRUE(listing.ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(5)).ok());
+  }
+  auto quiet = store->Watch("ctl/", listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_FALSE(quiet->first);
+  EXPECT_EQ(*store->Get("ctl/alive/n1", absl::ZeroDuration()), "x");
+  // Another value is a change.
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "y", absl::Seconds(5)).ok());
+  auto changed = store->Watch("ctl/", listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(changed->first);
+  // A key another client deleted comes back with the next heartbeat.
+  auto other = Open("job");
+  ASSERT_EQ(*other->Delete({"ctl/alive/n1"}), 1);
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "y", absl::Seconds(5)).ok());
+  EXPECT_EQ(*other->Get("ctl/alive/n1", absl::ZeroDuration()), "y");
+  // A renewed key still expires with its lease once renewals stop: the
+  // writer leaving revokes it at once.
+  store->Close();
+  EXPECT_FALSE(*other->Check({"ctl/alive/n1"}));
+}
+
 TEST_F(EtcdStoreTest, RunIdsAndPrefixesAreSeparateNamespaces) {
   auto a = Open("job-a");
   auto b = Open("job-b");
