@@ -119,6 +119,23 @@ absl::StatusOr<std::string> NormalizeEndpoint(absl::string_view given) {
   return absl::StrCat(host, ":", number);
 }
 
+// etcd refuses a transaction of more operations than its --max-txn-ops
+// (default 128); a request of more keys is split into transactions of
+// this many, each atomic on its own.
+constexpr size_t kMaxTxnOps = 128;
+
+// Runs `txn` on [first, last) slices of `n` items, kMaxTxnOps at a time.
+template <typename F>
+absl::Status ForEachTxnChunk(size_t n, F txn) {
+  for (size_t first = 0; first < n || first == 0; first += kMaxTxnOps) {
+    if (absl::Status s = txn(first, std::min(n, first + kMaxTxnOps)); !s.ok()) {
+      return s;
+    }
+    if (n == 0) break;
+  }
+  return absl::OkStatus();
+}
+
 int64_t TtlSeconds(absl::Duration d) {
   return std::max<int64_t>(
       1, absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
@@ -796,17 +813,23 @@ absl::StatusOr<int64_t> EtcdStore::MultiSet(
   }
   auto lease = impl_->LeaseFor(ttl);
   if (!lease.ok()) return lease.status();
-  etcdserverpb::TxnRequest t;
-  for (const auto& [k, v] : kvs) {
-    auto* put = t.add_success()->mutable_request_put();
-    put->set_key(impl_->data + k);
-    put->set_value(v);
-    put->set_lease(*lease);
-  }
-  auto resp = impl_->Txn(t, "set");
-  if (!resp.ok()) return resp.status();
+  int64_t revision = 0;
+  auto s = ForEachTxnChunk(kvs.size(), [&](size_t first, size_t last) {
+    etcdserverpb::TxnRequest t;
+    for (size_t i = first; i < last; ++i) {
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key(impl_->data + kvs[i].first);
+      put->set_value(kvs[i].second);
+      put->set_lease(*lease);
+    }
+    auto resp = impl_->Txn(t, "set");
+    if (!resp.ok()) return resp.status();
+    revision = resp->header().revision();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   impl_->NoteTtlWrites(kvs, ttl, *lease);
-  return resp->header().revision();
+  return revision;
 }
 
 absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
@@ -819,22 +842,31 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
     common.resize(n);
   }
   for (;;) {
-    etcdserverpb::TxnRequest t;
-    for (const auto& k : keys) {
-      t.add_success()->mutable_request_range()->set_key(impl_->data + k);
-    }
-    auto resp = impl_->Txn(t, "get");
-    if (!resp.ok()) return resp.status();
     std::vector<std::string> values;
     std::vector<std::string> missing;
-    for (int i = 0; i < resp->responses_size(); ++i) {
-      const auto& r = resp->responses(i).response_range();
-      if (r.kvs_size() == 0) {
-        missing.push_back(keys[i]);
-      } else {
-        values.push_back(r.kvs(0).value());
+    // The watch below starts after the first slice's revision, so a key
+    // written while later slices were read is not missed.
+    int64_t revision = -1;
+    auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
+      etcdserverpb::TxnRequest t;
+      for (size_t i = first; i < last; ++i) {
+        t.add_success()->mutable_request_range()->set_key(impl_->data +
+                                                          keys[i]);
       }
-    }
+      auto resp = impl_->Txn(t, "get");
+      if (!resp.ok()) return resp.status();
+      if (revision < 0) revision = resp->header().revision();
+      for (int i = 0; i < resp->responses_size(); ++i) {
+        const auto& r = resp->responses(i).response_range();
+        if (r.kvs_size() == 0) {
+          missing.push_back(keys[first + i]);
+        } else {
+          values.push_back(r.kvs(0).value());
+        }
+      }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
     if (missing.empty()) return values;
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
@@ -845,9 +877,8 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
       return absl::DeadlineExceededError(
           absl::StrCat("timed out waiting for keys: ", list));
     }
-    auto w =
-        impl_->WatchRange(impl_->data + common, PrefixEnd(impl_->data + common),
-                          resp->header().revision(), left);
+    auto w = impl_->WatchRange(impl_->data + common,
+                               PrefixEnd(impl_->data + common), revision, left);
     if (!w.ok()) return w.status();
   }
 }
@@ -955,36 +986,47 @@ absl::StatusOr<int64_t> EtcdStore::Append(const std::string& key,
 }
 
 absl::StatusOr<bool> EtcdStore::Check(const std::vector<std::string>& keys) {
-  etcdserverpb::TxnRequest t;
-  for (const auto& k : keys) {
-    auto* r = t.add_success()->mutable_request_range();
-    r->set_key(impl_->data + k);
-    r->set_count_only(true);
-  }
-  auto resp = impl_->Txn(t, "check");
-  if (!resp.ok()) return resp.status();
-  for (const auto& r : resp->responses()) {
-    if (r.response_range().count() == 0) return false;
-  }
-  return true;
+  bool all = true;
+  auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
+    if (!all) return absl::OkStatus();
+    etcdserverpb::TxnRequest t;
+    for (size_t i = first; i < last; ++i) {
+      auto* r = t.add_success()->mutable_request_range();
+      r->set_key(impl_->data + keys[i]);
+      r->set_count_only(true);
+    }
+    auto resp = impl_->Txn(t, "check");
+    if (!resp.ok()) return resp.status();
+    for (const auto& r : resp->responses()) {
+      if (r.response_range().count() == 0) all = false;
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return all;
 }
 
 absl::StatusOr<int64_t> EtcdStore::Delete(
     const std::vector<std::string>& keys) {
-  etcdserverpb::TxnRequest t;
-  for (const auto& k : keys) {
-    t.add_success()->mutable_request_delete_range()->set_key(impl_->data + k);
-  }
   {
     absl::MutexLock lock(&impl_->mu);
     for (const auto& k : keys) impl_->ttl_writes.erase(impl_->data + k);
   }
-  auto resp = impl_->Txn(t, "delete");
-  if (!resp.ok()) return resp.status();
   int64_t deleted = 0;
-  for (const auto& r : resp->responses()) {
-    deleted += r.response_delete_range().deleted();
-  }
+  auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
+    etcdserverpb::TxnRequest t;
+    for (size_t i = first; i < last; ++i) {
+      t.add_success()->mutable_request_delete_range()->set_key(impl_->data +
+                                                               keys[i]);
+    }
+    auto resp = impl_->Txn(t, "delete");
+    if (!resp.ok()) return resp.status();
+    for (const auto& r : resp->responses()) {
+      deleted += r.response_delete_range().deleted();
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   return deleted;
 }
 

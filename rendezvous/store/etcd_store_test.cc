@@ -239,6 +239,31 @@ TEST_F(EtcdStoreTest, RenewingATtlKeyWithItsValueWakesNoWatcher) {
   EXPECT_FALSE(*other->Check({"ctl/alive/n1"}));
 }
 
+// A round's rank records and join records go in one request per 1,024
+// (rendezvous/dynamic_rendezvous.cc); etcd takes at most 128 operations a
+// transaction by default.
+TEST_F(EtcdStoreTest, RequestsOfMoreKeysThanEtcdTakesInOneTxnAreSplit) {
+  auto store = Open("job");
+  std::vector<std::pair<std::string, std::string>> kvs;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) {
+    kvs.emplace_back(absl::StrCat("rank/", i), absl::StrCat(i));
+    keys.push_back(kvs.back().first);
+  }
+  ASSERT_TRUE(store->MultiSet(kvs, absl::ZeroDuration()).ok());
+  auto values = store->MultiGet(keys, absl::ZeroDuration());
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 300u);
+  EXPECT_EQ((*values)[299], "299");
+  EXPECT_TRUE(*store->Check(keys));
+  keys.push_back("rank/missing");
+  EXPECT_FALSE(*store->Check(keys));
+  EXPECT_EQ(store->MultiGet(keys, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store->Delete(keys), 300);
+  EXPECT_EQ(*store->NumKeys(), 0);
+}
+
 TEST_F(EtcdStoreTest, RunIdsAndPrefixesAreSeparateNamespaces) {
   auto a = Open("job-a");
   auto b = Open("job-b");
