@@ -228,6 +228,8 @@ struct EtcdStore::Impl {
     int failures = 0;              // guarded by members_mu
   };
   std::vector<Member> members;
+  // The member calls go to first; always below members.size(), so that
+  // moving past a failed member compares with the index it was read as.
   std::atomic<size_t> current{0};
   std::shared_ptr<grpc::ChannelCredentials> creds;
   absl::Mutex members_mu;
@@ -373,7 +375,7 @@ struct EtcdStore::Impl {
       DJ_LOG_DEBUG("etcd {} at {}: {}", what, members[i].endpoint,
                    last.error_message());
       size_t seen = i;
-      current.compare_exchange_strong(seen, i + 1);
+      current.compare_exchange_strong(seen, (i + 1) % members.size());
       if (absl::Now() >= deadline) break;
       if (attempt % members.size() == 0) {
         absl::SleepFor(std::min(backoff.Next(), deadline - absl::Now()));
@@ -661,7 +663,7 @@ struct EtcdStore::Impl {
         last = stubs->unresolved;
         if (absl::Now() >= deadline) return std::make_pair(false, revision);
         size_t seen = i;
-        current.compare_exchange_strong(seen, i + 1);
+        current.compare_exchange_strong(seen, (i + 1) % members.size());
         absl::SleepFor(
             std::min(absl::Milliseconds(200), deadline - absl::Now()));
         continue;
@@ -708,7 +710,7 @@ struct EtcdStore::Impl {
       DJ_LOG_DEBUG("etcd watch at {}: {}", members[i].endpoint,
                    last.error_message());
       size_t seen = i;
-      current.compare_exchange_strong(seen, i + 1);
+      current.compare_exchange_strong(seen, (i + 1) % members.size());
       if (attempt % members.size() == 0) {
         absl::SleepFor(
             std::min(absl::Milliseconds(200), deadline - absl::Now()));
