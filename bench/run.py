@@ -17,6 +17,7 @@ import os
 import pathlib
 import platform
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -969,8 +970,17 @@ def etcd_recovery_once(kill, tag, n=ETCD_RECOVERY_NODES):
             job.start(n - 1)
             last = wait_for(lambda: job.first_start_after(range(n), 0), 120,
                             f"etcd round of {n} after the leader's loss")
-            job.finish()
+            try:
+                job.finish(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
             completed = all(p.returncode == 0 for p in job.procs.values())
+            if not completed:
+                keep = pathlib.Path(tempfile.gettempdir(),
+                                    f"etcd-bench-{rid}")
+                shutil.copytree(tmp, keep, dirs_exist_ok=True)
+                print(f"etcd recovery {rid}: not every agent exited 0; "
+                      f"logs in {keep}", flush=True)
         finally:
             job.cleanup()
     return (last - t0) / 1e9, completed
@@ -1065,17 +1075,20 @@ def etcd_results(reps, lat, scale, capped, recovery, completed, load_before,
         if cells == [None, None]:
             continue
 
-        def cell(got, i, fmt_):
+        def cell(got, i, fmt_, backend):
             if got is None:
-                return f"> {ETCD_SCALE_CAP_S:.0f} s (stopped)" if i == 0 \
-                    else "—"
+                if i > 0:
+                    return "—"
+                if capped.get(backend) == n:
+                    return f"> {ETCD_SCALE_CAP_S:.0f} s (stopped)"
+                return "not tried"
             return fmt_(got)
         row = [f"| {n} "]
         for i, fmt_ in ((0, lambda g: fmt(g[0], "s")),
                         (1, lambda g: f"{g[1]:.2f} s"),
                         (2, lambda g: f"{g[2]:,.0f}, {g[3]:.0f} %")):
-            for got in cells:
-                row.append(cell(got, i, fmt_))
+            for got, backend in zip(cells, ("c10d", "etcd")):
+                row.append(cell(got, i, fmt_, backend))
         lines.append(" | ".join(row) + " |")
         for backend, got in zip(("etcd", "c10d"), cells[::-1]):
             results.append({
