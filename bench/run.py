@@ -17,6 +17,7 @@ import os
 import pathlib
 import platform
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -146,11 +147,15 @@ class Nodes:
     worker stamping into its own file; killed whatever happens."""
 
     def __init__(self, launcher, tmp, nnodes, conf="", max_restarts=0,
-                 fail_node=None, hold=False):
+                 fail_node=None, hold=False, backend="c10d", endpoint=None,
+                 rdzv_id="bench"):
         self.launcher, self.tmp, self.nnodes = launcher, tmp, nnodes
         self.conf, self.max_restarts = conf, max_restarts
         self.fail_node, self.hold = fail_node, hold
+        # etcd: `endpoint` names the cluster and no node hosts a store.
+        self.backend, self.rdzv_id = backend, rdzv_id
         self.port = harness.free_port()
+        self.endpoint = endpoint or f"127.0.0.1:{self.port}"
         self.procs = {}
         self.background = harness.Background()
 
@@ -163,12 +168,14 @@ class Nodes:
 
     def start(self, i):
         host = "is_host=1" if i == 0 else "is_host=0"
-        conf = host + ("," + self.conf if self.conf else "")
-        endpoint = f"127.0.0.1:{self.port}"
+        if self.backend != "c10d":
+            host = ""
+        conf = ",".join(x for x in (host, self.conf) if x)
+        endpoint = self.endpoint
         if self.launcher == "distjob-agent":
             argv = [AGENT, "run", "--nnodes", str(self.nnodes),
-                    "--nproc-per-node", "1", "--rdzv-backend", "c10d",
-                    "--rdzv-endpoint", endpoint, "--rdzv-id", "bench",
+                    "--nproc-per-node", "1", "--rdzv-backend", self.backend,
+                    "--rdzv-endpoint", endpoint, "--rdzv-id", self.rdzv_id,
                     "--rdzv-conf", conf, "--local-addr", f"127.0.0.{i + 1}",
                     "--max-restarts", str(self.max_restarts),
                     "--no-python"] + self.worker(i)
@@ -221,6 +228,24 @@ RDZV_AGENT_N = [2, 4, 8, 16, 32, 64]
 RDZV_TORCHRUN_N = [2, 4, 8]
 
 
+def rdzv_once(launcher, n, **nodes_kw):
+    """One rendezvous of `n` launchers (Nodes' keywords pick the backend):
+    seconds from the first launcher's start to the last worker's first
+    instruction."""
+    with tempfile.TemporaryDirectory() as tmp:
+        job = Nodes(launcher, tmp, n, **nodes_kw)
+        try:
+            t0 = time.monotonic_ns()
+            for i in range(n):
+                job.start(i)
+            last = wait_for(lambda: job.first_start_after(range(n), 0),
+                            120, f"{launcher} rendezvous of {n}")
+            job.finish()
+        finally:
+            job.cleanup()
+    return (last - t0) / 1e9
+
+
 def bench_rdzv(reps):
     """Rendezvous latency vs N: from the first launcher's start to the last
     worker's first instruction, fixed --nnodes N."""
@@ -232,20 +257,8 @@ def bench_rdzv(reps):
             for launcher in series:
                 if launcher == "torchrun" and n not in RDZV_TORCHRUN_N:
                     continue
-                with tempfile.TemporaryDirectory() as tmp:
-                    job = Nodes(launcher, tmp, n)
-                    try:
-                        t0 = time.monotonic_ns()
-                        for i in range(n):
-                            job.start(i)
-                        last = wait_for(
-                            lambda: job.first_start_after(range(n), 0),
-                            120, f"{launcher} rendezvous of {n}")
-                        job.finish()
-                    finally:
-                        job.cleanup()
                 series[launcher].setdefault(str(n), []).append(
-                    (last - t0) / 1e9)
+                    rdzv_once(launcher, n))
     results = [{"name": "rendezvous latency vs N", "unit": "s",
                 "series": series, "plot": "rendezvous",
                 "xlabel": "nodes (--nnodes N, loopback)", "samples": {}}]
@@ -993,6 +1006,298 @@ def bench_tee(reps):
     ]
 
 
+# -- etcd beside c10d ---------------------------------------------------------
+
+ETCD_RDZV_N = RDZV_AGENT_N
+ETCD_SCALE_N = [256, 1024, 4096]
+ETCD_SCALE_CAP_S = 45.0  # a larger N is not tried once one takes longer
+ETCD_RECOVERY_NODES = 4
+ETCDCTL_ENV = dict(os.environ, ETCDCTL_API="3")
+
+
+def etcd_cluster_module():
+    """tests/integration/etcd_cluster.py: the tests' way of starting etcd."""
+    sys.path.insert(0, str(ROOT / "tests" / "integration"))
+    import etcd_cluster
+    return etcd_cluster
+
+
+@contextlib.contextmanager
+def etcd_on_loopback(members):
+    """Debian's etcd, `members` of one cluster on loopback, data dirs in a
+    temporary directory removed afterwards, every member killed."""
+    ec = etcd_cluster_module()
+    if not os.access(ec.ETCD, os.X_OK):
+        raise RuntimeError(f"{ec.ETCD} is missing: apt-get install "
+                           "etcd-server etcd-client")
+    with tempfile.TemporaryDirectory(prefix="etcd-bench-") as tmp:
+        cluster = ec.EtcdCluster(pathlib.Path(tmp), members)
+        try:
+            cluster.start_all()
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+def etcd_leader(cluster):
+    """Index of the member that leads the cluster now, from `etcdctl
+    endpoint status` of every member still running."""
+    eps = ",".join(cluster.endpoint(i) for i in cluster.procs)
+    r = subprocess.run([etcd_cluster_module().ETCDCTL, "--endpoints", eps,
+                        "--dial-timeout=1s", "--command-timeout=2s",
+                        "endpoint", "status", "-w", "json"],
+                       capture_output=True, text=True, env=ETCDCTL_ENV,
+                       timeout=30, check=True)
+    for st in json.loads(r.stdout):
+        if st["Status"]["header"]["member_id"] == st["Status"]["leader"]:
+            port = int(st["Endpoint"].rsplit(":", 1)[1])
+            return cluster.client_ports.index(port)
+    raise RuntimeError(f"etcd {eps}: no leader in {r.stdout}")
+
+
+def sim_scale_once(n, endpoint, store_pid, run_id, cap_s):
+    """N simulated nodes (store_bench scale, up to 4 processes) against
+    `endpoint` (the embedded store, or etcd:HOST:PORT); the store's CPU is
+    read from `store_pid`. None past cap_s, else (close s, join CPU s,
+    steady requests/s, steady store CPU % of a core)."""
+    procs = []
+    try:
+        nproc = min(4, n)
+        per = [n // nproc + (1 if i < n % nproc else 0)
+               for i in range(nproc)]
+        first = 0
+        for count in per:
+            procs.append(subprocess.Popen(
+                [STORE_BENCH, "scale", endpoint, run_id, str(n), str(first),
+                 str(count), str(SCALE_HB_SECONDS)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            first += count
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        cpu_go = cpu_seconds(store_pid)
+        reports = []
+        deadline = time.monotonic() + cap_s
+        for p in procs:
+            ready, _, _ = select.select(
+                [p.stdout], [], [], max(0, deadline - time.monotonic()))
+            if not ready:
+                return None
+            reports.append(json.loads(p.stdout.readline()))
+        join_cpu = cpu_seconds(store_pid) - cpu_go
+        time.sleep(0.5)  # the clients count from 0.5 s after joining
+        cpu0 = cpu_seconds(store_pid)
+        time.sleep(SCALE_HB_SECONDS)
+        steady_cpu = cpu_seconds(store_pid) - cpu0
+        steady = sum(json.loads(p.stdout.readline())["steady_requests"]
+                     for p in procs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    if any(r["joined"] == 0 for r in reports):
+        raise RuntimeError(f"{endpoint} scale {n}: a process joined nothing")
+    close = (max(r["done_ns"] for r in reports) -
+             min(r["start_ns"] for r in reports)) / 1e9
+    return (close, join_cpu, steady / SCALE_HB_SECONDS,
+            100 * steady_cpu / SCALE_HB_SECONDS)
+
+
+def etcd_recovery_once(kill, tag, n=ETCD_RECOVERY_NODES):
+    """A 3-member etcd cluster; n-1 agents of an n-node round have joined;
+    with `kill`, SIGKILL the etcd leader (listed first in every agent's
+    --rdzv-endpoint, so each agent's connection is the one lost); then the
+    n-th agent starts. Returns (seconds from the kill, or the moment it
+    would be, to the last worker's first instruction; every agent exited
+    0 after the workers were released)."""
+    with etcd_on_loopback(3) as cluster, \
+            tempfile.TemporaryDirectory() as tmp:
+        leader = etcd_leader(cluster)
+        order = [leader] + [i for i in range(3) if i != leader]
+        rid = f"recovery-{tag}"
+        job = Nodes("distjob-agent", tmp, n, backend="etcd", hold=True,
+                    endpoint=",".join(cluster.endpoint(i) for i in order),
+                    rdzv_id=rid, conf="join_timeout=120")
+        try:
+            for i in range(n - 1):
+                job.start(i)
+            joins = f"/distjob/{rid}/kv/rdzv/{rid}/join/"
+            wait_for(lambda: len(cluster.keys(joins)) >= n - 1, 120,
+                     f"{n - 1} etcd join records under {joins}")
+            t0 = time.monotonic_ns()
+            if kill:
+                cluster.kill(etcd_leader(cluster))
+            job.start(n - 1)
+            last = wait_for(lambda: job.first_start_after(range(n), 0), 120,
+                            f"etcd round of {n} after the leader's loss")
+            try:
+                job.finish(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            completed = all(p.returncode == 0 for p in job.procs.values())
+            if not completed:
+                keep = pathlib.Path(tempfile.gettempdir(),
+                                    f"etcd-bench-{rid}")
+                shutil.copytree(tmp, keep, dirs_exist_ok=True)
+                print(f"etcd recovery {rid}: not every agent exited 0; "
+                      f"logs in {keep}", flush=True)
+        finally:
+            job.cleanup()
+    return (last - t0) / 1e9, completed
+
+
+def bench_etcd(reps):
+    """The etcd backend beside c10d (the agent's embedded store), same run:
+    rendezvous latency of 2–64 real agents, simulated-node scale at 256,
+    1,024 and 4,096 against one etcd on loopback, and a round finishing
+    after the etcd leader of a 3-member cluster is killed."""
+    reps = max(1, min(reps, 2))
+    load_before = os.getloadavg()
+    lat = {"c10d": {}, "etcd": {}}
+    with etcd_on_loopback(1) as cluster:
+        for rep in range(reps):
+            for n in ETCD_RDZV_N:
+                lat["c10d"].setdefault(str(n), []).append(
+                    rdzv_once("distjob-agent", n))
+                lat["etcd"].setdefault(str(n), []).append(
+                    rdzv_once("distjob-agent", n, backend="etcd",
+                              endpoint=cluster.endpoints,
+                              rdzv_id=f"lat-{rep}-{n}"))
+    scale = {"c10d": {}, "etcd": {}}
+    capped = {}
+    for n in ETCD_SCALE_N:
+        for backend in ("c10d", "etcd"):
+            if backend in capped:
+                continue
+            if backend == "etcd":
+                with etcd_on_loopback(1) as cluster:
+                    got = sim_scale_once(
+                        n, "etcd:" + cluster.endpoints,
+                        cluster.procs[0].pid, f"scale{n}", ETCD_SCALE_CAP_S)
+            else:
+                server, port = start_server([STORE_BENCH, "server"])
+                try:
+                    got = sim_scale_once(n, f"127.0.0.1:{port}", server.pid,
+                                         f"scale{n}", ETCD_SCALE_CAP_S)
+                finally:
+                    stop_server(server)
+            if got is None:
+                capped[backend] = n
+            else:
+                scale[backend][str(n)] = got
+    recovery = {"leader killed": [], "no kill": []}
+    completed = []
+    for rep in range(max(2, reps)):
+        for variant in recovery:
+            took, ok = etcd_recovery_once(variant == "leader killed",
+                                          f"{rep}-{len(completed)}")
+            recovery[variant].append(took)
+            completed.append(ok)
+    load_after = os.getloadavg()
+    return etcd_results(reps, lat, scale, capped, recovery, completed,
+                        load_before, load_after)
+
+
+def etcd_results(reps, lat, scale, capped, recovery, completed, load_before,
+                 load_after):
+    med = statistics.median
+
+    def span(xs, unit="s"):
+        return (f"{fmt(med(xs), unit)} ({fmt(min(xs), unit)}–"
+                f"{fmt(max(xs), unit)})")
+
+    results = [{"name": "etcd beside c10d: rendezvous latency vs N",
+                "unit": "s", "series": lat, "plot": "etcd_rendezvous",
+                "xlabel": "nodes (--nnodes N, loopback)", "samples": {}}]
+    lines = ["| nodes | c10d (embedded store) | etcd (1 member) | etcd / "
+             "c10d |", "|---|---|---|---|"]
+    for n in ETCD_RDZV_N:
+        c, e = lat["c10d"][str(n)], lat["etcd"][str(n)]
+        lines.append(f"| {n} | {span(c)} | {span(e)} | "
+                     f"{med(e) / med(c):.1f}× |")
+        for backend, xs in (("etcd", e), ("c10d", c)):
+            results.append({
+                "name": f"etcd beside c10d: rendezvous, {n} nodes, "
+                        f"{backend}", "unit": "s",
+                "samples": {"distjob-agent": xs}})
+    lines += ["", "| simulated nodes | c10d close round | etcd close round "
+              "| c10d store CPU during join | etcd CPU during join | c10d "
+              "steady req/s, store CPU | etcd steady req/s, etcd CPU |",
+              "|---|---|---|---|---|---|---|"]
+    for n in ETCD_SCALE_N:
+        cells = []
+        for backend in ("c10d", "etcd"):
+            got = scale[backend].get(str(n))
+            if got is None and capped.get(backend, n + 1) <= n:
+                cells.append(None)
+            else:
+                cells.append(got)
+        if cells == [None, None]:
+            continue
+
+        def cell(got, i, fmt_, backend):
+            if got is None:
+                if i > 0:
+                    return "—"
+                if capped.get(backend) == n:
+                    return f"> {ETCD_SCALE_CAP_S:.0f} s (stopped)"
+                return "not tried"
+            return fmt_(got)
+        row = [f"| {n} "]
+        for i, fmt_ in ((0, lambda g: fmt(g[0], "s")),
+                        (1, lambda g: f"{g[1]:.2f} s"),
+                        (2, lambda g: f"{g[2]:,.0f}, {g[3]:.0f} %")):
+            for got, backend in zip(cells, ("c10d", "etcd")):
+                row.append(cell(got, i, fmt_, backend))
+        lines.append(" | ".join(row) + " |")
+        for backend, got in zip(("etcd", "c10d"), cells[::-1]):
+            results.append({
+                "name": f"etcd beside c10d: close a round of {n} simulated "
+                        f"nodes, {backend}", "unit": "s",
+                "samples": {"distjob-agent": [
+                    got[0] if got else float("inf")]}})
+    kill, calm = recovery["leader killed"], recovery["no kill"]
+    results.append({
+        "name": f"etcd: round of {ETCD_RECOVERY_NODES} after killing the "
+                "etcd leader (3 members)", "unit": "s",
+        "samples": {"distjob-agent": kill}})
+    results.append({
+        "name": f"etcd: same round of {ETCD_RECOVERY_NODES}, no kill "
+                "(3 members)", "unit": "s",
+        "samples": {"distjob-agent": calm}})
+    lines += ["", "| 3-member etcd, round of "
+              f"{ETCD_RECOVERY_NODES} | to every agent holding the round | "
+              "jobs completed |", "|---|---|---|",
+              f"| etcd leader SIGKILLed mid-round | {span(kill)} | "
+              f"{sum(completed[0::2])}/{len(kill)} |",
+              f"| no kill | {span(calm)} | "
+              f"{sum(completed[1::2])}/{len(calm)} |"]
+    results[-1]["note"] = (
+        f"Measured under load (other builds sharing the 2 cores: 1-minute "
+        f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} "
+        "after); `bench/run.sh --only etcd` re-runs this section alone. "
+        "Median (min–max). Rendezvous: the same code path as *rendezvous "
+        f"latency vs N* ({reps} repetitions, alternating c10d and etcd "
+        "per N), c10d with node 0 hosting the embedded store, etcd "
+        "against one Debian etcd (3.4) on loopback, data dir in a "
+        "temporary directory. Scale: `store_bench scale` (real "
+        "`DynamicRendezvous` per simulated node, `keep_alive_interval=1`) "
+        "against `store_bench server` (c10d) or a fresh single etcd "
+        "through the agent's etcd client; the CPU columns are the store "
+        "process's (etcd's own for etcd). Recovery: a 3-member cluster, "
+        f"{ETCD_RECOVERY_NODES - 1} of {ETCD_RECOVERY_NODES} agents have "
+        "joined (their join records are in etcd), the leader, which every "
+        "agent lists first in `--rdzv-endpoint` and so is connected to, "
+        "is SIGKILLed, then the last agent starts; timed from the kill to "
+        "the last worker's first instruction; *jobs completed*: every "
+        "agent exited 0 once the workers were released.\n\n"
+        + "\n".join(lines))
+    return results
+
+
 BENCHMARKS = {
     "launch": bench_launch,
     "restart": bench_restart_standalone,
@@ -1006,6 +1311,7 @@ BENCHMARKS = {
     "tee": bench_tee,
     "worker_store": lambda reps: worker_store_bench.bench_worker_store(
         reps, AGENT),
+    "etcd": bench_etcd,
 }
 
 

@@ -26,6 +26,9 @@
 //       survivors holds the next round; then on "join J" a new node J (not
 //       one of the first NODES) joins in the process of FIRST 0, and every
 //       member reports when it holds the round that takes J in.
+//       ENDPOINT etcd:HOST:PORT[,HOST:PORT...] runs the same nodes against
+//       an etcd cluster through the agent's etcd client (`--rdzv-backend
+//       etcd`) instead of the embedded store.
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,12 +42,15 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/host_store_limits.h"
+#include "rendezvous/store/etcd_store.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
 
@@ -264,13 +270,35 @@ class Heartbeats {
   bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
 };
 
+// The store the simulated nodes share: the embedded store's gRPC client,
+// or with "etcd:" the agent's etcd client, as `--rdzv-backend etcd` makes it.
+absl::StatusOr<std::unique_ptr<StoreInterface>> ScaleClient(
+    const std::string& endpoint, const std::string& run_id) {
+  absl::string_view etcd = endpoint;
+  if (!absl::ConsumePrefix(&etcd, "etcd:")) {
+    return std::unique_ptr<StoreInterface>(
+        GrpcStoreClient::Connect(endpoint, absl::Seconds(300)));
+  }
+  auto options =
+      ParseEtcdOptions(std::string(etcd), "read_timeout=300", run_id);
+  if (!options.ok()) return options.status();
+  auto store = EtcdStore::Connect(*std::move(options));
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<StoreInterface>(*std::move(store));
+}
+
 int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
           int first, int count, double hb_seconds) {
   // A channel multiplexes many calls; a few spread them over connections.
   const int channels = std::min(count, 8);
-  std::vector<std::unique_ptr<GrpcStoreClient>> clients;
+  std::vector<std::unique_ptr<StoreInterface>> clients;
   for (int i = 0; i < channels; ++i) {
-    clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300)));
+    auto c = ScaleClient(endpoint, run_id);
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s\n", c.status().ToString().c_str());
+      return 2;
+    }
+    clients.push_back(*std::move(c));
   }
   std::atomic<long> requests{0};
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;

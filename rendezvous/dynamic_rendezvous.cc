@@ -583,7 +583,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
         IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
     absl::StatusOr<int> port;
     if (options_.worker_store != nullptr) {
-      auto members = ReadMembers(st.round, st.closer);
+      auto members = ReadMembers(st.round, st.closer, st.size);
       if (!members.ok()) return members.status();
       std::vector<std::string> addrs;
       for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);

@@ -120,6 +120,23 @@ absl::StatusOr<std::string> NormalizeEndpoint(absl::string_view given) {
   return absl::StrCat(host, ":", number);
 }
 
+// etcd refuses a transaction of more operations than its --max-txn-ops
+// (default 128); a request of more keys is split into transactions of
+// this many, each atomic on its own.
+constexpr size_t kMaxTxnOps = 128;
+
+// Runs `txn` on [first, last) slices of `n` items, kMaxTxnOps at a time.
+template <typename F>
+absl::Status ForEachTxnChunk(size_t n, F txn) {
+  for (size_t first = 0; first < n || first == 0; first += kMaxTxnOps) {
+    if (absl::Status s = txn(first, std::min(n, first + kMaxTxnOps)); !s.ok()) {
+      return s;
+    }
+    if (n == 0) break;
+  }
+  return absl::OkStatus();
+}
+
 int64_t TtlSeconds(absl::Duration d) {
   return std::max<int64_t>(
       1, absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
@@ -212,6 +229,8 @@ struct EtcdStore::Impl {
     int failures = 0;              // guarded by members_mu
   };
   std::vector<Member> members;
+  // The member calls go to first; always below members.size(), so that
+  // moving past a failed member compares with the index it was read as.
   std::atomic<size_t> current{0};
   std::shared_ptr<grpc::ChannelCredentials> creds;
   absl::Mutex members_mu;
@@ -317,6 +336,14 @@ struct EtcdStore::Impl {
     absl::Duration granted;
   };
   std::unordered_map<int64_t, LeaseInfo> lease_info ABSL_GUARDED_BY(mu);
+  // This client's last TTL'd write of each key (full etcd key), so that
+  // writing the same value again can renew its lease instead (Renew).
+  struct TtlWrite {
+    std::string value;
+    int64_t lease;
+    int64_t ttl_seconds;
+  };
+  std::unordered_map<std::string, TtlWrite> ttl_writes ABSL_GUARDED_BY(mu);
   absl::CondVar stop_cv;
   std::thread keeper;
 
@@ -357,7 +384,7 @@ struct EtcdStore::Impl {
       DJ_LOG_DEBUG("etcd {} at {}: {}", what, members[i].endpoint,
                    last.error_message());
       size_t seen = i;
-      current.compare_exchange_strong(seen, i + 1);
+      current.compare_exchange_strong(seen, (i + 1) % members.size());
       if (absl::Now() >= deadline) break;
       if (attempt % members.size() == 0) {
         absl::SleepFor(std::min(backoff.Next(), deadline - absl::Now()));
@@ -566,6 +593,67 @@ struct EtcdStore::Impl {
     return id;
   }
 
+  // Writing a TTL'd key again with the value it holds renews its lease: a
+  // keep-alive, not a put. Like the embedded store's renewal
+  // (store_core.cc), it wakes no watcher; heartbeats live under ctl/, which
+  // every node's monitor watches, so a put per heartbeat would wake every
+  // node on every node's heartbeat, O(N²) wake-ups a second, and cost etcd
+  // a lease grant, a put and a lease expiry per heartbeat. The revision when
+  // renewed; nullopt when the keys must be written (first write, another
+  // value or TTL, or a key deleted or overwritten by another client since).
+  absl::StatusOr<std::optional<int64_t>> Renew(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) {
+    int64_t lease = 0;
+    {
+      absl::MutexLock lock(&mu);
+      for (const auto& [k, v] : kvs) {
+        auto it = ttl_writes.find(data + k);
+        if (it == ttl_writes.end() || it->second.value != v ||
+            it->second.ttl_seconds != TtlSeconds(ttl) ||
+            (lease != 0 && it->second.lease != lease)) {
+          return std::nullopt;
+        }
+        lease = it->second.lease;
+      }
+    }
+    if (lease == 0) return std::nullopt;
+    auto alive = KeepAlive(lease);
+    if (!alive.ok()) return alive.status();
+    if (!*alive) return std::nullopt;
+    etcdserverpb::TxnRequest t;
+    for (const auto& [k, v] : kvs) {
+      auto* c = t.add_compare();
+      c->set_key(data + k);
+      c->set_target(Compare::LEASE);
+      c->set_lease(lease);
+      c = t.add_compare();
+      c->set_key(data + k);
+      c->set_target(Compare::VALUE);
+      c->set_value(v);
+    }
+    auto resp = Txn(t, "renew");
+    if (!resp.ok()) return resp.status();
+    if (!resp->succeeded()) return std::nullopt;
+    return resp->header().revision();
+  }
+
+  void NoteTtlWrites(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl, int64_t lease) {
+    absl::MutexLock lock(&mu);
+    // A bound for a client shared by many writers (bench/store_bench.cc);
+    // an agent writes a few TTL'd keys.
+    if (ttl_writes.size() > 4096) ttl_writes.clear();
+    for (const auto& [k, v] : kvs) {
+      if (ttl > absl::ZeroDuration()) {
+        ttl_writes[data + k] = TtlWrite{v, lease, TtlSeconds(ttl)};
+      } else {
+        ttl_writes.erase(data + k);
+      }
+    }
+  }
+
   // A Watch that answers when anything under `key..end` changes after
   // `after_revision`, or {false, revision} at `timeout`.
   absl::StatusOr<std::pair<bool, int64_t>> WatchRange(const std::string& key,
@@ -588,7 +676,7 @@ struct EtcdStore::Impl {
         last = stubs->unresolved;
         if (absl::Now() >= deadline) return std::make_pair(false, revision);
         size_t seen = i;
-        current.compare_exchange_strong(seen, i + 1);
+        current.compare_exchange_strong(seen, (i + 1) % members.size());
         absl::SleepFor(
             std::min(absl::Milliseconds(200), deadline - absl::Now()));
         continue;
@@ -635,7 +723,7 @@ struct EtcdStore::Impl {
       DJ_LOG_DEBUG("etcd watch at {}: {}", members[i].endpoint,
                    last.error_message());
       size_t seen = i;
-      current.compare_exchange_strong(seen, i + 1);
+      current.compare_exchange_strong(seen, (i + 1) % members.size());
       if (attempt % members.size() == 0) {
         absl::SleepFor(
             std::min(absl::Milliseconds(200), deadline - absl::Now()));
@@ -733,18 +821,30 @@ absl::Status EtcdStore::WaitUntilReachable(absl::Duration timeout) {
 absl::StatusOr<int64_t> EtcdStore::MultiSet(
     const std::vector<std::pair<std::string, std::string>>& kvs,
     absl::Duration ttl) {
+  if (ttl > absl::ZeroDuration()) {
+    auto renewed = impl_->Renew(kvs, ttl);
+    if (!renewed.ok()) return renewed.status();
+    if (renewed->has_value()) return **renewed;
+  }
   auto lease = impl_->LeaseFor(ttl);
   if (!lease.ok()) return lease.status();
-  etcdserverpb::TxnRequest t;
-  for (const auto& [k, v] : kvs) {
-    auto* put = t.add_success()->mutable_request_put();
-    put->set_key(impl_->data + k);
-    put->set_value(v);
-    put->set_lease(*lease);
-  }
-  auto resp = impl_->Txn(t, "set");
-  if (!resp.ok()) return resp.status();
-  return resp->header().revision();
+  int64_t revision = 0;
+  auto s = ForEachTxnChunk(kvs.size(), [&](size_t first, size_t last) {
+    etcdserverpb::TxnRequest t;
+    for (size_t i = first; i < last; ++i) {
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key(impl_->data + kvs[i].first);
+      put->set_value(kvs[i].second);
+      put->set_lease(*lease);
+    }
+    auto resp = impl_->Txn(t, "set");
+    if (!resp.ok()) return resp.status();
+    revision = resp->header().revision();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  impl_->NoteTtlWrites(kvs, ttl, *lease);
+  return revision;
 }
 
 absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
@@ -757,22 +857,31 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
     common.resize(n);
   }
   for (;;) {
-    etcdserverpb::TxnRequest t;
-    for (const auto& k : keys) {
-      t.add_success()->mutable_request_range()->set_key(impl_->data + k);
-    }
-    auto resp = impl_->Txn(t, "get");
-    if (!resp.ok()) return resp.status();
     std::vector<std::string> values;
     std::vector<std::string> missing;
-    for (int i = 0; i < resp->responses_size(); ++i) {
-      const auto& r = resp->responses(i).response_range();
-      if (r.kvs_size() == 0) {
-        missing.push_back(keys[i]);
-      } else {
-        values.push_back(r.kvs(0).value());
+    // The watch below starts after the first slice's revision, so a key
+    // written while later slices were read is not missed.
+    int64_t revision = -1;
+    auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
+      etcdserverpb::TxnRequest t;
+      for (size_t i = first; i < last; ++i) {
+        t.add_success()->mutable_request_range()->set_key(impl_->data +
+                                                          keys[i]);
       }
-    }
+      auto resp = impl_->Txn(t, "get");
+      if (!resp.ok()) return resp.status();
+      if (revision < 0) revision = resp->header().revision();
+      for (int i = 0; i < resp->responses_size(); ++i) {
+        const auto& r = resp->responses(i).response_range();
+        if (r.kvs_size() == 0) {
+          missing.push_back(keys[first + i]);
+        } else {
+          values.push_back(r.kvs(0).value());
+        }
+      }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
     if (missing.empty()) return values;
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
@@ -783,9 +892,8 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
       return absl::DeadlineExceededError(
           absl::StrCat("timed out waiting for keys: ", list));
     }
-    auto w =
-        impl_->WatchRange(impl_->data + common, PrefixEnd(impl_->data + common),
-                          resp->header().revision(), left);
+    auto w = impl_->WatchRange(impl_->data + common,
+                               PrefixEnd(impl_->data + common), revision, left);
     if (!w.ok()) return w.status();
   }
 }
@@ -893,32 +1001,47 @@ absl::StatusOr<int64_t> EtcdStore::Append(const std::string& key,
 }
 
 absl::StatusOr<bool> EtcdStore::Check(const std::vector<std::string>& keys) {
-  etcdserverpb::TxnRequest t;
-  for (const auto& k : keys) {
-    auto* r = t.add_success()->mutable_request_range();
-    r->set_key(impl_->data + k);
-    r->set_count_only(true);
-  }
-  auto resp = impl_->Txn(t, "check");
-  if (!resp.ok()) return resp.status();
-  for (const auto& r : resp->responses()) {
-    if (r.response_range().count() == 0) return false;
-  }
-  return true;
+  bool all = true;
+  auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
+    if (!all) return absl::OkStatus();
+    etcdserverpb::TxnRequest t;
+    for (size_t i = first; i < last; ++i) {
+      auto* r = t.add_success()->mutable_request_range();
+      r->set_key(impl_->data + keys[i]);
+      r->set_count_only(true);
+    }
+    auto resp = impl_->Txn(t, "check");
+    if (!resp.ok()) return resp.status();
+    for (const auto& r : resp->responses()) {
+      if (r.response_range().count() == 0) all = false;
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  return all;
 }
 
 absl::StatusOr<int64_t> EtcdStore::Delete(
     const std::vector<std::string>& keys) {
-  etcdserverpb::TxnRequest t;
-  for (const auto& k : keys) {
-    t.add_success()->mutable_request_delete_range()->set_key(impl_->data + k);
+  {
+    absl::MutexLock lock(&impl_->mu);
+    for (const auto& k : keys) impl_->ttl_writes.erase(impl_->data + k);
   }
-  auto resp = impl_->Txn(t, "delete");
-  if (!resp.ok()) return resp.status();
   int64_t deleted = 0;
-  for (const auto& r : resp->responses()) {
-    deleted += r.response_delete_range().deleted();
-  }
+  auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
+    etcdserverpb::TxnRequest t;
+    for (size_t i = first; i < last; ++i) {
+      t.add_success()->mutable_request_delete_range()->set_key(impl_->data +
+                                                               keys[i]);
+    }
+    auto resp = impl_->Txn(t, "delete");
+    if (!resp.ok()) return resp.status();
+    for (const auto& r : resp->responses()) {
+      deleted += r.response_delete_range().deleted();
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   return deleted;
 }
 
@@ -961,7 +1084,10 @@ absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
       {
         absl::MutexLock lock(&impl_->mu);
         auto it = impl_->lease_info.find(kv.lease());
-        if (it != impl_->lease_info.end()) info = it->second;
+        // Past its expiry the lease was renewed (Renew): look it up again.
+        if (it != impl_->lease_info.end() && it->second.expires > absl::Now()) {
+          info = it->second;
+        }
       }
       if (!info.has_value()) {
         auto ttl = impl_->TimeToLive(kv.lease());

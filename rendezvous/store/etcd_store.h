@@ -5,7 +5,11 @@
 // close revokes it, so a rerun with the same run id starts from an empty
 // namespace (and a crashed job's keys vanish one lease TTL later). Keys
 // written with a TTL get a fresh lease per write: they disappear when the
-// writer stops heartbeating, judged by etcd's clock.
+// writer stops heartbeating, judged by etcd's clock; writing such a key
+// again with the value it holds renews its lease and wakes no watcher.
+// A request of more keys than etcd's --max-txn-ops (default 128) goes as
+// several transactions of 128, each atomic on its own (the rendezvous
+// writes what it reads through one compare-set after such writes).
 #ifndef DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 #define DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 

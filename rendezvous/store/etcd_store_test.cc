@@ -218,6 +218,62 @@ TEST_F(EtcdStoreTest, TtlKeysExpireOnEtcdsClockAndTheWatchSeesIt) {
   EXPECT_FALSE(*store->Check({"alive/n1"}));
 }
 
+// Heartbeats rewrite ctl/alive/<node> with the value it holds, under the
+// ctl/ prefix every node's monitor watches: each must be a lease renewal
+// that wakes nobody, or N nodes wake each other N times a heartbeat.
+TEST_F(EtcdStoreTest, RenewingATtlKeyWithItsValueWakesNoWatcher) {
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(5)).ok());
+  auto listing = store->List("ctl/");
+  ASSERT_TRUE(listing.ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(5)).ok());
+  }
+  auto quiet = store->Watch("ctl/", listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_FALSE(quiet->first);
+  EXPECT_EQ(*store->Get("ctl/alive/n1", absl::ZeroDuration()), "x");
+  // Another value is a change.
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "y", absl::Seconds(5)).ok());
+  auto changed = store->Watch("ctl/", listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(changed->first);
+  // A key another client deleted comes back with the next heartbeat.
+  auto other = Open("job");
+  ASSERT_EQ(*other->Delete({"ctl/alive/n1"}), 1);
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "y", absl::Seconds(5)).ok());
+  EXPECT_EQ(*other->Get("ctl/alive/n1", absl::ZeroDuration()), "y");
+  // A renewed key still expires with its lease once renewals stop: the
+  // writer leaving revokes it at once.
+  store->Close();
+  EXPECT_FALSE(*other->Check({"ctl/alive/n1"}));
+}
+
+// A round's rank records and join records go in one request per 1,024
+// (rendezvous/dynamic_rendezvous.cc); etcd takes at most 128 operations a
+// transaction by default.
+TEST_F(EtcdStoreTest, RequestsOfMoreKeysThanEtcdTakesInOneTxnAreSplit) {
+  auto store = Open("job");
+  std::vector<std::pair<std::string, std::string>> kvs;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 300; ++i) {
+    kvs.emplace_back(absl::StrCat("rank/", i), absl::StrCat(i));
+    keys.push_back(kvs.back().first);
+  }
+  ASSERT_TRUE(store->MultiSet(kvs, absl::ZeroDuration()).ok());
+  auto values = store->MultiGet(keys, absl::ZeroDuration());
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 300u);
+  EXPECT_EQ((*values)[299], "299");
+  EXPECT_TRUE(*store->Check(keys));
+  keys.push_back("rank/missing");
+  EXPECT_FALSE(*store->Check(keys));
+  EXPECT_EQ(store->MultiGet(keys, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(*store->Delete(keys), 300);
+  EXPECT_EQ(*store->NumKeys(), 0);
+}
+
 TEST_F(EtcdStoreTest, RunIdsAndPrefixesAreSeparateNamespaces) {
   auto a = Open("job-a");
   auto b = Open("job-b");
@@ -272,6 +328,30 @@ TEST_F(EtcdStoreTest, DeadEndpointsAreSkipped) {
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->Set("k", "v").ok());
   EXPECT_EQ(*(*store)->Get("k", absl::ZeroDuration()), "v");
+}
+
+// After a failure at the last member the client must go on to the first:
+// a client that had failed over through every member once (its members
+// lost the leader in turn) then kept retrying one dead member until its
+// budget ran out (bench/run.py, etcd leader loss).
+TEST_F(EtcdStoreTest, FailOverWrapsAroundTheMemberList) {
+  auto o = ParseEtcdOptions("127.0.0.1:1," + endpoint_, "", "job");
+  ASSERT_TRUE(o.ok());
+  o->rpc_timeout = absl::Seconds(5);
+  auto store = EtcdStore::Connect(*o);
+  ASSERT_TRUE(store.ok());
+  // Fails at the dead first member, then succeeds at the live second.
+  ASSERT_TRUE((*store)->Set("k", "v").ok());
+  {
+    // A call whose caller's deadline has passed fails at the live member
+    // with a retryable error: the client moves past the end of the list.
+    ScopedCallDeadline spent(absl::Now() - absl::Seconds(1));
+    EXPECT_FALSE((*store)->Get("k", absl::ZeroDuration()).ok());
+  }
+  // The dead first member again, then the live one.
+  auto got = (*store)->Get("k", absl::ZeroDuration());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "v");
 }
 
 TEST(EtcdStoreNoServerTest, UnreachableClusterNamesItsEndpoints) {
