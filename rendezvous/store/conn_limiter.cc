@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "rendezvous/store/h2_first_bytes.h"
 
 namespace distjob {
 namespace {
@@ -43,8 +44,6 @@ struct Conn {
   bool sent_settings = false;  // kMismatch
 };
 
-constexpr char kH2Preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-constexpr size_t kH2PrefaceLen = sizeof(kH2Preface) - 1;
 constexpr size_t kMaxMismatchBytes = 64 << 10;
 constexpr absl::Duration kDrainTime = absl::Seconds(2);
 constexpr absl::Duration kLogEvery = absl::Seconds(10);
@@ -125,26 +124,6 @@ std::string H2Refusal(uint32_t stream, const std::string& message) {
   goaway.append(message);
   H2Frame(&out, 0x7, 0, 0, goaway);
   return out;
-}
-
-// The stream of the first HEADERS frame after the preface; 0 while none
-// has arrived; -1 when the bytes are not HTTP/2.
-int64_t FirstHeadersStream(const std::string& buf) {
-  if (buf.compare(0, std::min(buf.size(), kH2PrefaceLen), kH2Preface, 0,
-                  std::min(buf.size(), kH2PrefaceLen)) != 0) {
-    return -1;
-  }
-  size_t at = kH2PrefaceLen;
-  while (buf.size() >= at + 9) {
-    const auto* p = reinterpret_cast<const unsigned char*>(buf.data() + at);
-    const size_t len = (size_t{p[0]} << 16) | (size_t{p[1]} << 8) | p[2];
-    if (p[3] == 0x1) {
-      return ((uint32_t{p[5]} & 0x7f) << 24) | (uint32_t{p[6]} << 16) |
-             (uint32_t{p[7]} << 8) | p[8];
-    }
-    at += 9 + len;
-  }
-  return 0;
 }
 
 std::string AddressText(const sockaddr_storage& ss) {
