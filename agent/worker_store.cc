@@ -50,6 +50,11 @@ void WorkerStore::Stop() {
   DJ_LOG_INFO("stopped serving the workers' TCPStore");
 }
 
+void WorkerStore::Clear() {
+  absl::MutexLock lock(&mu_);
+  if (server_ != nullptr) server_->Clear();
+}
+
 void WorkerStore::AllowMembers(const std::vector<std::string>& addrs) {
   if (!restrict_peers_) return;
   // Resolved outside the lock: a scrape must not wait for DNS.

@@ -33,6 +33,7 @@ class WorkerStore : public WorkerStoreHost {
   absl::StatusOr<int> Serve(const std::string& host, int port) override;
   void Stop() override;
   void AllowMembers(const std::vector<std::string>& addrs) override;
+  void Clear() override;
 
   // nullopt while not serving.
   std::optional<TcpStoreStats> Stats();

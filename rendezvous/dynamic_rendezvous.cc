@@ -589,6 +589,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
       options_.worker_store->AllowMembers(addrs);
       port = options_.worker_store->Serve(options_.addr, 0);
+      // Every member stopped its last workers before it joined this round,
+      // and none learns the address before the master record below: a clean
+      // store for the new group, whose key prefix may be the last one's.
+      if (port.ok()) options_.worker_store->Clear();
     } else {
       port = FindFreePort(bind);
     }

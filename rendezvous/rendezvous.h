@@ -50,6 +50,8 @@ class WorkerStoreHost {
   // only they and loopback may connect, since a TCPStore client cannot
   // present the token.
   virtual void AllowMembers(const std::vector<std::string>& addrs) = 0;
+  // A new round closed: the last group's keys go (TcpStoreServer::Clear).
+  virtual void Clear() = 0;
 };
 
 class ElasticRendezvous;

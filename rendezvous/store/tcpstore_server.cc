@@ -114,6 +114,19 @@ class TcpStoreServer::Impl {
     }
     return s;
   }
+  void Clear() {
+    absl::MutexLock lock(&clear_mu_);
+    if (!thread_.joinable() || stop_.load()) return;
+    const uint64_t wanted = ++clear_requested_;
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+    // The loop answers within one pass; Shutdown also releases the wait.
+    auto done = [this, wanted]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(clear_mu_) {
+      return clear_done_ >= wanted || stop_.load();
+    };
+    clear_mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(5));
+  }
   void SetAllowedPeers(std::vector<std::string> ips) {
     std::set<std::string> allowed;
     for (const std::string& ip : ips) {
@@ -212,6 +225,12 @@ class TcpStoreServer::Impl {
 
   absl::Mutex allowed_mu_;
   std::set<std::string> allowed_ ABSL_GUARDED_BY(allowed_mu_);
+
+  // Clear(): asked by any thread, done by the loop.
+  absl::Mutex clear_mu_;
+  uint64_t clear_requested_ ABSL_GUARDED_BY(clear_mu_) = 0;
+  uint64_t clear_done_ ABSL_GUARDED_BY(clear_mu_) = 0;
+  void ClearIfAsked();
 
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
@@ -314,7 +333,13 @@ void TcpStoreServer::Impl::Loop() {
         Accept();
         continue;
       }
-      if (id == kWakeId) continue;
+      if (id == kWakeId) {
+        // Drained: Clear() wakes the loop more than once in its life.
+        uint64_t count;
+        ssize_t ignored = read(wake_fd_, &count, sizeof(count));
+        (void)ignored;
+        continue;
+      }
       auto it = conns_.find(id);
       if (it == conns_.end()) continue;
       Conn& c = *it->second;
@@ -324,6 +349,7 @@ void TcpStoreServer::Impl::Loop() {
       }
       if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) OnReadable(c);
     }
+    ClearIfAsked();
     // Answers to other connections (wake-ups) go out once per batch.
     std::vector<uint64_t> dirty;
     dirty.swap(dirty_);
@@ -337,6 +363,17 @@ void TcpStoreServer::Impl::Loop() {
   std::vector<uint64_t> ids;
   for (const auto& [id, conn] : conns_) ids.push_back(id);
   for (uint64_t id : ids) CloseConn(id, "", false);
+}
+
+void TcpStoreServer::Impl::ClearIfAsked() {
+  absl::MutexLock lock(&clear_mu_);
+  if (clear_done_ == clear_requested_) return;
+  data_.clear();
+  queues_.clear();
+  total_bytes_ = 0;
+  keys_.store(0, std::memory_order_relaxed);
+  bytes_.store(0, std::memory_order_relaxed);
+  clear_done_ = clear_requested_;
 }
 
 void TcpStoreServer::Impl::Accept() {
@@ -899,5 +936,7 @@ TcpStoreStats TcpStoreServer::Stats() { return impl_->Stats(); }
 void TcpStoreServer::SetAllowedPeers(std::vector<std::string> ips) {
   impl_->SetAllowedPeers(std::move(ips));
 }
+
+void TcpStoreServer::Clear() { impl_->Clear(); }
 
 }  // namespace distjob

@@ -76,6 +76,13 @@ class TcpStoreServer {
   // only the round's members when the job has a rendezvous token, since a
   // TCPStore client cannot present one.
   void SetAllowedPeers(std::vector<std::string> ips);
+  // Drops every key and queue, as a fresh store; returns once done. The
+  // agent calls it when a new round closes, before the round's workers
+  // learn the address: their prefix (/worker/attempt_<restart count>) is
+  // the same after a membership change, so the last group's keys (its
+  // barrier counters, its ranks' addresses) would otherwise meet the new
+  // group's. Connections and parked waits stay.
+  void Clear();
 
   class Impl;
 

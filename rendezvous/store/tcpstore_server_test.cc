@@ -217,6 +217,26 @@ TEST(TcpStoreServerTest, Serves113Numbering) {
   EXPECT_EQ(c.Int(), 1);
 }
 
+// A new round's group finds none of the last group's keys, on the same
+// connection and port, and the store serves on.
+TEST(TcpStoreServerTest, ClearDropsEveryKeyAndServesOn) {
+  auto server = StartServer();
+  Client c(server->port(), /*validate=*/false);
+  c.Send(Op(0) + Str("/init") + Str("4"));  // SET
+  c.Send(Op(3) + Str("/count") + U64(4));   // ADD
+  EXPECT_EQ(c.Int(), 4);
+  server->Clear();
+  EXPECT_EQ(server->Stats().keys, 0);
+  EXPECT_EQ(server->Stats().bytes, 0);
+  c.Send(Op(6));  // GETNUMKEYS
+  EXPECT_EQ(c.Int(), 0);
+  c.Send(Op(3) + Str("/count") + U64(6));  // ADD starts again from 0
+  EXPECT_EQ(c.Int(), 6);
+  server->Clear();  // the loop's wake-up is drained: a second one works
+  c.Send(Op(6));
+  EXPECT_EQ(c.Int(), 0);
+}
+
 TEST(TcpStoreServerTest, WaitAnswersOnceEveryKeyExistsAndCancelWaitEndsIt) {
   auto server = StartServer();
   Client waiter(server->port()), writer(server->port());
