@@ -358,9 +358,14 @@ class AgentRun {
   std::optional<int> PrepareRounds() {
     if (WorkerStoreOnAgent(options_.launch)) {
       // A TCPStore client cannot present the rendezvous token: with one,
-      // the store admits only the round's members (README, worker store).
-      worker_store_ =
-          std::make_shared<WorkerStore>(!options_.security.token.empty());
+      // an elastic round's store admits only its members (README, worker
+      // store). Static and one-node jobs know no member list to admit.
+      const LaunchOptions& launch = options_.launch;
+      const bool elastic =
+          ChooseRendezvous(launch.standalone, launch.max_nodes,
+                           launch.rdzv_backend) == RendezvousKind::kDynamic;
+      worker_store_ = std::make_shared<WorkerStore>(
+          elastic && !options_.security.token.empty());
       observer_.WorkerStore([weak = std::weak_ptr<WorkerStore>(worker_store_)]()
                                 -> std::optional<TcpStoreStats> {
         auto alive = weak.lock();

@@ -28,10 +28,12 @@ absl::StatusOr<int> WorkerStore::Serve(const std::string& host, int port) {
   // it by whatever address it has: every interface then.
   options.host = IsIpLiteral(host) ? host : "::";
   options.port = port;
+  if (restrict_peers_) {
+    options.allowed_peers.assign(allowed_.begin(), allowed_.end());
+  }
   auto started = TcpStoreServer::Start(options);
   if (!started.ok()) return started.status();
   server_ = *std::move(started);
-  if (restrict_peers_) server_->SetAllowedPeers(allowed_);
   const std::string line =
       JoinHostPort(options.host, server_->port()) +
       (restrict_peers_ ? " (round members and loopback only)" : "");
@@ -51,6 +53,8 @@ void WorkerStore::Stop() {
 }
 
 void WorkerStore::Clear() {
+  // Under mu_ so that Stop() cannot free the server meanwhile; Clear()
+  // returns within one pass of the server's loop, or at its Shutdown.
   absl::MutexLock lock(&mu_);
   if (server_ != nullptr) server_->Clear();
 }

@@ -306,6 +306,14 @@ void ConnLimiter::Loop() {
   };
   watch(listen_fd_, EPOLLIN);
   watch(wake_fd_, EPOLLIN);
+  // Out of fds, the listener stays readable: it leaves epoll (no spinning)
+  // until a connection ends or a second has passed.
+  absl::Time accept_paused_at = absl::InfinitePast();
+  bool accept_paused = false;
+  auto resume_accept = [&] {
+    if (!accept_paused) return;
+    accept_paused = !watch(listen_fd_, EPOLLIN);
+  };
 
   absl::flat_hash_map<int, Conn> conns;  // by the fd we watch
   // Per address, its connections oldest first (seq -> fd).
@@ -327,6 +335,7 @@ void ConnLimiter::Loop() {
     waiting.erase(fd);
     conns.erase(it);
     open_.fetch_sub(1, std::memory_order_relaxed);
+    resume_accept();
   };
   // Ends gRPC's connection too: its fd and our dup share the socket.
   auto evict = [&](int fd) {
@@ -447,10 +456,13 @@ void ConnLimiter::Loop() {
       }
     }
     char chunk[4096];
-    for (;;) {
+    // Bounded per wake-up: a peer that keeps sending to a closing
+    // connection must not hold the one accept thread.
+    for (size_t read = 0; read < kMaxMismatchBytes;) {
       const ssize_t n = recv(c.fd, chunk, sizeof(chunk), 0);
       if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
       if (n <= 0) return forget(c.fd);
+      read += static_cast<size_t>(n);
       if (c.phase == Phase::kClosing) continue;
       c.buf.append(chunk, static_cast<size_t>(n));
       if (c.buf.size() > kMaxMismatchBytes) return forget(c.fd);
@@ -472,11 +484,16 @@ void ConnLimiter::Loop() {
   std::vector<epoll_event> events(256);
   bool stopping = false;
   while (!stopping) {
+    if (accept_paused && absl::Now() - accept_paused_at >= absl::Seconds(1)) {
+      resume_accept();  // fds freed elsewhere in the process
+    }
     absl::Time next = absl::InfiniteFuture();
     for (int fd : waiting) next = std::min(next, conns[fd].deadline);
     const absl::Duration until = next - absl::Now();
+    // At most a second (a wait with none waiting is infinite: clamped
+    // before the +1 that rounds up, which would overflow it).
     const int timeout_ms = static_cast<int>(
-        std::clamp<int64_t>(absl::ToInt64Milliseconds(until) + 1, 0, 1000));
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(until), -1, 999) + 1);
     const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()),
                              timeout_ms);
     for (int i = 0; i < n; ++i) {
@@ -496,6 +513,9 @@ void ConnLimiter::Loop() {
             if (errno == EMFILE || errno == ENFILE) {
               refused_log.Log(absl::StrCat("rendezvous store: cannot accept: ",
                                            strerror(errno)));
+              epoll_ctl(ep, EPOLL_CTL_DEL, listen_fd_, nullptr);
+              accept_paused = true;
+              accept_paused_at = absl::Now();
             }
             break;
           }

@@ -99,6 +99,9 @@ class TcpStoreServer::Impl {
     ssize_t ignored = write(wake_fd_, &one, sizeof(one));
     (void)ignored;
     thread_.join();
+    // A Clear() waiting on the loop is answered: there is nothing to clear.
+    absl::MutexLock clear_lock(&clear_mu_);
+    clear_done_ = clear_requested_;
   }
   TcpStoreStats Stats() {
     TcpStoreStats s;
@@ -231,6 +234,9 @@ class TcpStoreServer::Impl {
   uint64_t clear_requested_ ABSL_GUARDED_BY(clear_mu_) = 0;
   uint64_t clear_done_ ABSL_GUARDED_BY(clear_mu_) = 0;
   void ClearIfAsked();
+  // Whether `answer` more bytes keep `c`'s unsent output within
+  // max_pending_output_bytes.
+  bool AnswerFits(const Conn& c, size_t answer) const;
 
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
@@ -472,7 +478,11 @@ void TcpStoreServer::Impl::OnReadable(Conn& c) {
         c.in_len -= c.in_off;
         c.in_off = 0;
       }
-      if (c.in.size() < want) c.in.resize(std::max(want, c.in.size() * 2));
+      if (c.in.size() < want) {
+        // Doubling, but never past one whole frame and a chunk.
+        const size_t cap = options_.max_frame_bytes + kReadChunk;
+        c.in.resize(std::max(want, std::min(c.in.size() * 2, cap)));
+      }
     }
     const size_t space = c.in.size() - c.in_len;
     const ssize_t n = read(c.fd, &c.in[c.in_len], space);
@@ -602,10 +612,21 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
       return true;
     }
     case Op::kMultiGet: {
+      // A small request may name one large value many times: the answer
+      // is sized before any of it is queued.
+      size_t answer = 0;
       for (absl::string_view k : r.keys) {
-        if (data_.find(k) == data_.end()) {
+        auto it = data_.find(k);
+        if (it == data_.end()) {
           return Violation(c, "multi_get of a key that does not exist");
         }
+        answer += sizeof(uint64_t) + it->second.size();
+      }
+      if (!AnswerFits(c, answer)) {
+        return Violation(
+            c, absl::StrCat("multi_get answer of ", answer,
+                            " bytes over max_pending_output_", "bytes ",
+                            options_.max_pending_output_bytes));
       }
       for (absl::string_view k : r.keys) {
         tcpstore::AppendBytes(&c.out, data_.find(k)->second);
@@ -745,10 +766,19 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
           it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
       return true;
     }
-    case Op::kListKeys:
+    case Op::kListKeys: {
+      size_t answer = sizeof(int64_t);
+      for (const auto& [k, v] : data_) answer += sizeof(uint64_t) + k.size();
+      if (!AnswerFits(c, answer)) {
+        return Violation(
+            c, absl::StrCat("list_keys answer of ", answer,
+                            " bytes over max_pending_output_", "bytes ",
+                            options_.max_pending_output_bytes));
+      }
       tcpstore::AppendI64(&c.out, static_cast<int64_t>(data_.size()));
       for (const auto& [k, v] : data_) tcpstore::AppendBytes(&c.out, k);
       return true;
+    }
     case Op::kWatchKey:
     case Op::kBarrier:
     case Op::kCount:
@@ -756,6 +786,10 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
   }
   return Violation(c, absl::StrCat(tcpstore::OpName(r.op),
                                    " is not supported by this server"));
+}
+
+bool TcpStoreServer::Impl::AnswerFits(const Conn& c, size_t answer) const {
+  return c.out.size() - c.out_off + answer <= options_.max_pending_output_bytes;
 }
 
 bool TcpStoreServer::Impl::Exists(absl::string_view key) const {
@@ -924,6 +958,10 @@ TcpStoreServer::~TcpStoreServer() { Shutdown(); }
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& options) {
   auto impl = std::make_unique<Impl>(options);
+  // Before the first accept: a non-member must not slip in meanwhile.
+  if (!options.allowed_peers.empty()) {
+    impl->SetAllowedPeers(options.allowed_peers);
+  }
   absl::Status s = impl->Listen();
   if (!s.ok()) return s;
   impl->StartLoop();

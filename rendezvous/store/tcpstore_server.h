@@ -26,6 +26,8 @@ struct TcpStoreServerOptions {
   // read back with port()).
   std::string host = "::";
   int port = 0;
+  // As SetAllowedPeers, in force from the first connection on.
+  std::vector<std::string> allowed_peers;
   // Used: max_key_bytes, max_value_bytes, max_keys_per_request,
   // max_total_bytes (keys and values with StoreCore::kKeyOverhead each),
   // max_waiters (parked waits and gets in all) and max_waiters_per_peer

@@ -217,6 +217,27 @@ TEST(TcpStoreServerTest, Serves113Numbering) {
   EXPECT_EQ(c.Int(), 1);
 }
 
+// One small multi_get naming a large value many times would queue far
+// more than max_pending_output_bytes: it closes the connection instead, and
+// the server serves on.
+TEST(TcpStoreServerTest, AnAnswerOverThePendingOutputBoundClosesTheClient) {
+  TcpStoreServerOptions o;
+  o.max_pending_output_bytes = 64 << 10;
+  auto server = StartServer(o);
+  Client writer(server->port());
+  writer.Send(Op(kSet) + Str("/big") + Str(std::string(20 << 10, 'x')));
+  writer.Send(Op(kGet) + Str("/big"));
+  EXPECT_EQ(writer.Bytes().size(), size_t{20} << 10);
+  Client reader(server->port());
+  reader.Send(Op(kMultiGet) + Keys({"/big", "/big", "/big", "/big"}));
+  EXPECT_TRUE(reader.Closed());
+  EXPECT_EQ(server->Stats().protocol_errors, 1);
+  Client again(server->port());
+  again.Send(Op(kMultiGet) + Keys({"/big", "/big"}));
+  EXPECT_EQ(again.Bytes().size(), size_t{20} << 10);
+  EXPECT_EQ(again.Bytes().size(), size_t{20} << 10);
+}
+
 // A new round's group finds none of the last group's keys, on the same
 // connection and port, and the store serves on.
 TEST(TcpStoreServerTest, ClearDropsEveryKeyAndServesOn) {

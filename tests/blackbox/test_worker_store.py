@@ -131,6 +131,36 @@ def test_static_node0_serves_on_master_port(start_agent, tmp_path):
     assert recs[0]["served"]
 
 
+# A 1.13 client's ADD from a source address that is not 127.0.0.1, so an
+# admission list of loopback alone would refuse it.
+FROM_ELSEWHERE = (
+    "import os, socket, struct, sys\n"
+    "e = os.environ\n"
+    "s = socket.socket()\n"
+    "s.bind(('127.0.0.5', 0))\n"
+    "s.settimeout(10)\n"
+    "s.connect((e['MASTER_ADDR'], int(e['MASTER_PORT'])))\n"
+    "s.sendall(bytes([3]) + struct.pack('=Q', 2) + b'/n'"
+    " + struct.pack('=q', 5))\n"
+    "got = s.recv(8)\n"
+    "sys.exit(0 if len(got) == 8 and struct.unpack('=q', got)[0] == 5"
+    " else 1)\n")
+
+
+def test_static_job_with_a_token_admits_other_nodes(start_agent, tmp_path):
+    # Only an elastic round has a member list to admit; a static job's
+    # store stays open (README), or node 0's store would refuse every
+    # other node's workers.
+    port = free_port()
+    a = start_agent(
+        ["run", "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1",
+         "--master-addr", "127.0.0.1", "--master-port", str(port),
+         "--no-python", PYTHON, "-c", FROM_ELSEWHERE],
+        env={"DISTJOB_RDZV_TOKEN": "s3cret-token",
+             "DISTJOB_TERMINATION_LOG": str(tmp_path / "tlog")})
+    assert a.wait(timeout=60) == 0
+
+
 def test_env_agrees_with_run(run_agent):
     args = c10d_args()[1:]
     for extra, env, want in (
