@@ -1,11 +1,12 @@
 // Load generator for the store benchmarks in bench/run.py; prints one JSON
 // object per measurement on stdout.
 //
-//   store_bench server [MAX_NODES]
+//   store_bench server [MAX_NODES [QUEUES]]
 //       hosts the embedded store on 127.0.0.1 (a free port, printed as
 //       "port N") with the limits the agent gives a job of up to MAX_NODES
-//       nodes, in its own process so its CPU time can be read from
-//       /proc; exits at EOF on stdin.
+//       nodes (QUEUES: that many completion queues instead), in its own
+//       process so its CPU time can be read from /proc; exits at EOF on
+//       stdin.
 //   store_bench ops ENDPOINT OP CLIENTS SECONDS [sync]
 //       CLIENTS threads, one gRPC channel each, run OP (get, set, add,
 //       compare_set, set_get: a set then a get of the same key, wait: a
@@ -15,10 +16,11 @@
 //       list), so that several processes' samples can be merged.
 //   store_bench scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS
 //       COUNT simulated nodes (node FIRST.. of NODES) run the real
-//       DynamicRendezvous join over a few shared channels, so thousands fit
-//       in one process. Waits for a "go" line on stdin, joins, reports when
-//       the last of its nodes got the round, then counts the store requests
-//       its nodes make in HB_SECONDS of steady state (heartbeats, watches).
+//       DynamicRendezvous join over a few shared channels (a connection
+//       each), so thousands fit in one process. Waits for a "go" line on stdin,
+//       joins, reports when the last of its nodes got the round, then counts
+//       the store requests its nodes make in HB_SECONDS of steady state
+//       (heartbeats, watches).
 //   store_bench recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S
 //       As scale, with --nnodes MIN:NODES: forms a round at "go", then on
 //       "kill K" stops node K's heartbeat if it is one of this process's
@@ -64,8 +66,15 @@ long long NowNs() {
 }
 
 // As the agent hosts it for a job of up to `max_nodes`.
-int Server(int max_nodes) {
-  auto server = StoreServer::Start("127.0.0.1", 0, HostStoreLimits(max_nodes));
+int Server(int max_nodes, int queues) {
+  StoreLimits limits = HostStoreLimits(max_nodes);
+  if (queues > 0) limits.completion_queues = static_cast<size_t>(queues);
+  // Every simulated node calls from 127.0.0.1, where each real node has an
+  // address of its own: the per-address cap on parked waits (8192) would
+  // refuse half the waits of a 16,384-node round, which real nodes never
+  // meet. The store-wide caps stay as the agent sets them.
+  limits.max_waiters_per_peer = limits.max_waiters;
+  auto server = StoreServer::Start("127.0.0.1", 0, limits);
   if (!server.ok()) {
     std::fprintf(stderr, "%s\n", server.status().ToString().c_str());
     return 1;
@@ -276,8 +285,8 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ScaleClient(
     const std::string& endpoint, const std::string& run_id) {
   absl::string_view etcd = endpoint;
   if (!absl::ConsumePrefix(&etcd, "etcd:")) {
-    return std::unique_ptr<StoreInterface>(
-        GrpcStoreClient::Connect(endpoint, absl::Seconds(300)));
+    return std::unique_ptr<StoreInterface>(GrpcStoreClient::Connect(
+        endpoint, absl::Seconds(300), {}, /*own_connection=*/true));
   }
   auto options =
       ParseEtcdOptions(std::string(etcd), "read_timeout=300", run_id);
@@ -393,7 +402,8 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   const int channels = std::min(count, 8);
   std::vector<std::unique_ptr<GrpcStoreClient>> clients;
   for (int i = 0; i < channels; ++i) {
-    clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300)));
+    clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300), {},
+                                               /*own_connection=*/true));
   }
   std::atomic<long> requests{0};
   auto make = [&](int global, int local) {
@@ -516,7 +526,10 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   InitLogging(LogLevel::kError);
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "server") return Server(argc > 2 ? std::atoi(argv[2]) : 1);
+  if (mode == "server") {
+    return Server(argc > 2 ? std::atoi(argv[2]) : 1,
+                  argc > 3 ? std::atoi(argv[3]) : 0);
+  }
   if (mode == "ops" &&
       (argc == 6 || (argc == 7 && argv[6] == std::string("sync")))) {
     return Ops(argv[2], argv[3], std::atoi(argv[4]), std::atof(argv[5]),
@@ -531,7 +544,8 @@ int main(int argc, char** argv) {
                    std::atoi(argv[6]), std::atoi(argv[7]), std::atof(argv[8]));
   }
   std::fputs(
-      "usage: store_bench server [MAX_NODES] | ops ENDPOINT OP CLIENTS "
+      "usage: store_bench server [MAX_NODES [QUEUES]] | ops ENDPOINT OP "
+      "CLIENTS "
       "SECONDS [sync] | scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS | "
       "recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S\n",
       stderr);

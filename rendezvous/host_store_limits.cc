@@ -11,6 +11,9 @@ StoreLimits HostStoreLimits(int max_nodes) {
   limits.max_waiters = std::max(limits.max_waiters, waits);
   limits.max_waiter_bytes =
       std::max(limits.max_waiter_bytes, waits * kBytesPerWait);
+  const size_t nodes = static_cast<size_t>(std::max(max_nodes, 0));
+  limits.completion_queues = std::clamp<size_t>(
+      (nodes + kNodesPerQueue - 1) / kNodesPerQueue, 1, kMaxQueues);
   return limits;
 }
 

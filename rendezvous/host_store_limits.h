@@ -17,10 +17,22 @@ inline constexpr size_t kWaitsPerNode = 2;
 // index entries.
 inline constexpr size_t kBytesPerWait = 8704;
 
+// Nodes per completion queue of the store's gRPC server, and the most
+// queues (StoreLimits::completion_queues): a job of up to kNodesPerQueue
+// nodes keeps one queue and so no thread hand-off per call; a larger one
+// gets a queue per kNodesPerQueue nodes, up to kMaxQueues. More queues
+// shorten each queue's list of calls in flight but hand more events from
+// the thread that read them to another: on the 2-core benchmark machine
+// 16 queues closed no 16,384-node round in 120 s where 4 closed it a
+// little faster than 1 (docs/bench/results.md).
+inline constexpr size_t kNodesPerQueue = 2048;
+inline constexpr size_t kMaxQueues = 4;
+
 // StoreLimits' defaults, with the parked waits' budget grown to
 // kWaitsPerNode waits per node of a job of up to `max_nodes`: the default
 // (64 MiB, about 7,700 waits) would refuse the waits of a round of more
-// than ~3,800 nodes, and each refused wait would be retried at once.
+// than ~3,800 nodes, and each refused wait would be retried at once; and
+// with kNodesPerQueue nodes per completion queue of the server.
 StoreLimits HostStoreLimits(int max_nodes);
 
 }  // namespace distjob

@@ -24,5 +24,16 @@ TEST(HostStoreLimitsTest, LargeJobsGetTwoWaitsPerNode) {
   EXPECT_LT(StoreLimits().max_waiter_bytes, 2 * 16384 * kBytesPerWait);
 }
 
+// A small job's store answers from one thread (no hand-off per call); a
+// large one splits its calls in flight over queues (store_server.cc).
+TEST(HostStoreLimitsTest, QueuesGrowWithTheJobAndAreBounded) {
+  EXPECT_EQ(HostStoreLimits(1).completion_queues, 1u);
+  EXPECT_EQ(HostStoreLimits(2048).completion_queues, 1u);
+  EXPECT_EQ(HostStoreLimits(4096).completion_queues, 2u);
+  EXPECT_EQ(HostStoreLimits(16384).completion_queues, kMaxQueues);
+  EXPECT_EQ(HostStoreLimits(100000).completion_queues, kMaxQueues);
+  EXPECT_EQ(HostStoreLimits(-1).completion_queues, 1u);
+}
+
 }  // namespace
 }  // namespace distjob

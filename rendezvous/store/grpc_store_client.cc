@@ -93,7 +93,8 @@ void ConnectSoon(grpc::Channel* channel, absl::Duration window) {
 struct GrpcStoreClient::Impl {
   std::string endpoint;
   absl::Duration rpc_timeout;
-  StoreSecurity security;    // TLS files and the token, for the channel
+  StoreSecurity security;  // TLS files and the token, for the channel
+  bool own_connection = false;
   std::string token_header;  // "Bearer <token>", or empty
   // Set once, by the first call that resolves the endpoint; read without
   // the lock only after EnsureStub returned OK.
@@ -189,6 +190,7 @@ struct GrpcStoreClient::Impl {
         args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
         args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
         args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+        if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
         // The host's name, not its address, as with a name target (TLS
         // checks the certificate against target->host).
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
@@ -270,8 +272,9 @@ GrpcStoreClient::~GrpcStoreClient() = default;
 
 std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
     const std::string& endpoint, absl::Duration rpc_timeout,
-    const StoreSecurity& security) {
+    const StoreSecurity& security, bool own_connection) {
   auto impl = std::make_unique<Impl>();
+  impl->own_connection = own_connection;
   impl->endpoint = endpoint;
   impl->rpc_timeout = rpc_timeout;
   impl->security = security;

@@ -20,9 +20,13 @@ class GrpcStoreClient : public StoreInterface {
   // beyond its own blocking time (torchrun's read_timeout). `security`'s
   // token goes with every call and its TLS settings make the channel; a
   // call the store refuses for its token is Unauthenticated, at once.
+  // gRPC shares one connection among channels to the same address with the
+  // same arguments; with `own_connection`, this client has a connection of
+  // its own, as a client in another process would (tests and the scale
+  // benchmark, which run many clients in one process).
   static std::unique_ptr<GrpcStoreClient> Connect(
       const std::string& endpoint, absl::Duration rpc_timeout,
-      const StoreSecurity& security = {});
+      const StoreSecurity& security = {}, bool own_connection = false);
   ~GrpcStoreClient() override;
 
   // Waits until the store answers, for at most `timeout`.

@@ -239,6 +239,53 @@ TEST(GrpcStoreTest, OnePeerParksAtMostItsShare) {
   b.join();
 }
 
+// Which of the server's queues served `client`'s next call: gRPC assigns
+// each connection to one queue.
+int QueueOf(StoreServer* server, GrpcStoreClient* client) {
+  const std::vector<int64_t> before = server->QueueCalls();
+  if (!client->NumKeys().ok()) return -1;
+  const std::vector<int64_t> after = server->QueueCalls();
+  for (size_t q = 0; q < after.size(); ++q) {
+    if (after[q] != before[q]) return static_cast<int>(q);
+  }
+  return -1;
+}
+
+// A large job's store serves its connections from several completion
+// queues, each with its own thread; a wait parked by a call of one queue
+// is answered when a set arrives on another.
+TEST(GrpcStoreTest, AWaitOnOneQueueIsWokenByASetOnAnother) {
+  StoreLimits limits;
+  limits.completion_queues = 4;
+  auto server = StoreServer::Start("127.0.0.1", 0, limits);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_EQ((*server)->QueueCalls().size(), 4u);
+  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  auto waiter = GrpcStoreClient::Connect(endpoint, absl::Seconds(5), {},
+                                         /*own_connection=*/true);
+  const int waiting_queue = QueueOf(server->get(), waiter.get());
+  ASSERT_GE(waiting_queue, 0);
+  // Connections land on queues at random: open more until one is served
+  // by another queue than the waiter's (64 all on one: 4^-63).
+  std::vector<std::unique_ptr<GrpcStoreClient>> setters;
+  int setting_queue = waiting_queue;
+  while (setting_queue == waiting_queue && setters.size() < 64) {
+    setters.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(5), {},
+                                               /*own_connection=*/true));
+    setting_queue = QueueOf(server->get(), setters.back().get());
+    ASSERT_GE(setting_queue, 0);
+  }
+  ASSERT_NE(setting_queue, waiting_queue);
+  EXPECT_EQ((*server)->Stats().connections,
+            static_cast<int64_t>(setters.size() + 1));
+  std::thread setter([&] {
+    ASSERT_TRUE(AwaitParked(server->get(), 1));
+    ASSERT_TRUE(setters.back()->Set("late", "v").ok());
+  });
+  EXPECT_EQ(*waiter->Get("late", absl::Seconds(30)), "v");
+  setter.join();
+}
+
 TEST(GrpcStoreTest, ListingsArePagedOverTheWire) {
   StoreLimits limits;
   limits.max_list_entries = 2;

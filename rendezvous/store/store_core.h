@@ -67,6 +67,15 @@ struct StoreLimits {
   // "changed" at once (the caller relists), as etcd answers a compacted
   // revision.
   size_t max_tombstones = 65536;
+  // Read by the gRPC server (store_server.cc), not the core: how many
+  // completion queues, each with its own thread, serve the calls. gRPC
+  // assigns each connection to one. Debian's libgrpc is built without
+  // NDEBUG, and there each completion scans its queue's list of calls in
+  // flight (cq_check_tag), so one queue under thousands of parked waits
+  // makes a round of N nodes cost O(N^2); more queues split that list, at
+  // the price of a thread hand-off per call when the thread that reads a
+  // connection is not its queue's. HostStoreLimits sizes it to the job.
+  size_t completion_queues = 1;
 };
 
 class StoreCore {

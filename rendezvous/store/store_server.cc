@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -96,7 +97,11 @@ class Call {
 // two "nexting" threads that hand the poller role to each other on every
 // request (a futex wake and a context switch per call, most of the store's
 // CPU per request: docs/bench/store-profile.md); one thread per queue
-// polls, reads, answers and writes without waking another.
+// polls, reads, answers and writes without waking another. A large job's
+// store runs several queues (StoreLimits::completion_queues): each
+// completion costs time in proportion to the calls in flight on its queue
+// in Debian's libgrpc, and thousands of parked waits on one queue made a
+// round of 16,384 nodes take minutes (docs/bench/profile-scale-16384.txt).
 class StoreServer::Service {
  public:
   Service(StoreCore* core, RequestCounts* requests, StorePeerCalls* peers,
@@ -107,17 +112,30 @@ class StoreServer::Service {
         token_(std::move(token)) {}
   ~Service() { Stop(); }
 
-  void Register(grpc::ServerBuilder* builder) {
+  void Register(grpc::ServerBuilder* builder, size_t queues) {
     builder->RegisterService(&async_);
-    queues_.push_back(builder->AddCompletionQueue());
+    queues = std::max<size_t>(queues, 1);
+    for (size_t i = 0; i < queues; ++i) {
+      queues_.push_back(builder->AddCompletionQueue());
+    }
+    calls_ = std::make_unique<std::atomic<int64_t>[]>(queues);
+    for (size_t i = 0; i < queues; ++i) calls_[i].store(0);
+  }
+
+  std::vector<int64_t> QueueCalls() const {
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      out.push_back(calls_[i].load(std::memory_order_relaxed));
+    }
+    return out;
   }
 
   // After the server started: one outstanding request per method, and the
   // thread that serves them.
   void Run() {
-    for (auto& q : queues_) {
-      grpc::ServerCompletionQueue* cq = q.get();
-      RequestAll(cq);
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      grpc::ServerCompletionQueue* cq = queues_[i].get();
+      RequestAll(cq, i);
       threads_.emplace_back([cq] {
         void* tag;
         bool ok;
@@ -181,11 +199,11 @@ class StoreServer::Service {
   class Unary final : public Call {
    public:
     static void Request(Service* service, grpc::ServerCompletionQueue* cq,
-                        RequestFn<Req, Resp> request,
+                        size_t queue, RequestFn<Req, Resp> request,
                         HandleFn<Req, Resp> handle, bool parks) {
       absl::MutexLock lock(&service->queue_mu_);
       if (service->queues_shut_) return;
-      auto* call = new Unary(service, cq, request, handle, parks);
+      auto* call = new Unary(service, cq, queue, request, handle, parks);
       if (parks) call->ctx_.AsyncNotifyWhenDone(call->Tag(kDone));
       (service->async_.*request)(&call->ctx_, &call->req_, &call->writer_, cq,
                                  cq, call->Tag(kArrived));
@@ -227,7 +245,8 @@ class StoreServer::Service {
             delete this;
             return;
           }
-          Request(service_, cq_, request_, handle_, parks_);
+          Request(service_, cq_, queue_, request_, handle_, parks_);
+          service_->calls_[queue_].fetch_add(1, std::memory_order_relaxed);
           (service_->*handle_)(this);
           return;
         case kDone:
@@ -244,10 +263,11 @@ class StoreServer::Service {
     }
 
    private:
-    Unary(Service* service, grpc::ServerCompletionQueue* cq,
+    Unary(Service* service, grpc::ServerCompletionQueue* cq, size_t queue,
           RequestFn<Req, Resp> request, HandleFn<Req, Resp> handle, bool parks)
         : service_(service),
           cq_(cq),
+          queue_(queue),
           request_(request),
           handle_(handle),
           parks_(parks),
@@ -262,6 +282,7 @@ class StoreServer::Service {
 
     Service* const service_;
     grpc::ServerCompletionQueue* const cq_;
+    const size_t queue_;  // cq_'s index in queues_
     const RequestFn<Req, Resp> request_;
     const HandleFn<Req, Resp> handle_;
     const bool parks_;
@@ -284,23 +305,23 @@ class StoreServer::Service {
     using type = T;
   };
   template <class Req, class Resp>
-  void RequestOne(grpc::ServerCompletionQueue* cq,
+  void RequestOne(grpc::ServerCompletionQueue* cq, size_t queue,
                   typename Same<RequestFn<Req, Resp>>::type request,
                   HandleFn<Req, Resp> handle, bool parks = false) {
-    Unary<Req, Resp>::Request(this, cq, request, handle, parks);
+    Unary<Req, Resp>::Request(this, cq, queue, request, handle, parks);
   }
 
-  void RequestAll(grpc::ServerCompletionQueue* cq) {
-    RequestOne(cq, &Async::RequestSet, &Service::Set);
-    RequestOne(cq, &Async::RequestGet, &Service::Get, /*parks=*/true);
-    RequestOne(cq, &Async::RequestAdd, &Service::Add);
-    RequestOne(cq, &Async::RequestCompareSet, &Service::CompareSet);
-    RequestOne(cq, &Async::RequestAppend, &Service::Append);
-    RequestOne(cq, &Async::RequestCheck, &Service::Check);
-    RequestOne(cq, &Async::RequestDelete, &Service::Delete);
-    RequestOne(cq, &Async::RequestNumKeys, &Service::NumKeys);
-    RequestOne(cq, &Async::RequestList, &Service::List);
-    RequestOne(cq, &Async::RequestWatch, &Service::Watch, /*parks=*/true);
+  void RequestAll(grpc::ServerCompletionQueue* cq, size_t q) {
+    RequestOne(cq, q, &Async::RequestSet, &Service::Set);
+    RequestOne(cq, q, &Async::RequestGet, &Service::Get, /*parks=*/true);
+    RequestOne(cq, q, &Async::RequestAdd, &Service::Add);
+    RequestOne(cq, q, &Async::RequestCompareSet, &Service::CompareSet);
+    RequestOne(cq, q, &Async::RequestAppend, &Service::Append);
+    RequestOne(cq, q, &Async::RequestCheck, &Service::Check);
+    RequestOne(cq, q, &Async::RequestDelete, &Service::Delete);
+    RequestOne(cq, q, &Async::RequestNumKeys, &Service::NumKeys);
+    RequestOne(cq, q, &Async::RequestList, &Service::List);
+    RequestOne(cq, q, &Async::RequestWatch, &Service::Watch, /*parks=*/true);
   }
 
   void Set(Unary<pb::SetRequest, pb::SetResponse>* call) {
@@ -468,6 +489,8 @@ class StoreServer::Service {
   const std::string token_;
   Async async_;
   std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  // Calls that arrived on each queue (QueueCalls).
+  std::unique_ptr<std::atomic<int64_t>[]> calls_;
   std::vector<std::thread> threads_;
   // Orders new requests and answers before the queues' shutdown: gRPC
   // refuses an operation on a queue that is shut down.
@@ -527,7 +550,7 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   s->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
       MakeServerCredentials(security));
-  s->service_->Register(&builder);
+  s->service_->Register(&builder, limits.completion_queues);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr) {
     return absl::UnavailableError(
@@ -563,6 +586,10 @@ StoreStats StoreServer::Stats() {
     }
   }
   return stats;
+}
+
+std::vector<int64_t> StoreServer::QueueCalls() const {
+  return service_->QueueCalls();
 }
 
 void StoreServer::Shutdown() {

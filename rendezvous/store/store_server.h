@@ -1,6 +1,6 @@
 // The embedded rendezvous store: StoreCore served over gRPC's asynchronous
-// API from one completion-queue thread, so a blocked get or watch holds no
-// thread and a request wakes no thread but that one.
+// API from completion-queue threads (one for a small job), so a blocked get
+// or watch holds no thread and a request wakes no thread but its queue's.
 #ifndef DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
 #define DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
 
@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "rendezvous/store/conn_limiter.h"
@@ -46,6 +47,10 @@ class StoreServer {
 
   // The core's snapshot plus the gRPC requests answered so far.
   StoreStats Stats();
+
+  // Calls that arrived on each of the server's completion queues
+  // (StoreLimits::completion_queues), in queue order.
+  std::vector<int64_t> QueueCalls() const;
 
   // Indexes of the methods counted in requests_.
   enum Method {
