@@ -16,11 +16,15 @@
 //   pytorch/pytorch@3a67b827, which already has the libuv backend (PR
 //   #105672, 2023-07-25). The main-branch state in between (WATCH_KEY 7
 //   with APPEND 9 ... CANCEL_WAIT 12, pytorch/pytorch@b8744784) was in no
-//   release. Such a client sends nothing that tells it from a 1.13 one
-//   until it uses 9..11, which only it has: from then on its 7 and 8 are
-//   DELETE_KEY and APPEND (Refine).
-// - 2.2 and later (kValidated): the first request is VALIDATE 0 with the
-//   uint32 0x3C85F7CE (PR #107607; its final form, read in
+//   release. Whether 2.1.0 (October 2023) already took VALIDATE (PR
+//   #107607, opened 2023-08-21) could not be read from a tagged file; if
+//   it did, its clients are served as kValidated below. Such a client
+//   sends nothing that tells it from a 1.13 one until it uses 9..11, which
+//   only it has: from then on its 7 and 8 are DELETE_KEY and APPEND
+//   (Refine).
+// - 2.2 and later (kValidated; 2.2.1 took a Windows fix of this flow, PR
+//   #119769): the first request is VALIDATE 0 with the uint32 0x3C85F7CE
+//   (PR #107607; its final form, read in
 //   TCPStoreBackend.cpp, checks it once per connection, with no magic
 //   before each request: a draft with one, pytorch/pytorch@00321a02, did
 //   not land), then SET 1 ... GETNUMKEYS 7, DELETE_KEY 8, APPEND 9,
