@@ -438,21 +438,30 @@ def per_process(clients):
     return [min(n, clients - i) for i in range(0, clients, n)]
 
 
-def merged_ops(argvs):
+def merged_ops(argvs, rounds=None):
     """Starts one client process per argv, lets them go together once all
-    are connected, merges their latencies (ns, one JSON list each)."""
+    are connected, merges their latencies (ns, one JSON list each). With
+    `rounds`, "go" starts each of that many rounds in turn (one process
+    set for several operations) and the result is a list, one per round."""
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
              for argv in argvs]
+    results = []
     try:
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
+        for _ in range(rounds or 1):
+            for p in procs:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            lat = []
+            for p in procs:
+                lat += json.loads(p.stdout.readline())
+            lat = sorted(x / 1e9 for x in lat)
+            results.append({"ops_per_s": len(lat) / STORE_SECONDS,
+                            "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
+                            "n": len(lat)})
         for p in procs:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        lat = []
-        for p in procs:
-            lat += json.loads(p.stdout.readline())
             if p.wait(60) != 0:
                 raise RuntimeError(f"{p.args}: exit {p.returncode}")
     finally:
@@ -460,9 +469,7 @@ def merged_ops(argvs):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    lat = sorted(x / 1e9 for x in lat)
-    return {"ops_per_s": len(lat) / STORE_SECONDS, "p50": pct(lat, 0.5),
-            "p99": pct(lat, 0.99), "n": len(lat)}
+    return results if rounds else results[0]
 
 
 def tcpstore_ops(port, op, clients):
@@ -1321,7 +1328,7 @@ BENCHMARKS = {
     "metrics": bench_metrics,
     "tee": bench_tee,
     "worker_store": lambda reps: worker_store_bench.bench_worker_store(
-        reps, AGENT),
+        reps, AGENT, merged_ops),
     "etcd": bench_etcd,
 }
 

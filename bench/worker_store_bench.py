@@ -17,47 +17,84 @@ import time
 PYTHON = "/usr/bin/python3"
 OPS = ["get", "set", "add", "wait"]
 CLIENTS = [1, 64, 512]
-SECONDS = 1.0
-INIT_N = [8, 32, 64]
+SECONDS = 1.0  # run.py's merged_ops divides by its STORE_SECONDS, also 1 s
+INIT_N = [8, 16, 32, 64, 128, 256]
+INIT_REPS = 2
+# No larger N is started past this (seconds into the part); the quiet-machine
+# sweep reaches larger N than a loaded one, and the note says which ran.
+INIT_BUDGET_S = 60
 THREADS_PER_PROC = 32  # 512 clients = 16 processes on a small machine
 
-# One client process: `threads` connections, each in its own thread; for
-# each operation in turn, "go" on stdin runs it for `seconds` and prints
-# the latencies (ns) as one JSON line.
+# Clients for run.py's merged_ops, one round per operation of OPS: this
+# process imports torch once and forks `procs` children of `threads`
+# connections each (importing torch in 16 processes took most of the old
+# section's budget on 2 cores, which is why its 512-client TCPStore rows
+# were missing); "go" on stdin runs the next operation for `seconds` in
+# all of them and prints their latencies (ns) merged as one JSON line.
 CLIENT = r"""
-import json, sys, threading, time
+import json, os, sys, threading, time
 from datetime import timedelta
 from torch.distributed import TCPStore
-host, port, ops, threads, seconds, tag = sys.argv[1:7]
-port, threads, seconds = int(port), int(threads), float(seconds)
-stores = [TCPStore(host, port, is_master=False, timeout=timedelta(seconds=60))
-          for _ in range(threads)]
-for t, s in enumerate(stores):
-    s.set(f"bench/{tag}/{t}", "x")
-print("ready", flush=True)
-for op in ops.split(","):
-    lat = [[] for _ in range(threads)]
-    barrier = threading.Barrier(threads + 1)
-    stop = False
-    def work(t):
-        s, key, out = stores[t], f"bench/{tag}/{t}", lat[t]
+host, port, ops, threads, procs, seconds, tag = sys.argv[1:8]
+port, threads, procs, seconds = int(port), int(threads), int(procs), float(seconds)
+ops = ops.split(",")
+
+def child(i, cmd, res):
+    stores = [TCPStore(host, port, is_master=False,
+                       timeout=timedelta(seconds=60)) for _ in range(threads)]
+    for t, s in enumerate(stores):
+        s.set(f"bench/{tag}/{i}/{t}", "x")
+    res.write("ready\n"); res.flush()
+    for op in ops:
+        lat = [[] for _ in range(threads)]
+        barrier = threading.Barrier(threads + 1)
+        stop = False
+        def work(t):
+            s, key, out = stores[t], f"bench/{tag}/{i}/{t}", lat[t]
+            barrier.wait()
+            clock = time.monotonic_ns
+            while not stop:
+                t0 = clock()
+                if op == "get": s.get(key)
+                elif op == "set": s.set(key, "x")
+                elif op == "add": s.add(key + "/n", 1)
+                else: s.wait([key])
+                out.append(clock() - t0)
+        ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for t in ts: t.start()
+        cmd.readline()
         barrier.wait()
-        clock = time.monotonic_ns
-        while not stop:
-            t0 = clock()
-            if op == "get": s.get(key)
-            elif op == "set": s.set(key, "x")
-            elif op == "add": s.add(key + "/n", 1)
-            else: s.wait([key])
-            out.append(clock() - t0)
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    for t in ts: t.start()
+        time.sleep(seconds)
+        stop = True
+        for t in ts: t.join()
+        res.write(json.dumps([x for l in lat for x in l]) + "\n"); res.flush()
+
+kids = []
+for i in range(procs):
+    c_r, c_w = os.pipe()
+    r_r, r_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(c_w); os.close(r_r)
+        try:
+            child(i, os.fdopen(c_r), os.fdopen(r_w, "w"))
+        finally:
+            os._exit(0)
+    os.close(c_r); os.close(r_w)
+    kids.append((pid, os.fdopen(c_w, "w"), os.fdopen(r_r)))
+for _, _, res in kids:
+    assert res.readline().strip() == "ready"
+print("ready", flush=True)
+for op in ops:
     sys.stdin.readline()
-    barrier.wait()
-    time.sleep(seconds)
-    stop = True
-    for t in ts: t.join()
-    print(json.dumps([x for l in lat for x in l]), flush=True)
+    for _, cmd, _ in kids:
+        cmd.write("go\n"); cmd.flush()
+    lat = []
+    for _, _, res in kids:
+        lat += json.loads(res.readline())
+    print(json.dumps(lat), flush=True)
+for pid, _, _ in kids:
+    os.waitpid(pid, 0)
 """
 
 # Worker rank 0's store: a TCPStore server in a Python process.
@@ -71,57 +108,83 @@ print("port", s.port, flush=True)
 sys.stdin.read()
 """
 
-# One rank of init_process_group: imports torch, waits for "go", then
-# reports when init_process_group returned.
-INIT_RANK = r"""
-import os, sys, time
+# N ranks of init_process_group (gloo, env://), forked from one process
+# that imported torch: each line on stdin ("<world> <MASTER_PORT> <agent
+# store: 1/0> <restart count>") forks the N ranks, lets them go together,
+# and prints the seconds until the last init_process_group returned (or
+# "timeout" past the budget, the ranks killed). The ranks leave only once
+# all are done: rank 0 hosts the TCPStore when the agent does not.
+INIT = r"""
+import os, select, signal, sys, time
 import torch.distributed as dist
 from datetime import timedelta
-print("ready", flush=True)
-sys.stdin.readline()
-dist.init_process_group("gloo", timeout=timedelta(seconds=120))
-print("done", time.time(), flush=True)
-dist.destroy_process_group()
+budget = float(sys.argv[1])
+for line in sys.stdin:
+    n, port, agent, count = line.split()
+    n = int(n)
+    env = dict(WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
+               OMP_NUM_THREADS="1", TORCHELASTIC_RESTART_COUNT=count,
+               TORCHELASTIC_USE_AGENT_STORE="True" if agent == "1" else "False")
+    done_r, done_w = os.pipe()
+    kids = []
+    for r in range(n):
+        go_r, go_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(go_w); os.close(done_r)
+            code = 1
+            try:
+                os.environ.update(env, RANK=str(r), LOCAL_RANK=str(r))
+                os.read(go_r, 1)
+                dist.init_process_group("gloo", timeout=timedelta(seconds=budget))
+                os.write(done_w, b"%r\n" % time.time())
+                os.read(go_r, 1)
+                dist.destroy_process_group()
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(go_r)
+        kids.append((pid, go_w))
+    os.close(done_w)
+    start = time.time()
+    for _, go in kids:
+        os.write(go, b"g")
+    ends, buf, deadline = [], b"", time.monotonic() + budget
+    while len(ends) < n and time.monotonic() < deadline:
+        if select.select([done_r], [], [], 0.5)[0]:
+            chunk = os.read(done_r, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            ends += [float(x) for x in lines]
+    if len(ends) < n:
+        for pid, _ in kids:
+            os.kill(pid, signal.SIGKILL)
+        print("timeout", len(ends), flush=True)
+    else:
+        print("took", max(ends) - start, flush=True)
+    for pid, go in kids:
+        try:
+            os.write(go, b"x")
+        except OSError:
+            pass
+        os.close(go)
+    for pid, _ in kids:
+        os.waitpid(pid, 0)
+    os.close(done_r)
 """
 
 
-def pct(xs, p):
-    return xs[int(p * (len(xs) - 1))] if xs else 0.0
-
-
-def ops(port, clients, tag):
+def ops(merged_ops, port, clients, tag):
     """{op: {ops_per_s, p50, p99}} for every op of OPS, `clients`
-    connections at once."""
-    procs, left = [], clients
-    while left > 0:
-        t = min(THREADS_PER_PROC, left)
-        left -= t
-        procs.append(subprocess.Popen(
-            [PYTHON, "-c", CLIENT, "127.0.0.1", str(port), ",".join(OPS),
-             str(t), str(SECONDS), f"{tag}{len(procs)}"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
-    out = {}
-    try:
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"
-        for op in OPS:
-            for p in procs:
-                p.stdin.write("go\n")
-                p.stdin.flush()
-            lat = []
-            for p in procs:
-                lat += json.loads(p.stdout.readline())
-            lat = sorted(x / 1e9 for x in lat)
-            out[op] = {"ops_per_s": len(lat) / SECONDS, "p50": pct(lat, 0.5),
-                       "p99": pct(lat, 0.99)}
-        for p in procs:
-            p.wait(60)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return out
+    connections at once (run.py's merged_ops, one round per op)."""
+    procs = -(-clients // THREADS_PER_PROC)
+    threads = min(clients, THREADS_PER_PROC)
+    rounds = merged_ops([[PYTHON, "-c", CLIENT, "127.0.0.1", str(port),
+                          ",".join(OPS), str(threads), str(procs),
+                          str(SECONDS), tag]], rounds=len(OPS))
+    return dict(zip(OPS, rounds))
 
 
 class AgentStore:
@@ -179,85 +242,79 @@ class Rank0Store:
             self.proc.wait()
 
 
-def init_time(n, agent_port, budget_s=60):
-    """Seconds from "go" until all `n` ranks' init_process_group returned:
-    against the agent's store at `agent_port`, or (None) with rank 0
-    hosting the TCPStore as torch 1.13's workers do."""
-    base = dict(os.environ, WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
-                OMP_NUM_THREADS="1")
-    if agent_port is not None:
-        # A fresh attempt prefix per run: one store serves every run.
-        base.update(MASTER_PORT=str(agent_port),
-                    TORCHELASTIC_USE_AGENT_STORE="True",
-                    TORCHELASTIC_RESTART_COUNT=str(time.monotonic_ns()))
-    else:
-        base.update(MASTER_PORT=str(free_port()),
-                    TORCHELASTIC_USE_AGENT_STORE="False")
-    procs = []
-    try:
-        for r in range(n):
-            procs.append(subprocess.Popen(
-                [PYTHON, "-c", INIT_RANK], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, text=True,
-                env=dict(base, RANK=str(r), LOCAL_RANK=str(r))))
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"
-        start = time.time()
-        for p in procs:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        ends = []
-        for p in procs:
-            line = p.stdout.readline().split()
-            assert line and line[0] == "done", line
-            ends.append(float(line[1]))
-            if time.time() - start > budget_s:
-                raise TimeoutError(f"init_process_group of {n} ranks")
-        for p in procs:
-            p.wait(30)
-        return max(ends) - start
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def bench_worker_store(reps, agent):
+class InitRanks:
+    """The process that forks N ranks per line (INIT)."""
+
+    def __init__(self, budget_s):
+        self.proc = subprocess.Popen([PYTHON, "-c", INIT, str(budget_s)],
+                                     stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def time(self, n, port, agent):
+        """Seconds until all `n` ranks' init_process_group returned, or
+        None past the budget."""
+        # A fresh attempt prefix per run: one agent store serves them all.
+        self.proc.stdin.write(f"{n} {port} {int(agent)} "
+                              f"{time.monotonic_ns()}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline().split()
+        if not line:
+            raise RuntimeError(f"init_process_group of {n} ranks: no answer")
+        return float(line[1]) if line[0] == "took" else None
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def bench_worker_store(reps, agent, merged_ops):
     """Rows for docs/bench/results.md: the agent's worker store (column
-    distjob-agent) vs worker rank 0's TCPStore (column torchrun)."""
-    reps = 1  # bounded: every row is one ~1 s sample of 10^3-10^5 ops
-    data, init = {}, {}
+    distjob-agent) vs worker rank 0's TCPStore (column torchrun), run.py's
+    merged_ops driving the clients."""
+    del reps  # bounded: every ops row is one ~1 s sample of 10^3-10^5 ops
+    data, init, skipped = {}, {}, []
     stores = {"distjob-agent": AgentStore(agent), "torchrun": Rank0Store()}
+    ranks = InitRanks(budget_s=30)
     try:
-        # Starting the client processes (importing torch) is what takes
-        # the time: each part stops starting new rows past its budget.
-        deadline = time.monotonic() + 60
-        for n in INIT_N:
-            for who in stores:
-                if time.monotonic() > deadline:
-                    break
-                port = stores[who].port if who == "distjob-agent" else None
-                init.setdefault(n, {"distjob-agent": [], "torchrun": []})[
-                    who].append(init_time(n, port))
-        deadline = time.monotonic() + 120
         for clients in CLIENTS:
             for who, store in stores.items():
-                if time.monotonic() > deadline:
-                    break
-                by_op = ops(store.port, clients, f"{who[0]}{clients}")
+                by_op = ops(merged_ops, store.port, clients,
+                            f"{who[0]}{clients}")
                 for op, r in by_op.items():
                     for metric in ("ops_per_s", "p50", "p99"):
                         data.setdefault((op, clients, metric), {
                             "distjob-agent": [], "torchrun": []})[
                                 who].append(r[metric])
+        # N ranks at a time against each store in turn, INIT_REPS times;
+        # no larger N once the part's budget is spent.
+        deadline = time.monotonic() + INIT_BUDGET_S
+        for n in INIT_N:
+            if time.monotonic() > deadline:
+                skipped.append(n)
+                continue
+            row = init.setdefault(n, {"distjob-agent": [], "torchrun": []})
+            for _ in range(INIT_REPS):
+                for who, store in stores.items():
+                    agent_side = who == "distjob-agent"
+                    t = ranks.time(n, store.port if agent_side else
+                                   free_port(), agent_side)
+                    if t is None:
+                        raise TimeoutError(
+                            f"init_process_group of {n} ranks against "
+                            f"{who}'s store: over 30 s")
+                    row[who].append(t)
     finally:
+        ranks.close()
         for store in stores.values():
             store.close()
     results = []
@@ -282,14 +339,16 @@ def bench_worker_store(reps, agent):
         "column torchrun: a `torch.distributed.TCPStore(is_master=True)` in "
         "a Python process, as worker rank 0 hosts it. Clients: Debian's "
         f"torch 1.13 TCPStore, {THREADS_PER_PROC} threads (each its own "
-        f"connection) per process, {SECONDS:.0f} s per operation and client "
-        "count, one sample each (min = max). init_process_group: N "
-        "processes (gloo, env://) on loopback, timed from a common go to "
-        "the last return, torch already imported. Measured on a 2-core "
-        "machine loaded by other builds: noisy; re-run on a quiet machine. "
-        "Rows past a part's time budget (60 s for init_process_group, 120 s "
-        "for the operations) are left out or have one column only. "
-        "`set` returns without an answer in 1.13's client, hence its "
-        "microsecond latencies; `get` is a wait and a get, two round "
-        "trips.")
+        "connection) per process, the processes forked from one that "
+        f"imported torch, {SECONDS:.0f} s per operation and client count, "
+        "one sample each (min = max). init_process_group: N ranks (gloo, "
+        "env://) forked from one process that imported torch, timed from a "
+        "common go to the last return, rank 0 hosting the TCPStore in the "
+        f"torchrun column; {INIT_REPS} runs per N and side, alternating "
+        "(min–max). Measured on a 2-core machine loaded by other builds: "
+        "noisy; re-run on a quiet machine. `set` returns without an answer "
+        "in 1.13's client, hence its microsecond latencies; `get` is a wait "
+        "and a get, two round trips." +
+        (f" N = {', '.join(map(str, skipped))} not run: the part's "
+         f"{INIT_BUDGET_S} s budget was spent." if skipped else ""))
     return results

@@ -9,12 +9,18 @@ namespace distjob {
 namespace tcpstore {
 namespace {
 
-// Wire byte -> Op, per dialect.
+// Wire byte -> Op, per dialect (tcpstore_protocol.h says where each
+// numbering was read). 9..11 exist in 2.1 only, so kLegacy reads them as
+// 2.1 does.
 constexpr Op kLegacyOps[] = {
-    Op::kSet,        Op::kCompareSet, Op::kGet,      Op::kAdd,
-    Op::kCheck,      Op::kWait,       Op::kNumKeys,  Op::kWatchKey,
-    Op::kDeleteKey,  Op::kAppend,     Op::kMultiGet, Op::kMultiSet,
-    Op::kCancelWait,
+    Op::kSet,       Op::kCompareSet, Op::kGet,      Op::kAdd,
+    Op::kCheck,     Op::kWait,       Op::kNumKeys,  Op::kWatchKey,
+    Op::kDeleteKey, Op::kMultiGet,   Op::kMultiSet, Op::kCancelWait,
+};
+constexpr Op kLegacyNoWatchOps[] = {
+    Op::kSet,    Op::kCompareSet, Op::kGet,      Op::kAdd,
+    Op::kCheck,  Op::kWait,       Op::kNumKeys,  Op::kDeleteKey,
+    Op::kAppend, Op::kMultiGet,   Op::kMultiSet, Op::kCancelWait,
 };
 constexpr Op kValidatedOps[] = {
     Op::kValidate,   Op::kSet,      Op::kCompareSet, Op::kGet,
@@ -172,6 +178,14 @@ Dialect DetectDialect(absl::string_view data) {
   return magic == kValidateMagic ? Dialect::kValidated : Dialect::kLegacy;
 }
 
+Dialect Refine(Dialect dialect, Op op) {
+  if (dialect == Dialect::kLegacy &&
+      (op == Op::kMultiGet || op == Op::kMultiSet || op == Op::kCancelWait)) {
+    return Dialect::kLegacyNoWatch;
+  }
+  return dialect;
+}
+
 ParseResult Parse(Dialect dialect, absl::string_view data,
                   const ParseLimits& limits, Request* out) {
   ParseResult res;
@@ -181,10 +195,15 @@ ParseResult Parse(Dialect dialect, absl::string_view data,
     return res;
   }
   const auto type = static_cast<uint8_t>(data[0]);
-  const Op* table = dialect == Dialect::kValidated ? kValidatedOps : kLegacyOps;
-  const size_t size = dialect == Dialect::kValidated
-                          ? sizeof(kValidatedOps) / sizeof(Op)
-                          : sizeof(kLegacyOps) / sizeof(Op);
+  const Op* table = kLegacyOps;
+  size_t size = sizeof(kLegacyOps) / sizeof(Op);
+  if (dialect == Dialect::kValidated) {
+    table = kValidatedOps;
+    size = sizeof(kValidatedOps) / sizeof(Op);
+  } else if (dialect == Dialect::kLegacyNoWatch) {
+    table = kLegacyNoWatchOps;
+    size = sizeof(kLegacyNoWatchOps) / sizeof(Op);
+  }
   if (dialect == Dialect::kUnknown || type >= size) {
     res.error = absl::StrCat("unknown query type ", type);
     return res;

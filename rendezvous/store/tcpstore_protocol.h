@@ -1,11 +1,39 @@
 // The request frames of PyTorch's TCPStore wire protocol, parsed without
 // copying: a request is a one-byte query type and its fields, strings as a
-// uint64 length (host byte order) and the bytes. Two numberings exist:
-// 1.13's (SET = 0 ... WATCH_KEY = 7, DELETE_KEY = 8, checked by capturing
-// a 1.13 client's bytes) and that of 2.x clients, which open with VALIDATE
-// (0, magic 0x3C85F7CE) and renumber from SET = 1 (WATCH_KEY gone, PING
-// and the queue operations added). A connection's first bytes tell which
-// one it speaks (DetectDialect).
+// uint64 length (host byte order) and the bytes. A connection's first
+// bytes tell which numbering it speaks (DetectDialect).
+//
+// The numberings, as read in PyTorch's own sources (torch/csrc/distributed/
+// c10d/, through the search index of public repositories; release tags are
+// not stored there, so each state is placed by its pull request's date):
+// - 1.13 and 2.0 (kLegacy): SET 0, COMPARE_SET 1, GET 2, ADD 3, CHECK 4,
+//   WAIT 5, GETNUMKEYS 6, WATCH_KEY 7, DELETE_KEY 8. Read in TCPStore.cpp
+//   of a 1.13.0a0 tree (Creativity-Spot/pytorch@bee00bab); 2.0 was released
+//   before APPEND and the rest were added (pytorch PR #100383, May 2023).
+// - 2.1 (kLegacyNoWatch): WATCH_KEY removed (PR #105014, merged
+//   2023-07-21), so DELETE_KEY 7, APPEND 8, MULTI_GET 9, MULTI_SET 10,
+//   CANCEL_WAIT 11, and no VALIDATE yet: read in TCPStoreBackend.hpp of
+//   pytorch/pytorch@3a67b827, which already has the libuv backend (PR
+//   #105672, 2023-07-25). The main-branch state in between (WATCH_KEY 7
+//   with APPEND 9 ... CANCEL_WAIT 12, pytorch/pytorch@b8744784) was in no
+//   release. Whether 2.1.0 (October 2023) already took VALIDATE (PR
+//   #107607, opened 2023-08-21) could not be read from a tagged file; if
+//   it did, its clients are served as kValidated below. Such a client
+//   sends nothing that tells it from a 1.13 one until it uses 9..11, which
+//   only it has: from then on its 7 and 8 are DELETE_KEY and APPEND
+//   (Refine).
+// - 2.2 and later (kValidated; 2.2.1 took a Windows fix of this flow, PR
+//   #119769): the first request is VALIDATE 0 with the uint32 0x3C85F7CE
+//   (PR #107607; its final form, read in
+//   TCPStoreBackend.cpp, checks it once per connection, with no magic
+//   before each request: a draft with one, pytorch/pytorch@00321a02, did
+//   not land), then SET 1 ... GETNUMKEYS 7, DELETE_KEY 8, APPEND 9,
+//   MULTI_GET 10, MULTI_SET 11, CANCEL_WAIT 12 (pytorch/pytorch@0278b21),
+//   PING 13 with a uint32 nonce echoed back (PR #129985, July 2024;
+//   cyyever/pytorch@c904705), QUEUE_PUSH 14, QUEUE_POP 15, QUEUE_LEN 16
+//   (ROCm/pytorch@4075646). LIST_KEYS 17 and BARRIER 18 (key, int64 world
+//   size) follow in the newest sources; no stored copy of PyTorch's
+//   header with them was found, so those two are unverified here.
 #ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_PROTOCOL_H_
 #define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_PROTOCOL_H_
 
@@ -22,9 +50,10 @@ namespace tcpstore {
 constexpr uint32_t kValidateMagic = 0x3C85F7CE;
 
 enum class Dialect : uint8_t {
-  kUnknown,    // too few bytes to tell yet
-  kLegacy,     // 1.13 (and 2.x before the VALIDATE handshake)
-  kValidated,  // 2.x clients that send VALIDATE first
+  kUnknown,        // too few bytes to tell yet
+  kLegacy,         // 1.13 and 2.0
+  kLegacyNoWatch,  // 2.1: 1.13's numbering less WATCH_KEY, no VALIDATE
+  kValidated,      // 2.2 and later: VALIDATE first
 };
 
 // Our own numbering of every operation either dialect has.
@@ -89,6 +118,10 @@ struct ParseResult {
 // The dialect of a connection whose first bytes are `data`; kUnknown
 // while fewer than 5 bytes start with a 0.
 Dialect DetectDialect(absl::string_view data);
+
+// The dialect of a kLegacy connection once it sent `op`: a query type only
+// 2.1 has (MULTI_GET, MULTI_SET, CANCEL_WAIT) makes it kLegacyNoWatch.
+Dialect Refine(Dialect dialect, Op op);
 
 // Parses the request at the start of `data`. A frame over a limit, or an
 // unknown query type, is kError as soon as its header shows it, so a

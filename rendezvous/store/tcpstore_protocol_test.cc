@@ -124,6 +124,84 @@ TEST(TcpStoreProtocolTest, RejectsOversizedFieldsFromTheirHeader) {
   EXPECT_EQ(p.kind, ParseResult::kError);
 }
 
+// Byte layouts as PyTorch's clients build them (tcpstore_protocol.h names
+// the sources): 2.1 has 1.13's numbering less WATCH_KEY and no VALIDATE.
+TEST(TcpStoreProtocolTest, Reads21NumberingOnceAConnectionShowsIt) {
+  Request r;
+  // 9..11 exist in 2.1 only: MULTI_GET, MULTI_SET, CANCEL_WAIT.
+  const std::string multi_get = "\x09" + U64(2) + Str("/a") + Str("/b");
+  ASSERT_EQ(Parse(Dialect::kLegacy, multi_get, {}, &r).kind,
+            ParseResult::kRequest);
+  EXPECT_EQ(r.op, Op::kMultiGet);
+  ASSERT_EQ(r.keys.size(), 2u);
+  const std::string multi_set = "\x0a" + U64(1) + Str("/a") + Str("v");
+  ASSERT_EQ(Parse(Dialect::kLegacy, multi_set, {}, &r).kind,
+            ParseResult::kRequest);
+  EXPECT_EQ(r.op, Op::kMultiSet);
+  ASSERT_EQ(Parse(Dialect::kLegacy, "\x0b", {}, &r).kind,
+            ParseResult::kRequest);
+  EXPECT_EQ(r.op, Op::kCancelWait);
+  EXPECT_EQ(Parse(Dialect::kLegacy, "\x0c", {}, &r).kind, ParseResult::kError);
+  // Until then 7 and 8 are 1.13's; after, 2.1's DELETE_KEY and APPEND.
+  EXPECT_EQ(Refine(Dialect::kLegacy, Op::kSet), Dialect::kLegacy);
+  EXPECT_EQ(Refine(Dialect::kLegacy, Op::kDeleteKey), Dialect::kLegacy);
+  EXPECT_EQ(Refine(Dialect::kValidated, Op::kCancelWait), Dialect::kValidated);
+  const Dialect d21 = Refine(Dialect::kLegacy, Op::kCancelWait);
+  EXPECT_EQ(d21, Dialect::kLegacyNoWatch);
+  ASSERT_EQ(Parse(d21, "\x07" + Str("/k"), {}, &r).kind, ParseResult::kRequest);
+  EXPECT_EQ(r.op, Op::kDeleteKey);
+  const std::string append = "\x08" + Str("/k") + Str("v");
+  const ParseResult p = Parse(d21, append, {}, &r);
+  ASSERT_EQ(p.kind, ParseResult::kRequest);
+  EXPECT_EQ(r.op, Op::kAppend);
+  EXPECT_EQ(p.bytes, append.size());
+  ASSERT_EQ(Parse(d21, "\x0b", {}, &r).kind, ParseResult::kRequest);
+  EXPECT_EQ(r.op, Op::kCancelWait);
+  EXPECT_EQ(Parse(d21, "\x0c", {}, &r).kind, ParseResult::kError);
+}
+
+// 2.2 and later: VALIDATE 0, then SET 1 ... CANCEL_WAIT 12, PING 13 (a
+// uint32 nonce), QUEUE_PUSH 14, QUEUE_POP 15, QUEUE_LEN 16.
+TEST(TcpStoreProtocolTest, ReadsTheValidatedNumbering) {
+  Request r;
+  const struct {
+    uint8_t byte;
+    Op op;
+  } kWire[] = {
+      {8, Op::kDeleteKey},  {9, Op::kAppend},      {10, Op::kMultiGet},
+      {11, Op::kMultiSet},  {12, Op::kCancelWait}, {13, Op::kPing},
+      {14, Op::kQueuePush}, {15, Op::kQueuePop},   {16, Op::kQueueLen}};
+  for (const auto& w : kWire) {
+    std::string frame(1, static_cast<char>(w.byte));
+    switch (w.op) {
+      case Op::kDeleteKey:
+      case Op::kQueuePop:
+      case Op::kQueueLen:
+        frame += Str("/k");
+        break;
+      case Op::kAppend:
+      case Op::kQueuePush:
+        frame += Str("/k") + Str("v");
+        break;
+      case Op::kMultiGet:
+        frame += U64(1) + Str("/k");
+        break;
+      case Op::kMultiSet:
+        frame += U64(1) + Str("/k") + Str("v");
+        break;
+      case Op::kPing:
+        frame += "\x01\x02\x03\x04";
+        break;
+      default:
+        break;
+    }
+    const ParseResult p = Parse(Dialect::kValidated, frame, {}, &r);
+    ASSERT_EQ(p.kind, ParseResult::kRequest) << int{w.byte};
+    EXPECT_EQ(r.op, w.op) << int{w.byte};
+    EXPECT_EQ(p.bytes, frame.size()) << int{w.byte};
+  }
+}
+
 TEST(TcpStoreProtocolTest, RejectsUnknownQueryTypes) {
   Request r;
   EXPECT_EQ(Parse(Dialect::kLegacy, "\x0d", {}, &r).kind, ParseResult::kError);

@@ -546,6 +546,7 @@ bool TcpStoreServer::Impl::Serve(Conn& c) {
       return false;
     }
     c.need = 1;
+    c.dialect = tcpstore::Refine(c.dialect, request_.op);
     requests_[static_cast<size_t>(request_.op)].fetch_add(
         1, std::memory_order_relaxed);
     if (!Execute(c, request_)) {
