@@ -769,6 +769,12 @@ void DynamicRendezvous::MonitorLoop() {
       revision = current_revision_;
     }
     const absl::Time call_start = absl::Now();
+    // Once the store fails, the loss is due read_timeout after the failing
+    // call began: a watch retried meanwhile waits for the store to come
+    // back, and without this bound would report the loss its own wait plus
+    // read_timeout later (the host killed mid-training: ~2 keep-alives late).
+    ScopedCallDeadline within_read_timeout(failing_since +
+                                           options_.config.read_timeout);
     // Only ctl/ wakes it: a running round's bookkeeping (joins, records,
     // the exit barrier) would wake every node on every write.
     auto w = store_->Watch(keys_.Ctl(), revision,
