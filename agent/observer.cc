@@ -22,6 +22,9 @@ absl::Status Observer::Start(const RunOptions& options) {
       !opened.ok()) {
     return opened;
   }
+  // Before the server listens: a scrape as the agent starts must not see
+  // series without the job's labels (dashboards select on them).
+  SetJob(options.launch.rdzv_id, options.launch.role, options.launch.node_rank);
   const ObservabilityOptions& o = options.observability;
   if (o.metrics_port == 0 &&
       (!o.metrics_tls_cert.empty() || !o.metrics_tls_key.empty())) {
@@ -41,7 +44,6 @@ absl::Status Observer::Start(const RunOptions& options) {
     DJ_LOG_INFO("metrics and HTTP probes on port {}{}", http_->port(),
                 o.metrics_tls_cert.empty() ? "" : " (HTTPS)");
   }
-  SetJob(options.launch.rdzv_id, options.launch.role, options.launch.node_rank);
   Json started = Json::object();
   started["pid"] = static_cast<int64_t>(getpid());
   started["nnodes"] = options.launch.nnodes;

@@ -769,10 +769,18 @@ void DynamicRendezvous::MonitorLoop() {
       revision = current_revision_;
     }
     const absl::Time call_start = absl::Now();
+    // Once the store fails, the loss is due read_timeout after the failing
+    // call began: a watch retried meanwhile waits for the store to come
+    // back, and without this bound would report the loss its own wait plus
+    // read_timeout later (the host killed mid-training: ~2 keep-alives late).
     // Only ctl/ wakes it: a running round's bookkeeping (joins, records,
     // the exit barrier) would wake every node on every write.
-    auto w = store_->Watch(keys_.Ctl(), revision,
+    auto w = [&] {
+      ScopedCallDeadline within_read_timeout(failing_since +
+                                             options_.config.read_timeout);
+      return store_->Watch(keys_.Ctl(), revision,
                            options_.config.keep_alive_interval);
+    }();
     if (!w.ok()) {
       // This node closed the store (Cancel, Shutdown), or stopped
       // watching (it is leaving, and the host may be gone first): nothing

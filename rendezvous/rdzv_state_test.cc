@@ -5,18 +5,14 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "rendezvous/rdzv_test_states.h"
 
 namespace distjob {
 namespace {
 
 TEST(RdzvStateTest, EncodeDecodeRoundTrip) {
-  RdzvState s;
-  s.round = 7;
-  s.closed = true;
+  RdzvState s = ClosedRound(7, "a", 2, 3);
   s.restart_count = 2;
-  s.closer = "a";
-  s.size = 2;
-  s.world_size = 3;
   s.prev_round = 6;
   s.prev_closer = "c";
   s.prev_size = 5;
@@ -36,13 +32,7 @@ TEST(RdzvStateTest, EncodeDecodeRoundTrip) {
 // The state is what every node reads while it waits: its size must not
 // grow with the job.
 TEST(RdzvStateTest, ClosedStateDoesNotGrowWithTheJob) {
-  RdzvState s;
-  s.round = 1;
-  s.closed = true;
-  s.closer = "node-17";
-  s.size = 4096;
-  s.world_size = 32768;
-  EXPECT_LT(s.Encode().size(), 80u);
+  EXPECT_LT(ClosedRound(1, "node-17", 4096, 32768).Encode().size(), 80u);
 }
 
 TEST(RdzvStateTest, MembersRoundTripAndRejectMalformedLines) {
@@ -57,18 +47,10 @@ TEST(RdzvStateTest, MembersRoundTripAndRejectMalformedLines) {
             absl::StatusCode::kDataLoss);
 }
 
-std::vector<RdzvParticipant> Many(int n) {
-  std::vector<RdzvParticipant> m;
-  for (int i = 0; i < n; ++i) {
-    m.push_back({"node-" + std::to_string(i), 8, "10.0.0.1"});
-  }
-  return m;
-}
-
 // A member list is no longer one value: at 100,000 members it would be
 // megabytes, over the store's max_value_bytes.
 TEST(RdzvStateTest, MemberChunksStayUnderTheirLimitAndReassemble) {
-  const std::vector<RdzvParticipant> m = Many(100000);
+  const std::vector<RdzvParticipant> m = NumberedNodes(100000, 8);
   auto chunks = EncodeMemberChunks(m);
   ASSERT_GT(chunks.size(), 1u);
   EXPECT_EQ(chunks[0].first, 0);
@@ -86,7 +68,7 @@ TEST(RdzvStateTest, MemberChunksStayUnderTheirLimitAndReassemble) {
 
 TEST(RdzvStateTest, MemberChunksKeepOnlyTheListOfTheRoundsSize) {
   // Small chunks: two members each.
-  auto chunks = EncodeMemberChunks(Many(6), 40);
+  auto chunks = EncodeMemberChunks(NumberedNodes(6, 8), 40);
   ASSERT_EQ(chunks.size(), 3u);
   EXPECT_EQ(chunks[1].first, 2);
   // A retried close with fewer members leaves its first attempt's tail.
@@ -101,7 +83,7 @@ TEST(RdzvStateTest, MemberChunksKeepOnlyTheListOfTheRoundsSize) {
   EXPECT_EQ(AssembleMembers(chunks, 7).status().code(),
             absl::StatusCode::kDataLoss);
   // A line longer than the chunk size gets a chunk of its own.
-  EXPECT_EQ(EncodeMemberChunks(Many(2), 5).size(), 2u);
+  EXPECT_EQ(EncodeMemberChunks(NumberedNodes(2, 8), 5).size(), 2u);
 }
 
 TEST(RdzvStateTest, HostFirstThenPreviousOrderThenNewcomers) {
@@ -215,20 +197,9 @@ TEST(RdzvStateTest, RankRecordsCarryBaseRanksAndTheRing) {
   EXPECT_EQ(RankRecords({{"solo", 4, ""}})[0].second.next, "solo");
 }
 
-}  // namespace
-}  // namespace distjob
-
-namespace distjob {
-namespace {
-
 TEST(RdzvStateTest, NextRoundAfterAClosedRoundKeepsItsRankOrder) {
-  RdzvState closed;
-  closed.round = 4;
-  closed.closed = true;
+  RdzvState closed = ClosedRound(4, "c", 3, 6);
   closed.restart_count = 2;
-  closed.closer = "c";
-  closed.size = 3;
-  closed.world_size = 6;
   closed.prev_round = 3;
   closed.prev_closer = "old";
   RdzvState next = NextRound(closed, 1);
@@ -244,8 +215,7 @@ TEST(RdzvStateTest, NextRoundAfterAClosedRoundKeepsItsRankOrder) {
 }
 
 TEST(RdzvStateTest, NextRoundAfterAnOpenRoundKeepsTheOrderItWouldHaveKept) {
-  RdzvState open;
-  open.round = 5;
+  RdzvState open = OpenRound(5);
   open.restart_count = 1;
   open.prev_round = 4;
   open.prev_closer = "c";

@@ -4,6 +4,7 @@
 #include "gtest/gtest.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
+#include "rendezvous/rdzv_test_states.h"
 #include "rendezvous/store/store_core.h"
 
 namespace distjob {
@@ -12,13 +13,8 @@ namespace {
 TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
   StoreCore core;
   LocalStore store(&core);
-  RdzvState st;
-  st.round = 2;
-  st.closed = true;
-  st.closer = "b-2";
-  st.size = 2;
-  st.world_size = 4;
-  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
+  ASSERT_TRUE(
+      store.Set("rdzv/j/ctl/state", ClosedRound(2, "b-2", 2, 4).Encode()).ok());
   ASSERT_TRUE(
       store
           .Set("rdzv/j/members/2/b-2/0",
@@ -49,9 +45,7 @@ TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
 TEST(RdzvStatusTest, OpenRoundListsItsJoinRecordsInJoinOrder) {
   StoreCore core;
   LocalStore store(&core);
-  RdzvState st;
-  st.round = 3;
-  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", OpenRound(3).Encode()).ok());
   ASSERT_TRUE(
       store.Set("rdzv/j/join/3/2", EncodeJoin({"b-2", 4, "10.0.0.2"})).ok());
   ASSERT_TRUE(
@@ -74,18 +68,10 @@ TEST(RdzvStatusTest, ClosedRoundListsMembersFromEveryChunk) {
   StoreCore core;
   LocalStore store(&core);
   const RdzvKeys keys("j");
-  std::vector<RdzvParticipant> members;
-  for (int i = 0; i < 3000; ++i) {
-    members.push_back({"node-" + std::to_string(i), 1, "10.0.0.1"});
-  }
-  RdzvState st;
-  st.round = 4;
-  st.closed = true;
-  st.closer = "node-0";
-  st.size = 3000;
-  st.world_size = 3000;
-  ASSERT_TRUE(store.Set(keys.State(), st.Encode()).ok());
-  auto chunks = EncodeMemberChunks(members, 4096);
+  ASSERT_TRUE(
+      store.Set(keys.State(), ClosedRound(4, "node-0", 3000, 3000).Encode())
+          .ok());
+  auto chunks = EncodeMemberChunks(NumberedNodes(3000), 4096);
   ASSERT_GT(chunks.size(), 2u);
   for (const auto& [first, text] : chunks) {
     ASSERT_TRUE(store.Set(keys.Members(4, "node-0", first), text).ok());
@@ -110,9 +96,7 @@ TEST(RdzvStatusTest, ClosedRoundListsMembersFromEveryChunk) {
 TEST(RdzvStatusTest, JsonIsValidForAnyNodeName) {
   StoreCore core;
   LocalStore store(&core);
-  RdzvState st;
-  st.round = 1;
-  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", st.Encode()).ok());
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", OpenRound(1).Encode()).ok());
   ASSERT_TRUE(
       store.Set("rdzv/j/join/1/1", EncodeJoin({"n\"\\\xff\xfe", 1, "10.0.0.1"}))
           .ok());

@@ -33,6 +33,6 @@ def cc_grpc_library(name, src, deps = [], grpc = True, visibility = None):
         deps = deps + [
             "@com_github_grpc_grpc//:grpc++",
             "@com_google_protobuf//:protobuf",
-        ],
+        ] + (["//third_party:grpc_plugins"] if grpc else []),
         visibility = visibility,
     )

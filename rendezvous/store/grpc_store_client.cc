@@ -65,28 +65,9 @@ absl::Status Mismatch(const grpc::Status& s, bool tls,
 
 // How long a new client retries its first connection on its own schedule.
 constexpr absl::Duration kFastConnectWindow = absl::Seconds(1);
-
-// gRPC waits at least 100 ms before it reconnects, whatever the channel
-// arguments say. Agents started together reach the store's host a few ms
-// before it listens, so that floor was most of a small job's rendezvous
-// (~200 ms of 220 ms at 8 nodes on loopback). For `window` after creating
-// the channel, retry after a few ms instead (doubling to 100 ms); past it,
-// the channel's own backoff goes on.
-void ConnectSoon(grpc::Channel* channel, absl::Duration window) {
-  const absl::Time until = absl::Now() + window;
-  absl::Duration pause = absl::Milliseconds(2);
-  grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
-  while (state != GRPC_CHANNEL_READY && absl::Now() < until) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      absl::SleepFor(pause);
-      pause = std::min(2 * pause, absl::Milliseconds(100));
-      grpc::experimental::ChannelResetConnectionBackoff(channel);
-    }
-    channel->WaitForStateChange(
-        state, absl::ToChronoTime(std::min(until, absl::Now() + pause)));
-    state = channel->GetState(/*try_to_connect=*/true);
-  }
-}
+// The longest a wait for the channel's state sleeps without looking whether
+// the client was closed: gRPC cannot be woken from that wait.
+constexpr absl::Duration kCloseCheck = absl::Milliseconds(10);
 
 }  // namespace
 
@@ -101,6 +82,9 @@ struct GrpcStoreClient::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Store::Stub> stub;
   std::atomic<bool> tls_ready{false};  // the channel was ready once
+  // Set with `channel`: until then, ConnectSoon retries quickly.
+  absl::Time fast_connect_until;
+  std::atomic<bool> fast_connect_done{false};
 
   // Sets the call's deadline and makes sure the channel exists.
   absl::Status Prepare(grpc::ClientContext* ctx, absl::Duration blocking) {
@@ -110,7 +94,41 @@ struct GrpcStoreClient::Impl {
     ctx->set_wait_for_ready(true);
     ctx->set_deadline(absl::ToChronoTime(deadline));
     if (absl::Status s = EnsureStub(deadline); !s.ok()) return s;
+    ConnectSoon(deadline);
     return CheckTlsPeer(deadline);
+  }
+
+  // gRPC waits at least 100 ms before it reconnects, whatever the channel
+  // arguments say. Agents started together reach the store's host a few ms
+  // before it listens, so that floor was most of a small job's rendezvous
+  // (~200 ms of 220 ms at 8 nodes on loopback). For kFastConnectWindow
+  // after the channel was created, a call retries after a few ms instead
+  // (doubling to 100 ms); past it, the channel's own backoff goes on. The
+  // calls wait here, not Connect, so that Close (a stop signal) ends the
+  // wait within kCloseCheck.
+  void ConnectSoon(absl::Time deadline) {
+    if (fast_connect_done.load(std::memory_order_acquire)) return;
+    const absl::Time until = std::min(fast_connect_until, deadline);
+    absl::Duration pause = absl::Milliseconds(2);
+    grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+    while (state != GRPC_CHANNEL_READY && absl::Now() < until) {
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+        absl::MutexLock lock(&mu);
+        if (mu.AwaitWithTimeout(absl::Condition(&closed), pause)) return;
+        pause = std::min(2 * pause, absl::Milliseconds(100));
+        grpc::experimental::ChannelResetConnectionBackoff(channel.get());
+      } else {
+        absl::MutexLock lock(&mu);
+        if (closed) return;
+      }
+      channel->WaitForStateChange(
+          state, absl::ToChronoTime(std::min(
+                     {until, absl::Now() + pause, absl::Now() + kCloseCheck})));
+      state = channel->GetState(/*try_to_connect=*/true);
+    }
+    if (state == GRPC_CHANNEL_READY || absl::Now() >= fast_connect_until) {
+      fast_connect_done.store(true, std::memory_order_release);
+    }
   }
   // A call waits for a connection (wait_for_ready), so a TLS handshake
   // that fails never reaches it: until the channel has been ready once, a
@@ -204,9 +222,11 @@ struct GrpcStoreClient::Impl {
           absl::MutexLock lock(&channel_mu);
           if (stub != nullptr) return absl::OkStatus();  // another call won
           channel = created;
+          fast_connect_until = absl::Now() + kFastConnectWindow;
           stub = pb::Store::NewStub(channel);
         }
-        ConnectSoon(created.get(), kFastConnectWindow);
+        // Start connecting; the calls wait for it (ConnectSoon).
+        created->GetState(/*try_to_connect=*/true);
         return absl::OkStatus();
       }
       if (target.status().code() != absl::StatusCode::kNotFound) {
@@ -281,8 +301,10 @@ std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
   if (!security.token.empty()) {
     impl->token_header = absl::StrCat(kTokenPrefix, security.token);
   }
-  // One look-up now, so a store that is up is connected before the first
+  // One look-up now, so a store that is up is connecting before the first
   // call; a name that does not resolve yet is looked up again by the calls.
+  // Nothing here waits for the connection: Close cannot reach a wait in
+  // Connect, which runs on the thread that reads the stop signals.
   (void)impl->EnsureStub(absl::Now());
   return std::unique_ptr<GrpcStoreClient>(new GrpcStoreClient(std::move(impl)));
 }
@@ -294,7 +316,9 @@ absl::Status GrpcStoreClient::WaitUntilReachable(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   ctx.set_deadline(absl::ToChronoTime(deadline));
   if (absl::Status s = impl_->EnsureStub(deadline); !s.ok()) return s;
+  impl_->ConnectSoon(deadline);
   if (absl::Status s = impl_->CheckTlsPeer(deadline); !s.ok()) return s;
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
   return impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "connect");

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store/grpc_store_client.h"
@@ -311,6 +312,61 @@ TEST(GrpcStoreTest, UnreachableStoreFailsAfterTheTimeout) {
       GrpcStoreClient::Connect("127.0.0.1:1", absl::Milliseconds(300));
   auto s = client->Set("k", "v");
   EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+// A loopback port nothing answers on: `listening`, connections are
+// accepted by the kernel and never answered (a host that hangs); else the
+// port is only bound, and connections are refused (a host not up yet).
+class DeadPort {
+ public:
+  explicit DeadPort(bool listening) {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+              0);
+    if (listening) {
+      EXPECT_EQ(listen(fd_, 16), 0);
+    }
+    socklen_t size = sizeof(address);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
+    port_ = ntohs(address.sin_port);
+  }
+  ~DeadPort() { close(fd_); }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_;
+  int port_;
+};
+
+// Connect runs on the thread that reads the stop signals, where no Close
+// can reach it, so it must not wait for the connection; a call waiting for
+// the first connection (retried quickly for a second) ends at Close.
+TEST(GrpcStoreTest, CloseEndsTheWaitForTheFirstConnection) {
+  for (const bool listening : {true, false}) {
+    SCOPED_TRACE(listening ? "a host that never answers" : "a refused port");
+    DeadPort dead(listening);
+    const absl::Time start = absl::Now();
+    auto client = GrpcStoreClient::Connect(dead.endpoint(), absl::Seconds(30));
+    absl::Notification calling;
+    absl::Status status;
+    absl::Time returned;
+    std::thread caller([&] {
+      calling.Notify();
+      status = client->Set("k", "v").status();
+      returned = absl::Now();
+    });
+    calling.WaitForNotification();
+    const absl::Time closing = absl::Now();
+    client->Close();
+    caller.join();
+    EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
+    EXPECT_LT(returned - closing, absl::Milliseconds(300));
+    // The fast-connect window is a second: all of it under Close's bound.
+    EXPECT_LT(returned - start, absl::Milliseconds(700));
+  }
 }
 
 bool WaitFor(const std::function<bool()>& done) {

@@ -210,18 +210,22 @@ for i in range(100):
             os._exit(0)
         os._exit(0)
     os.waitpid(-1, 0)
-open(sys.argv[1], 'w').write('spawned')
+open(sys.argv[1], 'w').write(str(os.getpid()))
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.05)
 """
 
 
-def cmdline(pid):
+def namespace_pid(pid):
+    """`pid` as its own (innermost) PID namespace numbers it; None if gone."""
     try:
-        with open(f"/proc/{pid}/cmdline") as f:
-            return f.read().replace("\0", " ")
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
     except (FileNotFoundError, ProcessLookupError):
-        return ""
+        pass
+    return None
 
 
 def zombies_and_sleepers(agent_pid, worker_pid):
@@ -236,9 +240,14 @@ def test_hundred_orphans_leave_no_zombie(start_agent, tmp_path, pid1):
     script.write_text(ORPHANS)
     a = start_agent(["run", "--no-python", PYTHON, str(script), str(spawned),
                      str(release)], pid1=pid1)
-    wait_for(spawned.exists, 20, what="orphans spawned")
+    wait_for(lambda: spawned.exists() and spawned.read_text(), 20,
+             what="orphans spawned")
+    # The worker by its own pid: the orphans still asleep share its command
+    # line, and once pids wrap (pid_max) one may have a lower pid than it.
+    own_pid = int(spawned.read_text())
     worker = wait_for(lambda: [p for p in descendants(a.pid)
-                               if str(script) in cmdline(p)], 10)[0]
+                               if namespace_pid(p) == own_pid], 10,
+                      what="the worker")[0]
     # Every orphan (re-parented to the agent) ends and is reaped, while the
     # worker still runs.
     wait_for(lambda: not zombies_and_sleepers(a.pid, worker), 10,

@@ -31,6 +31,7 @@ WORKER = textwrap.dedent("""
                     "TORCHELASTIC_RUN_ID", "ROLE_RANK", "ROLE_WORLD_SIZE")}
     rec["node"] = node
     rec["pid"] = os.getpid()
+    rec["started"] = time.monotonic_ns()
     tmp = out / f".{node}-{os.getpid()}.tmp"
     tmp.write_text(json.dumps(rec))
     tmp.rename(out / f"{node}-{os.getpid()}.json")
@@ -110,7 +111,8 @@ class Job:
     def latest(self, pred=lambda r: True):
         """The newest record of each (node, local rank) matching `pred`."""
         by = {}
-        for r in sorted(self.records(), key=lambda r: r["pid"]):
+        # By start time: pids wrap (pid_max), a later worker's may be lower.
+        for r in sorted(self.records(), key=lambda r: r["started"]):
             if pred(r):
                 by[(r["node"], r["LOCAL_RANK"])] = r
         return by

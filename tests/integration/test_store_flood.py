@@ -121,6 +121,18 @@ def code_of(call):
     return grpc.StatusCode.OK, ""
 
 
+def fill_until_refused(send, attempts=400):
+    """Calls `send(i)` for i = 0, 1, ... until the store refuses one, which
+    must be for its memory (max_total_bytes); returns how many it took."""
+    for i in range(attempts):
+        code, details = code_of(lambda: send(i))
+        if code != grpc.StatusCode.OK:
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED \
+                and "max_total_bytes" in details, (code, details, i)
+            return i
+    raise AssertionError(f"the store took {attempts} requests, refusing none")
+
+
 def flood(pb, endpoint, metrics_port):
     c = Client(pb, endpoint)
     Set, Delete, List = c.call("Set"), c.call("Delete"), c.call("List")
@@ -137,16 +149,8 @@ def flood(pb, endpoint, metrics_port):
 
     # Big values until the store is full, read by six listings at once.
     big = b"v" * (MAX_VALUE_BYTES - 64)
-    full = None
-    for i in range(400):
-        code, details = code_of(lambda: Set(pb.SetRequest(
-            kvs=[pb.KeyValue(key=f"flood/big/{i:04d}", value=big)]),
-            timeout=10))
-        if code != grpc.StatusCode.OK:
-            full = (code, details, i)
-            break
-    assert full and full[0] == grpc.StatusCode.RESOURCE_EXHAUSTED \
-        and "max_total_bytes" in full[1], full
+    stored = fill_until_refused(lambda i: Set(pb.SetRequest(
+        kvs=[pb.KeyValue(key=f"flood/big/{i:04d}", value=big)]), timeout=10))
     pages = []
 
     def lister():
@@ -162,20 +166,11 @@ def flood(pb, endpoint, metrics_port):
     assert len(pages) == 6 and max(pages) <= 5, pages  # 4 MiB pages
     # The last 48 MiB of the store, then, go to empty values under many
     # keys: each costs its overhead, not 0 bytes.
-    keys = [f"flood/big/{i:04d}" for i in range(full[2])]
+    keys = [f"flood/big/{i:04d}" for i in range(stored)]
     Delete(pb.DeleteRequest(keys=keys[-48:]), timeout=30)
     raw_set, raw_delete = c.call("Set", raw=True), c.call("Delete", raw=True)
-    batches = 0
-    refused = None
-    for batch in range(400):
-        request = b"".join(field(1, field(1, k)) for k in small_keys(batch))
-        code, details = code_of(lambda: raw_set(request, timeout=30))
-        if code != grpc.StatusCode.OK:
-            refused = (code, details)
-            break
-        batches += 1
-    assert refused and refused[0] == grpc.StatusCode.RESOURCE_EXHAUSTED \
-        and "max_total_bytes" in refused[1], refused
+    batches = fill_until_refused(lambda batch: raw_set(b"".join(
+        field(1, field(1, k)) for k in small_keys(batch)), timeout=30))
     # At least 200 bytes counted a key (payload: about 14).
     assert batches < 48 * MIB // MAX_KEYS_PER_REQUEST // 200, batches
     Delete(pb.DeleteRequest(keys=keys[:-48]), timeout=30)
@@ -223,6 +218,25 @@ def connect_from(source, port):
     return s
 
 
+def connection_flood(port, count, sockets, first_bytes=b""):
+    """`count` connections from FLOODER to the store on `port`, each sending
+    `first_bytes` and then nothing, appended to `sockets` (the test closes
+    them whatever happens)."""
+    for _ in range(count):
+        s = connect_from(FLOODER, port)
+        sockets.append(s)
+        if first_bytes:
+            s.sendall(first_bytes)
+
+
+def metric_once_up(port, name, **labels):
+    """metric(), or None while the agent's metrics server is not up yet."""
+    try:
+        return metric(port, name, **labels)
+    except OSError:
+        return None
+
+
 def test_a_flood_leaves_the_host_under_its_ceiling_and_the_job_completes(
         agent, tmp_path):
     pb = store_stubs(tmp_path)
@@ -232,20 +246,15 @@ def test_a_flood_leaves_the_host_under_its_ceiling_and_the_job_completes(
     sockets = []
     try:
         host = job.start(0, env={"DISTJOB_METRICS_PORT": str(metrics_port)})
-        def hosted():
-            try:
-                return metric(metrics_port, "distjob_store_keys") is not None
-            except OSError:  # the metrics server is not up yet
-                return False
-        wait_for(hosted, 20, what="the store hosted")
+        wait_for(lambda: metric_once_up(metrics_port, "distjob_store_keys")
+                 is not None, 20, what="the store hosted")
         peak = PeakRss(host.pid)
         try:
             # Raw connections from one address that never send the HTTP/2
             # preface: past store_max_conns_per_peer (64) closed at once,
             # the others at the first-bytes timeout, and in the meantime
             # the real members (other addresses) still get in.
-            for _ in range(1100):
-                sockets.append(connect_from(FLOODER, job.port))
+            connection_flood(job.port, 1100, sockets)
             opened = time.monotonic()
             wait_for(lambda: metric(metrics_port,
                                     "distjob_store_connections_closed_total",
@@ -287,16 +296,11 @@ def test_a_connection_flood_at_the_cap_lets_a_member_in_and_counts_drop(
         job.start(0, env={"DISTJOB_METRICS_PORT": str(metrics_port)})
 
         def connections():
-            try:
-                return metric(metrics_port, "distjob_store_connections")
-            except OSError:  # the metrics server is not up yet
-                return None
+            return metric_once_up(metrics_port, "distjob_store_connections")
         wait_for(lambda: connections() is not None, 20,
                  what="the store hosted")
-        for _ in range(300):
-            s = connect_from(FLOODER, job.port)
-            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
-            sockets.append(s)
+        connection_flood(job.port, 300, sockets,
+                         first_bytes=b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
         def closed(reason):
             return metric(metrics_port,
