@@ -327,6 +327,7 @@ struct EtcdStore::Impl {
     members[i].stubs = std::move(fresh);
   }
 
+  absl::Mutex adopt_mu;  // held by the one JobLease adopting the lease
   absl::Mutex mu;
   int64_t job_lease ABSL_GUARDED_BY(mu) = 0;
   int64_t own_lease ABSL_GUARDED_BY(mu) = 0;
@@ -509,6 +510,15 @@ struct EtcdStore::Impl {
       absl::MutexLock lock(&mu);
       if (job_lease != 0) return job_lease;
       if (closed) return absl::FailedPreconditionError("etcd store closed");
+    }
+    // One adoption per client: callers that arrive meanwhile take its
+    // lease, where each would otherwise grant and register a holder lease
+    // of its own (thousands at once from a client that bench/store_bench.cc
+    // shares between simulated nodes).
+    absl::MutexLock adopting(&adopt_mu);
+    {
+      absl::MutexLock lock(&mu);
+      if (job_lease != 0) return job_lease;
     }
     const std::string lease_key = meta + "lease";
     for (;;) {
@@ -948,7 +958,7 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
       auto* put = t.add_success()->mutable_request_put();
       put->set_key(seq);
       put->set_ignore_value(true);
-      put->set_ignore_lease(true);
+      put->set_lease(*lease);
       put->set_prev_kv(true);
       auto resp = impl_->Txn(t, "add");
       if (!resp.ok()) return resp.status();

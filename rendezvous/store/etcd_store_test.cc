@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -73,11 +74,13 @@ class EtcdStoreTest : public ::testing::Test {
   int64_t Watchers() const {
     return Metric("etcd_debugging_mvcc_watcher_total");
   }
-  // The KV requests of `method` (Range, Txn) etcd answered.
-  int64_t Requests(const std::string& method) const {
+  // The requests of `method` (Range, Txn; LeaseGrant of service Lease)
+  // etcd answered.
+  int64_t Requests(const std::string& method,
+                   const std::string& service = "KV") const {
     return Metric(absl::StrCat(
         "grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"", method,
-        "\",grpc_service=\"etcdserverpb.KV\",grpc_type=\"unary\"}"));
+        "\",grpc_service=\"etcdserverpb.", service, "\",grpc_type=\"unary\"}"));
   }
   // The value of the metric line that starts with `name`, -1 if none.
   int64_t Metric(const std::string& name_and_labels) const {
@@ -229,6 +232,34 @@ TEST_F(EtcdStoreTest, ConcurrentAddsOfOneTakeTwoWritesEachWithoutRetries) {
   EXPECT_EQ(*clients[0]->Add("joined", 1), 81);
   // The counters' own records are no keys of the store.
   EXPECT_EQ(*clients[0]->NumKeys(), kClients + 1);
+}
+
+// Many threads' first calls on one client adopt one job lease between
+// them: one grant for the job and one for this client's holder record.
+TEST_F(EtcdStoreTest, ConcurrentFirstCallsOfAClientGrantOneJobLease) {
+  auto store = Open("job");
+  const int64_t grants = Requests("LeaseGrant", "Lease");
+  ASSERT_GE(grants, 0);
+  constexpr int kThreads = 32;
+  absl::Mutex mu;
+  int arrived = 0;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      {
+        absl::MutexLock lock(&mu);
+        ++arrived;
+        mu.Await(absl::Condition(
+            +[](int* n) { return *n == kThreads; }, &arrived));
+      }
+      if (store->Set(absl::StrCat("k", t), "v").ok()) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kThreads);
+  EXPECT_EQ(Requests("LeaseGrant", "Lease") - grants, 2);
+  EXPECT_EQ(*store->NumKeys(), kThreads);
 }
 
 TEST_F(EtcdStoreTest, CompareSetFollowsTcpStoreSemantics) {
