@@ -1253,7 +1253,9 @@ def etcd_results(reps, lat, scale, capped, recovery, completed, load_before,
                 cells.append(None)
             else:
                 cells.append(got)
-        if cells == [None, None]:
+        # A row where neither backend was tried; one stopped at n shows.
+        if all(got is None and capped.get(backend) != n
+               for got, backend in zip(cells, ("c10d", "etcd"))):
             continue
 
         def cell(got, i, fmt_, backend):

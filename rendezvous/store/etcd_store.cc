@@ -125,11 +125,12 @@ absl::StatusOr<std::string> NormalizeEndpoint(absl::string_view given) {
 // this many, each atomic on its own.
 constexpr size_t kMaxTxnOps = 128;
 
-// Runs `txn` on [first, last) slices of `n` items, kMaxTxnOps at a time.
+// Runs `txn` on [first, last) slices of `n` items, `per_txn` at a time
+// (kMaxTxnOps / operations per item).
 template <typename F>
-absl::Status ForEachTxnChunk(size_t n, F txn) {
-  for (size_t first = 0; first < n || first == 0; first += kMaxTxnOps) {
-    if (absl::Status s = txn(first, std::min(n, first + kMaxTxnOps)); !s.ok()) {
+absl::Status ForEachTxnChunk(size_t n, F txn, size_t per_txn = kMaxTxnOps) {
+  for (size_t first = 0; first < n || first == 0; first += per_txn) {
+    if (absl::Status s = txn(first, std::min(n, first + per_txn)); !s.ok()) {
       return s;
     }
     if (n == 0) break;
@@ -213,6 +214,9 @@ struct EtcdStore::Impl {
   EtcdStoreOptions options;
   std::string data;  // <prefix>/<run_id>/kv/
   std::string meta;  // <prefix>/<run_id>/agent/
+  // <prefix>/<run_id>/ctr/: the sequences of Add's counters, outside kv/
+  // so that no listing or watch of the store's keys sees them.
+  std::string counters;
   struct Stubs {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
@@ -323,6 +327,7 @@ struct EtcdStore::Impl {
     members[i].stubs = std::move(fresh);
   }
 
+  absl::Mutex adopt_mu;  // held by the one JobLease adopting the lease
   absl::Mutex mu;
   int64_t job_lease ABSL_GUARDED_BY(mu) = 0;
   int64_t own_lease ABSL_GUARDED_BY(mu) = 0;
@@ -393,6 +398,12 @@ struct EtcdStore::Impl {
     return absl::UnavailableError(absl::StrCat("etcd cluster ", Endpoints(),
                                                " unreachable for ", what, ": ",
                                                last.error_message()));
+  }
+
+  // A key written otherwise than by Add stops being a counter: its next
+  // Add starts from the value written (see Add).
+  void ForgetCounter(etcdserverpb::TxnRequest* t, const std::string& key) {
+    t->add_success()->mutable_request_delete_range()->set_key(counters + key);
   }
 
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(
@@ -499,6 +510,15 @@ struct EtcdStore::Impl {
       absl::MutexLock lock(&mu);
       if (job_lease != 0) return job_lease;
       if (closed) return absl::FailedPreconditionError("etcd store closed");
+    }
+    // One adoption per client: callers that arrive meanwhile take its
+    // lease, where each would otherwise grant and register a holder lease
+    // of its own (thousands at once from a client that bench/store_bench.cc
+    // shares between simulated nodes).
+    absl::MutexLock adopting(&adopt_mu);
+    {
+      absl::MutexLock lock(&mu);
+      if (job_lease != 0) return job_lease;
     }
     const std::string lease_key = meta + "lease";
     for (;;) {
@@ -767,6 +787,7 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
   const std::string ns = absl::StrCat(options.prefix, "/", options.run_id, "/");
   impl->data = ns + "kv/";
   impl->meta = ns + "agent/";
+  impl->counters = ns + "ctr/";
   impl->creds = creds;
   for (const auto& ep : options.endpoints) {
     Impl::Member m;
@@ -829,19 +850,23 @@ absl::StatusOr<int64_t> EtcdStore::MultiSet(
   auto lease = impl_->LeaseFor(ttl);
   if (!lease.ok()) return lease.status();
   int64_t revision = 0;
-  auto s = ForEachTxnChunk(kvs.size(), [&](size_t first, size_t last) {
-    etcdserverpb::TxnRequest t;
-    for (size_t i = first; i < last; ++i) {
-      auto* put = t.add_success()->mutable_request_put();
-      put->set_key(impl_->data + kvs[i].first);
-      put->set_value(kvs[i].second);
-      put->set_lease(*lease);
-    }
-    auto resp = impl_->Txn(t, "set");
-    if (!resp.ok()) return resp.status();
-    revision = resp->header().revision();
-    return absl::OkStatus();
-  });
+  auto s = ForEachTxnChunk(
+      kvs.size(),
+      [&](size_t first, size_t last) {
+        etcdserverpb::TxnRequest t;
+        for (size_t i = first; i < last; ++i) {
+          auto* put = t.add_success()->mutable_request_put();
+          put->set_key(impl_->data + kvs[i].first);
+          put->set_value(kvs[i].second);
+          put->set_lease(*lease);
+          impl_->ForgetCounter(&t, kvs[i].first);
+        }
+        auto resp = impl_->Txn(t, "set");
+        if (!resp.ok()) return resp.status();
+        revision = resp->header().revision();
+        return absl::OkStatus();
+      },
+      kMaxTxnOps / 2);
   if (!s.ok()) return s;
   impl_->NoteTtlWrites(kvs, ttl, *lease);
   return revision;
@@ -898,29 +923,117 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
   }
 }
 
+// A counter is two keys: the value everyone reads (`kv/<key>`) and its
+// sequence (`ctr/<key>`), whose etcd version counts the adds of one and
+// whose value is the base: the counter is base + version - 1. An add of
+// one is a blind put of the sequence in a transaction (etcd applies them
+// one after another), so N nodes joining at once make N writes, where a
+// read and compare-and-swap of the value made O(N²) as all but one of
+// each race's writers lost and retried. Its result is then written to
+// the value only while no later add has committed (the sequence's
+// mod_revision is still this add's), so the value never goes back, and
+// holds at least every returned result. Other deltas and the first add
+// compare-and-swap both keys.
 absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();
   const std::string k = impl_->data + key;
-  for (;;) {
-    auto r = impl_->Range(k, "");
+  const std::string seq = impl_->counters + key;
+  auto not_integer = [&] {
+    return absl::FailedPreconditionError(
+        absl::StrCat("key '", key, "' does not hold an integer"));
+  };
+  // Only writers of other deltas (or the first add's creators) can lose a
+  // race; they spread their retries out.
+  Backoff backoff(absl::Milliseconds(5), absl::Milliseconds(200));
+  for (bool first = true;; first = false) {
+    if (!first) absl::SleepFor(backoff.Next());
+    if (delta == 1) {
+      etcdserverpb::TxnRequest t;
+      auto* c = t.add_compare();
+      c->set_key(seq);
+      c->set_target(Compare::VERSION);
+      c->set_result(Compare::GREATER);
+      c->set_version(0);
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key(seq);
+      put->set_ignore_value(true);
+      put->set_lease(*lease);
+      put->set_prev_kv(true);
+      auto resp = impl_->Txn(t, "add");
+      if (!resp.ok()) return resp.status();
+      if (resp->succeeded()) {
+        const auto& prev = resp->responses(0).response_put().prev_kv();
+        int64_t base = 0;
+        if (!absl::SimpleAtoi(prev.value(), &base)) return not_integer();
+        const int64_t result = base + prev.version();
+        etcdserverpb::TxnRequest w;
+        c = w.add_compare();
+        c->set_key(seq);
+        c->set_target(Compare::MOD);
+        c->set_mod_revision(resp->header().revision());
+        put = w.add_success()->mutable_request_put();
+        put->set_key(k);
+        put->set_value(absl::StrCat(result));
+        put->set_lease(*lease);
+        // The add has happened: a failure here leaves the value behind
+        // until the next add, and must not make the caller add again.
+        if (auto s = impl_->Txn(w, "add (value)"); !s.ok()) {
+          DJ_LOG_WARNING("etcd add {}: {}", key, s.status());
+        }
+        return result;
+      }
+    }
+    etcdserverpb::TxnRequest read;
+    read.add_success()->mutable_request_range()->set_key(seq);
+    read.add_success()->mutable_request_range()->set_key(k);
+    auto r = impl_->Txn(read, "add (read)");
     if (!r.ok()) return r.status();
-    int64_t current = 0;
+    const auto& counter = r->responses(0).response_range();
+    const auto& value = r->responses(1).response_range();
     etcdserverpb::TxnRequest t;
+    int64_t result = 0;
     auto* c = t.add_compare();
-    c->set_key(k);
-    if (r->kvs_size() == 0) {
+    c->set_key(seq);
+    if (counter.kvs_size() > 0) {
+      int64_t base = 0;
+      if (!absl::SimpleAtoi(counter.kvs(0).value(), &base)) {
+        return not_integer();
+      }
+      result = base + counter.kvs(0).version() - 1 + delta;
+      if (delta == 0) return result;
+      c->set_target(Compare::MOD);
+      c->set_mod_revision(counter.kvs(0).mod_revision());
+      // The put counts one in the version: the base takes the rest.
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key(seq);
+      put->set_value(absl::StrCat(base + delta - 1));
+      put->set_lease(*lease);
+    } else {
+      int64_t current = 0;
+      if (value.kvs_size() > 0 &&
+          !absl::SimpleAtoi(value.kvs(0).value(), &current)) {
+        return not_integer();
+      }
+      result = current + delta;
+      if (delta == 0 && value.kvs_size() > 0) return result;
       c->set_target(Compare::CREATE);
       c->set_create_revision(0);
-    } else {
-      if (!absl::SimpleAtoi(r->kvs(0).value(), &current)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("key '", key, "' does not hold an integer"));
+      c = t.add_compare();
+      c->set_key(k);
+      if (value.kvs_size() > 0) {
+        c->set_target(Compare::MOD);
+        c->set_mod_revision(value.kvs(0).mod_revision());
+      } else {
+        c->set_target(Compare::CREATE);
+        c->set_create_revision(0);
       }
-      c->set_target(Compare::MOD);
-      c->set_mod_revision(r->kvs(0).mod_revision());
+      // Version 1: the base is the value.
+      auto* put = t.add_success()->mutable_request_put();
+      put->set_key(seq);
+      put->set_value(absl::StrCat(result));
+      put->set_lease(*lease);
     }
-    const int64_t result = current + delta;
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(k);
     put->set_value(absl::StrCat(result));
@@ -952,6 +1065,7 @@ absl::StatusOr<CompareSetResult> EtcdStore::CompareSet(
   put->set_key(k);
   put->set_value(desired);
   put->set_lease(*lease);
+  impl_->ForgetCounter(&t, key);
   t.add_failure()->mutable_request_range()->set_key(k);
   auto resp = impl_->Txn(t, "compare-set");
   if (!resp.ok()) return resp.status();
@@ -994,6 +1108,7 @@ absl::StatusOr<int64_t> EtcdStore::Append(const std::string& key,
     put->set_key(k);
     put->set_value(data);
     put->set_lease(lease);
+    impl_->ForgetCounter(&t, key);
     auto resp = impl_->Txn(t, "append");
     if (!resp.ok()) return resp.status();
     if (resp->succeeded()) return static_cast<int64_t>(data.size());
@@ -1028,19 +1143,24 @@ absl::StatusOr<int64_t> EtcdStore::Delete(
     for (const auto& k : keys) impl_->ttl_writes.erase(impl_->data + k);
   }
   int64_t deleted = 0;
-  auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
-    etcdserverpb::TxnRequest t;
-    for (size_t i = first; i < last; ++i) {
-      t.add_success()->mutable_request_delete_range()->set_key(impl_->data +
-                                                               keys[i]);
-    }
-    auto resp = impl_->Txn(t, "delete");
-    if (!resp.ok()) return resp.status();
-    for (const auto& r : resp->responses()) {
-      deleted += r.response_delete_range().deleted();
-    }
-    return absl::OkStatus();
-  });
+  auto s = ForEachTxnChunk(
+      keys.size(),
+      [&](size_t first, size_t last) {
+        etcdserverpb::TxnRequest t;
+        for (size_t i = first; i < last; ++i) {
+          t.add_success()->mutable_request_delete_range()->set_key(impl_->data +
+                                                                   keys[i]);
+          impl_->ForgetCounter(&t, keys[i]);
+        }
+        auto resp = impl_->Txn(t, "delete");
+        if (!resp.ok()) return resp.status();
+        // Every other answer is a counter's sequence.
+        for (int i = 0; i < resp->responses_size(); i += 2) {
+          deleted += resp->responses(i).response_delete_range().deleted();
+        }
+        return absl::OkStatus();
+      },
+      kMaxTxnOps / 2);
   if (!s.ok()) return s;
   return deleted;
 }

@@ -7,6 +7,10 @@
 // written with a TTL get a fresh lease per write: they disappear when the
 // writer stops heartbeating, judged by etcd's clock; writing such a key
 // again with the value it holds renews its lease and wakes no watcher.
+// Add's counters are conflict-free: an add of one is a single put of the
+// counter's sequence key (under `<prefix>/<run_id>/ctr/`, whose version
+// counts the adds), so thousands of nodes joining a round at once make one
+// write each, not a race of compare-and-swaps (etcd_store.cc, Add).
 // A request of more keys than etcd's --max-txn-ops (default 128) goes as
 // several transactions of 128, each atomic on its own (the rendezvous
 // writes what it reads through one compare-set after such writes).

@@ -7,12 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
 
@@ -68,6 +72,18 @@ class EtcdStoreTest : public ::testing::Test {
   // etcd's own count of its open watchers, from the /metrics page it serves
   // on the client URL; -1 when it cannot be read.
   int64_t Watchers() const {
+    return Metric("etcd_debugging_mvcc_watcher_total");
+  }
+  // The requests of `method` (Range, Txn; LeaseGrant of service Lease)
+  // etcd answered.
+  int64_t Requests(const std::string& method,
+                   const std::string& service = "KV") const {
+    return Metric(absl::StrCat(
+        "grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"", method,
+        "\",grpc_service=\"etcdserverpb.", service, "\",grpc_type=\"unary\"}"));
+  }
+  // The value of the metric line that starts with `name`, -1 if none.
+  int64_t Metric(const std::string& name_and_labels) const {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     sockaddr_in addr = {};
@@ -86,7 +102,7 @@ class EtcdStoreTest : public ::testing::Test {
       }
     }
     close(fd);
-    const std::string name = "\netcd_debugging_mvcc_watcher_total ";
+    const std::string name = "\n" + name_and_labels + " ";
     const size_t at = page.find(name);
     int64_t count = -1;
     if (at == std::string::npos ||
@@ -155,6 +171,95 @@ TEST_F(EtcdStoreTest, RoundTripsEveryOperation) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(store->Get("a", absl::Milliseconds(300)).status().code(),
             absl::StatusCode::kDeadlineExceeded);
+}
+
+// N nodes joining a round add to one counter at once: each add is one
+// write (and one write of the value), never a read and compare-and-swap
+// that all but one of the racing writers lose and retry (O(N²) requests).
+TEST_F(EtcdStoreTest, ConcurrentAddsOfOneTakeTwoWritesEachWithoutRetries) {
+  constexpr int kClients = 4, kPerClient = 16, kAdds = kClients * kPerClient;
+  std::vector<std::unique_ptr<EtcdStore>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(Open("job"));
+    // Each client's job lease first: not counted below.
+    ASSERT_TRUE(clients.back()->Set(absl::StrCat("c", i), "x").ok());
+  }
+  // The counter exists (as after the round's first join).
+  ASSERT_EQ(*clients[0]->Add("joined", 0), 0);
+  const int64_t txns = Requests("Txn"), ranges = Requests("Range");
+  ASSERT_GE(txns, 0);
+  std::vector<int64_t> got(kAdds, -1);
+  {
+    absl::Mutex mu;
+    int arrived = 0;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kAdds; ++t) {
+      threads.emplace_back([&, t] {
+        {
+          // All at once, as a round's nodes do.
+          absl::MutexLock lock(&mu);
+          ++arrived;
+          mu.Await(absl::Condition(
+              +[](int* n) { return *n == kAdds; }, &arrived));
+        }
+        auto r = clients[t % kClients]->Add("joined", 1);
+        got[t] = r.ok() ? *r : -1;
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  std::sort(got.begin(), got.end());
+  for (int i = 0; i < kAdds; ++i) ASSERT_EQ(got[i], i + 1);
+  EXPECT_EQ(Requests("Txn") - txns, 2 * kAdds);
+  EXPECT_EQ(Requests("Range") - ranges, 0);
+  // Every add's result is readable once it returned.
+  EXPECT_EQ(*clients[1]->Get("joined", absl::ZeroDuration()),
+            absl::StrCat(kAdds));
+  EXPECT_EQ(*clients[2]->Add("joined", 0), kAdds);
+  // Other deltas, and writes that are not adds, keep TCPStore's counter.
+  EXPECT_EQ(*clients[0]->Add("joined", -10), kAdds - 10);
+  EXPECT_EQ(*clients[1]->Add("joined", 1), kAdds - 9);
+  ASSERT_TRUE(clients[0]->Set("joined", "100").ok());
+  EXPECT_EQ(*clients[1]->Add("joined", 1), 101);
+  EXPECT_EQ(*clients[1]->Add("joined", 1), 102);
+  EXPECT_EQ(*clients[0]->Get("joined", absl::ZeroDuration()), "102");
+  EXPECT_EQ(*clients[0]->Delete({"joined"}), 1);
+  EXPECT_EQ(*clients[2]->Add("joined", 1), 1);
+  EXPECT_EQ(*clients[2]->Add("joined", 1), 2);
+  ASSERT_TRUE(clients[3]->CompareSet("joined", "2", "7")->swapped);
+  EXPECT_EQ(*clients[3]->Add("joined", 1), 8);
+  EXPECT_EQ(*clients[3]->Append("joined", "0"), 2);
+  EXPECT_EQ(*clients[0]->Add("joined", 1), 81);
+  // The counters' own records are no keys of the store.
+  EXPECT_EQ(*clients[0]->NumKeys(), kClients + 1);
+}
+
+// Many threads' first calls on one client adopt one job lease between
+// them: one grant for the job and one for this client's holder record.
+TEST_F(EtcdStoreTest, ConcurrentFirstCallsOfAClientGrantOneJobLease) {
+  auto store = Open("job");
+  const int64_t grants = Requests("LeaseGrant", "Lease");
+  ASSERT_GE(grants, 0);
+  constexpr int kThreads = 32;
+  absl::Mutex mu;
+  int arrived = 0;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      {
+        absl::MutexLock lock(&mu);
+        ++arrived;
+        mu.Await(absl::Condition(
+            +[](int* n) { return *n == kThreads; }, &arrived));
+      }
+      if (store->Set(absl::StrCat("k", t), "v").ok()) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kThreads);
+  EXPECT_EQ(Requests("LeaseGrant", "Lease") - grants, 2);
+  EXPECT_EQ(*store->NumKeys(), kThreads);
 }
 
 TEST_F(EtcdStoreTest, CompareSetFollowsTcpStoreSemantics) {
