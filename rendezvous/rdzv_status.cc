@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
+#include "rendezvous/worker_store_record.h"
 
 namespace distjob {
 namespace {
@@ -92,6 +93,16 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                     st->closed ? "closed" : "open", ", restarts ",
                     st->restart_count, ", store host ",
                     host.empty() ? "-" : host, "\n");
+    // Who serves the workers' TCPStore: null until group rank 0 of a closed
+    // round wrote it (or written by an agent that predates the record).
+    Json worker_store;
+    if (auto it = values.find(keys.WorkerStore()); it != values.end()) {
+      auto record = ParseWorkerStoreRecord(it->second);
+      if (record.ok()) worker_store = *std::move(record);
+    }
+    absl::StrAppend(
+        &text, "  workers' store: ",
+        worker_store.is_null() ? "-" : WorkerStoreLine(worker_store), "\n");
     absl::StrAppend(
         &text, absl::StrFormat("  %-5s %-28s %-6s %-18s %s\n", "RANK", "NODE",
                                "NPROC", "ADDR", "HEARTBEAT_AGE"));
@@ -101,6 +112,7 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     job["closed"] = st->closed;
     job["restart_count"] = st->restart_count;
     job["store_host"] = host;
+    job["worker_store"] = std::move(worker_store);
     job["participants"] = Json::array();
     for (size_t i = 0; i < members.size(); ++i) {
       const auto& p = members[i];
