@@ -616,7 +616,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     if (auto s =
             store_->Set(keys_.WorkerStore(), EncodeWorkerStoreRecord(record));
         !s.ok()) {
-      return s;
+      return s.status();
     }
     // The third field tells the other nodes' workers to be the store's
     // clients: rank 0 decides for the whole round, so a node started with
