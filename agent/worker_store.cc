@@ -1,11 +1,9 @@
 #include "agent/worker_store.h"
 
-#include <algorithm>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/resolver.h"
@@ -15,7 +13,7 @@ namespace distjob {
 WorkerStore::WorkerStore(bool restrict_peers, Resolve resolve, Clock clock)
     : restrict_peers_(restrict_peers),
       resolve_(resolve ? std::move(resolve) : ResolveNames),
-      clock_(clock ? std::move(clock) : absl::Now) {
+      clock_(clock != nullptr ? clock : absl::Now) {
   if (restrict_peers_) allowed_ = {"127.0.0.1", "::1"};
 }
 
@@ -60,13 +58,13 @@ void WorkerStore::Clear() {
   if (server_ != nullptr) server_->Clear();
 }
 
-absl::StatusOr<MemberAdmission> WorkerStore::AllowMembers(
-    const std::vector<std::string>& addrs, absl::Duration timeout,
-    const std::function<bool()>& cancelled) {
-  MemberAdmission admission;
-  if (!restrict_peers_) return admission;
-  admission.members_only = true;
-  const std::set<std::string> unique(addrs.begin(), addrs.end());
+absl::Status WorkerStore::AllowMembers(const std::vector<std::string>& addrs,
+                                       absl::Duration timeout,
+                                       const std::function<bool()>& cancelled,
+                                       MemberAdmission* admission) {
+  *admission = MemberAdmission();
+  if (!restrict_peers_) return absl::OkStatus();
+  admission->members_only = true;
   const absl::Time deadline = clock_() + timeout;
   bool was_cancelled = false;
   ResolverOptions options;
@@ -78,43 +76,36 @@ absl::StatusOr<MemberAdmission> WorkerStore::AllowMembers(
     return was_cancelled || clock_() >= deadline;
   };
   // Resolved outside the lock: a scrape must not wait for DNS.
-  auto resolved =
-      resolve_(std::vector<std::string>(unique.begin(), unique.end()), options);
+  auto resolved = resolve_(addrs, options);
   if (was_cancelled || (cancelled && cancelled())) {
     return absl::CancelledError(
         "stopped while resolving the round's members for the workers' store");
   }
   if (!resolved.ok()) return resolved.status();
   std::set<std::string> ips = {"127.0.0.1", "::1"};
-  for (const std::string& addr : unique) {
-    auto it = resolved->find(addr);
-    if (it == resolved->end() || it->second.empty()) {
-      admission.unresolved.push_back(addr);
+  for (const auto& [addr, resolved_ips] : *resolved) {
+    if (resolved_ips.empty()) {
+      admission->unresolved.push_back(addr);
       continue;
     }
-    ++admission.admitted;
-    ips.insert(it->second.begin(), it->second.end());
+    ++admission->admitted;
+    ips.insert(resolved_ips.begin(), resolved_ips.end());
   }
-  if (!admission.unresolved.empty()) {
+  if (!admission->unresolved.empty()) {
     // One line whatever the job's size, and one preformatted string: a new
     // argument-type combination would instantiate more of fmt in this
     // size-limited binary.
-    constexpr size_t kNamed = 5;
-    const size_t n = admission.unresolved.size();
-    std::vector<std::string> named(
-        admission.unresolved.begin(),
-        admission.unresolved.begin() + static_cast<long>(std::min(n, kNamed)));
-    const std::string warning = absl::StrCat(
-        "worker store: ", n, " member(s) not admitted, no address within ",
-        absl::FormatDuration(timeout),
-        " (worker_store_resolve_timeout): ", absl::StrJoin(named, ", "),
-        n > kNamed ? absl::StrCat(" and ", n - kNamed, " more") : "");
+    const std::string warning =
+        absl::StrCat("worker store: ", admission->unresolved.size(),
+                     " member(s) not admitted this round, no address within "
+                     "worker_store_resolve_timeout (first: ",
+                     admission->unresolved.front(), ")");
     DJ_LOG_WARNING("{}", warning);
   }
   absl::MutexLock lock(&mu_);
   allowed_.assign(ips.begin(), ips.end());
   if (server_ != nullptr) server_->SetAllowedPeers(allowed_);
-  return admission;
+  return absl::OkStatus();
 }
 
 std::optional<TcpStoreStats> WorkerStore::Stats() {

@@ -28,7 +28,7 @@ class WorkerStore : public WorkerStoreHost {
   // not resolve before the pass ended.
   using Resolve = std::function<absl::StatusOr<Addresses>(
       const std::vector<std::string>& names, const ResolverOptions& options)>;
-  using Clock = std::function<absl::Time()>;
+  using Clock = absl::Time (*)();
 
   // `restrict_peers`: the job has a rendezvous token, so only loopback and
   // the round's members may connect. `resolve` unset: ResolveNames;
@@ -39,9 +39,10 @@ class WorkerStore : public WorkerStoreHost {
 
   absl::StatusOr<int> Serve(const std::string& host, int port) override;
   void Stop() override;
-  absl::StatusOr<MemberAdmission> AllowMembers(
-      const std::vector<std::string>& addrs, absl::Duration timeout,
-      const std::function<bool()>& cancelled) override;
+  absl::Status AllowMembers(const std::vector<std::string>& addrs,
+                            absl::Duration timeout,
+                            const std::function<bool()>& cancelled,
+                            MemberAdmission* admission) override;
   void Clear() override;
 
   // nullopt while not serving.

@@ -13,6 +13,7 @@
 #include "common/backoff.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/resolver.h"
 #include "rendezvous/worker_store_record.h"
 
 namespace distjob {
@@ -591,11 +592,16 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       if (!members.ok()) return members.status();
       std::vector<std::string> addrs;
       for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
-      auto admission = options_.worker_store->AllowMembers(
-          addrs, options_.config.worker_store_resolve_timeout,
-          [this] { return cancelled_.load(); });
-      if (!admission.ok()) return admission.status();
-      record.admission = *std::move(admission);
+      MemberAdmission admission;
+      if (absl::Status s = options_.worker_store->AllowMembers(
+              addrs, options_.config.worker_store_resolve_timeout,
+              [this] { return cancelled_.load(); }, &admission);
+          !s.ok()) {
+        return s;
+      }
+      record.members_only = admission.members_only;
+      record.admitted = admission.admitted;
+      record.unresolved = static_cast<int64_t>(admission.unresolved.size());
       port = options_.worker_store->Serve(options_.addr, 0);
       // Every member stopped its last workers before it joined this round,
       // and none learns the address before the master record below: a clean
@@ -609,8 +615,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     r.master_port = *port;
     r.use_agent_store = options_.worker_store != nullptr;
     record.agent = r.use_agent_store;
-    record.host = r.master_addr;
-    record.port = r.master_port;
+    record.addr = JoinHostPort(r.master_addr, r.master_port);
     // Before the master record: once a worker connects, `status` shows who
     // it connected to.
     if (auto s =

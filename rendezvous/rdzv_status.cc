@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -95,14 +96,25 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                     host.empty() ? "-" : host, "\n");
     // Who serves the workers' TCPStore: null until group rank 0 of a closed
     // round wrote it (or written by an agent that predates the record).
-    Json worker_store;
+    std::optional<WorkerStoreRecord> record;
     if (auto it = values.find(keys.WorkerStore()); it != values.end()) {
-      auto record = ParseWorkerStoreRecord(it->second);
-      if (record.ok()) worker_store = *std::move(record);
+      record = DecodeWorkerStoreRecord(it->second);
     }
-    absl::StrAppend(
-        &text, "  workers' store: ",
-        worker_store.is_null() ? "-" : WorkerStoreLine(worker_store), "\n");
+    Json worker_store;
+    if (record.has_value()) {
+      worker_store["round"] = record->round;
+      worker_store["served_by"] = record->agent ? "agent" : "worker";
+      if (record->agent) {
+        worker_store["addr"] = record->addr;
+        worker_store["members_only"] = record->members_only;
+        worker_store["members_admitted"] = record->admitted;
+        worker_store["members_unresolved"] = record->unresolved;
+      } else {
+        worker_store["opted_out_by"] = record->opted_out_by;
+      }
+    }
+    absl::StrAppend(&text, "  workers' store: ",
+                    record.has_value() ? WorkerStoreLine(*record) : "-", "\n");
     absl::StrAppend(
         &text, absl::StrFormat("  %-5s %-28s %-6s %-18s %s\n", "RANK", "NODE",
                                "NPROC", "ADDR", "HEARTBEAT_AGE"));

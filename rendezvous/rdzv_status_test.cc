@@ -58,11 +58,10 @@ TEST(RdzvStatusTest, ShowsWhoServesTheWorkersStore) {
   WorkerStoreRecord agent;
   agent.round = 1;
   agent.agent = true;
-  agent.host = "fd00::1";
-  agent.port = 41000;
-  agent.admission.members_only = true;
-  agent.admission.admitted = 2;
-  agent.admission.unresolved = {"gone.job"};
+  agent.addr = "[fd00::1]:41000";
+  agent.members_only = true;
+  agent.admitted = 2;
+  agent.unresolved = 1;
   ASSERT_TRUE(
       store.Set(RdzvKeys("a").WorkerStore(), EncodeWorkerStoreRecord(agent))
           .ok());

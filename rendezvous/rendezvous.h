@@ -65,10 +65,12 @@ class WorkerStoreHost {
   // bounded by `timeout` (thousands of members one after another would hold
   // the round); a member without an address by then is not admitted.
   // `cancelled` (the rendezvous' Cancel; may be unset) ends the pass within
-  // a second: Cancelled, the last allow list kept.
-  virtual absl::StatusOr<MemberAdmission> AllowMembers(
-      const std::vector<std::string>& addrs, absl::Duration timeout,
-      const std::function<bool()>& cancelled) = 0;
+  // a second: Cancelled, the last allow list kept. `admission`: what it
+  // admitted.
+  virtual absl::Status AllowMembers(const std::vector<std::string>& addrs,
+                                    absl::Duration timeout,
+                                    const std::function<bool()>& cancelled,
+                                    MemberAdmission* admission) = 0;
   // A new round closed: the last group's keys go (TcpStoreServer::Clear).
   virtual void Clear() = 0;
 };

@@ -14,8 +14,9 @@ StandaloneRendezvous::StandaloneRendezvous(
       worker_store_(std::move(worker_store)) {
   if (worker_store_ != nullptr) {
     // One node: its own address, an answer or nothing (only loopback then).
+    MemberAdmission admission;
     (void)worker_store_->AllowMembers({master_addr_}, absl::Seconds(10),
-                                      nullptr);
+                                      nullptr, &admission);
   }
 }
 

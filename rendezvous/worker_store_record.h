@@ -10,10 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/json.h"
-#include "rendezvous/rendezvous.h"
 
 namespace distjob {
 
@@ -21,24 +18,25 @@ struct WorkerStoreRecord {
   int64_t round = 0;
   // Group rank 0's agent serves it; false: worker rank 0 does.
   bool agent = false;
-  // agent: where it serves (MASTER_ADDR, MASTER_PORT).
-  std::string host;
-  int port = 0;
-  // agent: who may connect (AllowMembers' answer).
-  MemberAdmission admission;
+  // agent: where ("MASTER_ADDR:MASTER_PORT", an IPv6 address bracketed)
+  // and who may connect (WorkerStoreHost::AllowMembers' answer).
+  std::string addr;
+  bool members_only = false;
+  int64_t admitted = 0;
+  int64_t unresolved = 0;
   // Not agent: the setting that opted out ("--worker-store worker").
   std::string opted_out_by;
 };
 
-// The record as stored: one JSON object.
+// One line of text, as the master record: JSON would cost the size-limited
+// binary a parser instantiation of its own.
 std::string EncodeWorkerStoreRecord(const WorkerStoreRecord& record);
+// nullopt when `value` is not such a record.
+std::optional<WorkerStoreRecord> DecodeWorkerStoreRecord(
+    absl::string_view value);
 
-// The stored value as `status --json` shows it: the object, its fields
-// checked. InvalidArgument when it is not such a record.
-absl::StatusOr<Json> ParseWorkerStoreRecord(absl::string_view value);
-
-// One line for `status`'s table, from ParseWorkerStoreRecord's object.
-std::string WorkerStoreLine(const Json& record);
+// The record in one line, for `status`'s table.
+std::string WorkerStoreLine(const WorkerStoreRecord& record);
 
 }  // namespace distjob
 
