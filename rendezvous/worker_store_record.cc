@@ -52,13 +52,12 @@ std::string WorkerStoreLine(const WorkerStoreRecord& r) {
                         r.opted_out_by.empty() ? "" : ", opted out by ",
                         r.opted_out_by);
   }
-  if (!r.members_only) {
-    return absl::StrCat("served by the agent on ", r.addr, " (round ", r.round,
-                        "), open to any peer (no rendezvous token)");
-  }
-  return absl::StrCat("served by the agent on ", r.addr, " (round ", r.round,
-                      "), round members and loopback only (", r.admitted,
-                      " admitted, ", r.unresolved, " unresolved)");
+  std::string line = absl::StrCat("served by the agent on ", r.addr, " (round ",
+                                  r.round, "), ");
+  if (!r.members_only) return line + "open to any peer (no rendezvous token)";
+  absl::StrAppend(&line, "round members and loopback only (", r.admitted,
+                  " admitted, ", r.unresolved, " unresolved)");
+  return line;
 }
 
 }  // namespace distjob
