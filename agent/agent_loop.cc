@@ -159,6 +159,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
   params.master_addr = launch.master_addr;
   params.master_port = launch.master_port;
   params.worker_store = std::move(worker_store);
+  params.worker_store_off = WorkerStoreOffReason(launch);
   return MakeRendezvousFor(params);
 }
 

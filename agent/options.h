@@ -80,6 +80,9 @@ struct LaunchOptions {
   // the workers' TCPStore), false `worker` (worker rank 0 hosts it, as
   // torch 1.13); nullopt when not given (WorkerStoreOnAgent decides).
   std::optional<bool> worker_store_agent;
+  // Where worker_store_agent came from, as `status` names an opt-out:
+  // "--worker-store worker" or "DISTJOB_WORKER_STORE=worker".
+  std::string worker_store_setting;
   // TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: torchrun's own opt-out.
   bool torch_disable_shared_store = false;
 };

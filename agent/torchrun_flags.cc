@@ -1,5 +1,6 @@
 #include "agent/torchrun_flags.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/net.h"
@@ -88,12 +89,14 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
       "(group rank 0's agent, TORCHELASTIC_USE_AGENT_STORE=True, as current "
       "torchrun; the default) or worker (worker rank 0, a free port every "
       "round, as torch 1.13).",
-      [o](absl::string_view v, absl::string_view) {
+      [o](absl::string_view v, absl::string_view source) {
         if (v != "agent" && v != "worker") {
           return absl::InvalidArgumentError(
               absl::StrCat("'", v, "' is not one of: agent, worker"));
         }
         o->worker_store_agent = v == "agent";
+        o->worker_store_setting =
+            absl::StrCat(source, absl::StartsWith(source, "-") ? " " : "=", v);
         return absl::OkStatus();
       }));
 }

@@ -40,6 +40,14 @@ bool WorkerStoreOnAgent(const LaunchOptions& launch) {
   return !launch.torch_disable_shared_store;
 }
 
+std::string WorkerStoreOffReason(const LaunchOptions& launch) {
+  if (WorkerStoreOnAgent(launch)) return "";
+  if (launch.worker_store_agent.has_value()) {
+    return launch.worker_store_setting;
+  }
+  return "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1";
+}
+
 WorkerRound PlanRound(const LaunchOptions& launch) {
   WorkerRound round;
   PyTorchGroupInfo& g = round.group;

@@ -35,6 +35,10 @@ LaunchOptions EffectiveLaunch(const JobEnv& job, const LaunchOptions& launch);
 // current torchrun: static always (the static handler's store is the
 // workers'), the others unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.
 bool WorkerStoreOnAgent(const LaunchOptions& launch);
+// The setting that hands the workers' store to worker rank 0 ("--worker-store
+// worker", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"); "" when the agent
+// serves it.
+std::string WorkerStoreOffReason(const LaunchOptions& launch);
 
 // Where this node's workers stand in a round.
 struct WorkerRound {

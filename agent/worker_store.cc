@@ -10,11 +10,10 @@
 
 namespace distjob {
 
-WorkerStore::WorkerStore(bool restrict_peers, Resolve resolve)
+WorkerStore::WorkerStore(bool restrict_peers, Resolve resolve, Clock clock)
     : restrict_peers_(restrict_peers),
-      resolve_(resolve ? std::move(resolve) : [](const std::string& host) {
-        return ResolveHost(host);
-      }) {
+      resolve_(resolve ? std::move(resolve) : ResolveNames),
+      clock_(clock != nullptr ? clock : absl::Now) {
   if (restrict_peers_) allowed_ = {"127.0.0.1", "::1"};
 }
 
@@ -59,26 +58,54 @@ void WorkerStore::Clear() {
   if (server_ != nullptr) server_->Clear();
 }
 
-void WorkerStore::AllowMembers(const std::vector<std::string>& addrs) {
-  if (!restrict_peers_) return;
+absl::Status WorkerStore::AllowMembers(const std::vector<std::string>& addrs,
+                                       absl::Duration timeout,
+                                       const std::function<bool()>& cancelled,
+                                       MemberAdmission* admission) {
+  *admission = MemberAdmission();
+  if (!restrict_peers_) return absl::OkStatus();
+  admission->members_only = true;
+  const absl::Time deadline = clock_() + timeout;
+  bool was_cancelled = false;
+  ResolverOptions options;
+  options.pass_timeout = timeout;
+  // Polled by the pass (at least every 100 ms): the clock's deadline as
+  // well as pass_timeout, so that an injected clock bounds it in tests.
+  options.cancelled = [&]() {
+    if (cancelled && cancelled()) was_cancelled = true;
+    return was_cancelled || clock_() >= deadline;
+  };
   // Resolved outside the lock: a scrape must not wait for DNS.
+  auto resolved = resolve_(addrs, options);
+  if (was_cancelled || (cancelled && cancelled())) {
+    return absl::CancelledError(
+        "stopped while resolving the round's members for the workers' store");
+  }
+  if (!resolved.ok()) return resolved.status();
   std::set<std::string> ips = {"127.0.0.1", "::1"};
-  for (const std::string& addr : addrs) {
-    auto resolved = resolve_(addr);
-    if (!resolved.ok()) {
-      // One preformatted string: a new argument-type combination would
-      // instantiate more of fmt in this size-limited binary.
-      const std::string warning =
-          absl::StrCat("worker store: member ", addr,
-                       " not admitted: ", resolved.status().message());
-      DJ_LOG_WARNING("{}", warning);
+  for (const auto& [addr, resolved_ips] : *resolved) {
+    if (resolved_ips.empty()) {
+      admission->unresolved.push_back(addr);
       continue;
     }
-    ips.insert(resolved->begin(), resolved->end());
+    ++admission->admitted;
+    ips.insert(resolved_ips.begin(), resolved_ips.end());
+  }
+  if (!admission->unresolved.empty()) {
+    // One line whatever the job's size, and one preformatted string: a new
+    // argument-type combination would instantiate more of fmt in this
+    // size-limited binary.
+    const std::string warning =
+        absl::StrCat("worker store: ", admission->unresolved.size(),
+                     " member(s) not admitted this round, no address within "
+                     "worker_store_resolve_timeout (first: ",
+                     admission->unresolved.front(), ")");
+    DJ_LOG_WARNING("{}", warning);
   }
   absl::MutexLock lock(&mu_);
   allowed_.assign(ips.begin(), ips.end());
   if (server_ != nullptr) server_->SetAllowedPeers(allowed_);
+  return absl::OkStatus();
 }
 
 std::optional<TcpStoreStats> WorkerStore::Stats() {

@@ -14,6 +14,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/resolver.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store/tcpstore_server.h"
 
@@ -21,18 +23,26 @@ namespace distjob {
 
 class WorkerStore : public WorkerStoreHost {
  public:
-  // A host's numeric addresses (an IP literal is its own).
-  using Resolve = std::function<absl::StatusOr<std::vector<std::string>>(
-      const std::string& host)>;
+  // One pass over many names, all at once (common/resolver's ResolveNames,
+  // as DNS discovery's passes): each name's addresses, none when it did
+  // not resolve before the pass ended.
+  using Resolve = std::function<absl::StatusOr<Addresses>(
+      const std::vector<std::string>& names, const ResolverOptions& options)>;
+  using Clock = absl::Time (*)();
 
   // `restrict_peers`: the job has a rendezvous token, so only loopback and
-  // the round's members may connect. `resolve` unset: common/resolver.
-  explicit WorkerStore(bool restrict_peers, Resolve resolve = nullptr);
+  // the round's members may connect. `resolve` unset: ResolveNames;
+  // `clock` unset: absl::Now (it bounds AllowMembers' pass).
+  explicit WorkerStore(bool restrict_peers, Resolve resolve = nullptr,
+                       Clock clock = nullptr);
   ~WorkerStore() override;
 
   absl::StatusOr<int> Serve(const std::string& host, int port) override;
   void Stop() override;
-  void AllowMembers(const std::vector<std::string>& addrs) override;
+  absl::Status AllowMembers(const std::vector<std::string>& addrs,
+                            absl::Duration timeout,
+                            const std::function<bool()>& cancelled,
+                            MemberAdmission* admission) override;
   void Clear() override;
 
   // nullopt while not serving.
@@ -43,6 +53,7 @@ class WorkerStore : public WorkerStoreHost {
  private:
   const bool restrict_peers_;
   const Resolve resolve_;
+  const Clock clock_;
   absl::Mutex mu_;
   std::unique_ptr<TcpStoreServer> server_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> allowed_ ABSL_GUARDED_BY(mu_);

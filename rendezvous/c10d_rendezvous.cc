@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     options.order_key = p.order_key;
     options.config = *config;
     options.worker_store = p.worker_store;
+    options.worker_store_off = p.worker_store_off;
     DJ_LOG_INFO("rendezvous over etcd at {}", p.endpoint);
     return std::unique_ptr<Rendezvous>(
         new DynamicRendezvous(std::move(options), std::move(*store)));
@@ -108,6 +109,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   options.order_key = p.order_key;
   options.config = *config;
   options.worker_store = p.worker_store;
+  options.worker_store_off = p.worker_store_off;
 
   const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));
   std::shared_ptr<StoreServer> server;

@@ -35,6 +35,8 @@ struct RendezvousParams {
   // The agent serves the workers' TCPStore through this (nullptr: worker
   // rank 0 hosts it, TORCHELASTIC_USE_AGENT_STORE=False).
   std::shared_ptr<WorkerStoreHost> worker_store;
+  // Without worker_store: the setting that opted out, for `status`.
+  std::string worker_store_off;
   // static backend
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";

@@ -13,6 +13,8 @@
 #include "common/backoff.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/resolver.h"
+#include "rendezvous/worker_store_record.h"
 
 namespace distjob {
 
@@ -582,12 +584,24 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     const std::string bind =
         IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
     absl::StatusOr<int> port;
+    WorkerStoreRecord record;
+    record.round = st.round;
+    record.opted_out_by = options_.worker_store_off;
     if (options_.worker_store != nullptr) {
       auto members = ReadMembers(st.round, st.closer, st.size);
       if (!members.ok()) return members.status();
       std::vector<std::string> addrs;
       for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
-      options_.worker_store->AllowMembers(addrs);
+      MemberAdmission admission;
+      if (absl::Status s = options_.worker_store->AllowMembers(
+              addrs, options_.config.worker_store_resolve_timeout,
+              [this] { return cancelled_.load(); }, &admission);
+          !s.ok()) {
+        return s;
+      }
+      record.members_only = admission.members_only;
+      record.admitted = admission.admitted;
+      record.unresolved = static_cast<int64_t>(admission.unresolved.size());
       port = options_.worker_store->Serve(options_.addr, 0);
       // Every member stopped its last workers before it joined this round,
       // and none learns the address before the master record below: a clean
@@ -600,6 +614,15 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     r.master_addr = options_.addr;
     r.master_port = *port;
     r.use_agent_store = options_.worker_store != nullptr;
+    record.agent = r.use_agent_store;
+    record.addr = JoinHostPort(r.master_addr, r.master_port);
+    // Before the master record: once a worker connects, `status` shows who
+    // it connected to.
+    if (auto s =
+            store_->Set(keys_.WorkerStore(), EncodeWorkerStoreRecord(record));
+        !s.ok()) {
+      return s.status();
+    }
     // The third field tells the other nodes' workers to be the store's
     // clients: rank 0 decides for the whole round, so a node started with
     // another --worker-store cannot split the workers.

@@ -48,6 +48,9 @@ struct DynamicRendezvousOptions {
   // Group rank 0 serves the workers' TCPStore through this; nullptr:
   // worker rank 0 hosts it at a free port of each round.
   std::shared_ptr<WorkerStoreHost> worker_store;
+  // Without worker_store: the setting that opted out ("--worker-store
+  // worker"), written in the round's worker-store record for `status`.
+  std::string worker_store_off;
 };
 
 class DynamicRendezvous : public ElasticRendezvous {

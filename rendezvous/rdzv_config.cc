@@ -140,6 +140,7 @@ const std::vector<std::string>& AcceptedKeys() {
                                    "read_timeout",
                                    "is_host",
                                    "exit_barrier_timeout",
+                                   "worker_store_resolve_timeout",
                                    "store_max_memory_mb",
                                    "store_max_value_kb",
                                    "store_max_parked",
@@ -249,6 +250,9 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
     if (key == "keep_alive_interval") d = &c.keep_alive_interval;
     if (key == "read_timeout") d = &c.read_timeout;
     if (key == "exit_barrier_timeout") d = &c.exit_barrier_timeout;
+    if (key == "worker_store_resolve_timeout") {
+      d = &c.worker_store_resolve_timeout;
+    }
     if (d != nullptr) {
       auto v = Seconds(key, value);
       if (!v.ok()) return v.status();
@@ -304,6 +308,12 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
     return absl::InvalidArgumentError(
         "--rdzv-conf keep_alive_interval=0: expected a positive number of "
         "seconds (default 5)");
+  }
+  // Zero would admit no member at all.
+  if (c.worker_store_resolve_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-conf worker_store_resolve_timeout=0: expected a positive "
+        "number of seconds (default 10)");
   }
   return c;
 }

@@ -37,6 +37,10 @@ struct RdzvConfig {
   std::optional<bool> is_host;
   // Not a torchrun key (torchrun fixes it at 300 s); accepted here too.
   absl::Duration exit_barrier_timeout = absl::Seconds(300);
+  // Not a torchrun key: bounds group rank 0's one pass resolving the
+  // round's members for the workers' store's allow list (a rendezvous
+  // token only); the other nodes wait for it up to close_timeout.
+  absl::Duration worker_store_resolve_timeout = absl::Seconds(10);
   // The store host's main limits (the README's limits table); not torchrun
   // keys. Each is bounded (kStoreLimitKeys).
   int64_t store_max_memory_mb = 256;

@@ -102,6 +102,23 @@ TEST(RdzvConfigTest, DurationsAreFiniteBoundedAndKeepAlivePositive) {
   EXPECT_TRUE(ParseRdzvConf("keep_alive_interval=0.5").ok());
 }
 
+TEST(RdzvConfigTest, WorkerStoreResolveTimeoutIsPositiveWithADefault) {
+  EXPECT_EQ(ParseRdzvConf("")->worker_store_resolve_timeout, absl::Seconds(10));
+  auto c = ParseRdzvConf("worker_store_resolve_timeout=2.5");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->worker_store_resolve_timeout, absl::Milliseconds(2500));
+  for (const char* bad :
+       {"worker_store_resolve_timeout=0", "worker_store_resolve_timeout=-1",
+        "worker_store_resolve_timeout=1e12"}) {
+    auto r = ParseRdzvConf(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+    EXPECT_NE(r.status().message().find("worker_store_resolve_timeout"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
 TEST(RdzvConfigTest, EndpointErrorsNameTheValue) {
   auto ep = ParseEndpoint("host:99999");
   ASSERT_FALSE(ep.ok());

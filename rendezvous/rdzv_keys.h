@@ -20,6 +20,8 @@
 //   done/<round>/<node>, done-count/<round>, done-all/<round>, left/<round>
 //                      the exit barrier
 //   seen-end/<node>    a node read ctl/state-aborted or ctl/state-host-left
+//   worker-store       who serves the workers' TCPStore, written by group
+//                      rank 0 each round (rendezvous/worker_store_record.h)
 //
 // Only ctl/ is watched for the whole of a round (see dynamic_rendezvous.h):
 // what is under it tells that the round stopped being the job's. The job's
@@ -77,6 +79,7 @@ class RdzvKeys {
   std::string DoneAll(int64_t round) const;
   std::string Left(int64_t round) const;
   std::string SeenEndPrefix() const { return prefix_ + "seen-end/"; }
+  std::string WorkerStore() const { return prefix_ + "worker-store"; }
   std::string SeenEnd(absl::string_view node) const;
 
   // The node of an Alive / Waiting / Done / SeenEnd key of this job, or

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -11,6 +12,7 @@
 #include "common/json.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
+#include "rendezvous/worker_store_record.h"
 
 namespace distjob {
 namespace {
@@ -92,6 +94,27 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                     st->closed ? "closed" : "open", ", restarts ",
                     st->restart_count, ", store host ",
                     host.empty() ? "-" : host, "\n");
+    // Who serves the workers' TCPStore: null until group rank 0 of a closed
+    // round wrote it (or written by an agent that predates the record).
+    std::optional<WorkerStoreRecord> record;
+    if (auto it = values.find(keys.WorkerStore()); it != values.end()) {
+      record = DecodeWorkerStoreRecord(it->second);
+    }
+    Json worker_store;
+    if (record.has_value()) {
+      worker_store["round"] = record->round;
+      worker_store["served_by"] = record->agent ? "agent" : "worker";
+      if (record->agent) {
+        worker_store["addr"] = record->addr;
+        worker_store["members_only"] = record->members_only;
+        worker_store["members_admitted"] = record->admitted;
+        worker_store["members_unresolved"] = record->unresolved;
+      } else {
+        worker_store["opted_out_by"] = record->opted_out_by;
+      }
+    }
+    absl::StrAppend(&text, "  workers' store: ",
+                    record.has_value() ? WorkerStoreLine(*record) : "-", "\n");
     absl::StrAppend(
         &text, absl::StrFormat("  %-5s %-28s %-6s %-18s %s\n", "RANK", "NODE",
                                "NPROC", "ADDR", "HEARTBEAT_AGE"));
@@ -101,6 +124,7 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
     job["closed"] = st->closed;
     job["restart_count"] = st->restart_count;
     job["store_host"] = host;
+    job["worker_store"] = std::move(worker_store);
     job["participants"] = Json::array();
     for (size_t i = 0; i < members.size(); ++i) {
       const auto& p = members[i];

@@ -6,6 +6,7 @@
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/rdzv_test_states.h"
 #include "rendezvous/store/store_core.h"
+#include "rendezvous/worker_store_record.h"
 
 namespace distjob {
 namespace {
@@ -40,6 +41,59 @@ TEST(RdzvStatusTest, ShowsRoundParticipantsAndWaitingNodes) {
       << *json;
   EXPECT_EQ(RenderRendezvousStatus(&store, "nope", false).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(RdzvStatusTest, ShowsWhoServesTheWorkersStore) {
+  StoreCore core;
+  LocalStore store(&core);
+  RdzvState st;
+  st.round = 1;
+  ASSERT_TRUE(store.Set("rdzv/a/ctl/state", st.Encode()).ok());
+  ASSERT_TRUE(store.Set("rdzv/w/ctl/state", st.Encode()).ok());
+  ASSERT_TRUE(store.Set("rdzv/x/ctl/state", st.Encode()).ok());
+  WorkerStoreRecord agent;
+  agent.round = 1;
+  agent.agent = true;
+  agent.addr = "[fd00::1]:41000";
+  agent.members_only = true;
+  agent.admitted = 2;
+  agent.unresolved = 1;
+  ASSERT_TRUE(
+      store.Set(RdzvKeys("a").WorkerStore(), EncodeWorkerStoreRecord(agent))
+          .ok());
+  WorkerStoreRecord worker;
+  worker.round = 1;
+  worker.opted_out_by = "--worker-store worker";
+  ASSERT_TRUE(
+      store.Set(RdzvKeys("w").WorkerStore(), EncodeWorkerStoreRecord(worker))
+          .ok());
+  auto text = RenderRendezvousStatus(&store, "", false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("workers' store: served by the agent on [fd00::1]:41000 "
+                       "(round 1), round members and loopback only (2 "
+                       "admitted, 1 unresolved)"),
+            std::string::npos)
+      << *text;
+  EXPECT_NE(text->find("workers' store: worker rank 0 (round 1), opted out "
+                       "by --worker-store worker"),
+            std::string::npos)
+      << *text;
+  // x's round 0 never closed: no record yet.
+  EXPECT_NE(text->find("workers' store: -"), std::string::npos) << *text;
+  auto json = RenderRendezvousStatus(&store, "", true);
+  ASSERT_TRUE(json.ok()) << json.status();
+  auto doc = ParseJson(*json, "status");
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  ASSERT_EQ(doc->size(), 3u);
+  const Json& a = (*doc)[0]["worker_store"];
+  EXPECT_EQ(a["served_by"], "agent");
+  EXPECT_EQ(a["addr"], "[fd00::1]:41000");
+  EXPECT_EQ(a["members_only"], true);
+  EXPECT_EQ(a["members_admitted"], 2);
+  EXPECT_EQ(a["members_unresolved"], 1);
+  EXPECT_EQ((*doc)[1]["worker_store"]["served_by"], "worker");
+  EXPECT_EQ((*doc)[1]["worker_store"]["opted_out_by"], "--worker-store worker");
+  EXPECT_TRUE((*doc)[2]["worker_store"].is_null());
 }
 
 TEST(RdzvStatusTest, OpenRoundListsItsJoinRecordsInJoinOrder) {

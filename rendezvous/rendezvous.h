@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "rendezvous/store/store_stats.h"
 
 namespace distjob {
@@ -34,6 +35,18 @@ struct RendezvousResult {
   double peer_wait_seconds = 0;
 };
 
+// What WorkerStoreHost::AllowMembers admitted, for the round's record that
+// `status` shows.
+struct MemberAdmission {
+  // Only loopback and the members' addresses may connect (the job has a
+  // rendezvous token); false: anyone may.
+  bool members_only = false;
+  // Members admitted by at least one address.
+  int admitted = 0;
+  // Members with no address by the deadline: refused until a later round.
+  std::vector<std::string> unresolved;
+};
+
 // The workers' TCPStore served by this agent (agent/worker_store), as the
 // rendezvous drives it: group rank 0 serves it for as long as it stays rank
 // 0, so the store outlives worker restarts and rounds (torchrun's
@@ -48,8 +61,16 @@ class WorkerStoreHost {
   virtual void Stop() = 0;
   // The round's members' addresses (names or IPs): with a rendezvous token
   // only they and loopback may connect, since a TCPStore client cannot
-  // present the token.
-  virtual void AllowMembers(const std::vector<std::string>& addrs) = 0;
+  // present the token. The names are resolved in one pass, all at once,
+  // bounded by `timeout` (thousands of members one after another would hold
+  // the round); a member without an address by then is not admitted.
+  // `cancelled` (the rendezvous' Cancel; may be unset) ends the pass within
+  // a second: Cancelled, the last allow list kept. `admission`: what it
+  // admitted.
+  virtual absl::Status AllowMembers(const std::vector<std::string>& addrs,
+                                    absl::Duration timeout,
+                                    const std::function<bool()>& cancelled,
+                                    MemberAdmission* admission) = 0;
   // A new round closed: the last group's keys go (TcpStoreServer::Clear).
   virtual void Clear() = 0;
 };

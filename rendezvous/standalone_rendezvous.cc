@@ -12,7 +12,8 @@ StandaloneRendezvous::StandaloneRendezvous(
     : master_addr_(master_addr.empty() ? "127.0.0.1" : std::move(master_addr)),
       run_id_(run_id.empty() ? RandomRunId() : std::move(run_id)),
       worker_store_(std::move(worker_store)) {
-  if (worker_store_ != nullptr) worker_store_->AllowMembers({master_addr_});
+  // No AllowMembers: a one-node job's store stays open (only an elastic
+  // round has members to admit; agent/agent_loop.cc).
 }
 
 absl::StatusOr<RendezvousResult> StandaloneRendezvous::Next(

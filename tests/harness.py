@@ -2,6 +2,7 @@
 with a deadline (never a fixed sleep), inspect the process tree, start
 agents in the background and find free ports."""
 
+import json
 import os
 import pathlib
 import socket
@@ -172,3 +173,54 @@ class Background:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# The PyTorch DDP example the multi-agent DDP tests train.
+DDP_EXAMPLE = ROOT / "examples" / "pytorch" / "train_ddp.py"
+
+
+def torch_available():
+    """Whether Debian's python3-torch is importable."""
+    return subprocess.run([PYTHON, "-c", "import torch"],
+                          stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def start_ddp_agents(background, agent, tmp_path, run_id, worker,
+                     nodes=2, nproc=2, flags=()):
+    """`nodes` agents of one elastic c10d job on loopback, started through
+    `background` (a Background): node i on 127.0.0.{i + 1}, node 0 hosting
+    the store, each with `flags` and then the worker command `worker` (a
+    list, `--no-python` or `--` first). Their output is piped: read it
+    with finish_ddp_agents."""
+    port = free_port()
+    procs = []
+    for i in range(nodes):
+        env = dict(os.environ, DISTJOB_TERMINATION_LOG=str(tmp_path / f"t{i}"))
+        procs.append(background.start(
+            [agent, "run", "--nnodes", str(nodes),
+             "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+             "--rdzv-conf", f"is_host={1 if i == 0 else 0}",
+             "--local-addr", f"127.0.0.{i + 1}", *flags, *worker],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True))
+    return procs
+
+
+def finish_ddp_agents(procs, timeout):
+    """Each agent's output once it exited, asserting that all succeeded."""
+    outs = [p.communicate(timeout=timeout)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+    return outs
+
+
+def ddp_ranks(out_dir, world_size):
+    """The DDP example's per-rank results, asserting that every rank saw
+    the whole world and ended with the same model."""
+    ranks = [json.loads((out_dir / f"rank{i}.json").read_text())
+             for i in range(world_size)]
+    assert {r["world_size"] for r in ranks} == {world_size}
+    assert len({r["digest"] for r in ranks}) == 1
+    return ranks

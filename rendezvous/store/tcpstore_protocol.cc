@@ -30,6 +30,21 @@ constexpr Op kValidatedOps[] = {
     Op::kQueueLen,   Op::kListKeys, Op::kBarrier,
 };
 
+}  // namespace
+
+uint8_t QueryType(Dialect dialect, Op op) {
+  const Op* table = dialect == Dialect::kValidated ? kValidatedOps : kLegacyOps;
+  const size_t n = dialect == Dialect::kValidated
+                       ? sizeof(kValidatedOps) / sizeof(Op)
+                       : sizeof(kLegacyOps) / sizeof(Op);
+  for (size_t i = 0; i < n; ++i) {
+    if (table[i] == op) return static_cast<uint8_t>(i);
+  }
+  return kNoQueryType;
+}
+
+namespace {
+
 class Cursor {
  public:
   Cursor(absl::string_view data, const ParseLimits& limits)

@@ -129,6 +129,12 @@ Dialect Refine(Dialect dialect, Op op);
 ParseResult Parse(Dialect dialect, absl::string_view data,
                   const ParseLimits& limits, Request* out);
 
+// The query type (the frame's first byte) of `op` in `dialect`, as a
+// client sends it; kNoQueryType when that dialect lacks the operation
+// (2.x has no WATCH_KEY, 1.13 no PING). For clients: tests and benches.
+constexpr uint8_t kNoQueryType = 0xff;
+uint8_t QueryType(Dialect dialect, Op op);
+
 // Answers, appended to a connection's output.
 void AppendU8(std::string* out, uint8_t v);
 void AppendU32(std::string* out, uint32_t v);

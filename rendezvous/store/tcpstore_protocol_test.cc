@@ -27,6 +27,24 @@ TEST(TcpStoreProtocolTest, DetectsTheDialectFromTheFirstBytes) {
   EXPECT_EQ(DetectDialect(std::string(1, '\0') + Str("k")), Dialect::kLegacy);
 }
 
+// The query types clients send, as captured from each dialect's clients.
+TEST(TcpStoreProtocolTest, QueryTypesAreTheWireNumbers) {
+  EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kSet), 0);
+  EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kGet), 2);
+  EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kAdd), 3);
+  EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kNumKeys), 6);
+  EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kWatchKey), 7);
+  EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kDeleteKey), 8);
+  EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kPing), kNoQueryType);
+  EXPECT_EQ(QueryType(Dialect::kValidated, Op::kValidate), 0);
+  EXPECT_EQ(QueryType(Dialect::kValidated, Op::kSet), 1);
+  EXPECT_EQ(QueryType(Dialect::kValidated, Op::kDeleteKey), 8);
+  EXPECT_EQ(QueryType(Dialect::kValidated, Op::kCancelWait), 12);
+  EXPECT_EQ(QueryType(Dialect::kValidated, Op::kPing), 13);
+  EXPECT_EQ(QueryType(Dialect::kValidated, Op::kListKeys), 17);
+  EXPECT_EQ(QueryType(Dialect::kValidated, Op::kWatchKey), kNoQueryType);
+}
+
 TEST(TcpStoreProtocolTest, NumbersOpsPerDialect) {
   Request r;
   const std::string set = Str("/k") + Str("v");

@@ -88,6 +88,7 @@ class TcpStoreServer::Impl {
 
   absl::Status Listen();
   void StartLoop() {
+    absl::MutexLock lock(&shutdown_mu_);
     thread_ = std::thread([this] { Loop(); });
   }
   int port() const { return port_; }
@@ -118,8 +119,13 @@ class TcpStoreServer::Impl {
     return s;
   }
   void Clear() {
+    {
+      // Shutdown's join() writes thread_ under shutdown_mu_. Not held for
+      // the wait below: Shutdown must be able to release it.
+      absl::MutexLock lock(&shutdown_mu_);
+      if (!thread_.joinable() || stop_.load()) return;
+    }
     absl::MutexLock lock(&clear_mu_);
-    if (!thread_.joinable() || stop_.load()) return;
     const uint64_t wanted = ++clear_requested_;
     const uint64_t one = 1;
     ssize_t ignored = write(wake_fd_, &one, sizeof(one));
@@ -222,8 +228,8 @@ class TcpStoreServer::Impl {
   int wake_fd_ = -1;
   int epoll_fd_ = -1;
   int port_ = 0;
-  std::thread thread_;
   absl::Mutex shutdown_mu_;
+  std::thread thread_ ABSL_GUARDED_BY(shutdown_mu_);
   std::atomic<bool> stop_{false};
 
   absl::Mutex allowed_mu_;

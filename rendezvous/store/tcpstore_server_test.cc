@@ -21,41 +21,43 @@
 namespace distjob {
 namespace {
 
+using tcpstore::Dialect;
+using tcpstore::Op;
+
+// Frames built with the protocol's own encoders (tcpstore_protocol.h).
 std::string U64(uint64_t v) {
-  return std::string(reinterpret_cast<char*>(&v), 8);
+  std::string out;
+  tcpstore::AppendI64(&out, static_cast<int64_t>(v));
+  return out;
 }
 std::string U32(uint32_t v) {
-  return std::string(reinterpret_cast<char*>(&v), 4);
+  std::string out;
+  tcpstore::AppendU32(&out, v);
+  return out;
 }
-std::string Str(const std::string& s) { return U64(s.size()) + s; }
-std::string Op(uint8_t op) { return std::string(1, static_cast<char>(op)); }
+std::string Str(const std::string& s) {
+  std::string out;
+  tcpstore::AppendBytes(&out, s);
+  return out;
+}
+std::string Byte(uint8_t v) {
+  std::string out;
+  tcpstore::AppendU8(&out, v);
+  return out;
+}
+// A 2.x client's query type (it opened with VALIDATE).
+std::string Q(Op op) {
+  return Byte(tcpstore::QueryType(Dialect::kValidated, op));
+}
+// A 1.13 client's.
+std::string Legacy(Op op) {
+  return Byte(tcpstore::QueryType(Dialect::kLegacy, op));
+}
 std::string Keys(std::initializer_list<std::string> keys) {
   std::string out = U64(keys.size());
   for (const auto& k : keys) out += Str(k);
   return out;
 }
-
-// 2.x numbering (tcpstore_protocol.h).
-enum : uint8_t {
-  kValidate,
-  kSet,
-  kCompareSet,
-  kGet,
-  kAdd,
-  kCheck,
-  kWait,
-  kNumKeys,
-  kDeleteKey,
-  kAppend,
-  kMultiGet,
-  kMultiSet,
-  kCancelWait,
-  kPing,
-  kQueuePush,
-  kQueuePop,
-  kQueueLen,
-  kListKeys,
-};
 
 // A raw client: what a TCPStore client sends, byte for byte.
 class Client {
@@ -67,7 +69,7 @@ class Client {
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    if (validate) Send(Op(kValidate) + U32(tcpstore::kValidateMagic));
+    if (validate) Send(Q(Op::kValidate) + U32(tcpstore::kValidateMagic));
   }
   ~Client() { Close(); }
   void Close() {
@@ -143,57 +145,57 @@ std::unique_ptr<TcpStoreServer> StartServer(TcpStoreServerOptions o = {}) {
 TEST(TcpStoreServerTest, ServesEveryOperationOfA2xClient) {
   auto server = StartServer();
   Client c(server->port());
-  c.Send(Op(kPing) + U32(1234));
+  c.Send(Q(Op::kPing) + U32(1234));
   EXPECT_EQ(c.Recv(4), U32(1234));
-  c.Send(Op(kSet) + Str("/a") + Str("1"));
-  c.Send(Op(kGet) + Str("/a"));
+  c.Send(Q(Op::kSet) + Str("/a") + Str("1"));
+  c.Send(Q(Op::kGet) + Str("/a"));
   EXPECT_EQ(c.Bytes(), "1");
-  c.Send(Op(kAdd) + Str("/a") + U64(41));
+  c.Send(Q(Op::kAdd) + Str("/a") + U64(41));
   EXPECT_EQ(c.Int(), 42);
-  c.Send(Op(kAdd) + Str("/n") + U64(static_cast<uint64_t>(-2)));
+  c.Send(Q(Op::kAdd) + Str("/n") + U64(static_cast<uint64_t>(-2)));
   EXPECT_EQ(c.Int(), -2);
   // compare_set: swaps on a match, answers the current value otherwise,
   // and the expected value for a missing key ("lying", as TCPStore).
-  c.Send(Op(kCompareSet) + Str("/a") + Str("42") + Str("x"));
+  c.Send(Q(Op::kCompareSet) + Str("/a") + Str("42") + Str("x"));
   EXPECT_EQ(c.Bytes(), "x");
-  c.Send(Op(kCompareSet) + Str("/a") + Str("nope") + Str("y"));
+  c.Send(Q(Op::kCompareSet) + Str("/a") + Str("nope") + Str("y"));
   EXPECT_EQ(c.Bytes(), "x");
-  c.Send(Op(kCompareSet) + Str("/missing") + Str("e") + Str("d"));
+  c.Send(Q(Op::kCompareSet) + Str("/missing") + Str("e") + Str("d"));
   EXPECT_EQ(c.Bytes(), "e");
-  c.Send(Op(kCompareSet) + Str("/new") + Str("") + Str("d"));
+  c.Send(Q(Op::kCompareSet) + Str("/new") + Str("") + Str("d"));
   EXPECT_EQ(c.Bytes(), "d");
-  c.Send(Op(kCheck) + Keys({"/a", "/new"}));
-  EXPECT_EQ(c.Recv(1), Op(tcpstore::kReady));
-  c.Send(Op(kCheck) + Keys({"/a", "/missing"}));
-  EXPECT_EQ(c.Recv(1), Op(tcpstore::kNotReady));
-  c.Send(Op(kMultiSet) + U64(2) + Str("/m1") + Str("v1") + Str("/m2") +
+  c.Send(Q(Op::kCheck) + Keys({"/a", "/new"}));
+  EXPECT_EQ(c.Recv(1), Byte(tcpstore::kReady));
+  c.Send(Q(Op::kCheck) + Keys({"/a", "/missing"}));
+  EXPECT_EQ(c.Recv(1), Byte(tcpstore::kNotReady));
+  c.Send(Q(Op::kMultiSet) + U64(2) + Str("/m1") + Str("v1") + Str("/m2") +
          Str("v2"));
-  c.Send(Op(kMultiGet) + Keys({"/m2", "/m1"}));
+  c.Send(Q(Op::kMultiGet) + Keys({"/m2", "/m1"}));
   EXPECT_EQ(c.Bytes(), "v2");
   EXPECT_EQ(c.Bytes(), "v1");
-  c.Send(Op(kAppend) + Str("/ap") + Str("ab"));
-  c.Send(Op(kAppend) + Str("/ap") + Str("cd"));
-  c.Send(Op(kGet) + Str("/ap"));
+  c.Send(Q(Op::kAppend) + Str("/ap") + Str("ab"));
+  c.Send(Q(Op::kAppend) + Str("/ap") + Str("cd"));
+  c.Send(Q(Op::kGet) + Str("/ap"));
   EXPECT_EQ(c.Bytes(), "abcd");
-  c.Send(Op(kNumKeys));
+  c.Send(Q(Op::kNumKeys));
   EXPECT_EQ(c.Int(), 6);  // a n new m1 m2 ap
-  c.Send(Op(kDeleteKey) + Str("/ap"));
+  c.Send(Q(Op::kDeleteKey) + Str("/ap"));
   EXPECT_EQ(c.Int(), 1);
-  c.Send(Op(kDeleteKey) + Str("/ap"));
+  c.Send(Q(Op::kDeleteKey) + Str("/ap"));
   EXPECT_EQ(c.Int(), 0);
-  c.Send(Op(kQueuePush) + Str("/q") + Str("i1"));
-  c.Send(Op(kQueuePush) + Str("/q") + Str("i2"));
-  c.Send(Op(kQueueLen) + Str("/q"));
+  c.Send(Q(Op::kQueuePush) + Str("/q") + Str("i1"));
+  c.Send(Q(Op::kQueuePush) + Str("/q") + Str("i2"));
+  c.Send(Q(Op::kQueueLen) + Str("/q"));
   EXPECT_EQ(c.Int(), 2);
-  c.Send(Op(kQueuePop) + Str("/q"));
+  c.Send(Q(Op::kQueuePop) + Str("/q"));
   EXPECT_EQ(c.Int(), 2);
   EXPECT_EQ(c.Bytes(), "i1");
-  c.Send(Op(kQueuePop) + Str("/q"));
+  c.Send(Q(Op::kQueuePop) + Str("/q"));
   EXPECT_EQ(c.Int(), 1);
   EXPECT_EQ(c.Bytes(), "i2");
-  c.Send(Op(kQueuePop) + Str("/q"));
+  c.Send(Q(Op::kQueuePop) + Str("/q"));
   EXPECT_EQ(c.Int(), 0);
-  c.Send(Op(kListKeys));
+  c.Send(Q(Op::kListKeys));
   EXPECT_EQ(c.Int(), 5);
   for (int i = 0; i < 5; ++i) EXPECT_NE(c.Bytes(), "<none>");
   const TcpStoreStats stats = server->Stats();
@@ -208,12 +210,12 @@ TEST(TcpStoreServerTest, ServesEveryOperationOfA2xClient) {
 TEST(TcpStoreServerTest, Serves113Numbering) {
   auto server = StartServer();
   Client c(server->port(), /*validate=*/false);
-  c.Send(Op(0) + Str("/k") + Str("v"));  // SET
-  c.Send(Op(2) + Str("/k"));             // GET
+  c.Send(Legacy(Op::kSet) + Str("/k") + Str("v"));
+  c.Send(Legacy(Op::kGet) + Str("/k"));
   EXPECT_EQ(c.Bytes(), "v");
-  c.Send(Op(6));  // GETNUMKEYS
+  c.Send(Legacy(Op::kNumKeys));
   EXPECT_EQ(c.Int(), 1);
-  c.Send(Op(8) + Str("/k"));  // DELETE_KEY
+  c.Send(Legacy(Op::kDeleteKey) + Str("/k"));
   EXPECT_EQ(c.Int(), 1);
 }
 
@@ -248,15 +250,15 @@ TEST(TcpStoreServerTest, AnAnswerOverThePendingOutputBoundClosesTheClient) {
   o.max_pending_output_bytes = 64 << 10;
   auto server = StartServer(o);
   Client writer(server->port());
-  writer.Send(Op(kSet) + Str("/big") + Str(std::string(20 << 10, 'x')));
-  writer.Send(Op(kGet) + Str("/big"));
+  writer.Send(Q(Op::kSet) + Str("/big") + Str(std::string(20 << 10, 'x')));
+  writer.Send(Q(Op::kGet) + Str("/big"));
   EXPECT_EQ(writer.Bytes().size(), size_t{20} << 10);
   Client reader(server->port());
-  reader.Send(Op(kMultiGet) + Keys({"/big", "/big", "/big", "/big"}));
+  reader.Send(Q(Op::kMultiGet) + Keys({"/big", "/big", "/big", "/big"}));
   EXPECT_TRUE(reader.Closed());
   EXPECT_EQ(server->Stats().protocol_errors, 1);
   Client again(server->port());
-  again.Send(Op(kMultiGet) + Keys({"/big", "/big"}));
+  again.Send(Q(Op::kMultiGet) + Keys({"/big", "/big"}));
   EXPECT_EQ(again.Bytes().size(), size_t{20} << 10);
   EXPECT_EQ(again.Bytes().size(), size_t{20} << 10);
 }
@@ -266,47 +268,47 @@ TEST(TcpStoreServerTest, AnAnswerOverThePendingOutputBoundClosesTheClient) {
 TEST(TcpStoreServerTest, ClearDropsEveryKeyAndServesOn) {
   auto server = StartServer();
   Client c(server->port(), /*validate=*/false);
-  c.Send(Op(0) + Str("/init") + Str("4"));  // SET
-  c.Send(Op(3) + Str("/count") + U64(4));   // ADD
+  c.Send(Legacy(Op::kSet) + Str("/init") + Str("4"));
+  c.Send(Legacy(Op::kAdd) + Str("/count") + U64(4));
   EXPECT_EQ(c.Int(), 4);
   server->Clear();
   EXPECT_EQ(server->Stats().keys, 0);
   EXPECT_EQ(server->Stats().bytes, 0);
-  c.Send(Op(6));  // GETNUMKEYS
+  c.Send(Legacy(Op::kNumKeys));
   EXPECT_EQ(c.Int(), 0);
-  c.Send(Op(3) + Str("/count") + U64(6));  // ADD starts again from 0
+  c.Send(Legacy(Op::kAdd) + Str("/count") + U64(6));  // ADD starts again from 0
   EXPECT_EQ(c.Int(), 6);
   server->Clear();  // the loop's wake-up is drained: a second one works
-  c.Send(Op(6));
+  c.Send(Legacy(Op::kNumKeys));
   EXPECT_EQ(c.Int(), 0);
 }
 
 TEST(TcpStoreServerTest, WaitAnswersOnceEveryKeyExistsAndCancelWaitEndsIt) {
   auto server = StartServer();
   Client waiter(server->port()), writer(server->port());
-  waiter.Send(Op(kWait) + Keys({"/a", "/b"}));
+  waiter.Send(Q(Op::kWait) + Keys({"/a", "/b"}));
   ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
-  writer.Send(Op(kSet) + Str("/a") + Str("1"));
+  writer.Send(Q(Op::kSet) + Str("/a") + Str("1"));
   // The ping's answer comes first: the wait still misses /b.
-  waiter.Send(Op(kPing) + U32(7));
+  waiter.Send(Q(Op::kPing) + U32(7));
   EXPECT_EQ(waiter.Recv(4), U32(7));
-  writer.Send(Op(kAdd) + Str("/b") + U64(1));
+  writer.Send(Q(Op::kAdd) + Str("/b") + U64(1));
   EXPECT_EQ(writer.Int(), 1);
-  EXPECT_EQ(waiter.Recv(1), Op(tcpstore::kStopWaiting));
+  EXPECT_EQ(waiter.Recv(1), Byte(tcpstore::kStopWaiting));
   EXPECT_EQ(server->Stats().parked_waits, 0);
   // A wait on keys that exist is answered at once.
-  waiter.Send(Op(kWait) + Keys({"/a"}));
-  EXPECT_EQ(waiter.Recv(1), Op(tcpstore::kStopWaiting));
+  waiter.Send(Q(Op::kWait) + Keys({"/a"}));
+  EXPECT_EQ(waiter.Recv(1), Byte(tcpstore::kStopWaiting));
   // The client's timeout: CANCEL_WAIT ends the wait.
-  waiter.Send(Op(kWait) + Keys({"/never"}));
-  waiter.Send(Op(kCancelWait));
-  EXPECT_EQ(waiter.Recv(1), Op(tcpstore::kWaitCanceled));
+  waiter.Send(Q(Op::kWait) + Keys({"/never"}));
+  waiter.Send(Q(Op::kCancelWait));
+  EXPECT_EQ(waiter.Recv(1), Byte(tcpstore::kWaitCanceled));
   EXPECT_EQ(server->Stats().parked_waits, 0);
-  writer.Send(Op(kSet) + Str("/never") + Str("x"));
-  writer.Send(Op(kPing) + U32(1));
+  writer.Send(Q(Op::kSet) + Str("/never") + Str("x"));
+  writer.Send(Q(Op::kPing) + U32(1));
   EXPECT_EQ(writer.Recv(4), U32(1));
   // Nothing more for the waiter: its next answer is its ping's.
-  waiter.Send(Op(kPing) + U32(9));
+  waiter.Send(Q(Op::kPing) + U32(9));
   EXPECT_EQ(waiter.Recv(4), U32(9));
 }
 
@@ -315,13 +317,13 @@ TEST(TcpStoreServerTest, OneSetAnswersEveryClientWaitingOnTheKey) {
   std::vector<std::unique_ptr<Client>> waiters;
   for (int i = 0; i < 200; ++i) {
     waiters.push_back(std::make_unique<Client>(server->port()));
-    waiters.back()->Send(Op(kWait) + Keys({"/go", "/ready"}));
+    waiters.back()->Send(Q(Op::kWait) + Keys({"/go", "/ready"}));
   }
   Client writer(server->port());
-  writer.Send(Op(kSet) + Str("/ready") + Str("1"));
+  writer.Send(Q(Op::kSet) + Str("/ready") + Str("1"));
   ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 200; }));
-  writer.Send(Op(kSet) + Str("/go") + Str("1"));
-  for (auto& w : waiters) EXPECT_EQ(w->Recv(1), Op(tcpstore::kStopWaiting));
+  writer.Send(Q(Op::kSet) + Str("/go") + Str("1"));
+  for (auto& w : waiters) EXPECT_EQ(w->Recv(1), Byte(tcpstore::kStopWaiting));
   EXPECT_EQ(server->Stats().parked_waits, 0);
 }
 
@@ -329,7 +331,7 @@ TEST(TcpStoreServerTest, ADisconnectedClientsParkedWaitIsFreed) {
   auto server = StartServer();
   {
     Client c(server->port());
-    c.Send(Op(kWait) + Keys({"/x"}));
+    c.Send(Q(Op::kWait) + Keys({"/x"}));
     ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
   }
   EXPECT_TRUE(WaitFor([&] {
@@ -337,8 +339,8 @@ TEST(TcpStoreServerTest, ADisconnectedClientsParkedWaitIsFreed) {
     return s.parked_waits == 0 && s.clients == 0;
   }));
   Client c(server->port());
-  c.Send(Op(kSet) + Str("/x") + Str("1"));
-  c.Send(Op(kPing) + U32(3));
+  c.Send(Q(Op::kSet) + Str("/x") + Str("1"));
+  c.Send(Q(Op::kPing) + U32(3));
   EXPECT_EQ(c.Recv(4), U32(3));
 }
 
@@ -356,25 +358,25 @@ TEST(TcpStoreServerTest, BadFramesCloseTheConnectionAndTheServerServesOn) {
     EXPECT_TRUE(c.Closed()) << frame.size();
     EXPECT_EQ(server->Stats().protocol_errors, ++errors);
   };
-  expect_closed(Op(99));                            // unknown type
-  expect_closed(Op(kValidate) + U32(1));            // wrong magic
-  expect_closed(Op(kGet) + U64(65));                // key too long
-  expect_closed(Op(kSet) + Str("/k") + U64(1025));  // value too long
-  expect_closed(Op(kWait) + U64(100000));           // too many keys
-  expect_closed(Op(kGet) + Str("/missing"));
-  expect_closed(Op(kSet) + Str("/k") + Str("abc") + Op(kAdd) + Str("/k") +
+  expect_closed(Byte(99));                             // unknown type
+  expect_closed(Q(Op::kValidate) + U32(1));            // wrong magic
+  expect_closed(Q(Op::kGet) + U64(65));                // key too long
+  expect_closed(Q(Op::kSet) + Str("/k") + U64(1025));  // value too long
+  expect_closed(Q(Op::kWait) + U64(100000));           // too many keys
+  expect_closed(Q(Op::kGet) + Str("/missing"));
+  expect_closed(Q(Op::kSet) + Str("/k") + Str("abc") + Q(Op::kAdd) + Str("/k") +
                 U64(1));  // add to a non-number
-  expect_closed(Op(kWait) + Keys({"/w1"}) + Op(kWait) + Keys({"/w2"}));
+  expect_closed(Q(Op::kWait) + Keys({"/w1"}) + Q(Op::kWait) + Keys({"/w2"}));
   std::string fill;
   for (int i = 0; i < 8; ++i) {
-    fill +=
-        Op(kSet) + Str("/f" + std::to_string(i)) + Str(std::string(900, 'x'));
+    fill += Q(Op::kSet) + Str("/f" + std::to_string(i)) +
+            Str(std::string(900, 'x'));
   }
   expect_closed(fill);  // max_total_bytes
   {
     // Truncated: the peer closes in the middle of a frame.
     Client c(server->port());
-    c.Send(Op(kSet) + Str("/k") + U64(10) + "abc");
+    c.Send(Q(Op::kSet) + Str("/k") + U64(10) + "abc");
     shutdown(-1, SHUT_WR);
   }
   EXPECT_TRUE(WaitFor([&] {
@@ -382,8 +384,8 @@ TEST(TcpStoreServerTest, BadFramesCloseTheConnectionAndTheServerServesOn) {
            server->Stats().clients == 0;
   }));
   Client c(server->port());
-  c.Send(Op(kSet) + Str("/ok") + Str("1"));
-  c.Send(Op(kGet) + Str("/ok"));
+  c.Send(Q(Op::kSet) + Str("/ok") + Str("1"));
+  c.Send(Q(Op::kGet) + Str("/ok"));
   EXPECT_EQ(c.Bytes(), "1");
 }
 
@@ -392,10 +394,10 @@ TEST(TcpStoreServerTest, ReadingPausesPastThePendingOutputBoundAndResumes) {
   o.max_pending_output_bytes = 64 * 1024;
   auto server = StartServer(o);
   Client c(server->port());
-  c.Send(Op(kSet) + Str("/big") + Str(std::string(60000, 'b')));
+  c.Send(Q(Op::kSet) + Str("/big") + Str(std::string(60000, 'b')));
   // 200 gets of 60 kB that the client does not read yet.
   std::string gets;
-  for (int i = 0; i < 200; ++i) gets += Op(kGet) + Str("/big");
+  for (int i = 0; i < 200; ++i) gets += Q(Op::kGet) + Str("/big");
   std::thread sender([&] { c.Send(gets); });
   ASSERT_TRUE(WaitFor([&] {
     const auto s = server->Stats();
@@ -415,11 +417,11 @@ TEST(TcpStoreServerTest, AllowedPeersAreCheckedAtAccept) {
   EXPECT_EQ(server->Stats().refused_connections, 1);
   server->SetAllowedPeers({"10.1.2.3", "127.0.0.1"});
   Client c(server->port());
-  c.Send(Op(kPing) + U32(5));
+  c.Send(Q(Op::kPing) + U32(5));
   EXPECT_EQ(c.Recv(4), U32(5));
   server->SetAllowedPeers({});
   Client d(server->port());
-  d.Send(Op(kPing) + U32(6));
+  d.Send(Q(Op::kPing) + U32(6));
   EXPECT_EQ(d.Recv(4), U32(6));
 }
 
@@ -431,7 +433,7 @@ TEST(TcpStoreServerTest, ConnectionsPerPeerAreBounded) {
   Client c(server->port());
   EXPECT_TRUE(c.Closed());
   EXPECT_EQ(server->Stats().refused_connections, 1);
-  a.Send(Op(kPing) + U32(1));
+  a.Send(Q(Op::kPing) + U32(1));
   EXPECT_EQ(a.Recv(4), U32(1));
 }
 
@@ -455,7 +457,7 @@ TEST(TcpStoreServerTest, ATakenPortIsUnavailableNamingIt) {
 TEST(TcpStoreServerTest, ShutdownClosesEveryClientAtOnce) {
   auto server = StartServer();
   Client c(server->port());
-  c.Send(Op(kWait) + Keys({"/x"}));
+  c.Send(Q(Op::kWait) + Keys({"/x"}));
   ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
   const absl::Time start = absl::Now();
   server->Shutdown();

@@ -219,3 +219,63 @@ def test_metrics_show_the_served_store(start_agent, tmp_path):
     assert series(text, "distjob_worker_store_serving") == ["1"]
     go.write_text("")
     assert agent.wait(timeout=30) == 0
+
+
+# Records MASTER_ADDR:MASTER_PORT, then waits for "go": `status` looks at a
+# running job.
+PARKED = (
+    "import os, pathlib, sys, time\n"
+    "out = pathlib.Path(sys.argv[1])\n"
+    "e = os.environ\n"
+    "(out / 'master.tmp').write_text(e['MASTER_ADDR'] + ':'"
+    " + e['MASTER_PORT'])\n"
+    "(out / 'master.tmp').rename(out / 'master')\n"
+    "while not (out / 'go').exists(): time.sleep(0.05)\n")
+
+
+@pytest.mark.parametrize("how,want", [
+    ({"env": {"DISTJOB_RDZV_TOKEN": "s3cret-token"}},
+     {"served_by": "agent", "members_only": True, "members_admitted": 1,
+      "members_unresolved": 0}),
+    ({}, {"served_by": "agent", "members_only": False}),
+    ({"args": ["--worker-store", "worker"]},
+     {"served_by": "worker", "opted_out_by": "--worker-store worker"}),
+    ({"env": {"DISTJOB_WORKER_STORE": "worker"}},
+     {"served_by": "worker", "opted_out_by": "DISTJOB_WORKER_STORE=worker"}),
+    ({"env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}},
+     {"served_by": "worker",
+      "opted_out_by": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"}),
+], ids=["token", "open", "flag", "distjob-env", "torch-env"])
+def test_status_shows_who_serves_the_workers_store(
+        start_agent, run_agent, tmp_path, how, want):
+    from harness import wait_for
+    args = c10d_args()
+    endpoint = args[args.index("--rdzv-endpoint") + 1]
+    env = how.get("env", {})
+    agent = start_agent(
+        args[:1] + how.get("args", []) + args[1:4] + ["1"] + args[5:]
+        + ["--rdzv-id", "sj", "--no-python", PYTHON, "-c", PARKED,
+           str(tmp_path)], env=env)
+    master = wait_for(lambda: (tmp_path / "master").exists()
+                      and (tmp_path / "master").read_text(),
+                      timeout=30, interval=0.05, what="the worker's start")
+    status = ["status", "--rdzv-endpoint", endpoint, "--rdzv-id", "sj"]
+    r = run_agent(status + ["--json"], env=env, timeout=30)
+    assert r.returncode == 0, r.stderr
+    [job] = json.loads(r.stdout)
+    record = job["worker_store"]
+    assert record["round"] == job["round"]
+    for key, value in want.items():
+        assert record[key] == value, record
+    text = run_agent(status, env=env, timeout=30)
+    assert text.returncode == 0, text.stderr
+    if want["served_by"] == "agent":
+        assert record["addr"] == master
+        assert f"workers' store: served by the agent on {master} " in \
+            text.stdout, text.stdout
+    else:
+        assert "addr" not in record
+        assert ("workers' store: worker rank 0 (round 0), opted out by "
+                + want["opted_out_by"]) in text.stdout, text.stdout
+    (tmp_path / "go").write_text("")
+    assert agent.wait(timeout=30) == 0
