@@ -225,19 +225,19 @@ TEST(TcpStoreServerTest, Serves113Numbering) {
 TEST(TcpStoreServerTest, Serves21Numbering) {
   auto server = StartServer();
   Client c(server->port(), /*validate=*/false);
-  c.Send(Op(3) + Str("/init") + U64(1));  // ADD, as waitForWorkers
+  c.Send(Byte(3) + Str("/init") + U64(1));  // ADD, as waitForWorkers
   EXPECT_EQ(c.Int(), 1);
-  c.Send(Op(5) + Keys({"/never"}));  // WAIT, then its timeout's cancel
-  c.Send(Op(11));                    // CANCEL_WAIT
-  EXPECT_EQ(c.Recv(1), Op(tcpstore::kWaitCanceled));
-  c.Send(Op(10) + U64(2) + Str("/m1") + Str("v1") + Str("/m2") + Str("v2"));
-  c.Send(Op(9) + Keys({"/m1", "/m2"}));  // MULTI_GET
+  c.Send(Byte(5) + Keys({"/never"}));  // WAIT, then its timeout's cancel
+  c.Send(Byte(11));                    // CANCEL_WAIT
+  EXPECT_EQ(c.Recv(1), Byte(tcpstore::kWaitCanceled));
+  c.Send(Byte(10) + U64(2) + Str("/m1") + Str("v1") + Str("/m2") + Str("v2"));
+  c.Send(Byte(9) + Keys({"/m1", "/m2"}));  // MULTI_GET
   EXPECT_EQ(c.Bytes(), "v1");
   EXPECT_EQ(c.Bytes(), "v2");
-  c.Send(Op(8) + Str("/m1") + Str("+"));  // APPEND
-  c.Send(Op(2) + Str("/m1"));
+  c.Send(Byte(8) + Str("/m1") + Str("+"));  // APPEND
+  c.Send(Byte(2) + Str("/m1"));
   EXPECT_EQ(c.Bytes(), "v1+");
-  c.Send(Op(7) + Str("/m2"));  // DELETE_KEY
+  c.Send(Byte(7) + Str("/m2"));  // DELETE_KEY
   EXPECT_EQ(c.Int(), 1);
   EXPECT_EQ(server->Stats().protocol_errors, 0);
 }
