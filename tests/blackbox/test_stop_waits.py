@@ -88,7 +88,9 @@ def start_barrier(agents, tmp_path):
                        str(free_port()), "--barrier-timeout", "600", "--task",
                        "ps", "--task-index", "0", "--local-addr",
                        "127.0.0.1", "--no-python", "--", "/bin/true"])
-    agents.wait_log("a", "start barrier: waiting")
+    # Not "start barrier: waiting", logged before this pod joined the
+    # barrier's round: a stop then finds no pod arrived, not even this one.
+    agents.wait_log("a", "round 0 of 'tfjob': waiting for nodes to join")
     return ("while waiting for the start barrier of job 'tfjob' (1/3 pods "
             "arrived; missing: worker-0, worker-1)")
 
