@@ -839,13 +839,15 @@ RECOVER_LAST_CALL_S = 1.0
 RECOVER_CAP_S = 90.0
 
 
-def recover_once(n):
+def recover_once(n, log_dir=None):
     """One recovery measurement: N simulated nodes (`--nnodes N-1:N`) form
     a round; node N/2's lease stops (a crash); then a new node asks to
     join the survivors' round. Returns (seconds from the kill to the last
     survivor holding the next round, seconds from the new node's start to
     the last member holding the round that takes it in), or None past
-    RECOVER_CAP_S at any step."""
+    RECOVER_CAP_S at any step. With `log_dir`, the simulated nodes' debug
+    log goes to sim-<i>.log there and the kill phase's replies to
+    kill.json (bench/recover_timeline.py reads them)."""
     server, port = start_server([STORE_BENCH, "server", str(n)])
     procs = []
     try:
@@ -853,12 +855,21 @@ def recover_once(n):
         per = [n // nproc + (1 if i < n % nproc else 0)
                for i in range(nproc)]
         first = 0
-        for count in per:
+        env = None
+        if log_dir is not None:
+            env = dict(os.environ, STORE_BENCH_LOG="debug")
+        for i, count in enumerate(per):
+            err = None
+            if log_dir is not None:
+                err = open(os.path.join(log_dir, f"sim-{i}.log"), "w")
             procs.append(subprocess.Popen(
                 [STORE_BENCH, "recover", f"127.0.0.1:{port}", f"recover{n}",
                  str(n), str(first), str(count), str(n - 1),
                  str(RECOVER_LAST_CALL_S)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                env=env, text=True))
+            if err is not None:
+                err.close()
             first += count
 
         def tell(line):
@@ -890,6 +901,9 @@ def recover_once(n):
             return None
         kill = max(r["kill_ns"] for r in recovered)
         loss = (max(r["done_ns"] for r in recovered) - kill) / 1e9
+        if log_dir is not None:
+            with open(os.path.join(log_dir, "kill.json"), "w") as f:
+                json.dump(recovered, f)
         tell(f"join {n}")  # a new node: sim<n>, in the first process
         grown = replies()
         if grown is None or sum(r["joined"] for r in grown) != n:

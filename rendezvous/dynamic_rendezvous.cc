@@ -377,6 +377,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         join_index_ = *k;
         join_written_ = false;
         joined_at_ = absl::Now();
+        DJ_LOG_DEBUG("round {}: joined as {}", st.round, join_index_);
         reread = false;  // decides again on the same read
         break;
       }
@@ -412,8 +413,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         if (a.announce_last_call) announce_last_call(st);
         if (auto s = Close(st); !s.ok()) {
           pause_after(absl::StrCat("cannot close round ", st.round), s);
-        } else {
-          (void)cas(CloseState(st));
+        } else if (cas(CloseState(st)).ok()) {
+          DJ_LOG_DEBUG("round {}: compare-set to close it with {} members",
+                       st.round, closing_size_);
         }
         break;
       case Action::kWaitForJoiners:
