@@ -37,11 +37,12 @@ def main():
         replies = json.load(open(os.path.join(tmp, "kill.json")))
         kill = max(r["kill_ns"] for r in replies)
         offset = replies[0]["wall_minus_mono_ns"]  # one clock for all
+        done = max(r["done_ns"] for r in replies)
         events = {}
 
         def note(name, mono):
-            lo, hi = events.get(name, (mono, mono))
-            events[name] = (min(lo, mono), max(hi, mono))
+            lo, hi, k = events.get(name, (mono, mono, 0))
+            events[name] = (min(lo, mono), max(hi, mono), k + 1)
 
         for r in replies:
             if r["told_first_ns"]:
@@ -56,11 +57,17 @@ def main():
                 if not m:
                     continue
                 mono = wall_ns(m.group(1)) - offset
-                if mono < kill:
+                if mono < kill or mono > done:
                     continue
                 text = m.group(2)
                 if "lost (no heartbeat" in text:
-                    note("lease expired, seen by the member before", mono)
+                    peer = re.search(r"peer (\S+) lost", text).group(1)
+                    if peer == f"sim{n // 2}":
+                        note("the killed node's lease expired, seen by the "
+                             "member before it", mono)
+                    else:
+                        note("live nodes seen lost (their lease lapsed)",
+                             mono)
                 elif re.search(r"^round \d+: joined as", text):
                     note("survivors joined the next round", mono)
                 elif "last call for" in text:
@@ -68,9 +75,10 @@ def main():
                 elif "compare-set to close" in text:
                     note("round closed", mono)
         print(f"{n} nodes, node lost -> next round: {measured[0]:.2f} s")
-        for name, (lo, hi) in sorted(events.items(), key=lambda e: e[1]):
+        for name, (lo, hi, k) in sorted(events.items(),
+                                        key=lambda e: e[1]):
             print(f"  {(lo - kill) / 1e9:6.2f} .. {(hi - kill) / 1e9:6.2f} s"
-                  f"  {name}")
+                  f"  {name} ({k})")
     return 0
 
 

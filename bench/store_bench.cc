@@ -442,7 +442,12 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
                                          &requests));
   };
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
-  Heartbeats heartbeats(absl::Seconds(1), 8);
+  // A shard renews its nodes one after another with blocking calls: 8
+  // shards of 128 nodes took over a lease (3 s) per pass while the
+  // survivors re-joined, and whole shards of live nodes were seen lost
+  // (bench/recover_timeline.py). 16 nodes a shard keep a pass well inside
+  // one keep-alive interval, as each real node's own heartbeat thread is.
+  Heartbeats heartbeats(absl::Seconds(1), std::max(8, count / 16));
   Changes changes(count + 1);
   for (int i = 0; i < count; ++i) {
     sims.push_back(make(first + i, i));
