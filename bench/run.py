@@ -837,15 +837,45 @@ RECOVER_N = [1024, 4096]
 RECOVER_LEASE_S = 3.0  # keep_alive_interval 1 s x keep_alive_max_attempt 3
 RECOVER_LAST_CALL_S = 1.0
 RECOVER_CAP_S = 90.0
+# Written from bench/recover_timeline.py's runs (not measured by the sweep).
+RECOVER_TIMELINE = (
+    ' **Timeline** of one 4,096-node *node lost* run (`bench/recover_timeli'
+    'ne.py 4096`, seconds from the kill, two runs under load): the member b'
+    'efore the killed node saw its lease gone and opened the next round at '
+    '2.8–4.7 s: the lease runs 3 s from the last renewal (up to 1 s before '
+    "the kill), then 0.3–1.4 s more because the expiry wakes every member's"
+    ' monitor (all watch `ctl/`) and each reads the state and its next memb'
+    "er's lease, 8,190 requests queued around the one that matters; the sur"
+    'vivors were told over the next 0.9–1.4 s (each monitor reads the state'
+    ' again when the round opens); all had joined 1.1–1.3 s after the first'
+    ' (state, counter, record: 3 requests each, the lease renewal `Next` us'
+    'ed to make first dropped when the lease was renewed within the interva'
+    'l); the last call began with the last joiner (min = N-1), the round cl'
+    'osed 1.4–1.8 s later (1 s last call, then 4,095 join records read and '
+    'rank records written); every survivor held it 1.2–1.3 s after the clos'
+    'e (state, own rank record, master record, waiting nodes: 4 requests ea'
+    'ch). At roughly 10,000 requests/s on the 2 shared cores, the ~12 reque'
+    'sts per survivor are the ~5 s beyond lease + last call. Left: the herd'
+    ' at the expiry (a watch that says which key changed, or a member watch'
+    "ing only its next member's lease, would wake one monitor instead of 4,"
+    '095) and the per-survivor reads after the close. The earlier rows of t'
+    'his table were also distorted by the simulator: 8 heartbeat threads pe'
+    'r process renewed 128 leases each one after another, a pass outlasted '
+    'the 3 s lease under load, and hundreds of live nodes were seen lost (o'
+    "ne such false loss opened the round before the killed node's lease ran"
+    ' out); it now renews from a thread per 16 nodes. Measured under load ('
+    "other engineers' builds; 1-minute load average 6–20 during this run).")
 
 
-def recover_once(n):
+def recover_once(n, log_dir=None):
     """One recovery measurement: N simulated nodes (`--nnodes N-1:N`) form
     a round; node N/2's lease stops (a crash); then a new node asks to
     join the survivors' round. Returns (seconds from the kill to the last
     survivor holding the next round, seconds from the new node's start to
     the last member holding the round that takes it in), or None past
-    RECOVER_CAP_S at any step."""
+    RECOVER_CAP_S at any step. With `log_dir`, the simulated nodes' debug
+    log goes to sim-<i>.log there and the kill phase's replies to
+    kill.json (bench/recover_timeline.py reads them)."""
     server, port = start_server([STORE_BENCH, "server", str(n)])
     procs = []
     try:
@@ -853,12 +883,21 @@ def recover_once(n):
         per = [n // nproc + (1 if i < n % nproc else 0)
                for i in range(nproc)]
         first = 0
-        for count in per:
+        env = None
+        if log_dir is not None:
+            env = dict(os.environ, STORE_BENCH_LOG="debug")
+        for i, count in enumerate(per):
+            err = None
+            if log_dir is not None:
+                err = open(os.path.join(log_dir, f"sim-{i}.log"), "w")
             procs.append(subprocess.Popen(
                 [STORE_BENCH, "recover", f"127.0.0.1:{port}", f"recover{n}",
                  str(n), str(first), str(count), str(n - 1),
                  str(RECOVER_LAST_CALL_S)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                env=env, text=True))
+            if err is not None:
+                err.close()
             first += count
 
         def tell(line):
@@ -890,6 +929,9 @@ def recover_once(n):
             return None
         kill = max(r["kill_ns"] for r in recovered)
         loss = (max(r["done_ns"] for r in recovered) - kill) / 1e9
+        if log_dir is not None:
+            with open(os.path.join(log_dir, "kill.json"), "w") as f:
+                json.dump(recovered, f)
         tell(f"join {n}")  # a new node: sim<n>, in the first process
         grown = replies()
         if grown is None or sum(r["joined"] for r in grown) != n:
@@ -953,7 +995,7 @@ def bench_recover(reps):
         f"{target:.0f} s. Median of {reps} runs, min–max beside it"
         + "".join(f"; at {n} nodes {failed[n]} of {reps} runs did not "
                   f"finish within {RECOVER_CAP_S:.0f} s"
-                  for n in RECOVER_N if failed[n]) + ".")
+                  for n in RECOVER_N if failed[n]) + "." + RECOVER_TIMELINE)
     return results
 
 

@@ -65,6 +65,13 @@ long long NowNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+// The log's clock (STORE_BENCH_LOG), to place its lines on NowNs's.
+long long WallNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 // As the agent hosts it for a job of up to `max_nodes`.
 int Server(int max_nodes, int queues) {
   StoreLimits limits = HostStoreLimits(max_nodes);
@@ -361,9 +368,18 @@ class Changes {
  public:
   explicit Changes(int count) : seen_(count, 0), count_(count, 0) {}
   void Note(int i) {
+    const long long now = NowNs();
     absl::MutexLock lock(&mu_);
     seen_[i] = phase_;
     ++count_[i];
+    if (first_ns_ == 0) first_ns_ = now;
+    last_ns_ = std::max(last_ns_, now);
+  }
+  // When the first and the last node heard of a change in this phase (0:
+  // none did), for the recovery's timeline.
+  std::pair<long long, long long> Told() {
+    absl::MutexLock lock(&mu_);
+    return {first_ns_, last_ns_};
   }
   int Count(int i) {
     absl::MutexLock lock(&mu_);
@@ -380,6 +396,7 @@ class Changes {
   void NextPhase() {
     absl::MutexLock lock(&mu_);
     ++phase_;
+    first_ns_ = last_ns_ = 0;
   }
   // Whether node i heard of a change in this phase, by `deadline`.
   bool Await(int i, absl::Time deadline) {
@@ -393,6 +410,8 @@ class Changes {
  private:
   absl::Mutex mu_;
   int phase_ ABSL_GUARDED_BY(mu_) = 1;
+  long long first_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  long long last_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int> seen_ ABSL_GUARDED_BY(mu_);
   std::vector<int> count_ ABSL_GUARDED_BY(mu_);
 };
@@ -423,7 +442,12 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
                                          &requests));
   };
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
-  Heartbeats heartbeats(absl::Seconds(1), 8);
+  // A shard renews its nodes one after another with blocking calls: 8
+  // shards of 128 nodes took over a lease (3 s) per pass while the
+  // survivors re-joined, and whole shards of live nodes were seen lost
+  // (bench/recover_timeline.py). 16 nodes a shard keep a pass well inside
+  // one keep-alive interval, as each real node's own heartbeat thread is.
+  Heartbeats heartbeats(absl::Seconds(1), std::max(8, count / 16));
   Changes changes(count + 1);
   for (int i = 0; i < count; ++i) {
     sims.push_back(make(first + i, i));
@@ -487,10 +511,13 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     live.erase(std::find(live.begin(), live.end(), kill - first));
   }
   auto recovered = next_round(live, true, nodes - 1);
+  const auto told = changes.Told();
   std::printf(
       "{\"kill_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
-      "\"members\": %zu}\n",
-      kill_ns, recovered.second, recovered.first, live.size());
+      "\"members\": %zu, \"told_first_ns\": %lld, \"told_last_ns\": "
+      "%lld, \"wall_minus_mono_ns\": %lld}\n",
+      kill_ns, recovered.second, recovered.first, live.size(), told.first,
+      told.second, WallNs() - NowNs());
   std::fflush(stdout);
   int join = -1;
   if (!std::getline(std::cin, line) ||
@@ -524,7 +551,13 @@ int main(int argc, char** argv) {
   using namespace distjob;
   // As the agent's main: the store measured is the one the agent runs.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  InitLogging(LogLevel::kError);
+  // STORE_BENCH_LOG=info: the rendezvous's own log lines on stderr (with
+  // their times), for a recovery's timeline.
+  LogLevel level = LogLevel::kError;
+  if (const char* env = std::getenv("STORE_BENCH_LOG"); env != nullptr) {
+    if (auto parsed = ParseLogLevel(env); parsed.ok()) level = *parsed;
+  }
+  InitLogging(level);
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "server") {
     return Server(argc > 2 ? std::atoi(argv[2]) : 1,

@@ -75,7 +75,19 @@ absl::Status DynamicRendezvous::Heartbeat() {
   std::vector<std::pair<std::string, std::string>> kvs = {
       {keys_.Alive(options_.node), "1"}};
   if (waiting_) kvs.emplace_back(keys_.Waiting(options_.node), "1");
-  return store_->MultiSet(kvs, lease_).status();
+  const absl::Time start = absl::Now();
+  absl::Status s = store_->MultiSet(kvs, lease_).status();
+  if (s.ok()) {
+    // From before the call: the lease runs at least lease_ from here.
+    absl::MutexLock lock(&renewed_mu_);
+    renewed_at_ = std::max(renewed_at_, start);
+  }
+  return s;
+}
+
+bool DynamicRendezvous::RenewedWithin(absl::Duration d) const {
+  absl::MutexLock lock(&renewed_mu_);
+  return absl::Now() - renewed_at_ < d;
 }
 
 void DynamicRendezvous::HeartbeatLoop() {
@@ -224,11 +236,17 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         "lost the rendezvous store: no answer within read_timeout (",
         absl::FormatDuration(c.read_timeout), ")"));
   }
-  if (auto s = Heartbeat(); !s.ok()) {
-    // A refused token is this pod's configuration: no wait fixes it.
-    if (absl::IsUnauthenticated(s)) return s;
-    // The first contact: the store may not be up yet; keep trying below.
-    DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
+  // A lease renewed within the last keep-alive interval holds for two
+  // more, and the store took this node's token: renewing it again here
+  // would only add a request per survivor to a recovery, when thousands
+  // re-join at once.
+  if (!RenewedWithin(c.keep_alive_interval)) {
+    if (auto s = Heartbeat(); !s.ok()) {
+      // A refused token is this pod's configuration: no wait fixes it.
+      if (absl::IsUnauthenticated(s)) return s;
+      // The first contact: the store may not be up yet; keep trying below.
+      DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
+    }
   }
   RankCache cache;
   Observed o;  // nothing read yet
@@ -379,6 +397,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         join_index_ = *k;
         join_written_ = false;
         joined_at_ = absl::Now();
+        DJ_LOG_DEBUG("round {}: joined as {}", st.round, join_index_);
         reread = false;  // decides again on the same read
         break;
       }
@@ -414,8 +433,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         if (a.announce_last_call) announce_last_call(st);
         if (auto s = Close(st); !s.ok()) {
           pause_after(absl::StrCat("cannot close round ", st.round), s);
-        } else {
-          (void)cas(CloseState(st));
+        } else if (cas(CloseState(st)).ok()) {
+          DJ_LOG_DEBUG("round {}: compare-set to close it with {} members",
+                       st.round, closing_size_);
         }
         break;
       case Action::kWaitForJoiners:

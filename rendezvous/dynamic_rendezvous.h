@@ -119,6 +119,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::Status Close(const RdzvState& st);
   RdzvState CloseState(const RdzvState& open) const;
   absl::Status Heartbeat();
+  // Whether a heartbeat that began less than `d` ago renewed the lease.
+  bool RenewedWithin(absl::Duration d) const;
   void HeartbeatLoop();
   void MonitorLoop();
   // Why the current round is no longer the job's, or "" if it still is;
@@ -190,6 +192,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   int64_t wait_round_ ABSL_GUARDED_BY(wait_mu_) = -1;
   std::string wait_node_ ABSL_GUARDED_BY(wait_mu_);
   int wait_size_ ABSL_GUARDED_BY(wait_mu_) = 0;
+  mutable absl::Mutex renewed_mu_;
+  absl::Time renewed_at_ ABSL_GUARDED_BY(renewed_mu_) = absl::InfinitePast();
   mutable absl::Mutex seen_mu_;
   std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 

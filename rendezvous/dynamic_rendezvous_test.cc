@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -255,6 +256,44 @@ TEST(DynamicRendezvousTest, TimeBlockedOnPeersIsReported) {
   ASSERT_TRUE(first_result.ok()) << first_result.status();
   ASSERT_TRUE(second_result.ok()) << second_result.status();
   EXPECT_GT(first_result->peer_wait_seconds, 0);
+}
+
+// Counts the lease renewals (writes of ctl/alive/) a node makes.
+class RenewalCountingStore : public LocalStore {
+ public:
+  RenewalCountingStore(StoreCore* core, std::atomic<int>* renewals)
+      : LocalStore(core), renewals_(renewals) {}
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override {
+    for (const auto& kv : kvs) {
+      if (absl::StrContains(kv.first, "/ctl/alive/")) ++*renewals_;
+    }
+    return LocalStore::MultiSet(kvs, ttl);
+  }
+
+ private:
+  std::atomic<int>* renewals_;
+};
+
+// A node whose lease was just renewed does not renew it again to begin a
+// round: at a recovery of thousands of nodes that is a request per
+// survivor while they all re-join. A node that never renewed does, at once.
+TEST(DynamicRendezvousTest, NextDoesNotRenewALeaseRenewedThisInterval) {
+  StoreCore core;
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.heartbeat_thread = false;  // the test renews by hand
+  o.config.keep_alive_interval = absl::Hours(1);
+  std::atomic<int> renewed{0};
+  DynamicRendezvous node(
+      o, std::make_unique<RenewalCountingStore>(&core, &renewed));
+  ASSERT_TRUE(node.Next(1).ok());
+  EXPECT_EQ(renewed.load(), 1);  // never renewed: the first contact
+  node.RenewLease();
+  ASSERT_EQ(renewed.load(), 2);
+  ASSERT_TRUE(node.Next(1).ok());
+  EXPECT_EQ(renewed.load(), 2);
+  EXPECT_TRUE(core.Check({"rdzv/job/ctl/alive/n0"}).value());
 }
 
 // A LocalStore that refuses every increment, as the store refuses a key
