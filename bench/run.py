@@ -13,6 +13,7 @@ The method is in README.md, "Benchmarks".
 import argparse
 import contextlib
 import json
+import math
 import os
 import pathlib
 import platform
@@ -863,8 +864,7 @@ RECOVER_TIMELINE = (
     'r process renewed 128 leases each one after another, a pass outlasted '
     'the 3 s lease under load, and hundreds of live nodes were seen lost (o'
     "ne such false loss opened the round before the killed node's lease ran"
-    ' out); it now renews from a thread per 16 nodes. Measured under load ('
-    "other engineers' builds; 1-minute load average 6–20 during this run).")
+    ' out); it now renews from a thread per 16 nodes.')
 
 
 def recover_once(n, log_dir=None):
@@ -953,6 +953,7 @@ def bench_recover(reps):
     reps = max(1, min(reps, 3))
     loss, join = {}, {}
     failed = {n: 0 for n in RECOVER_N}
+    load_before = os.getloadavg()
     for _ in range(reps):
         for n in RECOVER_N:
             measured = recover_once(n)
@@ -995,7 +996,10 @@ def bench_recover(reps):
         f"{target:.0f} s. Median of {reps} runs, min–max beside it"
         + "".join(f"; at {n} nodes {failed[n]} of {reps} runs did not "
                   f"finish within {RECOVER_CAP_S:.0f} s"
-                  for n in RECOVER_N if failed[n]) + "." + RECOVER_TIMELINE)
+                  for n in RECOVER_N if failed[n]) + "." + RECOVER_TIMELINE
+        + f" 1-minute load average {load_before[0]:.1f} before this "
+        f"section and {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} "
+        "CPUs.")
     return results
 
 
@@ -1338,9 +1342,9 @@ def etcd_results(reps, lat, scale, capped, recovery, completed, load_before,
               f"| no kill | {span(calm)} | "
               f"{sum(completed[1::2])}/{len(calm)} |"]
     results[-1]["note"] = (
-        f"Measured under load (other builds sharing the 2 cores: 1-minute "
-        f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} "
-        "after); `bench/run.sh --only etcd` re-runs this section alone. "
+        f"1-minute load average {load_before[0]:.1f} before this section "
+        f"and {load_after[0]:.1f} after, on {os.cpu_count()} CPUs; "
+        "`bench/run.sh --only etcd` re-runs this section alone. "
         "Median (min–max). Rendezvous: the same code path as *rendezvous "
         f"latency vs N* ({reps} repetitions, alternating c10d and etcd "
         "per N), c10d with node 0 hosting the embedded store, etcd "
@@ -1387,7 +1391,10 @@ def summarize(result):
         xs = sorted(xs)
         rows[launcher] = {
             "median": statistics.median(xs), "min": xs[0], "max": xs[-1],
-            "stdev": statistics.stdev(xs) if len(xs) > 1 else 0.0,
+            # A run that did not finish is an infinite sample (a cap):
+            # the spread is of the finite ones.
+            "stdev": statistics.stdev([x for x in xs if math.isfinite(x)])
+            if sum(map(math.isfinite, xs)) > 1 else 0.0,
             "n": len(xs)}
     return rows
 

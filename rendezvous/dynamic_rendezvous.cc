@@ -236,11 +236,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         "lost the rendezvous store: no answer within read_timeout (",
         absl::FormatDuration(c.read_timeout), ")"));
   }
-  // A lease renewed within the last keep-alive interval holds for two
-  // more, and the store took this node's token: renewing it again here
-  // would only add a request per survivor to a recovery, when thousands
-  // re-join at once.
-  if (!RenewedWithin(c.keep_alive_interval)) {
+  // A lease renewed recently enough to outlast two more keep-alive
+  // intervals (the join and the round's close), by a store that took this
+  // node's token, needs no renewal here: it would only add a request per
+  // survivor to a recovery, when thousands re-join at once. A lease of
+  // fewer than three intervals (keep_alive_max_attempt < 3) is renewed.
+  const absl::Duration fresh = lease_ - 2 * c.keep_alive_interval;
+  if (fresh <= absl::ZeroDuration() || !RenewedWithin(fresh)) {
     if (auto s = Heartbeat(); !s.ok()) {
       // A refused token is this pod's configuration: no wait fixes it.
       if (absl::IsUnauthenticated(s)) return s;
@@ -638,10 +640,12 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     record.addr = JoinHostPort(r.master_addr, r.master_port);
     // Before the master record: once a worker connects, `status` shows who
     // it connected to.
+    // Only `status` reads it: a failed write must not fail the round.
     if (auto s =
             store_->Set(keys_.WorkerStore(), EncodeWorkerStoreRecord(record));
         !s.ok()) {
-      return s.status();
+      DJ_LOG_WARNING("cannot record the workers' store for status: {}",
+                     s.status().message());
     }
     // The third field tells the other nodes' workers to be the store's
     // clients: rank 0 decides for the whole round, so a node started with

@@ -233,6 +233,7 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
                                          std::vector<std::string>* notices) {
   RdzvConfig c;
   if (text.empty()) return c;
+  bool resolve_timeout_set = false;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     std::pair<std::string, std::string> kv =
         absl::StrSplit(item, absl::MaxSplits('=', 1));
@@ -252,6 +253,7 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
     if (key == "exit_barrier_timeout") d = &c.exit_barrier_timeout;
     if (key == "worker_store_resolve_timeout") {
       d = &c.worker_store_resolve_timeout;
+      resolve_timeout_set = true;
     }
     if (d != nullptr) {
       auto v = Seconds(key, value);
@@ -314,6 +316,22 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
     return absl::InvalidArgumentError(
         "--rdzv-conf worker_store_resolve_timeout=0: expected a positive "
         "number of seconds (default 10)");
+  }
+  // Group rank 0 resolves the members before it writes the round's master
+  // record, which the other nodes wait for up to close_timeout: a pass as
+  // long would fail their round. The default yields to a short
+  // close_timeout; a value given explicitly must fit.
+  if (!resolve_timeout_set) {
+    c.worker_store_resolve_timeout =
+        std::min(c.worker_store_resolve_timeout, c.close_timeout / 2);
+  } else if (c.worker_store_resolve_timeout >= c.close_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-conf worker_store_resolve_timeout=",
+        absl::FormatDuration(c.worker_store_resolve_timeout),
+        ": must be less than close_timeout (",
+        absl::FormatDuration(c.close_timeout),
+        "), how long the other nodes wait for group rank 0, which resolves "
+        "the members first"));
   }
   return c;
 }

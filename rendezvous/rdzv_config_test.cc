@@ -119,6 +119,23 @@ TEST(RdzvConfigTest, WorkerStoreResolveTimeoutIsPositiveWithADefault) {
   }
 }
 
+// Group rank 0 resolves before it writes the master record the others wait
+// for up to close_timeout: the pass must end first.
+TEST(RdzvConfigTest, WorkerStoreResolveTimeoutFitsInCloseTimeout) {
+  EXPECT_EQ(ParseRdzvConf("close_timeout=6")->worker_store_resolve_timeout,
+            absl::Seconds(3));
+  EXPECT_EQ(ParseRdzvConf("close_timeout=60")->worker_store_resolve_timeout,
+            absl::Seconds(10));
+  EXPECT_EQ(ParseRdzvConf("close_timeout=60,worker_store_resolve_timeout=40")
+                ->worker_store_resolve_timeout,
+            absl::Seconds(40));
+  auto r = ParseRdzvConf("worker_store_resolve_timeout=30");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("close_timeout (30s)"), std::string::npos)
+      << r.status();
+}
+
 TEST(RdzvConfigTest, EndpointErrorsNameTheValue) {
   auto ep = ParseEndpoint("host:99999");
   ASSERT_FALSE(ep.ok());

@@ -25,7 +25,10 @@ DISTJOB_AGENT="$asan_dir/distjob-agent" /usr/bin/python3 -m pytest \
 # object, which nothing uses here, compiling all our code a second time
 # (as PIC) and running LTO on each link.
 bazel build //agent:distjob-agent
-bazel build $(bazel query --noshow_progress 'kind(cc_binary, //...)')
+# On a line of its own: a failing query inside $(...) would not stop the
+# script, and bazel given no targets builds nothing and succeeds.
+binaries=$(bazel query --noshow_progress 'kind(cc_binary, //...)')
+bazel build $binaries
 bazel test --build_tests_only //...
 tests/run_fuzz.sh  # every libFuzzer target, a minute in all (README: "Fuzzing")
 

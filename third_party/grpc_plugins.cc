@@ -27,6 +27,15 @@
 // A gRPC upgrade must compare this list with the new
 // src/core/plugin_registry/grpc_plugin_registry.cc.
 
+#include <grpcpp/version_info.h>
+
+// The list below is 1.51's; another version may name other plugins and
+// still link (the archive member with gRPC's own list is then never
+// pulled in), so a gRPC upgrade must fail here until the list is compared.
+static_assert(GRPC_CPP_VERSION_MAJOR == 1 && GRPC_CPP_VERSION_MINOR == 51,
+              "third_party/grpc_plugins.cc lists gRPC 1.51's plugins: compare "
+              "it with the new grpc_plugin_registry.cc");
+
 namespace grpc_core {
 
 // Only ever handled by pointer here; gRPC's own definition is the real one.

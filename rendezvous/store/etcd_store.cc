@@ -931,9 +931,13 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
 // read and compare-and-swap of the value made O(N²) as all but one of
 // each race's writers lost and retried. Its result is then written to
 // the value only while no later add has committed (the sequence's
-// mod_revision is still this add's), so the value never goes back, and
-// holds at least every returned result. Other deltas and the first add
-// compare-and-swap both keys.
+// mod_revision is still this add's), so the value never goes back. It
+// can lag: an add whose value write lost to a later add returns a result
+// the value shows only once that later add's write lands, and an agent
+// that dies between the two writes leaves the value behind until the
+// next add. Add(key, 0) reads the sequence and is exact; the rendezvous
+// reads its counters that way (README, etcd). Other deltas and the first
+// add compare-and-swap both keys.
 absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();

@@ -12,8 +12,8 @@
 // counts the adds), so thousands of nodes joining a round at once make one
 // write each, not a race of compare-and-swaps (etcd_store.cc, Add).
 // A request of more keys than etcd's --max-txn-ops (default 128) goes as
-// several transactions of 128, each atomic on its own (the rendezvous
-// writes what it reads through one compare-set after such writes).
+// several transactions of at most 128 operations, each atomic on its own (the
+// rendezvous writes what it reads through one compare-set after such writes).
 #ifndef DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 #define DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 

@@ -364,8 +364,9 @@ TEST(GrpcStoreTest, CloseEndsTheWaitForTheFirstConnection) {
     caller.join();
     EXPECT_EQ(status.code(), absl::StatusCode::kCancelled) << status;
     EXPECT_LT(returned - closing, absl::Milliseconds(300));
-    // The fast-connect window is a second: all of it under Close's bound.
-    EXPECT_LT(returned - start, absl::Milliseconds(700));
+    // The fast-connect window is a second, and Connect used to spend it
+    // all (>= 1 s here) before a call could be closed.
+    EXPECT_LT(returned - start, absl::Milliseconds(900));
   }
 }
 

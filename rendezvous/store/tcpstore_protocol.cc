@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 namespace distjob {
 namespace tcpstore {
@@ -30,14 +31,26 @@ constexpr Op kValidatedOps[] = {
     Op::kQueueLen,   Op::kListKeys, Op::kBarrier,
 };
 
+// A dialect's query types, indexed by the byte on the wire (none for
+// kUnknown).
+absl::Span<const Op> Table(Dialect dialect) {
+  switch (dialect) {
+    case Dialect::kValidated:
+      return kValidatedOps;
+    case Dialect::kLegacyNoWatch:
+      return kLegacyNoWatchOps;
+    case Dialect::kLegacy:
+      return kLegacyOps;
+    default:
+      return {};
+  }
+}
+
 }  // namespace
 
 uint8_t QueryType(Dialect dialect, Op op) {
-  const Op* table = dialect == Dialect::kValidated ? kValidatedOps : kLegacyOps;
-  const size_t n = dialect == Dialect::kValidated
-                       ? sizeof(kValidatedOps) / sizeof(Op)
-                       : sizeof(kLegacyOps) / sizeof(Op);
-  for (size_t i = 0; i < n; ++i) {
+  const absl::Span<const Op> table = Table(dialect);
+  for (size_t i = 0; i < table.size(); ++i) {
     if (table[i] == op) return static_cast<uint8_t>(i);
   }
   return kNoQueryType;
@@ -210,16 +223,8 @@ ParseResult Parse(Dialect dialect, absl::string_view data,
     return res;
   }
   const auto type = static_cast<uint8_t>(data[0]);
-  const Op* table = kLegacyOps;
-  size_t size = sizeof(kLegacyOps) / sizeof(Op);
-  if (dialect == Dialect::kValidated) {
-    table = kValidatedOps;
-    size = sizeof(kValidatedOps) / sizeof(Op);
-  } else if (dialect == Dialect::kLegacyNoWatch) {
-    table = kLegacyNoWatchOps;
-    size = sizeof(kLegacyNoWatchOps) / sizeof(Op);
-  }
-  if (dialect == Dialect::kUnknown || type >= size) {
+  const absl::Span<const Op> table = Table(dialect);
+  if (type >= table.size()) {
     res.error = absl::StrCat("unknown query type ", type);
     return res;
   }

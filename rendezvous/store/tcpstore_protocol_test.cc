@@ -36,6 +36,11 @@ TEST(TcpStoreProtocolTest, QueryTypesAreTheWireNumbers) {
   EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kWatchKey), 7);
   EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kDeleteKey), 8);
   EXPECT_EQ(QueryType(Dialect::kLegacy, Op::kPing), kNoQueryType);
+  EXPECT_EQ(QueryType(Dialect::kLegacyNoWatch, Op::kDeleteKey), 7);
+  EXPECT_EQ(QueryType(Dialect::kLegacyNoWatch, Op::kAppend), 8);
+  EXPECT_EQ(QueryType(Dialect::kLegacyNoWatch, Op::kCancelWait), 11);
+  EXPECT_EQ(QueryType(Dialect::kLegacyNoWatch, Op::kWatchKey), kNoQueryType);
+  EXPECT_EQ(QueryType(Dialect::kUnknown, Op::kSet), kNoQueryType);
   EXPECT_EQ(QueryType(Dialect::kValidated, Op::kValidate), 0);
   EXPECT_EQ(QueryType(Dialect::kValidated, Op::kSet), 1);
   EXPECT_EQ(QueryType(Dialect::kValidated, Op::kDeleteKey), 8);

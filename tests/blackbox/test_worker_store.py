@@ -277,5 +277,8 @@ def test_status_shows_who_serves_the_workers_store(
         assert "addr" not in record
         assert ("workers' store: worker rank 0 (round 0), opted out by "
                 + want["opted_out_by"]) in text.stdout, text.stdout
+    # The token is the job's secret: no status output may carry it.
+    for token in env.get("DISTJOB_RDZV_TOKEN", "").split():
+        assert token not in r.stdout + r.stderr + text.stdout + text.stderr
     (tmp_path / "go").write_text("")
     assert agent.wait(timeout=30) == 0
