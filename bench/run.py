@@ -366,51 +366,6 @@ def bench_peer_loss(reps, n=4):
                  "never restarts on a lost peer whose workers keep running.")}]
 
 
-TCPSTORE_CLIENT = r"""
-import json, sys, threading, time
-from datetime import timedelta
-from torch.distributed import TCPStore
-host, port, op, threads, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
-lat = [[] for _ in range(threads)]
-stores = [TCPStore(host, port, is_master=False, timeout=timedelta(seconds=60))
-          for _ in range(threads)]
-barrier = threading.Barrier(threads + 1)
-stop = False
-def work(t):
-    s, key, out = stores[t], f"bench/{sys.argv[6]}/{t}", lat[t]
-    s.set(key, "x")
-    barrier.wait()
-    clock = time.monotonic_ns
-    while not stop:
-        t0 = clock()
-        if op == "get": s.get(key)
-        elif op == "set": s.set(key, "x")
-        elif op == "set_get": s.set(key, "x"); s.get(key)
-        elif op == "wait": s.wait([key])
-        elif op == "add": s.add(key + "/n", 1)
-        else: s.compare_set(key, "x", "x")
-        out.append(clock() - t0)
-ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-for t in ts: t.start()
-print("ready", flush=True)
-sys.stdin.readline()
-barrier.wait()
-time.sleep(seconds)
-stop = True
-for t in ts: t.join()
-print(json.dumps([x for l in lat for x in l]), flush=True)
-"""
-
-TCPSTORE_SERVER = r"""
-import sys
-from datetime import timedelta
-from torch.distributed import TCPStore
-s = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-             timeout=timedelta(seconds=60))
-print("port", s.port, flush=True)
-sys.stdin.read()
-"""
-
 # TCPStore's set does not wait for an answer, so the two are compared on a
 # set followed by a get of the same key (set_get); wait: a blocking wait on
 # a key that exists (the agent's blocking get).
@@ -475,10 +430,10 @@ def merged_ops(argvs, rounds=None):
 
 def tcpstore_ops(port, op, clients):
     # Python clients, each thread its own connection, as each rank of a job
-    # has its own.
-    return merged_ops([[PYTHON, "-c", TCPSTORE_CLIENT, "127.0.0.1", str(port),
-                        op, str(t), str(STORE_SECONDS), str(i)]
-                       for i, t in enumerate(per_process(clients))])
+    # has its own: the worker_store section's client, one operation.
+    return merged_ops([worker_store_bench.client_argv(
+        port, [op], clients, STORE_CLIENTS_PER_PROCESS, STORE_SECONDS,
+        f"store/{op}/{clients}")])
 
 
 def start_server(argv):
@@ -511,7 +466,8 @@ def bench_store(reps):
                 server, port = start_server([STORE_BENCH, "server"])
                 measure = agent_store_ops
             else:
-                server, port = start_server([PYTHON, "-c", TCPSTORE_SERVER])
+                server, port = start_server(
+                    [PYTHON, "-c", worker_store_bench.RANK0_SERVER])
                 measure = tcpstore_ops
             try:
                 for clients in STORE_CLIENTS:

@@ -6,7 +6,6 @@ same run: get/set/add/wait throughput and p50/p99 at 1, 64 and 512
 clients, then the time N ranks' init_process_group (gloo, env://) takes
 against each. Bounded: about 3 minutes in all."""
 
-import json
 import os
 import signal
 import socket
@@ -25,12 +24,16 @@ INIT_REPS = 2
 INIT_BUDGET_S = 60
 THREADS_PER_PROC = 32  # 512 clients = 16 processes on a small machine
 
-# Clients for run.py's merged_ops, one round per operation of OPS: this
-# process imports torch once and forks `procs` children of `threads`
+# The one TCPStore client of both bench sections (this one and run.py's
+# `store`), for run.py's merged_ops, one round per operation of its list:
+# this process imports torch once and forks `procs` children of `threads`
 # connections each (importing torch in 16 processes took most of the old
 # section's budget on 2 cores, which is why its 512-client TCPStore rows
 # were missing); "go" on stdin runs the next operation for `seconds` in
 # all of them and prints their latencies (ns) merged as one JSON line.
+# Operations: get, set, add, wait (a key that exists), set_get (a set
+# timed with the get that follows it: 1.13's set has no answer) and
+# compare_set.
 CLIENT = r"""
 import json, os, sys, threading, time
 from datetime import timedelta
@@ -57,8 +60,10 @@ def child(i, cmd, res):
                 t0 = clock()
                 if op == "get": s.get(key)
                 elif op == "set": s.set(key, "x")
+                elif op == "set_get": s.set(key, "x"); s.get(key)
                 elif op == "add": s.add(key + "/n", 1)
-                else: s.wait([key])
+                elif op == "wait": s.wait([key])
+                else: s.compare_set(key, "x", "x")
                 out.append(clock() - t0)
         ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
         for t in ts: t.start()
@@ -176,14 +181,21 @@ for line in sys.stdin:
 """
 
 
+def client_argv(port, ops, clients, threads_per_proc, seconds, tag):
+    """The CLIENT command line for `clients` connections at once,
+    `threads_per_proc` to a process: run.py's merged_ops runs it, with
+    rounds=len(ops)."""
+    procs = -(-clients // threads_per_proc)
+    threads = min(clients, threads_per_proc)
+    return [PYTHON, "-c", CLIENT, "127.0.0.1", str(port), ",".join(ops),
+            str(threads), str(procs), str(seconds), tag]
+
+
 def ops(merged_ops, port, clients, tag):
     """{op: {ops_per_s, p50, p99}} for every op of OPS, `clients`
     connections at once (run.py's merged_ops, one round per op)."""
-    procs = -(-clients // THREADS_PER_PROC)
-    threads = min(clients, THREADS_PER_PROC)
-    rounds = merged_ops([[PYTHON, "-c", CLIENT, "127.0.0.1", str(port),
-                          ",".join(OPS), str(threads), str(procs),
-                          str(SECONDS), tag]], rounds=len(OPS))
+    rounds = merged_ops([client_argv(port, OPS, clients, THREADS_PER_PROC,
+                                     SECONDS, tag)], rounds=len(OPS))
     return dict(zip(OPS, rounds))
 
 
