@@ -6,6 +6,7 @@ same run: get/set/add/wait throughput and p50/p99 at 1, 64 and 512
 clients, then the time N ranks' init_process_group (gloo, env://) takes
 against each. Bounded: about 3 minutes in all."""
 
+import json
 import os
 import signal
 import socket
@@ -19,6 +20,10 @@ CLIENTS = [1, 64, 512]
 SECONDS = 1.0  # run.py's merged_ops divides by its STORE_SECONDS, also 1 s
 INIT_N = [8, 16, 32, 64, 128, 256]
 INIT_REPS = 2
+# Ranks of gloo's key pattern without gloo (CLIENT's mesh), one run per N
+# and side: the store's own part of init_process_group at the N where the
+# real one does not finish on 2 cores.
+MESH_N = [128, 256]
 # No larger N is started past this (seconds into the part); the quiet-machine
 # sweep reaches larger N than a loaded one, and the note says which ran.
 INIT_BUDGET_S = 60
@@ -32,8 +37,12 @@ THREADS_PER_PROC = 32  # 512 clients = 16 processes on a small machine
 # were missing); "go" on stdin runs the next operation for `seconds` in
 # all of them and prints their latencies (ns) merged as one JSON line.
 # Operations: get, set, add, wait (a key that exists), set_get (a set
-# timed with the get that follows it: 1.13's set has no answer) and
-# compare_set.
+# timed with the get that follows it: 1.13's set has no answer),
+# compare_set, and mesh: gloo's init_process_group key pattern without gloo
+# (each connection one rank of procs x threads: it sets its address key of
+# 40 bytes per rank, gets every other rank's, adds one to a barrier counter
+# and polls it with add 0 every 10 ms until all arrived), once, its one
+# latency the time from the common go to its end.
 CLIENT = r"""
 import json, os, sys, threading, time
 from datetime import timedelta
@@ -56,6 +65,15 @@ def child(i, cmd, res):
             s, key, out = stores[t], f"bench/{tag}/{i}/{t}", lat[t]
             barrier.wait()
             clock = time.monotonic_ns
+            if op == "mesh":
+                t0, n, r = clock(), procs * threads, i * threads + t
+                s.set(f"mesh/{tag}/{r}", "a" * (40 * n))
+                for j in range(n):
+                    if j != r: s.get(f"mesh/{tag}/{j}")
+                s.add(f"mesh/{tag}/n", 1)
+                while s.add(f"mesh/{tag}/n", 0) != n: time.sleep(0.01)
+                out.append(clock() - t0)
+                return
             while not stop:
                 t0 = clock()
                 if op == "get": s.get(key)
@@ -191,6 +209,42 @@ def client_argv(port, ops, clients, threads_per_proc, seconds, tag):
             str(threads), str(procs), str(seconds), tag]
 
 
+def mesh_seconds(port, ranks, tag):
+    """Seconds until the last of `ranks` connections (THREADS_PER_PROC to a
+    process) finished gloo's key pattern (CLIENT's mesh) against `port`."""
+    argv = client_argv(port, ["mesh"], ranks, THREADS_PER_PROC, 0, tag)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"mesh of {ranks}: the clients did not start")
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        took = max(json.loads(proc.stdout.readline())) / 1e9
+        if proc.wait(60) != 0:
+            raise RuntimeError(f"mesh of {ranks}: exit {proc.returncode}")
+        return took
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def sched_s(pid):
+    """(on a CPU, waiting for one) in seconds, summed over `pid`'s threads
+    (/proc schedstat): how much of a run the agent's store was starved."""
+    run = wait = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                fields = f.read().split()
+        except FileNotFoundError:
+            continue
+        run += int(fields[0])
+        wait += int(fields[1])
+    return run / 1e9, wait / 1e9
+
+
 def ops(merged_ops, port, clients, tag):
     """{op: {ops_per_s, p50, p99}} for every op of OPS, `clients`
     connections at once (run.py's merged_ops, one round per op)."""
@@ -294,12 +348,16 @@ def bench_worker_store(reps, agent, merged_ops):
     distjob-agent) vs worker rank 0's TCPStore (column torchrun), run.py's
     merged_ops driving the clients."""
     del reps  # bounded: every ops row is one ~1 s sample of 10^3-10^5 ops
-    data, init, skipped, timed_out = {}, {}, [], []
+    data, init, mesh, skipped, timed_out = {}, {}, {}, [], []
+    starved = {}  # N: the agent's (CPU, run-queue wait) over its init runs
     stores = {"distjob-agent": AgentStore(agent), "torchrun": Rank0Store()}
-    ranks = InitRanks(budget_s=30)
+    ranks = None
     try:
-        for clients in CLIENTS:
-            for who, store in stores.items():
+        for i, clients in enumerate(CLIENTS):
+            # Each side first at every other client count: a single 1 s
+            # sample at 1 client moved with whichever ran first.
+            order = list(stores.items())
+            for who, store in order[::-1] if i % 2 else order:
                 by_op = ops(merged_ops, store.port, clients,
                             f"{who[0]}{clients}")
                 for op, r in by_op.items():
@@ -307,6 +365,15 @@ def bench_worker_store(reps, agent, merged_ops):
                         data.setdefault((op, clients, metric), {
                             "distjob-agent": [], "torchrun": []})[
                                 who].append(r[metric])
+        # The store's part of init_process_group at N ranks, without gloo.
+        for n in MESH_N:
+            for who, store in stores.items():
+                mesh.setdefault(n, {"distjob-agent": [], "torchrun": []})[
+                    who].append(mesh_seconds(store.port, n,
+                                             f"{who[0]}{time.monotonic_ns()}"))
+        # Started only now: its torch import does not share the CPU with
+        # the rows above.
+        ranks = InitRanks(budget_s=30)
         # N ranks at a time against each store in turn, INIT_REPS times;
         # no larger N once the part's budget is spent.
         deadline = time.monotonic() + INIT_BUDGET_S
@@ -318,14 +385,21 @@ def bench_worker_store(reps, agent, merged_ops):
             for _ in range(INIT_REPS):
                 for who, store in stores.items():
                     agent_side = who == "distjob-agent"
+                    before = sched_s(store.proc.pid) if agent_side else None
                     t = ranks.time(n, store.port if agent_side else
                                    free_port(), agent_side)
+                    if agent_side:
+                        after = sched_s(store.proc.pid)
+                        was = starved.get(n, (0.0, 0.0))
+                        starved[n] = (was[0] + after[0] - before[0],
+                                      was[1] + after[1] - before[1])
                     if t is None:  # shown as infinite; no larger N
                         timed_out.append(f"{n} ranks against {who}'s store")
                         t = float("inf")
                     row[who].append(t)
     finally:
-        ranks.close()
+        if ranks is not None:
+            ranks.close()
         for store in stores.values():
             store.close()
     results = []
@@ -339,6 +413,11 @@ def bench_worker_store(reps, agent, merged_ops):
         if metric == "ops_per_s":
             r["higher_better"] = True
         results.append(r)
+    for n, samples in mesh.items():
+        results.append({
+            "name": f"gloo's store requests without gloo, {n} ranks (agent's "
+                    "store vs rank-0 TCPStore)",
+            "unit": "s", "samples": samples, "group": "worker_store"})
     for n, samples in init.items():
         results.append({
             "name": f"init_process_group, {n} ranks (agent's store vs "
@@ -352,7 +431,13 @@ def bench_worker_store(reps, agent, merged_ops):
         f"torch 1.13 TCPStore, {THREADS_PER_PROC} threads (each its own "
         "connection) per process, the processes forked from one that "
         f"imported torch, {SECONDS:.0f} s per operation and client count, "
-        "one sample each (min = max). init_process_group: N ranks (gloo, "
+        "one sample each (min = max), each store measured first at every "
+        "other client count. gloo's store requests without gloo: N "
+        "connections, one per rank, make the requests a gloo rank makes of "
+        "the store in init_process_group (set its address key of 40 bytes "
+        "per rank, get every other rank's, add to a barrier counter and "
+        "poll it every 10 ms), timed from a common go to the last rank's "
+        "end, one run per N and side. init_process_group: N ranks (gloo, "
         "env://) forked from one process that imported torch, timed from a "
         "common go to the last return, rank 0 hosting the TCPStore in the "
         f"torchrun column; {INIT_REPS} runs per N and side, alternating "
@@ -364,5 +449,9 @@ def bench_worker_store(reps, agent, merged_ops):
          f"{INIT_BUDGET_S} s budget was spent or a smaller N did not "
          "finish." if skipped else "") +
         (f" Not finished within 30 s: {'; '.join(timed_out)}."
-         if timed_out else ""))
+         if timed_out else "") +
+        "".join(f" The agent's threads over its {n}-rank runs: "
+                f"{cpu:.2f} s on a CPU, {wait:.1f} s runnable but waiting "
+                "for one (/proc schedstat)."
+                for n, (cpu, wait) in sorted(starved.items())[-1:]))
     return results
