@@ -442,7 +442,9 @@ def bench_worker_store(reps, agent, merged_ops):
         "common go to the last return, rank 0 hosting the TCPStore in the "
         f"torchrun column; {INIT_REPS} runs per N and side, alternating "
         f"(min–max). 1-minute load average {os.getloadavg()[0]:.1f} after "
-        f"this section, on {os.cpu_count()} CPUs. `set` returns without an answer "
+        f"this section, on {os.cpu_count()} CPUs"
+        f"{': measured under load' if os.getloadavg()[0] > os.cpu_count() else ''}"
+        ". `set` returns without an answer "
         "in 1.13's client, hence its microsecond latencies; `get` is a wait "
         "and a get, two round trips." +
         (f" N = {', '.join(map(str, skipped))} not run: the part's "
