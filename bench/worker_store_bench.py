@@ -423,6 +423,7 @@ def bench_worker_store(reps, agent, merged_ops):
             "name": f"init_process_group, {n} ranks (agent's store vs "
                     "rank-0 TCPStore)",
             "unit": "s", "samples": samples, "group": "worker_store"})
+    loaded = os.getloadavg()[0] > os.cpu_count()
     results[-1]["note"] = (
         "Column distjob-agent: the TCPStore a `--standalone` agent serves "
         "its workers (MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True); "
@@ -443,7 +444,7 @@ def bench_worker_store(reps, agent, merged_ops):
         f"torchrun column; {INIT_REPS} runs per N and side, alternating "
         f"(min–max). 1-minute load average {os.getloadavg()[0]:.1f} after "
         f"this section, on {os.cpu_count()} CPUs"
-        f"{': measured under load' if os.getloadavg()[0] > os.cpu_count() else ''}"
+        f"{': measured under load' if loaded else ''}"
         ". `set` returns without an answer "
         "in 1.13's client, hence its microsecond latencies; `get` is a wait "
         "and a get, two round trips." +
