@@ -71,7 +71,12 @@ def child(i, cmd, res):
                 for j in range(n):
                     if j != r: s.get(f"mesh/{tag}/{j}")
                 s.add(f"mesh/{tag}/n", 1)
-                while s.add(f"mesh/{tag}/n", 0) != n: time.sleep(0.01)
+                # Bounded: a rank that died leaves the count short.
+                while s.add(f"mesh/{tag}/n", 0) != n:
+                    if clock() - t0 > 60e9:
+                        out.append(float("inf"))
+                        return
+                    time.sleep(0.01)
                 out.append(clock() - t0)
                 return
             while not stop:
