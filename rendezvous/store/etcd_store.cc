@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -143,6 +144,28 @@ int64_t TtlSeconds(absl::Duration d) {
       1, absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
 }
 
+// A counter's count from its sequence key (see Add): base + version - 1.
+std::optional<int64_t> CounterOf(const mvccpb::KeyValue& seq) {
+  int64_t base = 0;
+  if (!absl::SimpleAtoi(seq.value(), &base)) return std::nullopt;
+  return base + seq.version() - 1;
+}
+std::optional<int64_t> CounterOf(const etcdserverpb::RangeResponse& seq) {
+  if (seq.kvs_size() == 0) return std::nullopt;
+  return CounterOf(seq.kvs(0));
+}
+
+// What a reader sees of a key, from the ranges of its value (`kv/<key>`)
+// and its sequence (`ctr/<key>`) read in one transaction: a counter's value
+// write lags its adds (and is lost with an adder that dies between its two
+// writes), the sequence never does.
+std::optional<std::string> ValueOf(const etcdserverpb::RangeResponse& value,
+                                   const etcdserverpb::RangeResponse& seq) {
+  if (auto n = CounterOf(seq); n.has_value()) return absl::StrCat(*n);
+  if (value.kvs_size() == 0) return std::nullopt;
+  return value.kvs(0).value();
+}
+
 }  // namespace
 
 absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
@@ -217,6 +240,10 @@ struct EtcdStore::Impl {
   // <prefix>/<run_id>/ctr/: the sequences of Add's counters, outside kv/
   // so that no listing or watch of the store's keys sees them.
   std::string counters;
+  // <prefix>/<run_id>/agent/adds/<this client's random id>/: each add's
+  // marker (see Add), so a retried add counts once.
+  std::string adds;
+  std::atomic<uint64_t> next_add{0};
   struct Stubs {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
@@ -293,7 +320,11 @@ struct EtcdStore::Impl {
     // server certificate against it, not against the address.
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
     args.SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, target->host);
-    s->channel = grpc::CreateCustomChannel(target->target, creds, args);
+    s->channel = options.test_hooks.interceptors
+                     ? grpc::experimental::CreateCustomChannelWithInterceptors(
+                           target->target, creds, args,
+                           options.test_hooks.interceptors())
+                     : grpc::CreateCustomChannel(target->target, creds, args);
     s->kv = etcdserverpb::KV::NewStub(s->channel);
     s->lease = etcdserverpb::Lease::NewStub(s->channel);
     s->watch = etcdserverpb::Watch::NewStub(s->channel);
@@ -327,9 +358,13 @@ struct EtcdStore::Impl {
     members[i].stubs = std::move(fresh);
   }
 
-  absl::Mutex adopt_mu;  // held by the one JobLease adopting the lease
   absl::Mutex mu;
   int64_t job_lease ABSL_GUARDED_BY(mu) = 0;
+  // A JobLease adoption is in flight; `adoptions` counts those that ended,
+  // the last failed one with `adoption_error`.
+  bool adopting ABSL_GUARDED_BY(mu) = false;
+  uint64_t adoptions ABSL_GUARDED_BY(mu) = 0;
+  absl::Status adoption_error ABSL_GUARDED_BY(mu);
   int64_t own_lease ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> ttl_leases ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;
@@ -420,15 +455,18 @@ struct EtcdStore::Impl {
 
   // `limit`: at most this many keys (0: all), `more` in the answer when
   // the range holds more.
+  // `revision`: as of that revision (0: now).
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const std::string& key,
                                                     const std::string& end,
                                                     bool count_only = false,
-                                                    int64_t limit = 0) {
+                                                    int64_t limit = 0,
+                                                    int64_t revision = 0) {
     etcdserverpb::RangeRequest req;
     req.set_key(key);
     req.set_range_end(end);
     req.set_count_only(count_only);
     req.set_limit(limit);
+    req.set_revision(revision);
     etcdserverpb::RangeResponse resp;
     auto s = Call("range " + key, options.rpc_timeout,
                   [&](auto& kv, auto&, grpc::ClientContext* ctx) {
@@ -505,21 +543,46 @@ struct EtcdStore::Impl {
   // The job-wide lease: adopted from `<ns>/agent/lease` if a live one is
   // there, created otherwise; this agent registers as a holder under its
   // own lease so the last one out knows to revoke the job lease.
+  // One adoption per client at a time: callers that arrive meanwhile take
+  // its outcome, lease or failure, where each would otherwise grant and
+  // register a holder lease of its own (thousands at once from a client
+  // that bench/store_bench.cc shares between simulated nodes) or redo a
+  // failed adoption one after another. A waiter keeps to its own deadline
+  // (ScopedCallDeadline) and to Close.
   absl::StatusOr<int64_t> JobLease() {
     {
       absl::MutexLock lock(&mu);
       if (job_lease != 0) return job_lease;
       if (closed) return absl::FailedPreconditionError("etcd store closed");
+      if (adopting) {
+        const uint64_t awaited = adoptions;
+        if (options.test_hooks.lease_wait) options.test_hooks.lease_wait();
+        auto over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+          return adoptions != awaited || closed;
+        };
+        const bool ended = mu.AwaitWithDeadline(absl::Condition(&over),
+                                                ScopedCallDeadline::Current());
+        if (job_lease != 0) return job_lease;
+        if (closed) return absl::FailedPreconditionError("etcd store closed");
+        if (!ended) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "etcd job lease ", meta,
+              "lease: another call's adoption of it did not end before this "
+              "call's deadline"));
+        }
+        return adoption_error;
+      }
+      adopting = true;
     }
-    // One adoption per client: callers that arrive meanwhile take its
-    // lease, where each would otherwise grant and register a holder lease
-    // of its own (thousands at once from a client that bench/store_bench.cc
-    // shares between simulated nodes).
-    absl::MutexLock adopting(&adopt_mu);
-    {
-      absl::MutexLock lock(&mu);
-      if (job_lease != 0) return job_lease;
-    }
+    auto adopted = AdoptJobLease();
+    absl::MutexLock lock(&mu);
+    adopting = false;
+    ++adoptions;
+    if (!adopted.ok()) adoption_error = adopted.status();
+    return adopted;
+  }
+
+  absl::StatusOr<int64_t> AdoptJobLease() {
     const std::string lease_key = meta + "lease";
     for (;;) {
       auto r = Range(lease_key, "");
@@ -788,6 +851,9 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
   impl->data = ns + "kv/";
   impl->meta = ns + "agent/";
   impl->counters = ns + "ctr/";
+  std::random_device random;
+  impl->adds = absl::StrCat(impl->meta, "adds/", absl::Hex(random()),
+                            absl::Hex(random()), "/");
   impl->creds = creds;
   for (const auto& ep : options.endpoints) {
     Impl::Member m;
@@ -887,25 +953,32 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
     // The watch below starts after the first slice's revision, so a key
     // written while later slices were read is not missed.
     int64_t revision = -1;
-    auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
-      etcdserverpb::TxnRequest t;
-      for (size_t i = first; i < last; ++i) {
-        t.add_success()->mutable_request_range()->set_key(impl_->data +
-                                                          keys[i]);
-      }
-      auto resp = impl_->Txn(t, "get");
-      if (!resp.ok()) return resp.status();
-      if (revision < 0) revision = resp->header().revision();
-      for (int i = 0; i < resp->responses_size(); ++i) {
-        const auto& r = resp->responses(i).response_range();
-        if (r.kvs_size() == 0) {
-          missing.push_back(keys[first + i]);
-        } else {
-          values.push_back(r.kvs(0).value());
-        }
-      }
-      return absl::OkStatus();
-    });
+    auto s = ForEachTxnChunk(
+        keys.size(),
+        [&](size_t first, size_t last) {
+          etcdserverpb::TxnRequest t;
+          for (size_t i = first; i < last; ++i) {
+            // With its counter's sequence, if any (ValueOf).
+            t.add_success()->mutable_request_range()->set_key(impl_->data +
+                                                              keys[i]);
+            t.add_success()->mutable_request_range()->set_key(impl_->counters +
+                                                              keys[i]);
+          }
+          auto resp = impl_->Txn(t, "get");
+          if (!resp.ok()) return resp.status();
+          if (revision < 0) revision = resp->header().revision();
+          for (int i = 0; i + 1 < resp->responses_size(); i += 2) {
+            auto v = ValueOf(resp->responses(i).response_range(),
+                             resp->responses(i + 1).response_range());
+            if (!v.has_value()) {
+              missing.push_back(keys[first + i / 2]);
+            } else {
+              values.push_back(*std::move(v));
+            }
+          }
+          return absl::OkStatus();
+        },
+        kMaxTxnOps / 2);
     if (!s.ok()) return s;
     if (missing.empty()) return values;
     const absl::Duration left = deadline - absl::Now();
@@ -931,21 +1004,84 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
 // read and compare-and-swap of the value made O(N²) as all but one of
 // each race's writers lost and retried. Its result is then written to
 // the value only while no later add has committed (the sequence's
-// mod_revision is still this add's), so the value never goes back. It
-// can lag: an add whose value write lost to a later add returns a result
-// the value shows only once that later add's write lands, and an agent
-// that dies between the two writes leaves the value behind until the
-// next add. Add(key, 0) reads the sequence and is exact; the rendezvous
-// reads its counters that way (README, etcd). Other deltas and the first
-// add compare-and-swap both keys.
+// mod_revision is still this add's), so the value never goes back. That
+// write can lag, or be lost with an agent that dies between the two
+// writes: every read of a counter (MultiGet, CompareSet, Append, ListPage)
+// ranges the sequence in the same transaction and takes the count from it
+// (ValueOf), so reads are exact; the value is there for watchers and for
+// key counts. Other deltas and the first add compare-and-swap both keys.
+//
+// A transport failure after an add committed (its answer lost) is retried
+// by Call at the next member: each add therefore writes a marker key of its
+// own in the transaction that applies it, which requires the marker absent,
+// so a retry applies nothing and finds the marker instead (deleted again
+// with the value write). Where the retries fail too, the add settles its
+// outcome by writing the marker itself: the add can no longer apply once it
+// exists.
 absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();
+  int64_t own;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    own = impl_->own_lease;
+  }
   const std::string k = impl_->data + key;
   const std::string seq = impl_->counters + key;
+  const std::string marker = absl::StrCat(impl_->adds, impl_->next_add++);
   auto not_integer = [&] {
     return absl::FailedPreconditionError(
         absl::StrCat("key '", key, "' does not hold an integer"));
+  };
+  // The transaction that applies the add requires the marker absent and
+  // writes it; its failure branch reads it (responses(0)).
+  auto with_marker = [&](etcdserverpb::TxnRequest* t) {
+    auto* c = t->add_compare();
+    c->set_key(marker);
+    c->set_target(Compare::CREATE);
+    c->set_create_revision(0);
+    auto* put = t->add_success()->mutable_request_put();
+    put->set_key(marker);
+    put->set_lease(own);
+    t->add_failure()->mutable_request_range()->set_key(marker);
+  };
+  auto marked =
+      [](const etcdserverpb::TxnResponse& r) -> std::optional<int64_t> {
+    if (r.succeeded() || r.responses_size() == 0 ||
+        r.responses(0).response_range().kvs_size() == 0) {
+      return std::nullopt;
+    }
+    return r.responses(0).response_range().kvs(0).create_revision();
+  };
+  // After a transport failure: the revision the add committed at, or the
+  // failure once the add is sure never to apply.
+  auto settle = [&](const absl::Status& failed) -> absl::StatusOr<int64_t> {
+    if (failed.code() == absl::StatusCode::kCancelled) return failed;
+    etcdserverpb::TxnRequest f;
+    auto* c = f.add_compare();
+    c->set_key(marker);
+    c->set_target(Compare::CREATE);
+    c->set_create_revision(0);
+    auto* put = f.add_success()->mutable_request_put();
+    put->set_key(marker);
+    put->set_value("void");
+    put->set_lease(own);
+    f.add_failure()->mutable_request_range()->set_key(marker);
+    auto r = impl_->Txn(f, "add (settle)");
+    if (!r.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("etcd add to '", key, "': outcome unknown (",
+                       failed.message(), "; then ", r.status().message(), ")"));
+    }
+    if (auto at = marked(*r); at.has_value()) return *at;
+    return failed;
+  };
+  auto forget_marker = [&] {
+    etcdserverpb::TxnRequest t;
+    t.add_success()->mutable_request_delete_range()->set_key(marker);
+    if (auto s = impl_->Txn(t, "add (marker)"); !s.ok()) {
+      DJ_LOG_DEBUG("etcd add {}: {}", key, s.status());
+    }
   };
   // Only writers of other deltas (or the first add's creators) can lose a
   // race; they spread their retries out.
@@ -964,28 +1100,50 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
       put->set_ignore_value(true);
       put->set_lease(*lease);
       put->set_prev_kv(true);
+      with_marker(&t);
       auto resp = impl_->Txn(t, "add");
-      if (!resp.ok()) return resp.status();
-      if (resp->succeeded()) {
+      std::optional<int64_t> committed;
+      std::optional<int64_t> result;
+      if (!resp.ok()) {
+        auto at = settle(resp.status());
+        if (!at.ok()) return at.status();
+        committed = *at;
+      } else if (resp->succeeded()) {
         const auto& prev = resp->responses(0).response_put().prev_kv();
         int64_t base = 0;
         if (!absl::SimpleAtoi(prev.value(), &base)) return not_integer();
-        const int64_t result = base + prev.version();
+        committed = resp->header().revision();
+        result = base + prev.version();
+      } else {
+        committed = marked(*resp);
+      }
+      if (committed.has_value()) {
+        if (!result.has_value()) {
+          // Committed by an attempt whose answer was lost: the count as of
+          // that commit.
+          auto then = impl_->Range(seq, "", false, 0, *committed);
+          if (!then.ok()) return then.status();
+          result = CounterOf(*then);
+          if (!result.has_value()) return not_integer();
+        }
         etcdserverpb::TxnRequest w;
         c = w.add_compare();
         c->set_key(seq);
         c->set_target(Compare::MOD);
-        c->set_mod_revision(resp->header().revision());
+        c->set_mod_revision(*committed);
         put = w.add_success()->mutable_request_put();
         put->set_key(k);
-        put->set_value(absl::StrCat(result));
+        put->set_value(absl::StrCat(*result));
         put->set_lease(*lease);
+        w.add_success()->mutable_request_delete_range()->set_key(marker);
+        w.add_failure()->mutable_request_delete_range()->set_key(marker);
         // The add has happened: a failure here leaves the value behind
-        // until the next add, and must not make the caller add again.
+        // (reads take the count from the sequence) and must not make the
+        // caller add again.
         if (auto s = impl_->Txn(w, "add (value)"); !s.ok()) {
           DJ_LOG_WARNING("etcd add {}: {}", key, s.status());
         }
-        return result;
+        return *result;
       }
     }
     etcdserverpb::TxnRequest read;
@@ -1042,9 +1200,16 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
     put->set_key(k);
     put->set_value(absl::StrCat(result));
     put->set_lease(*lease);
+    with_marker(&t);
     auto resp = impl_->Txn(t, "add");
-    if (!resp.ok()) return resp.status();
-    if (resp->succeeded()) return result;
+    if (!resp.ok()) {
+      auto at = settle(resp.status());
+      if (!at.ok()) return at.status();
+    } else if (!resp->succeeded() && !marked(*resp).has_value()) {
+      continue;  // lost a race: read again
+    }
+    forget_marker();
+    return result;
   }
 }
 
@@ -1054,34 +1219,71 @@ absl::StatusOr<CompareSetResult> EtcdStore::CompareSet(
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();
   const std::string k = impl_->data + key;
-  etcdserverpb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(k);
-  if (expected.empty()) {
-    // TCPStore semantics: an empty expectation means "not there yet".
+  const std::string seq = impl_->counters + key;
+  for (;;) {
+    // A plain key in one transaction: the compare holds only while the key
+    // is no counter.
+    etcdserverpb::TxnRequest t;
+    auto* c = t.add_compare();
+    c->set_key(k);
+    if (expected.empty()) {
+      // TCPStore semantics: an empty expectation means "not there yet".
+      c->set_target(Compare::CREATE);
+      c->set_create_revision(0);
+    } else {
+      c->set_target(Compare::VALUE);
+      c->set_value(expected);
+    }
+    c = t.add_compare();
+    c->set_key(seq);
     c->set_target(Compare::CREATE);
     c->set_create_revision(0);
-  } else {
-    c->set_target(Compare::VALUE);
-    c->set_value(expected);
+    auto* put = t.add_success()->mutable_request_put();
+    put->set_key(k);
+    put->set_value(desired);
+    put->set_lease(*lease);
+    t.add_failure()->mutable_request_range()->set_key(k);
+    t.add_failure()->mutable_request_range()->set_key(seq);
+    auto resp = impl_->Txn(t, "compare-set");
+    if (!resp.ok()) return resp.status();
+    CompareSetResult result;
+    if (resp->succeeded()) {
+      result.swapped = true;
+      result.value = desired;
+      return result;
+    }
+    const auto& value = resp->responses(0).response_range();
+    const auto& counter = resp->responses(1).response_range();
+    std::optional<std::string> now = ValueOf(value, counter);
+    if (counter.kvs_size() == 0 || !now.has_value()) {
+      result.value = now.value_or(expected);
+      return result;
+    }
+    // A counter: compared with its exact count, swapped while its sequence
+    // is unchanged (every write that changes the count writes or deletes
+    // the sequence).
+    if (expected.empty() || *now != expected) {
+      result.value = *now;
+      return result;
+    }
+    etcdserverpb::TxnRequest swap;
+    c = swap.add_compare();
+    c->set_key(seq);
+    c->set_target(Compare::MOD);
+    c->set_mod_revision(counter.kvs(0).mod_revision());
+    put = swap.add_success()->mutable_request_put();
+    put->set_key(k);
+    put->set_value(desired);
+    put->set_lease(*lease);
+    impl_->ForgetCounter(&swap, key);
+    auto swapped = impl_->Txn(swap, "compare-set");
+    if (!swapped.ok()) return swapped.status();
+    if (swapped->succeeded()) {
+      result.swapped = true;
+      result.value = desired;
+      return result;
+    }
   }
-  auto* put = t.add_success()->mutable_request_put();
-  put->set_key(k);
-  put->set_value(desired);
-  put->set_lease(*lease);
-  impl_->ForgetCounter(&t, key);
-  t.add_failure()->mutable_request_range()->set_key(k);
-  auto resp = impl_->Txn(t, "compare-set");
-  if (!resp.ok()) return resp.status();
-  CompareSetResult result;
-  if (resp->succeeded()) {
-    result.swapped = true;
-    result.value = desired;
-    return result;
-  }
-  const auto& r = resp->responses(0).response_range();
-  result.value = r.kvs_size() == 0 ? expected : r.kvs(0).value();
-  return result;
 }
 
 absl::StatusOr<int64_t> EtcdStore::Append(const std::string& key,
@@ -1089,24 +1291,35 @@ absl::StatusOr<int64_t> EtcdStore::Append(const std::string& key,
   auto job = impl_->JobLease();
   if (!job.ok()) return job.status();
   const std::string k = impl_->data + key;
+  const std::string seq = impl_->counters + key;
   for (;;) {
-    auto r = impl_->Range(k, "");
-    if (!r.ok()) return r.status();
+    etcdserverpb::TxnRequest read;
+    read.add_success()->mutable_request_range()->set_key(k);
+    read.add_success()->mutable_request_range()->set_key(seq);
+    auto got = impl_->Txn(read, "append (read)");
+    if (!got.ok()) return got.status();
+    const auto& r = got->responses(0).response_range();
+    const auto& counter = got->responses(1).response_range();
     etcdserverpb::TxnRequest t;
     auto* c = t.add_compare();
     c->set_key(k);
-    std::string data;
+    std::string data = ValueOf(r, counter).value_or("");
     int64_t lease = *job;
-    if (r->kvs_size() == 0) {
+    if (r.kvs_size() == 0) {
       c->set_target(Compare::CREATE);
       c->set_create_revision(0);
     } else {
       c->set_target(Compare::MOD);
-      c->set_mod_revision(r->kvs(0).mod_revision());
-      data = r->kvs(0).value();
+      c->set_mod_revision(r.kvs(0).mod_revision());
       // Appending keeps the key's lease, as the embedded store keeps its TTL.
-      if (r->kvs(0).lease() != 0) lease = r->kvs(0).lease();
+      if (r.kvs(0).lease() != 0) lease = r.kvs(0).lease();
     }
+    // A counter's count changes only with its sequence.
+    c = t.add_compare();
+    c->set_key(seq);
+    c->set_target(Compare::MOD);
+    c->set_mod_revision(counter.kvs_size() > 0 ? counter.kvs(0).mod_revision()
+                                               : 0);
     data += value;
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(k);
@@ -1178,28 +1391,44 @@ absl::StatusOr<int64_t> EtcdStore::NumKeys() {
 absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
                                                  const std::string& start_after,
                                                  size_t limit) {
-  const std::string p = impl_->data + prefix;
   // From the key after `start_after` (itself followed by a NUL byte). etcd
   // pages by `limit` itself (0: the whole range, its own page).
-  auto r = impl_->Range(start_after.empty() || start_after < prefix
-                            ? p
-                            : impl_->data + start_after + std::string(1, '\0'),
-                        PrefixEnd(p), false,
-                        static_cast<int64_t>(std::min<size_t>(
-                            limit, std::numeric_limits<int64_t>::max())));
-  if (!r.ok()) return r.status();
+  const std::string from = start_after.empty() || start_after < prefix
+                               ? prefix
+                               : start_after + std::string(1, '\0');
+  etcdserverpb::TxnRequest t;
+  auto* keys = t.add_success()->mutable_request_range();
+  keys->set_key(impl_->data + from);
+  keys->set_range_end(PrefixEnd(impl_->data + prefix));
+  keys->set_limit(static_cast<int64_t>(
+      std::min<size_t>(limit, std::numeric_limits<int64_t>::max())));
+  // The counters' sequences of the same span: a counter's value write lags
+  // its adds (ValueOf). There are few counters: the whole span.
+  auto* seqs = t.add_success()->mutable_request_range();
+  seqs->set_key(impl_->counters + from);
+  seqs->set_range_end(PrefixEnd(impl_->counters + prefix));
+  auto resp = impl_->Txn(t, "list");
+  if (!resp.ok()) return resp.status();
+  const auto* r = &resp->responses(0).response_range();
+  std::unordered_map<std::string, int64_t> counts;
+  for (const auto& seq : resp->responses(1).response_range().kvs()) {
+    if (auto n = CounterOf(seq); n.has_value()) {
+      counts[seq.key().substr(impl_->counters.size())] = *n;
+    }
+  }
   int64_t job;
   {
     absl::MutexLock lock(&impl_->mu);
     job = impl_->job_lease;
   }
   StoreListing out;
-  out.revision = r->header().revision();
+  out.revision = resp->header().revision();
   out.more = r->more();
   for (const auto& kv : r->kvs()) {
     StoreEntry e;
     e.key = kv.key().substr(impl_->data.size());
-    e.value = kv.value();
+    auto count = counts.find(e.key);
+    e.value = count == counts.end() ? kv.value() : absl::StrCat(count->second);
     e.revision = kv.mod_revision();
     // Every TTL'd write gets a fresh lease, so the lease's age is the
     // key's age on etcd's clock (to the second).
