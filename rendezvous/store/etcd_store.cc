@@ -405,11 +405,17 @@ struct EtcdStore::Impl {
     // Jittered, so the agents of a job do not retry a recovering cluster
     // in step.
     Backoff backoff(absl::Milliseconds(50), absl::Seconds(1));
+    // An attempt that times out is tried again (at the next member) with
+    // twice as long: a member that does not answer is left after 5 s, and
+    // an overloaded one is not asked every 5 s for work it is still doing
+    // (a timed-out write is still committed: 4,096 simulated nodes' writes
+    // timed out and were sent again and again, bench/run.py etcd).
+    absl::Duration attempt_cap = absl::Seconds(5);
     for (size_t attempt = 1;; ++attempt) {
       const size_t i = current.load() % members.size();
       grpc::ClientContext ctx;
       const absl::Time attempt_deadline =
-          std::min(deadline, absl::Now() + absl::Seconds(5));
+          std::min(deadline, absl::Now() + attempt_cap);
       ctx.set_deadline(absl::ToChronoTime(attempt_deadline));
       auto stubs = StubsOf(i);
       if (!Register(&ctx)) {
@@ -422,6 +428,10 @@ struct EtcdStore::Impl {
       NoteResult(i, last.ok() || !Retryable(last));
       if (last.ok()) return absl::OkStatus();
       if (!Retryable(last)) return FromGrpcStatus(last);
+      if (last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+          attempt_cap < absl::Seconds(40)) {
+        attempt_cap *= 2;
+      }
       DJ_LOG_DEBUG("etcd {} at {}: {}", what, members[i].endpoint,
                    last.error_message());
       size_t seen = i;
@@ -549,6 +559,8 @@ struct EtcdStore::Impl {
       ABSL_GUARDED_BY(renew_mu);
   bool renew_stop ABSL_GUARDED_BY(renew_mu) = false;
   bool renew_replace ABSL_GUARDED_BY(renew_mu) = false;
+  // When the stream last answered (or was opened).
+  absl::Time renew_answered ABSL_GUARDED_BY(renew_mu);
   std::thread renew_writer;  // started by the first renewal
   // A bound on renewals queued at once (a client shared by thousands of
   // simulated nodes queues one per node heartbeat).
@@ -577,6 +589,7 @@ struct EtcdStore::Impl {
     etcdserverpb::LeaseKeepAliveResponse resp;
     while (s->stream->Read(&resp)) {
       absl::MutexLock lock(&renew_mu);
+      renew_answered = absl::Now();
       auto it = renew_waiting.find(resp.id());
       if (it == renew_waiting.end()) continue;
       Renewal* r = it->second.front();
@@ -644,6 +657,7 @@ struct EtcdStore::Impl {
         renew_mu.Unlock();
         s = OpenRenewalStream();
         renew_mu.Lock();
+        renew_answered = absl::Now();
         if (s == nullptr) {
           FailRenewalsLocked(
               grpc::Status(
@@ -734,9 +748,12 @@ struct EtcdStore::Impl {
           if (w != it->second.end()) it->second.erase(w);
           if (it->second.empty()) renew_waiting.erase(it);
         }
-        // A stream that left a renewal unanswered a whole attempt long is
-        // taken for dead (a connection lost without a reset).
-        if (whole_attempt) renew_replace = true;
+        // A stream that answered nothing while a renewal waited a whole
+        // attempt is taken for dead (a connection lost without a reset); one
+        // that answers late is only slow (an overloaded etcd).
+        if (whole_attempt && absl::Now() - renew_answered >= absl::Seconds(5)) {
+          renew_replace = true;
+        }
         return absl::UnavailableError(absl::StrCat(
             "etcd cluster ", Endpoints(),
             " unreachable for lease keep-alive: no answer before the deadline",
