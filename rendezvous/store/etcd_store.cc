@@ -909,23 +909,31 @@ struct EtcdStore::Impl {
   // (store_core.cc), it wakes no watcher; heartbeats live under ctl/, which
   // every node's monitor watches, so a put per heartbeat would wake every
   // node on every node's heartbeat, O(N²) wake-ups a second, and cost etcd
-  // a lease grant, a put and a lease expiry per heartbeat. The revision when
-  // renewed; nullopt when the keys must be written (first write, another
-  // value or TTL, or a key deleted or overwritten by another client since).
+  // a lease grant, a put and a lease expiry per heartbeat. Keys of the same
+  // write that this client has not written under that lease yet (a key the
+  // heartbeat adds, a new value) are put under it in the renewal's
+  // transaction: a new lease for them would cost etcd a grant, a Raft
+  // commit, per node (4,096 nodes' heartbeats that add their waiting key).
+  // The revision when renewed; nullopt when the keys must be written with
+  // a lease of their own (first write, another TTL or lease, a kept key
+  // deleted or overwritten by another client since, the lease gone).
   absl::StatusOr<std::optional<int64_t>> Renew(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) {
+    if (kvs.size() > kMaxTxnOps / 2) return std::nullopt;
     int64_t lease = 0;
+    std::vector<bool> kept(kvs.size(), false);
     {
       absl::MutexLock lock(&mu);
-      for (const auto& [k, v] : kvs) {
-        auto it = ttl_writes.find(data + k);
-        if (it == ttl_writes.end() || it->second.value != v ||
-            it->second.ttl_seconds != TtlSeconds(ttl) ||
+      for (size_t i = 0; i < kvs.size(); ++i) {
+        auto it = ttl_writes.find(data + kvs[i].first);
+        if (it == ttl_writes.end()) continue;
+        if (it->second.ttl_seconds != TtlSeconds(ttl) ||
             (lease != 0 && it->second.lease != lease)) {
           return std::nullopt;
         }
         lease = it->second.lease;
+        kept[i] = it->second.value == kvs[i].second;
       }
     }
     if (lease == 0) return std::nullopt;
@@ -933,7 +941,18 @@ struct EtcdStore::Impl {
     if (!alive.ok()) return alive.status();
     if (!*alive) return std::nullopt;
     etcdserverpb::TxnRequest t;
-    for (const auto& [k, v] : kvs) {
+    std::vector<std::pair<std::string, std::string>> written;
+    for (size_t i = 0; i < kvs.size(); ++i) {
+      const auto& [k, v] = kvs[i];
+      if (!kept[i]) {
+        auto* put = t.add_success()->mutable_request_put();
+        put->set_key(data + k);
+        put->set_value(v);
+        put->set_lease(lease);
+        ForgetCounter(&t, k);
+        written.push_back(kvs[i]);
+        continue;
+      }
       auto* c = t.add_compare();
       c->set_key(data + k);
       c->set_target(Compare::LEASE);
@@ -944,8 +963,13 @@ struct EtcdStore::Impl {
       c->set_value(v);
     }
     auto resp = Txn(t, "renew");
+    // NotFound: the lease ran out since its keep-alive.
+    if (!resp.ok() && resp.status().code() == absl::StatusCode::kNotFound) {
+      return std::nullopt;
+    }
     if (!resp.ok()) return resp.status();
     if (!resp->succeeded()) return std::nullopt;
+    if (!written.empty()) NoteTtlWrites(written, ttl, lease);
     return resp->header().revision();
   }
 

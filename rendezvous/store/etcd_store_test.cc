@@ -713,6 +713,33 @@ TEST_F(EtcdStoreTest, RenewalsShareOneKeepAliveStreamReopenedAfterALoss) {
   EXPECT_FALSE(quiet->first) << "a renewal rewrote the key";
 }
 
+// A node's heartbeat adds its waiting key to its alive key while it waits
+// for a round: the added key goes under the lease the heartbeat renews,
+// not a lease of its own (a grant, a Raft commit, per node).
+TEST_F(EtcdStoreTest, AKeyAddedToARenewedHeartbeatSharesItsLease) {
+  auto store = Open("job");
+  auto other = Open("job");
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "1", absl::Seconds(30)).ok());
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "1", absl::Seconds(30)).ok());
+  ASSERT_TRUE(other->Set("unrelated", "x").ok());
+  const int64_t grants = Requests("LeaseGrant", "Lease");
+  ASSERT_GE(grants, 0);
+  ASSERT_TRUE(store
+                  ->MultiSet({{"ctl/alive/n1", "1"}, {"ctl/waiting/n1", "1"}},
+                             absl::Seconds(30))
+                  .ok());
+  ASSERT_TRUE(store
+                  ->MultiSet({{"ctl/alive/n1", "1"}, {"ctl/waiting/n1", "1"}},
+                             absl::Seconds(30))
+                  .ok());
+  EXPECT_EQ(Requests("LeaseGrant", "Lease") - grants, 0);
+  EXPECT_EQ(*other->Get("ctl/waiting/n1", absl::ZeroDuration()), "1");
+  // Both go with the lease when their writer leaves.
+  store->Close();
+  EXPECT_FALSE(*other->Check({"ctl/alive/n1"}));
+  EXPECT_FALSE(*other->Check({"ctl/waiting/n1"}));
+}
+
 // A round's rank records and join records go in one request per 1,024
 // (rendezvous/dynamic_rendezvous.cc); etcd takes at most 128 operations a
 // transaction by default.
