@@ -1278,11 +1278,6 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
 absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();
-  int64_t own;
-  {
-    absl::MutexLock lock(&impl_->mu);
-    own = impl_->own_lease;
-  }
   const std::string k = impl_->data + key;
   const std::string seq = impl_->counters + key;
   const std::string marker = absl::StrCat(impl_->adds, impl_->next_add++);
@@ -1299,7 +1294,7 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
     c->set_create_revision(0);
     auto* put = t->add_success()->mutable_request_put();
     put->set_key(marker);
-    put->set_lease(own);
+    put->set_lease(*lease);
     t->add_failure()->mutable_request_range()->set_key(marker);
   };
   auto marked =
@@ -1322,7 +1317,7 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
     auto* put = f.add_success()->mutable_request_put();
     put->set_key(marker);
     put->set_value("void");
-    put->set_lease(own);
+    put->set_lease(*lease);
     f.add_failure()->mutable_request_range()->set_key(marker);
     auto r = impl_->Txn(f, "add (settle)");
     if (!r.ok()) {
