@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -143,6 +145,28 @@ int64_t TtlSeconds(absl::Duration d) {
       1, absl::ToInt64Seconds(absl::Ceil(d, absl::Seconds(1))));
 }
 
+// A counter's count from its sequence key (see Add): base + version - 1.
+std::optional<int64_t> CounterOf(const mvccpb::KeyValue& seq) {
+  int64_t base = 0;
+  if (!absl::SimpleAtoi(seq.value(), &base)) return std::nullopt;
+  return base + seq.version() - 1;
+}
+std::optional<int64_t> CounterOf(const etcdserverpb::RangeResponse& seq) {
+  if (seq.kvs_size() == 0) return std::nullopt;
+  return CounterOf(seq.kvs(0));
+}
+
+// What a reader sees of a key, from the ranges of its value (`kv/<key>`)
+// and its sequence (`ctr/<key>`) read in one transaction: a counter's value
+// write lags its adds (and is lost with an adder that dies between its two
+// writes), the sequence never does.
+std::optional<std::string> ValueOf(const etcdserverpb::RangeResponse& value,
+                                   const etcdserverpb::RangeResponse& seq) {
+  if (auto n = CounterOf(seq); n.has_value()) return absl::StrCat(*n);
+  if (value.kvs_size() == 0) return std::nullopt;
+  return value.kvs(0).value();
+}
+
 }  // namespace
 
 absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
@@ -217,6 +241,10 @@ struct EtcdStore::Impl {
   // <prefix>/<run_id>/ctr/: the sequences of Add's counters, outside kv/
   // so that no listing or watch of the store's keys sees them.
   std::string counters;
+  // <prefix>/<run_id>/agent/adds/<this client's random id>/: each add's
+  // marker (see Add), so a retried add counts once.
+  std::string adds;
+  std::atomic<uint64_t> next_add{0};
   struct Stubs {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
@@ -293,7 +321,11 @@ struct EtcdStore::Impl {
     // server certificate against it, not against the address.
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
     args.SetString(GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, target->host);
-    s->channel = grpc::CreateCustomChannel(target->target, creds, args);
+    s->channel = options.test_hooks.interceptors
+                     ? grpc::experimental::CreateCustomChannelWithInterceptors(
+                           target->target, creds, args,
+                           options.test_hooks.interceptors())
+                     : grpc::CreateCustomChannel(target->target, creds, args);
     s->kv = etcdserverpb::KV::NewStub(s->channel);
     s->lease = etcdserverpb::Lease::NewStub(s->channel);
     s->watch = etcdserverpb::Watch::NewStub(s->channel);
@@ -327,9 +359,13 @@ struct EtcdStore::Impl {
     members[i].stubs = std::move(fresh);
   }
 
-  absl::Mutex adopt_mu;  // held by the one JobLease adopting the lease
   absl::Mutex mu;
   int64_t job_lease ABSL_GUARDED_BY(mu) = 0;
+  // A JobLease adoption is in flight; `adoptions` counts those that ended,
+  // the last failed one with `adoption_error`.
+  bool adopting ABSL_GUARDED_BY(mu) = false;
+  uint64_t adoptions ABSL_GUARDED_BY(mu) = 0;
+  absl::Status adoption_error ABSL_GUARDED_BY(mu);
   int64_t own_lease ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> ttl_leases ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;
@@ -369,11 +405,17 @@ struct EtcdStore::Impl {
     // Jittered, so the agents of a job do not retry a recovering cluster
     // in step.
     Backoff backoff(absl::Milliseconds(50), absl::Seconds(1));
+    // An attempt that times out is tried again (at the next member) with
+    // twice as long: a member that does not answer is left after 5 s, and
+    // an overloaded one is not asked every 5 s for work it is still doing
+    // (a timed-out write is still committed: 4,096 simulated nodes' writes
+    // timed out and were sent again and again, bench/run.py etcd).
+    absl::Duration attempt_cap = absl::Seconds(5);
     for (size_t attempt = 1;; ++attempt) {
       const size_t i = current.load() % members.size();
       grpc::ClientContext ctx;
       const absl::Time attempt_deadline =
-          std::min(deadline, absl::Now() + absl::Seconds(5));
+          std::min(deadline, absl::Now() + attempt_cap);
       ctx.set_deadline(absl::ToChronoTime(attempt_deadline));
       auto stubs = StubsOf(i);
       if (!Register(&ctx)) {
@@ -386,6 +428,10 @@ struct EtcdStore::Impl {
       NoteResult(i, last.ok() || !Retryable(last));
       if (last.ok()) return absl::OkStatus();
       if (!Retryable(last)) return FromGrpcStatus(last);
+      if (last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+          attempt_cap < absl::Seconds(40)) {
+        attempt_cap *= 2;
+      }
       DJ_LOG_DEBUG("etcd {} at {}: {}", what, members[i].endpoint,
                    last.error_message());
       size_t seen = i;
@@ -420,15 +466,18 @@ struct EtcdStore::Impl {
 
   // `limit`: at most this many keys (0: all), `more` in the answer when
   // the range holds more.
+  // `revision`: as of that revision (0: now).
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const std::string& key,
                                                     const std::string& end,
                                                     bool count_only = false,
-                                                    int64_t limit = 0) {
+                                                    int64_t limit = 0,
+                                                    int64_t revision = 0) {
     etcdserverpb::RangeRequest req;
     req.set_key(key);
     req.set_range_end(end);
     req.set_count_only(count_only);
     req.set_limit(limit);
+    req.set_revision(revision);
     etcdserverpb::RangeResponse resp;
     auto s = Call("range " + key, options.rpc_timeout,
                   [&](auto& kv, auto&, grpc::ClientContext* ctx) {
@@ -478,48 +527,290 @@ struct EtcdStore::Impl {
     return std::make_pair(resp.ttl(), resp.grantedttl());
   }
 
-  // One keep-alive round trip; false when etcd no longer knows the lease.
-  absl::StatusOr<bool> KeepAlive(int64_t id) {
+  // Lease renewals (KeepAlive) go as messages on one long-lived
+  // LeaseKeepAlive stream per client, written by one thread and read by
+  // another: a stream per renewal cost etcd a stream's set-up and
+  // tear-down per node heartbeat, and 4,096 simulated nodes did not close
+  // a round within 45 s (bench/run.py, etcd). A broken stream fails the
+  // renewals it carried (their callers retry on a fresh one, at the next
+  // member); a stream that leaves a renewal unanswered for a whole attempt
+  // is taken for dead and replaced.
+  struct Renewal {
+    int64_t id = 0;
+    bool done = false;
     bool alive = false;
-    auto s = Call("lease keep-alive", absl::Seconds(5),
-                  [&](auto&, auto& lease, grpc::ClientContext* ctx) {
-                    auto stream = lease.LeaseKeepAlive(ctx);
-                    etcdserverpb::LeaseKeepAliveRequest req;
-                    req.set_id(id);
-                    etcdserverpb::LeaseKeepAliveResponse resp;
-                    if (stream->Write(req) && stream->Read(&resp)) {
-                      alive = resp.ttl() > 0;
-                    }
-                    stream->WritesDone();
-                    ctx->TryCancel();
-                    grpc::Status st = stream->Finish();
-                    if (st.error_code() == grpc::StatusCode::CANCELLED) {
-                      return grpc::Status::OK;
-                    }
-                    return st;
-                  });
-    if (!s.ok()) return s;
-    return alive;
+    grpc::Status failed;  // done, unanswered: the stream broke
+  };
+  struct RenewalStream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<
+        grpc::ClientReaderWriter<etcdserverpb::LeaseKeepAliveRequest,
+                                 etcdserverpb::LeaseKeepAliveResponse>>
+        stream;
+    size_t member = 0;
+    std::thread reader;
+    bool broken = false;  // guarded by renew_mu
+  };
+  absl::Mutex renew_mu;
+  // Renewals not yet written, and those written awaiting their answer (by
+  // lease, in the order written: etcd answers a stream's renewals in turn).
+  std::deque<Renewal*> renew_queue ABSL_GUARDED_BY(renew_mu);
+  std::unordered_map<int64_t, std::deque<Renewal*>> renew_waiting
+      ABSL_GUARDED_BY(renew_mu);
+  bool renew_stop ABSL_GUARDED_BY(renew_mu) = false;
+  bool renew_replace ABSL_GUARDED_BY(renew_mu) = false;
+  // When the stream last answered (or was opened).
+  absl::Time renew_answered ABSL_GUARDED_BY(renew_mu);
+  std::thread renew_writer;  // started by the first renewal
+  // A bound on renewals queued at once (a client shared by thousands of
+  // simulated nodes queues one per node heartbeat).
+  static constexpr size_t kMaxQueuedRenewals = 1 << 16;
+
+  // Fails the renewals written to a stream that broke; with `queued`, the
+  // ones not written yet too (no stream, or the client closes).
+  void FailRenewalsLocked(const grpc::Status& why, bool queued = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(renew_mu) {
+    for (auto& [id, waiters] : renew_waiting) {
+      for (Renewal* r : waiters) {
+        r->done = true;
+        r->failed = why;
+      }
+    }
+    renew_waiting.clear();
+    if (!queued) return;
+    for (Renewal* r : renew_queue) {
+      r->done = true;
+      r->failed = why;
+    }
+    renew_queue.clear();
   }
 
-  // The job-wide lease: adopted from `<ns>/agent/lease` if a live one is
-  // there, created otherwise; this agent registers as a holder under its
-  // own lease so the last one out knows to revoke the job lease.
+  void ReadRenewals(RenewalStream* s) {
+    etcdserverpb::LeaseKeepAliveResponse resp;
+    while (s->stream->Read(&resp)) {
+      absl::MutexLock lock(&renew_mu);
+      renew_answered = absl::Now();
+      auto it = renew_waiting.find(resp.id());
+      if (it == renew_waiting.end()) continue;
+      Renewal* r = it->second.front();
+      it->second.pop_front();
+      if (it->second.empty()) renew_waiting.erase(it);
+      r->done = true;
+      r->alive = resp.ttl() > 0;
+    }
+    absl::MutexLock lock(&renew_mu);
+    s->broken = true;
+    FailRenewalsLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                    "etcd lease keep-alive stream ended"));
+  }
+
+  // Ends `s`: cancels it, waits for its reader, and notes how it ended
+  // against its member (a failure moves the client to the next member).
+  void EndRenewalStream(std::unique_ptr<RenewalStream> s) {
+    if (s == nullptr) return;
+    s->ctx.TryCancel();
+    if (s->reader.joinable()) s->reader.join();
+    const grpc::Status st = s->stream->Finish();
+    Unregister(&s->ctx);
+    bool failed;
+    {
+      absl::MutexLock lock(&renew_mu);
+      failed = !renew_stop;
+    }
+    if (failed) {
+      DJ_LOG_DEBUG("etcd lease keep-alive stream at {} ended: {}",
+                   members[s->member].endpoint, st.error_message());
+      NoteResult(s->member, false);
+      size_t seen = s->member;
+      current.compare_exchange_strong(seen, (s->member + 1) % members.size());
+    }
+  }
+
+  void WriteRenewals() {
+    std::unique_ptr<RenewalStream> s;
+    absl::MutexLock lock(&renew_mu);
+    for (;;) {
+      auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(renew_mu) {
+        return renew_stop || renew_replace || !renew_queue.empty() ||
+               (s != nullptr && s->broken);
+      };
+      renew_mu.Await(absl::Condition(&ready));
+      if (renew_stop || renew_replace || (s != nullptr && s->broken)) {
+        renew_replace = false;
+        if (s != nullptr) {
+          FailRenewalsLocked(
+              grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                           "etcd lease keep-alive stream replaced"));
+          renew_mu.Unlock();
+          EndRenewalStream(std::move(s));
+          renew_mu.Lock();
+        }
+        if (renew_stop) {
+          FailRenewalsLocked(
+              grpc::Status(grpc::StatusCode::CANCELLED, "etcd store closed"),
+              true);
+          return;
+        }
+        continue;
+      }
+      if (s == nullptr) {
+        renew_mu.Unlock();
+        s = OpenRenewalStream();
+        renew_mu.Lock();
+        renew_answered = absl::Now();
+        if (s == nullptr) {
+          FailRenewalsLocked(
+              grpc::Status(
+                  grpc::StatusCode::UNAVAILABLE,
+                  absl::StrCat(
+                      "etcd lease keep-alive: no stream to ",
+                      members[current.load() % members.size()].endpoint)),
+              true);
+          continue;
+        }
+      }
+      std::vector<Renewal*> batch(renew_queue.begin(), renew_queue.end());
+      renew_queue.clear();
+      std::vector<int64_t> ids;
+      for (Renewal* r : batch) {
+        renew_waiting[r->id].push_back(r);
+        ids.push_back(r->id);
+      }
+      renew_mu.Unlock();
+      bool wrote = true;
+      for (size_t i = 0; i < ids.size() && wrote; ++i) {
+        etcdserverpb::LeaseKeepAliveRequest req;
+        req.set_id(ids[i]);
+        grpc::WriteOptions options;
+        // Coalesced: the batch goes out in as few frames as it can.
+        if (i + 1 < ids.size()) options.set_buffer_hint();
+        wrote = s->stream->Write(req, options);
+      }
+      renew_mu.Lock();
+      if (!wrote) s->broken = true;
+    }
+  }
+
+  std::unique_ptr<RenewalStream> OpenRenewalStream() {
+    const size_t i = current.load() % members.size();
+    auto stubs = StubsOf(i);
+    if (stubs->lease == nullptr) {
+      NoteResult(i, false);
+      size_t seen = i;
+      current.compare_exchange_strong(seen, (i + 1) % members.size());
+      return nullptr;
+    }
+    auto s = std::make_unique<RenewalStream>();
+    s->member = i;
+    if (!Register(&s->ctx)) return nullptr;
+    s->stream = stubs->lease->LeaseKeepAlive(&s->ctx);
+    RenewalStream* raw = s.get();
+    s->reader = std::thread([this, raw] { ReadRenewals(raw); });
+    return s;
+  }
+
+  // One keep-alive of lease `id` on the client's renewal stream; false
+  // when etcd no longer knows the lease.
+  absl::StatusOr<bool> KeepAlive(int64_t id) {
+    const absl::Time start = absl::Now();
+    const absl::Time deadline =
+        std::min(start + absl::Seconds(5), ScopedCallDeadline::Current());
+    const bool whole_attempt = deadline == start + absl::Seconds(5);
+    grpc::Status last;
+    Backoff backoff(absl::Milliseconds(50), absl::Seconds(1));
+    for (bool first = true; first || absl::Now() < deadline; first = false) {
+      if (!first) {
+        absl::SleepFor(std::min(backoff.Next(), deadline - absl::Now()));
+      }
+      Renewal r;
+      r.id = id;
+      absl::MutexLock lock(&renew_mu);
+      if (renew_stop) {
+        return absl::CancelledError(
+            "etcd lease keep-alive: the store was closed");
+      }
+      if (renew_queue.size() >= kMaxQueuedRenewals) {
+        return absl::UnavailableError(
+            absl::StrCat("etcd lease keep-alive: ", renew_queue.size(),
+                         " renewals queued already"));
+      }
+      if (!renew_writer.joinable()) {
+        renew_writer = std::thread([this] { WriteRenewals(); });
+      }
+      renew_queue.push_back(&r);
+      if (!renew_mu.AwaitWithDeadline(absl::Condition(&r.done), deadline)) {
+        // Still queued or awaiting its answer: withdrawn.
+        auto q = std::find(renew_queue.begin(), renew_queue.end(), &r);
+        if (q != renew_queue.end()) renew_queue.erase(q);
+        auto it = renew_waiting.find(id);
+        if (it != renew_waiting.end()) {
+          auto w = std::find(it->second.begin(), it->second.end(), &r);
+          if (w != it->second.end()) it->second.erase(w);
+          if (it->second.empty()) renew_waiting.erase(it);
+        }
+        // A stream that answered nothing while a renewal waited a whole
+        // attempt is taken for dead (a connection lost without a reset); one
+        // that answers late is only slow (an overloaded etcd).
+        if (whole_attempt && absl::Now() - renew_answered >= absl::Seconds(5)) {
+          renew_replace = true;
+        }
+        return absl::UnavailableError(absl::StrCat(
+            "etcd cluster ", Endpoints(),
+            " unreachable for lease keep-alive: no answer before the deadline",
+            last.ok() ? "" : absl::StrCat(" (", last.error_message(), ")")));
+      }
+      if (r.failed.ok()) return r.alive;
+      last = r.failed;
+      if (last.error_code() == grpc::StatusCode::CANCELLED) {
+        return absl::CancelledError(
+            "etcd lease keep-alive: the store was closed");
+      }
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "etcd cluster ", Endpoints(),
+        " unreachable for lease keep-alive: ", last.error_message()));
+  }
+
+  // One adoption per client at a time: callers that arrive meanwhile take
+  // its outcome, lease or failure, where each would otherwise grant and
+  // register a holder lease of its own (thousands at once from a client
+  // that bench/store_bench.cc shares between simulated nodes) or redo a
+  // failed adoption one after another. A waiter keeps to its own deadline
+  // (ScopedCallDeadline) and to Close.
   absl::StatusOr<int64_t> JobLease() {
     {
       absl::MutexLock lock(&mu);
       if (job_lease != 0) return job_lease;
       if (closed) return absl::FailedPreconditionError("etcd store closed");
+      if (adopting) {
+        const uint64_t awaited = adoptions;
+        if (options.test_hooks.lease_wait) options.test_hooks.lease_wait();
+        auto over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+          return adoptions != awaited || closed;
+        };
+        const bool ended = mu.AwaitWithDeadline(absl::Condition(&over),
+                                                ScopedCallDeadline::Current());
+        if (job_lease != 0) return job_lease;
+        if (closed) return absl::FailedPreconditionError("etcd store closed");
+        if (!ended) {
+          return absl::DeadlineExceededError(absl::StrCat(
+              "etcd job lease ", meta,
+              "lease: another call's adoption of it did not end before this "
+              "call's deadline"));
+        }
+        return adoption_error;
+      }
+      adopting = true;
     }
-    // One adoption per client: callers that arrive meanwhile take its
-    // lease, where each would otherwise grant and register a holder lease
-    // of its own (thousands at once from a client that bench/store_bench.cc
-    // shares between simulated nodes).
-    absl::MutexLock adopting(&adopt_mu);
-    {
-      absl::MutexLock lock(&mu);
-      if (job_lease != 0) return job_lease;
-    }
+    auto adopted = AdoptJobLease();
+    absl::MutexLock lock(&mu);
+    adopting = false;
+    ++adoptions;
+    if (!adopted.ok()) adoption_error = adopted.status();
+    return adopted;
+  }
+
+  absl::StatusOr<int64_t> AdoptJobLease() {
     const std::string lease_key = meta + "lease";
     for (;;) {
       auto r = Range(lease_key, "");
@@ -618,23 +909,31 @@ struct EtcdStore::Impl {
   // (store_core.cc), it wakes no watcher; heartbeats live under ctl/, which
   // every node's monitor watches, so a put per heartbeat would wake every
   // node on every node's heartbeat, O(N²) wake-ups a second, and cost etcd
-  // a lease grant, a put and a lease expiry per heartbeat. The revision when
-  // renewed; nullopt when the keys must be written (first write, another
-  // value or TTL, or a key deleted or overwritten by another client since).
+  // a lease grant, a put and a lease expiry per heartbeat. Keys of the same
+  // write that this client has not written under that lease yet (a key the
+  // heartbeat adds, a new value) are put under it in the renewal's
+  // transaction: a new lease for them would cost etcd a grant, a Raft
+  // commit, per node (4,096 nodes' heartbeats that add their waiting key).
+  // The revision when renewed; nullopt when the keys must be written with
+  // a lease of their own (first write, another TTL or lease, a kept key
+  // deleted or overwritten by another client since, the lease gone).
   absl::StatusOr<std::optional<int64_t>> Renew(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) {
+    if (kvs.size() > kMaxTxnOps / 2) return std::nullopt;
     int64_t lease = 0;
+    std::vector<bool> kept(kvs.size(), false);
     {
       absl::MutexLock lock(&mu);
-      for (const auto& [k, v] : kvs) {
-        auto it = ttl_writes.find(data + k);
-        if (it == ttl_writes.end() || it->second.value != v ||
-            it->second.ttl_seconds != TtlSeconds(ttl) ||
+      for (size_t i = 0; i < kvs.size(); ++i) {
+        auto it = ttl_writes.find(data + kvs[i].first);
+        if (it == ttl_writes.end()) continue;
+        if (it->second.ttl_seconds != TtlSeconds(ttl) ||
             (lease != 0 && it->second.lease != lease)) {
           return std::nullopt;
         }
         lease = it->second.lease;
+        kept[i] = it->second.value == kvs[i].second;
       }
     }
     if (lease == 0) return std::nullopt;
@@ -642,7 +941,18 @@ struct EtcdStore::Impl {
     if (!alive.ok()) return alive.status();
     if (!*alive) return std::nullopt;
     etcdserverpb::TxnRequest t;
-    for (const auto& [k, v] : kvs) {
+    std::vector<std::pair<std::string, std::string>> written;
+    for (size_t i = 0; i < kvs.size(); ++i) {
+      const auto& [k, v] = kvs[i];
+      if (!kept[i]) {
+        auto* put = t.add_success()->mutable_request_put();
+        put->set_key(data + k);
+        put->set_value(v);
+        put->set_lease(lease);
+        ForgetCounter(&t, k);
+        written.push_back(kvs[i]);
+        continue;
+      }
       auto* c = t.add_compare();
       c->set_key(data + k);
       c->set_target(Compare::LEASE);
@@ -653,8 +963,13 @@ struct EtcdStore::Impl {
       c->set_value(v);
     }
     auto resp = Txn(t, "renew");
+    // NotFound: the lease ran out since its keep-alive.
+    if (!resp.ok() && resp.status().code() == absl::StatusCode::kNotFound) {
+      return std::nullopt;
+    }
     if (!resp.ok()) return resp.status();
     if (!resp->succeeded()) return std::nullopt;
+    if (!written.empty()) NoteTtlWrites(written, ttl, lease);
     return resp->header().revision();
   }
 
@@ -788,6 +1103,9 @@ absl::StatusOr<std::unique_ptr<EtcdStore>> EtcdStore::Connect(
   impl->data = ns + "kv/";
   impl->meta = ns + "agent/";
   impl->counters = ns + "ctr/";
+  std::random_device random;
+  impl->adds = absl::StrCat(impl->meta, "adds/", absl::Hex(random()),
+                            absl::Hex(random()), "/");
   impl->creds = creds;
   for (const auto& ep : options.endpoints) {
     Impl::Member m;
@@ -811,6 +1129,11 @@ void EtcdStore::Close() {
     ttl = impl_->ttl_leases;
   }
   impl_->CancelAll();
+  {
+    absl::MutexLock lock(&impl_->renew_mu);
+    impl_->renew_stop = true;
+  }
+  if (impl_->renew_writer.joinable()) impl_->renew_writer.join();
   if (impl_->keeper.joinable()) impl_->keeper.join();
   for (int64_t id : ttl) impl_->Revoke(id);
   if (own != 0) impl_->Revoke(own);
@@ -887,25 +1210,32 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
     // The watch below starts after the first slice's revision, so a key
     // written while later slices were read is not missed.
     int64_t revision = -1;
-    auto s = ForEachTxnChunk(keys.size(), [&](size_t first, size_t last) {
-      etcdserverpb::TxnRequest t;
-      for (size_t i = first; i < last; ++i) {
-        t.add_success()->mutable_request_range()->set_key(impl_->data +
-                                                          keys[i]);
-      }
-      auto resp = impl_->Txn(t, "get");
-      if (!resp.ok()) return resp.status();
-      if (revision < 0) revision = resp->header().revision();
-      for (int i = 0; i < resp->responses_size(); ++i) {
-        const auto& r = resp->responses(i).response_range();
-        if (r.kvs_size() == 0) {
-          missing.push_back(keys[first + i]);
-        } else {
-          values.push_back(r.kvs(0).value());
-        }
-      }
-      return absl::OkStatus();
-    });
+    auto s = ForEachTxnChunk(
+        keys.size(),
+        [&](size_t first, size_t last) {
+          etcdserverpb::TxnRequest t;
+          for (size_t i = first; i < last; ++i) {
+            // With its counter's sequence, if any (ValueOf).
+            t.add_success()->mutable_request_range()->set_key(impl_->data +
+                                                              keys[i]);
+            t.add_success()->mutable_request_range()->set_key(impl_->counters +
+                                                              keys[i]);
+          }
+          auto resp = impl_->Txn(t, "get");
+          if (!resp.ok()) return resp.status();
+          if (revision < 0) revision = resp->header().revision();
+          for (int i = 0; i + 1 < resp->responses_size(); i += 2) {
+            auto v = ValueOf(resp->responses(i).response_range(),
+                             resp->responses(i + 1).response_range());
+            if (!v.has_value()) {
+              missing.push_back(keys[first + i / 2]);
+            } else {
+              values.push_back(*std::move(v));
+            }
+          }
+          return absl::OkStatus();
+        },
+        kMaxTxnOps / 2);
     if (!s.ok()) return s;
     if (missing.empty()) return values;
     const absl::Duration left = deadline - absl::Now();
@@ -931,21 +1261,79 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
 // read and compare-and-swap of the value made O(N²) as all but one of
 // each race's writers lost and retried. Its result is then written to
 // the value only while no later add has committed (the sequence's
-// mod_revision is still this add's), so the value never goes back. It
-// can lag: an add whose value write lost to a later add returns a result
-// the value shows only once that later add's write lands, and an agent
-// that dies between the two writes leaves the value behind until the
-// next add. Add(key, 0) reads the sequence and is exact; the rendezvous
-// reads its counters that way (README, etcd). Other deltas and the first
-// add compare-and-swap both keys.
+// mod_revision is still this add's), so the value never goes back. That
+// write can lag, or be lost with an agent that dies between the two
+// writes: every read of a counter (MultiGet, CompareSet, Append, ListPage)
+// ranges the sequence in the same transaction and takes the count from it
+// (ValueOf), so reads are exact; the value is there for watchers and for
+// key counts. Other deltas and the first add compare-and-swap both keys.
+//
+// A transport failure after an add committed (its answer lost) is retried
+// by Call at the next member: each add therefore writes a marker key of its
+// own in the transaction that applies it, which requires the marker absent,
+// so a retry applies nothing and finds the marker instead (deleted again
+// with the value write). Where the retries fail too, the add settles its
+// outcome by writing the marker itself: the add can no longer apply once it
+// exists.
 absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();
   const std::string k = impl_->data + key;
   const std::string seq = impl_->counters + key;
+  const std::string marker = absl::StrCat(impl_->adds, impl_->next_add++);
   auto not_integer = [&] {
     return absl::FailedPreconditionError(
         absl::StrCat("key '", key, "' does not hold an integer"));
+  };
+  // The transaction that applies the add requires the marker absent and
+  // writes it; its failure branch reads it (responses(0)).
+  auto with_marker = [&](etcdserverpb::TxnRequest* t) {
+    auto* c = t->add_compare();
+    c->set_key(marker);
+    c->set_target(Compare::CREATE);
+    c->set_create_revision(0);
+    auto* put = t->add_success()->mutable_request_put();
+    put->set_key(marker);
+    put->set_lease(*lease);
+    t->add_failure()->mutable_request_range()->set_key(marker);
+  };
+  auto marked =
+      [](const etcdserverpb::TxnResponse& r) -> std::optional<int64_t> {
+    if (r.succeeded() || r.responses_size() == 0 ||
+        r.responses(0).response_range().kvs_size() == 0) {
+      return std::nullopt;
+    }
+    return r.responses(0).response_range().kvs(0).create_revision();
+  };
+  // After a transport failure: the revision the add committed at, or the
+  // failure once the add is sure never to apply.
+  auto settle = [&](const absl::Status& failed) -> absl::StatusOr<int64_t> {
+    if (failed.code() == absl::StatusCode::kCancelled) return failed;
+    etcdserverpb::TxnRequest f;
+    auto* c = f.add_compare();
+    c->set_key(marker);
+    c->set_target(Compare::CREATE);
+    c->set_create_revision(0);
+    auto* put = f.add_success()->mutable_request_put();
+    put->set_key(marker);
+    put->set_value("void");
+    put->set_lease(*lease);
+    f.add_failure()->mutable_request_range()->set_key(marker);
+    auto r = impl_->Txn(f, "add (settle)");
+    if (!r.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("etcd add to '", key, "': outcome unknown (",
+                       failed.message(), "; then ", r.status().message(), ")"));
+    }
+    if (auto at = marked(*r); at.has_value()) return *at;
+    return failed;
+  };
+  auto forget_marker = [&] {
+    etcdserverpb::TxnRequest t;
+    t.add_success()->mutable_request_delete_range()->set_key(marker);
+    if (auto s = impl_->Txn(t, "add (marker)"); !s.ok()) {
+      DJ_LOG_DEBUG("etcd add {}: {}", key, s.status());
+    }
   };
   // Only writers of other deltas (or the first add's creators) can lose a
   // race; they spread their retries out.
@@ -964,28 +1352,50 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
       put->set_ignore_value(true);
       put->set_lease(*lease);
       put->set_prev_kv(true);
+      with_marker(&t);
       auto resp = impl_->Txn(t, "add");
-      if (!resp.ok()) return resp.status();
-      if (resp->succeeded()) {
+      std::optional<int64_t> committed;
+      std::optional<int64_t> result;
+      if (!resp.ok()) {
+        auto at = settle(resp.status());
+        if (!at.ok()) return at.status();
+        committed = *at;
+      } else if (resp->succeeded()) {
         const auto& prev = resp->responses(0).response_put().prev_kv();
         int64_t base = 0;
         if (!absl::SimpleAtoi(prev.value(), &base)) return not_integer();
-        const int64_t result = base + prev.version();
+        committed = resp->header().revision();
+        result = base + prev.version();
+      } else {
+        committed = marked(*resp);
+      }
+      if (committed.has_value()) {
+        if (!result.has_value()) {
+          // Committed by an attempt whose answer was lost: the count as of
+          // that commit.
+          auto then = impl_->Range(seq, "", false, 0, *committed);
+          if (!then.ok()) return then.status();
+          result = CounterOf(*then);
+          if (!result.has_value()) return not_integer();
+        }
         etcdserverpb::TxnRequest w;
         c = w.add_compare();
         c->set_key(seq);
         c->set_target(Compare::MOD);
-        c->set_mod_revision(resp->header().revision());
+        c->set_mod_revision(*committed);
         put = w.add_success()->mutable_request_put();
         put->set_key(k);
-        put->set_value(absl::StrCat(result));
+        put->set_value(absl::StrCat(*result));
         put->set_lease(*lease);
+        w.add_success()->mutable_request_delete_range()->set_key(marker);
+        w.add_failure()->mutable_request_delete_range()->set_key(marker);
         // The add has happened: a failure here leaves the value behind
-        // until the next add, and must not make the caller add again.
+        // (reads take the count from the sequence) and must not make the
+        // caller add again.
         if (auto s = impl_->Txn(w, "add (value)"); !s.ok()) {
           DJ_LOG_WARNING("etcd add {}: {}", key, s.status());
         }
-        return result;
+        return *result;
       }
     }
     etcdserverpb::TxnRequest read;
@@ -1042,9 +1452,16 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
     put->set_key(k);
     put->set_value(absl::StrCat(result));
     put->set_lease(*lease);
+    with_marker(&t);
     auto resp = impl_->Txn(t, "add");
-    if (!resp.ok()) return resp.status();
-    if (resp->succeeded()) return result;
+    if (!resp.ok()) {
+      auto at = settle(resp.status());
+      if (!at.ok()) return at.status();
+    } else if (!resp->succeeded() && !marked(*resp).has_value()) {
+      continue;  // lost a race: read again
+    }
+    forget_marker();
+    return result;
   }
 }
 
@@ -1054,34 +1471,71 @@ absl::StatusOr<CompareSetResult> EtcdStore::CompareSet(
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();
   const std::string k = impl_->data + key;
-  etcdserverpb::TxnRequest t;
-  auto* c = t.add_compare();
-  c->set_key(k);
-  if (expected.empty()) {
-    // TCPStore semantics: an empty expectation means "not there yet".
+  const std::string seq = impl_->counters + key;
+  for (;;) {
+    // A plain key in one transaction: the compare holds only while the key
+    // is no counter.
+    etcdserverpb::TxnRequest t;
+    auto* c = t.add_compare();
+    c->set_key(k);
+    if (expected.empty()) {
+      // TCPStore semantics: an empty expectation means "not there yet".
+      c->set_target(Compare::CREATE);
+      c->set_create_revision(0);
+    } else {
+      c->set_target(Compare::VALUE);
+      c->set_value(expected);
+    }
+    c = t.add_compare();
+    c->set_key(seq);
     c->set_target(Compare::CREATE);
     c->set_create_revision(0);
-  } else {
-    c->set_target(Compare::VALUE);
-    c->set_value(expected);
+    auto* put = t.add_success()->mutable_request_put();
+    put->set_key(k);
+    put->set_value(desired);
+    put->set_lease(*lease);
+    t.add_failure()->mutable_request_range()->set_key(k);
+    t.add_failure()->mutable_request_range()->set_key(seq);
+    auto resp = impl_->Txn(t, "compare-set");
+    if (!resp.ok()) return resp.status();
+    CompareSetResult result;
+    if (resp->succeeded()) {
+      result.swapped = true;
+      result.value = desired;
+      return result;
+    }
+    const auto& value = resp->responses(0).response_range();
+    const auto& counter = resp->responses(1).response_range();
+    std::optional<std::string> now = ValueOf(value, counter);
+    if (counter.kvs_size() == 0 || !now.has_value()) {
+      result.value = now.value_or(expected);
+      return result;
+    }
+    // A counter: compared with its exact count, swapped while its sequence
+    // is unchanged (every write that changes the count writes or deletes
+    // the sequence).
+    if (expected.empty() || *now != expected) {
+      result.value = *now;
+      return result;
+    }
+    etcdserverpb::TxnRequest swap;
+    c = swap.add_compare();
+    c->set_key(seq);
+    c->set_target(Compare::MOD);
+    c->set_mod_revision(counter.kvs(0).mod_revision());
+    put = swap.add_success()->mutable_request_put();
+    put->set_key(k);
+    put->set_value(desired);
+    put->set_lease(*lease);
+    impl_->ForgetCounter(&swap, key);
+    auto swapped = impl_->Txn(swap, "compare-set");
+    if (!swapped.ok()) return swapped.status();
+    if (swapped->succeeded()) {
+      result.swapped = true;
+      result.value = desired;
+      return result;
+    }
   }
-  auto* put = t.add_success()->mutable_request_put();
-  put->set_key(k);
-  put->set_value(desired);
-  put->set_lease(*lease);
-  impl_->ForgetCounter(&t, key);
-  t.add_failure()->mutable_request_range()->set_key(k);
-  auto resp = impl_->Txn(t, "compare-set");
-  if (!resp.ok()) return resp.status();
-  CompareSetResult result;
-  if (resp->succeeded()) {
-    result.swapped = true;
-    result.value = desired;
-    return result;
-  }
-  const auto& r = resp->responses(0).response_range();
-  result.value = r.kvs_size() == 0 ? expected : r.kvs(0).value();
-  return result;
 }
 
 absl::StatusOr<int64_t> EtcdStore::Append(const std::string& key,
@@ -1089,24 +1543,35 @@ absl::StatusOr<int64_t> EtcdStore::Append(const std::string& key,
   auto job = impl_->JobLease();
   if (!job.ok()) return job.status();
   const std::string k = impl_->data + key;
+  const std::string seq = impl_->counters + key;
   for (;;) {
-    auto r = impl_->Range(k, "");
-    if (!r.ok()) return r.status();
+    etcdserverpb::TxnRequest read;
+    read.add_success()->mutable_request_range()->set_key(k);
+    read.add_success()->mutable_request_range()->set_key(seq);
+    auto got = impl_->Txn(read, "append (read)");
+    if (!got.ok()) return got.status();
+    const auto& r = got->responses(0).response_range();
+    const auto& counter = got->responses(1).response_range();
     etcdserverpb::TxnRequest t;
     auto* c = t.add_compare();
     c->set_key(k);
-    std::string data;
+    std::string data = ValueOf(r, counter).value_or("");
     int64_t lease = *job;
-    if (r->kvs_size() == 0) {
+    if (r.kvs_size() == 0) {
       c->set_target(Compare::CREATE);
       c->set_create_revision(0);
     } else {
       c->set_target(Compare::MOD);
-      c->set_mod_revision(r->kvs(0).mod_revision());
-      data = r->kvs(0).value();
+      c->set_mod_revision(r.kvs(0).mod_revision());
       // Appending keeps the key's lease, as the embedded store keeps its TTL.
-      if (r->kvs(0).lease() != 0) lease = r->kvs(0).lease();
+      if (r.kvs(0).lease() != 0) lease = r.kvs(0).lease();
     }
+    // A counter's count changes only with its sequence.
+    c = t.add_compare();
+    c->set_key(seq);
+    c->set_target(Compare::MOD);
+    c->set_mod_revision(counter.kvs_size() > 0 ? counter.kvs(0).mod_revision()
+                                               : 0);
     data += value;
     auto* put = t.add_success()->mutable_request_put();
     put->set_key(k);
@@ -1178,28 +1643,44 @@ absl::StatusOr<int64_t> EtcdStore::NumKeys() {
 absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
                                                  const std::string& start_after,
                                                  size_t limit) {
-  const std::string p = impl_->data + prefix;
   // From the key after `start_after` (itself followed by a NUL byte). etcd
   // pages by `limit` itself (0: the whole range, its own page).
-  auto r = impl_->Range(start_after.empty() || start_after < prefix
-                            ? p
-                            : impl_->data + start_after + std::string(1, '\0'),
-                        PrefixEnd(p), false,
-                        static_cast<int64_t>(std::min<size_t>(
-                            limit, std::numeric_limits<int64_t>::max())));
-  if (!r.ok()) return r.status();
+  const std::string from = start_after.empty() || start_after < prefix
+                               ? prefix
+                               : start_after + std::string(1, '\0');
+  etcdserverpb::TxnRequest t;
+  auto* keys = t.add_success()->mutable_request_range();
+  keys->set_key(impl_->data + from);
+  keys->set_range_end(PrefixEnd(impl_->data + prefix));
+  keys->set_limit(static_cast<int64_t>(
+      std::min<size_t>(limit, std::numeric_limits<int64_t>::max())));
+  // The counters' sequences of the same span: a counter's value write lags
+  // its adds (ValueOf). There are few counters: the whole span.
+  auto* seqs = t.add_success()->mutable_request_range();
+  seqs->set_key(impl_->counters + from);
+  seqs->set_range_end(PrefixEnd(impl_->counters + prefix));
+  auto resp = impl_->Txn(t, "list");
+  if (!resp.ok()) return resp.status();
+  const auto* r = &resp->responses(0).response_range();
+  std::unordered_map<std::string, int64_t> counts;
+  for (const auto& seq : resp->responses(1).response_range().kvs()) {
+    if (auto n = CounterOf(seq); n.has_value()) {
+      counts[seq.key().substr(impl_->counters.size())] = *n;
+    }
+  }
   int64_t job;
   {
     absl::MutexLock lock(&impl_->mu);
     job = impl_->job_lease;
   }
   StoreListing out;
-  out.revision = r->header().revision();
+  out.revision = resp->header().revision();
   out.more = r->more();
   for (const auto& kv : r->kvs()) {
     StoreEntry e;
     e.key = kv.key().substr(impl_->data.size());
-    e.value = kv.value();
+    auto count = counts.find(e.key);
+    e.value = count == counts.end() ? kv.value() : absl::StrCat(count->second);
     e.revision = kv.mod_revision();
     // Every TTL'd write gets a fresh lease, so the lease's age is the
     // key's age on etcd's clock (to the second).

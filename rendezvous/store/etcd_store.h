@@ -10,13 +10,17 @@
 // Add's counters are conflict-free: an add of one is a single put of the
 // counter's sequence key (under `<prefix>/<run_id>/ctr/`, whose version
 // counts the adds), so thousands of nodes joining a round at once make one
-// write each, not a race of compare-and-swaps (etcd_store.cc, Add).
+// write each, not a race of compare-and-swaps (etcd_store.cc, Add). Every
+// read of a counter (get, compare-set, append, listing) takes its count from
+// that sequence in the same transaction, so it is exact; an add retried after
+// a transport failure counts once (each add carries a marker key of its own).
 // A request of more keys than etcd's --max-txn-ops (default 128) goes as
 // several transactions of at most 128 operations, each atomic on its own (the
 // rendezvous writes what it reads through one compare-set after such writes).
 #ifndef DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 #define DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,6 +29,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/store/store_interface.h"
+
+namespace grpc::experimental {
+class ClientInterceptorFactoryInterface;
+}  // namespace grpc::experimental
 
 namespace distjob {
 
@@ -38,6 +46,16 @@ struct EtcdStoreOptions {
   absl::Duration rpc_timeout = absl::Seconds(60);
   // TTL of the job-wide lease: how long a crashed job's keys linger.
   absl::Duration session_ttl = absl::Seconds(10);
+  // Seams for tests only (etcd_store_test.cc); empty in the agent.
+  struct TestHooks {
+    // Interceptors on every channel to a member: a flaky transport.
+    std::function<std::vector<std::unique_ptr<
+        grpc::experimental::ClientInterceptorFactoryInterface>>()>
+        interceptors;
+    // Called as a call starts waiting for another call's adoption of the
+    // job lease.
+    std::function<void()> lease_wait;
+  } test_hooks;
 };
 
 // Fills the etcd-specific --rdzv-conf keys (etcd_prefix, ca_cert, cert,

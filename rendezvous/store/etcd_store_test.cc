@@ -1,6 +1,8 @@
 #include "rendezvous/store/etcd_store.h"
 
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,8 +19,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/net.h"
 #include "gtest/gtest.h"
+#include "proto/etcd_rpc.grpc.pb.h"
 
 namespace distjob {
 namespace {
@@ -30,38 +34,154 @@ int FreePort() {
   return port.ok() ? *port : 0;
 }
 
+// A flaky transport between a store and etcd (EtcdStoreOptions::test_hooks):
+// answers lost after etcd committed them, lease grants held until released.
+struct Faults {
+  absl::Mutex mu;
+  // The next `lose` transactions that write a counter's sequence (ctr/)
+  // commit, and their caller sees DEADLINE_EXCEEDED instead of the answer.
+  int lose ABSL_GUARDED_BY(mu) = 0;
+  int lost ABSL_GUARDED_BY(mu) = 0;
+  // Lease grants wait until released, then fail with PERMISSION_DENIED.
+  bool hold_grants ABSL_GUARDED_BY(mu) = false;
+  bool released ABSL_GUARDED_BY(mu) = false;
+  int held ABSL_GUARDED_BY(mu) = 0;
+  // Calls that started waiting for another call's job-lease adoption.
+  int lease_waits ABSL_GUARDED_BY(mu) = 0;
+
+  // Waits (at most 20 s) until `pred` holds.
+  bool AwaitFor(bool (*pred)(Faults*)) {
+    absl::MutexLock lock(&mu);
+    return mu.AwaitWithTimeout(absl::Condition(pred, this), absl::Seconds(20));
+  }
+};
+
+class FaultInterceptor : public grpc::experimental::Interceptor {
+ public:
+  FaultInterceptor(Faults* faults, std::string method)
+      : faults_(faults), method_(std::move(method)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    using Hook = grpc::experimental::InterceptionHookPoints;
+    if (m->QueryInterceptionHookPoint(Hook::PRE_SEND_MESSAGE) &&
+        method_ == "/etcdserverpb.KV/Txn") {
+      const auto* req =
+          static_cast<const etcdserverpb::TxnRequest*>(m->GetSendMessage());
+      bool writes_counter = false;
+      for (const auto& op : req->success()) {
+        writes_counter =
+            writes_counter ||
+            (op.has_request_put() &&
+             op.request_put().key().find("/ctr/") != std::string::npos);
+      }
+      absl::MutexLock lock(&faults_->mu);
+      if (writes_counter && faults_->lose > 0) {
+        --faults_->lose;
+        ++faults_->lost;
+        fail_ = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                             "injected: answer lost after the commit");
+      }
+    }
+    if (m->QueryInterceptionHookPoint(Hook::PRE_SEND_INITIAL_METADATA) &&
+        method_ == "/etcdserverpb.Lease/LeaseGrant") {
+      absl::MutexLock lock(&faults_->mu);
+      if (faults_->hold_grants) {
+        ++faults_->held;
+        faults_->mu.Await(absl::Condition(&faults_->released));
+        fail_ = grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                             "injected: grant refused");
+      }
+    }
+    if (m->QueryInterceptionHookPoint(Hook::POST_RECV_STATUS) && !fail_.ok()) {
+      *m->GetRecvStatus() = fail_;
+    }
+    m->Proceed();
+  }
+
+ private:
+  Faults* const faults_;
+  const std::string method_;
+  grpc::Status fail_;
+};
+
+class FaultFactory
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit FaultFactory(Faults* faults) : faults_(faults) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    return new FaultInterceptor(faults_, info->method());
+  }
+
+ private:
+  Faults* const faults_;
+};
+
 // One real etcd member on loopback with a throw-away data dir, killed when
 // the test ends.
 class EtcdStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // A port taken free can be taken again before etcd binds it (as the
+    // source port of another test's connection): etcd then exits at once,
+    // and a fresh pair of ports is tried.
+    for (int attempt = 1;; ++attempt) {
+      bool exited = false;
+      ASSERT_NO_FATAL_FAILURE(Start(&exited));
+      if (!exited) return;
+      ASSERT_LT(attempt, 5) << "etcd exited at start 5 times";
+    }
+  }
+  void Start(bool* exited) {
     const char* tmp = std::getenv("TEST_TMPDIR");
-    std::string dir = absl::StrCat(tmp ? tmp : "/tmp", "/etcd-XXXXXX");
-    ASSERT_NE(mkdtemp(dir.data()), nullptr);
+    dir_ = absl::StrCat(tmp ? tmp : "/tmp", "/etcd-XXXXXX");
+    ASSERT_NE(mkdtemp(dir_.data()), nullptr);
     const int client = FreePort(), peer = FreePort();
     client_port_ = client;
     endpoint_ = absl::StrCat("127.0.0.1:", client);
+    peer_url_ = absl::StrCat("http://127.0.0.1:", peer);
+    ASSERT_NO_FATAL_FAILURE(Launch(exited));
+  }
+  // Starts etcd on the ports and data dir chosen, and waits until it
+  // serves (`exited`: it exited instead).
+  void Launch(bool* exited) {
     const std::string curl = absl::StrCat("http://", endpoint_);
-    const std::string purl = absl::StrCat("http://127.0.0.1:", peer);
     pid_ = fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
       // etcd logs a lot; keep it beside the data dir for post-mortems.
-      const int log = open((dir + ".log").c_str(), O_WRONLY | O_CREAT, 0644);
+      const int log =
+          open((dir_ + ".log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       dup2(log, 1);
       dup2(log, 2);
-      execl("/usr/bin/etcd", "etcd", "--name", "t", "--data-dir", dir.c_str(),
+      execl("/usr/bin/etcd", "etcd", "--name", "t", "--data-dir", dir_.c_str(),
             "--listen-client-urls", curl.c_str(), "--advertise-client-urls",
-            curl.c_str(), "--listen-peer-urls", purl.c_str(),
-            "--initial-advertise-peer-urls", purl.c_str(), "--initial-cluster",
-            ("t=" + purl).c_str(), nullptr);
+            curl.c_str(), "--listen-peer-urls", peer_url_.c_str(),
+            "--initial-advertise-peer-urls", peer_url_.c_str(),
+            "--initial-cluster", ("t=" + peer_url_).c_str(), nullptr);
       _exit(127);
     }
     // One client from before etcd listens: it must get through once
     // etcd serves, however its first connections went.
     auto probe = Open("probe");
-    auto ready = probe->WaitUntilReachable(absl::Seconds(30));
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    absl::Status ready;
+    do {
+      ready = probe->WaitUntilReachable(absl::Seconds(1));
+      if (!ready.ok() && waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        *exited = true;
+        return;
+      }
+    } while (!ready.ok() && absl::Now() < deadline);
     ASSERT_TRUE(ready.ok()) << ready;
+  }
+  // Kills etcd and starts it again on the same ports and data.
+  void Restart() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    bool exited = false;
+    ASSERT_NO_FATAL_FAILURE(Launch(&exited));
+    ASSERT_FALSE(exited) << "etcd did not start again on " << endpoint_;
   }
   void TearDown() override {
     if (pid_ > 0) {
@@ -123,18 +243,64 @@ class EtcdStoreTest : public ::testing::Test {
     }
     ASSERT_GT(Watchers(), before) << "no watch reached etcd";
   }
-  std::unique_ptr<EtcdStore> Open(const std::string& run_id,
-                                  const std::string& conf = "") {
+  std::unique_ptr<EtcdStore> Open(
+      const std::string& run_id, const std::string& conf = "",
+      Faults* faults = nullptr,
+      absl::Duration rpc_timeout = absl::Seconds(10)) {
     auto o = ParseEtcdOptions(endpoint_, conf, run_id);
     EXPECT_TRUE(o.ok()) << o.status();
-    o->rpc_timeout = absl::Seconds(10);
+    o->rpc_timeout = rpc_timeout;
+    if (faults != nullptr) {
+      o->test_hooks.interceptors = [faults] {
+        std::vector<std::unique_ptr<
+            grpc::experimental::ClientInterceptorFactoryInterface>>
+            v;
+        v.push_back(std::make_unique<FaultFactory>(faults));
+        return v;
+      };
+      o->test_hooks.lease_wait = [faults] {
+        absl::MutexLock lock(&faults->mu);
+        ++faults->lease_waits;
+      };
+    }
     auto s = EtcdStore::Connect(*o);
     EXPECT_TRUE(s.ok()) << s.status();
     return std::move(*s);
   }
+  // etcd's own KV service, past the store under test.
+  std::unique_ptr<etcdserverpb::KV::Stub> RawKv() const {
+    return etcdserverpb::KV::NewStub(
+        grpc::CreateChannel(endpoint_, grpc::InsecureChannelCredentials()));
+  }
+  // An adder of one that dies between its two writes: the counter's
+  // sequence counts the add, its value is never written.
+  void AddOnlyToTheSequence(const std::string& run_id, const std::string& key) {
+    etcdserverpb::PutRequest put;
+    put.set_key(absl::StrCat("/distjob/", run_id, "/ctr/", key));
+    put.set_ignore_value(true);
+    etcdserverpb::PutResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    auto s = RawKv()->Put(&ctx, put, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  // Keys etcd holds under `prefix` (the store's own, past its namespace).
+  int64_t RawCount(const std::string& prefix) const {
+    etcdserverpb::RangeRequest req;
+    req.set_key(prefix);
+    std::string end = prefix;
+    end.back() = static_cast<char>(end.back() + 1);
+    req.set_range_end(end);
+    req.set_count_only(true);
+    etcdserverpb::RangeResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    if (!RawKv()->Range(&ctx, req, &resp).ok()) return -1;
+    return resp.count();
+  }
   int client_port_ = 0;
   pid_t pid_ = -1;
-  std::string endpoint_;
+  std::string endpoint_, peer_url_, dir_;
 };
 
 TEST_F(EtcdStoreTest, RoundTripsEveryOperation) {
@@ -262,6 +428,161 @@ TEST_F(EtcdStoreTest, ConcurrentFirstCallsOfAClientGrantOneJobLease) {
   EXPECT_EQ(*store->NumKeys(), kThreads);
 }
 
+// A counter's value write lags its add, and is lost with an adder that
+// dies between its two writes: every read takes the count from the
+// counter's sequence.
+TEST_F(EtcdStoreTest, CounterReadsAreExactWhenAnAdderDiedBetweenItsWrites) {
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("other", "x").ok());
+  ASSERT_EQ(*store->Add("joined", 1), 1);
+  ASSERT_EQ(*store->Add("joined", 1), 2);
+  AddOnlyToTheSequence("job", "joined");
+  AddOnlyToTheSequence("job", "joined");
+  EXPECT_EQ(*store->Get("joined", absl::ZeroDuration()), "4");
+  auto values = store->MultiGet({"other", "joined"}, absl::ZeroDuration());
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<std::string>{"x", "4"}));
+  auto listing = store->List("");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  ASSERT_EQ(listing->entries.size(), 2u);
+  EXPECT_EQ(listing->entries[0].key, "joined");
+  EXPECT_EQ(listing->entries[0].value, "4");
+  auto page = store->ListPage("", "", 1);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].value, "4");
+  // Compare-set compares with the exact count.
+  auto r = store->CompareSet("joined", "2", "stale");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "4");
+  r = store->CompareSet("joined", "", "absent");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->swapped);
+  EXPECT_EQ(r->value, "4");
+  r = store->CompareSet("joined", "4", "10");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->swapped);
+  EXPECT_EQ(*store->Get("joined", absl::ZeroDuration()), "10");
+  EXPECT_EQ(*store->Add("joined", 1), 11);
+  // Append appends to the exact count.
+  ASSERT_EQ(*store->Add("c", 1), 1);
+  ASSERT_EQ(*store->Add("c", 1), 2);
+  AddOnlyToTheSequence("job", "c");
+  EXPECT_EQ(*store->Append("c", "0"), 2);
+  EXPECT_EQ(*store->Get("c", absl::ZeroDuration()), "30");
+  EXPECT_EQ(*store->Add("c", 1), 31);
+}
+
+// A transport failure after an add committed (its answer lost) is retried
+// by the client; the add must count once, whichever way it was applied.
+TEST_F(EtcdStoreTest, AnAddWhoseAnswerWasLostCountsOnce) {
+  Faults faults;
+  auto store = Open("job", "", &faults, absl::Seconds(2));
+  auto lose = [&](int n) {
+    absl::MutexLock lock(&faults.mu);
+    faults.lose = n;
+    faults.lost = 0;
+  };
+  // The first add (a compare-and-swap).
+  lose(1);
+  EXPECT_EQ(*store->Add("n", 5), 5);
+  // An add of one (a put of the sequence).
+  lose(1);
+  EXPECT_EQ(*store->Add("n", 1), 6);
+  // Another delta (a compare-and-swap of the sequence).
+  lose(1);
+  EXPECT_EQ(*store->Add("n", 3), 9);
+  {
+    absl::MutexLock lock(&faults.mu);
+    EXPECT_EQ(faults.lost, 1);
+  }
+  EXPECT_EQ(*store->Get("n", absl::ZeroDuration()), "9");
+  // Every retry's answer lost until the call's budget is spent: the add
+  // settles its outcome itself.
+  lose(1000);
+  EXPECT_EQ(*store->Add("n", 1), 10);
+  {
+    absl::MutexLock lock(&faults.mu);
+    EXPECT_GT(faults.lost, 1);
+    faults.lose = 0;
+  }
+  EXPECT_EQ(*store->Add("n", 0), 10);
+  EXPECT_EQ(*store->Get("n", absl::ZeroDuration()), "10");
+  EXPECT_EQ(*store->Add("n", 1), 11);
+  // The adds' markers are gone once the adds returned.
+  EXPECT_EQ(RawCount("/distjob/job/agent/adds/"), 0);
+}
+
+// Calls that arrive while another call adopts the job lease wait for its
+// outcome, each within its own deadline, and share its failure instead of
+// redoing the adoption one after another.
+TEST_F(EtcdStoreTest, QueuedFirstCallsShareOneAdoptionWithinTheirDeadlines) {
+  Faults faults;
+  {
+    absl::MutexLock lock(&faults.mu);
+    faults.hold_grants = true;
+  }
+  auto store = Open("job", "", &faults);
+  absl::Status adopter;
+  std::thread first([&] { adopter = store->Set("a", "v").status(); });
+  EXPECT_TRUE(faults.AwaitFor(+[](Faults* f) {
+    f->mu.AssertHeld();
+    return f->held == 1;
+  }));
+  // A waiter that ignored its deadline would wait for the grant: released
+  // after 20 s unless the waiter is back before.
+  absl::Notification back;
+  std::thread releaser([&] {
+    if (!back.WaitForNotificationWithTimeout(absl::Seconds(20))) {
+      absl::MutexLock lock(&faults.mu);
+      faults.released = true;
+    }
+  });
+  absl::Status waited;
+  const absl::Time start = absl::Now();
+  {
+    ScopedCallDeadline deadline(start + absl::Milliseconds(300));
+    waited = store->Set("b", "v").status();
+  }
+  const absl::Duration took = absl::Now() - start;
+  back.Notify();
+  releaser.join();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_LT(took, absl::Seconds(5));
+  constexpr int kWaiters = 8;
+  std::vector<absl::Status> results(kWaiters);
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      results[i] = store->Set(absl::StrCat("w", i), "v").status();
+    });
+  }
+  // Every waiter is parked on the adoption before it fails.
+  EXPECT_TRUE(faults.AwaitFor(+[](Faults* f) {
+    f->mu.AssertHeld();
+    return f->lease_waits == 1 + kWaiters;
+  }));
+  {
+    absl::MutexLock lock(&faults.mu);
+    faults.released = true;
+    faults.hold_grants = false;
+  }
+  first.join();
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(adopter.code(), absl::StatusCode::kPermissionDenied) << adopter;
+  for (const auto& s : results) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  }
+  {
+    absl::MutexLock lock(&faults.mu);
+    EXPECT_EQ(faults.held, 1);
+  }
+  // A later call adopts again.
+  ASSERT_TRUE(store->Set("c", "v").ok());
+  EXPECT_EQ(*store->Get("c", absl::ZeroDuration()), "v");
+}
+
 TEST_F(EtcdStoreTest, CompareSetFollowsTcpStoreSemantics) {
   auto store = Open("job");
   auto r = store->CompareSet("k", "x", "y");
@@ -352,6 +673,71 @@ TEST_F(EtcdStoreTest, RenewingATtlKeyWithItsValueWakesNoWatcher) {
   // writer leaving revokes it at once.
   store->Close();
   EXPECT_FALSE(*other->Check({"ctl/alive/n1"}));
+}
+
+// Every node's heartbeat renews its lease: a message on the client's one
+// long-lived keep-alive stream, not a stream per renewal (4,096 simulated
+// nodes made etcd set up and tear down 4,096 streams a second). A stream
+// that breaks is opened again.
+TEST_F(EtcdStoreTest, RenewalsShareOneKeepAliveStreamReopenedAfterALoss) {
+  const std::string streams =
+      "grpc_server_started_total{grpc_method=\"LeaseKeepAlive\","
+      "grpc_service=\"etcdserverpb.Lease\",grpc_type=\"bidi_stream\"}";
+  auto store = Open("job");
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(30)).ok());
+  const int64_t before = std::max<int64_t>(0, Metric(streams));
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(30)).ok());
+  }
+  // (The job lease's own keep-alive may have opened it already.)
+  EXPECT_LE(Metric(streams) - before, 1);
+  auto listing = store->List("ctl/");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  EXPECT_EQ(listing->entries.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  // The stream broke with etcd: the next renewals go on a new one.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  absl::Status renewed;
+  do {
+    renewed = store->Set("ctl/alive/n1", "x", absl::Seconds(30)).status();
+  } while (!renewed.ok() && absl::Now() < deadline);
+  ASSERT_TRUE(renewed.ok()) << renewed;
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(30)).ok());
+  EXPECT_EQ(*store->Get("ctl/alive/n1", absl::ZeroDuration()), "x");
+  // The restarted etcd counts from 0: one stream, or two where the first
+  // met etcd still starting.
+  EXPECT_GE(Metric(streams), 1);
+  EXPECT_LE(Metric(streams), 2);
+  auto quiet = store->Watch("ctl/", listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_FALSE(quiet->first) << "a renewal rewrote the key";
+}
+
+// A node's heartbeat adds its waiting key to its alive key while it waits
+// for a round: the added key goes under the lease the heartbeat renews,
+// not a lease of its own (a grant, a Raft commit, per node).
+TEST_F(EtcdStoreTest, AKeyAddedToARenewedHeartbeatSharesItsLease) {
+  auto store = Open("job");
+  auto other = Open("job");
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "1", absl::Seconds(30)).ok());
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "1", absl::Seconds(30)).ok());
+  ASSERT_TRUE(other->Set("unrelated", "x").ok());
+  const int64_t grants = Requests("LeaseGrant", "Lease");
+  ASSERT_GE(grants, 0);
+  ASSERT_TRUE(store
+                  ->MultiSet({{"ctl/alive/n1", "1"}, {"ctl/waiting/n1", "1"}},
+                             absl::Seconds(30))
+                  .ok());
+  ASSERT_TRUE(store
+                  ->MultiSet({{"ctl/alive/n1", "1"}, {"ctl/waiting/n1", "1"}},
+                             absl::Seconds(30))
+                  .ok());
+  EXPECT_EQ(Requests("LeaseGrant", "Lease") - grants, 0);
+  EXPECT_EQ(*other->Get("ctl/waiting/n1", absl::ZeroDuration()), "1");
+  // Both go with the lease when their writer leaves.
+  store->Close();
+  EXPECT_FALSE(*other->Check({"ctl/alive/n1"}));
+  EXPECT_FALSE(*other->Check({"ctl/waiting/n1"}));
 }
 
 // A round's rank records and join records go in one request per 1,024
