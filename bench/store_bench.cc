@@ -214,11 +214,11 @@ class SharedStore : public StoreInterface {
     ++*n_;
     return s_->ListPage(prefix, start_after, limit);
   }
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
-      absl::Duration timeout) override {
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override {
     ++*n_;
-    return s_->Watch(prefix, after_revision, timeout);
+    return s_->WatchAny(prefixes, after_revision, timeout);
   }
 
  private:
