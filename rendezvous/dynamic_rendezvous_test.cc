@@ -598,11 +598,23 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
   EXPECT_EQ(StoredRound(&core), 1);
 }
 
-// Counts a node's reads: once its round is formed, its monitor's.
+// A node's reads, and its watches answered by a change: once its round
+// is formed, its monitor's.
+struct MonitorCounts {
+  std::atomic<int> reads{0};
+  std::atomic<int> wakes{0};
+};
 class ReadCountingStore : public LocalStore {
  public:
-  ReadCountingStore(StoreCore* core, std::atomic<int>* reads)
-      : LocalStore(core), reads_(reads) {}
+  ReadCountingStore(StoreCore* core, MonitorCounts* counts)
+      : LocalStore(core), counts_(counts), reads_(&counts->reads) {}
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override {
+    auto w = LocalStore::WatchAny(prefixes, after_revision, timeout);
+    if (w.ok() && w->changed) ++counts_->wakes;
+    return w;
+  }
   absl::StatusOr<std::vector<std::string>> MultiGet(
       const std::vector<std::string>& keys, absl::Duration timeout) override {
     ++*reads_;
@@ -620,6 +632,7 @@ class ReadCountingStore : public LocalStore {
   }
 
  private:
+  MonitorCounts* counts_;
   std::atomic<int>* reads_;
 };
 
@@ -631,7 +644,7 @@ class ReadCountingStore : public LocalStore {
 TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
   FakeStoreClock clock;
   StoreCore core(StoreLimits{}, &clock);
-  std::atomic<int> reads[4] = {};
+  MonitorCounts counts[4];
   absl::Notification changed[4];
   Nodes nodes;
   for (int i = 0; i < 4; ++i) {
@@ -639,7 +652,7 @@ TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
     o.heartbeat_thread = false;  // renewed by hand, on the fake clock
     o.config.keep_alive_interval = absl::Hours(1);  // a lease of 3 h
     nodes.push_back(std::make_unique<DynamicRendezvous>(
-        o, std::make_unique<ReadCountingStore>(&core, &reads[i])));
+        o, std::make_unique<ReadCountingStore>(&core, &counts[i])));
     nodes[i]->SetOnMembershipChange([&, i] { changed[i].Notify(); });
   }
   std::vector<RendezvousResult> results = FormRound(nodes);
@@ -665,7 +678,7 @@ TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
     nodes[by_rank[r]].reset();
   }
   ASSERT_TRUE(parked(2));
-  for (auto& n : reads) n = 0;
+  for (auto& c : counts) c.reads = c.wakes = 0;
   auto step = [&](bool keep_watcher) {
     for (int r : {0, 3}) nodes[by_rank[r]]->RenewLease();
     if (keep_watcher) {
@@ -683,8 +696,10 @@ TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
     ASSERT_TRUE(parked(2));
   }
   ASSERT_FALSE(*core.Check({lost_lease}));
-  EXPECT_EQ(reads[by_rank[0]].load(), 0);
-  EXPECT_EQ(reads[by_rank[3]].load(), 0);
+  for (int r : {0, 3}) {
+    EXPECT_EQ(counts[by_rank[r]].wakes.load(), 0) << "group rank " << r;
+    EXPECT_EQ(counts[by_rank[r]].reads.load(), 0) << "group rank " << r;
+  }
   EXPECT_FALSE(changed[by_rank[0]].HasBeenNotified());
   EXPECT_FALSE(changed[by_rank[3]].HasBeenNotified());
   // Rank 1's lease runs out: rank 0, the member before it, sees that and
