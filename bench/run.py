@@ -872,8 +872,9 @@ def recover_once(n, log_dir=None):
     a round; node N/2's lease stops (a crash); then a new node asks to
     join the survivors' round. Returns (seconds from the kill to the last
     survivor holding the next round, seconds from the new node's start to
-    the last member holding the round that takes it in), or None past
-    RECOVER_CAP_S at any step. With `log_dir`, the simulated nodes' debug
+    the last member holding the round that takes it in, store requests
+    per survivor in the first and per member in the second, lease renewals
+    left out), or None past RECOVER_CAP_S at any step. With `log_dir`, the simulated nodes' debug
     log goes to sim-<i>.log there and the kill phase's replies to
     kill.json (bench/recover_timeline.py reads them)."""
     server, port = start_server([STORE_BENCH, "server", str(n)])
@@ -929,6 +930,7 @@ def recover_once(n, log_dir=None):
             return None
         kill = max(r["kill_ns"] for r in recovered)
         loss = (max(r["done_ns"] for r in recovered) - kill) / 1e9
+        loss_req = sum(r.get("requests", 0) for r in recovered) / (n - 1)
         if log_dir is not None:
             with open(os.path.join(log_dir, "kill.json"), "w") as f:
                 json.dump(recovered, f)
@@ -938,7 +940,8 @@ def recover_once(n, log_dir=None):
             return None
         start = max(r["join_ns"] for r in grown)
         join = (max(r["done_ns"] for r in grown) - start) / 1e9
-        return loss, join
+        join_req = sum(r.get("requests", 0) for r in grown) / n
+        return loss, join, loss_req, join_req
     finally:
         for p in procs:
             if p.poll() is None:
@@ -951,7 +954,7 @@ def bench_recover(reps):
     """Recovery at scale: a crashed node's survivors, and a new node
     joining a running job, each to the next closed round."""
     reps = max(1, min(reps, 3))
-    loss, join = {}, {}
+    loss, join, loss_req, join_req = {}, {}, {}, {}
     failed = {n: 0 for n in RECOVER_N}
     load_before = os.getloadavg()
     for _ in range(reps):
@@ -962,6 +965,8 @@ def bench_recover(reps):
                 continue
             loss.setdefault(n, []).append(measured[0])
             join.setdefault(n, []).append(measured[1])
+            loss_req.setdefault(n, []).append(measured[2])
+            join_req.setdefault(n, []).append(measured[3])
     for n in RECOVER_N:  # no run within the cap: shown as infinite
         loss.setdefault(n, [float("inf")])
         join.setdefault(n, [float("inf")])
@@ -977,6 +982,19 @@ def bench_recover(reps):
                     "nodes",
             "unit": "s", "samples": {"distjob-agent": join[n]},
             "target": {"distjob-agent": target}})
+    # After the note's row: the note stays on the last timed row.
+    req_rows = []
+    for n in RECOVER_N:
+        if n not in loss_req:
+            continue
+        req_rows.append({
+            "name": f"recovery: store requests per survivor, node lost, {n} "
+                    "simulated nodes",
+            "unit": "req", "samples": {"distjob-agent": loss_req[n]}})
+        req_rows.append({
+            "name": f"recovery: store requests per node, waiting node, {n} "
+                    "simulated nodes",
+            "unit": "req", "samples": {"distjob-agent": join_req[n]}})
     results[-1]["note"] = (
         "`store_bench recover`: one `store_bench server`; N simulated nodes "
         "(real `DynamicRendezvous`, as in the scale rows: 8 connections "
@@ -1000,7 +1018,7 @@ def bench_recover(reps):
         + f" 1-minute load average {load_before[0]:.1f} before this "
         f"section and {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} "
         "CPUs.")
-    return results
+    return results + req_rows
 
 
 # -- worker output through --tee -----------------------------------------------
