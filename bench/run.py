@@ -824,7 +824,12 @@ def bench_scale(reps):
         "interval (not run here: N Python agents do not fit). Forming a "
         "round costs each node O(1) store requests and bytes: a counter "
         "and a join record of its own; the closed state is a few numbers, "
-        "and each node reads only its own rank record. Where the store's "
+        "and each node reads only its own rank record. Since issue 18 the "
+        "watch that wakes a joiner at the close names the state it was "
+        "closed with, so the joiner no longer lists it again: 8 requests "
+        "per node from 16 to 1,024 nodes where the quiet run before had 9 "
+        "(at 4,096 nodes, old and new alternating under heavy load: 9.6 "
+        "then 8.8). Where the store's "
         "time goes: `bench/profile_scale.py 4096` and "
         f"`bench/profile_scale.py {SCALE_TARGET_N}`, committed as "
         "[profile-scale-4096.txt](profile-scale-4096.txt) and "
@@ -856,10 +861,22 @@ RECOVER_TIMELINE = (
     'rank records written); every survivor held it 1.2–1.3 s after the clos'
     'e (state, own rank record, master record, waiting nodes: 4 requests ea'
     'ch). At roughly 10,000 requests/s on the 2 shared cores, the ~12 reque'
-    'sts per survivor are the ~5 s beyond lease + last call. Left: the herd'
-    ' at the expiry (a watch that says which key changed, or a member watch'
-    "ing only its next member's lease, would wake one monitor instead of 4,"
-    '095) and the per-survivor reads after the close. The earlier rows of t'
+    'sts per survivor are the ~5 s beyond lease + last call. That timeline'
+    ' is from before issue 18\'s fix of the herd: a member\'s monitor now w'
+    "atches (`WatchAny`, one parked call) only the round's state, the waiti"
+    "ng nodes and its next member's lease, so the expiry wakes the one memb"
+    "er that acts; the store's answer names the key that changed with its v"
+    'alue, so the survivors told of the new round, and woken by its close, '
+    'read no state; the monitor watches from the revision the round closed '
+    'at, so no member lists the waiting nodes after the close; a waiting no'
+    'de withdraws its ask when it joins, not after the close (which woke ev'
+    'ery monitor). Store requests per survivor (`requests` in the replies, '
+    'lease renewals left out, watch timeouts included), old and new `store_'
+    'bench` alternating under heavy load (1-minute load average 40–300 on 2'
+    ' cores, one run each, times not comparable): node lost 15.0 → 8.0 at 1'
+    ',024 nodes, 12.2 → 7.8–10.2 at 4,096; waiting node 16.4 → 10.0 at 1,02'
+    '4, 12.9 → 11.6–16.5 at 4,096 (a slow last joiner under that load miss'
+    'es the 1 s last call and costs a second round). The earlier rows of t'
     'his table were also distorted by the simulator: 8 heartbeat threads pe'
     'r process renewed 128 leases each one after another, a pass outlasted '
     'the 3 s lease under load, and hundreds of live nodes were seen lost (o'
