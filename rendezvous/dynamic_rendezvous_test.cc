@@ -598,6 +598,50 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
   EXPECT_EQ(StoredRound(&core), 1);
 }
 
+// Counts the listings of the round's state a node makes.
+class StateListingCountingStore : public LocalStore {
+ public:
+  StateListingCountingStore(StoreCore* core, std::atomic<int>* listings)
+      : LocalStore(core), listings_(listings) {}
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override {
+    if (prefix == "rdzv/job/ctl/state") ++*listings_;
+    return LocalStore::ListPage(prefix, start_after, limit);
+  }
+
+ private:
+  std::atomic<int>* listings_;
+};
+
+// A node waiting for the round to fill is woken by the compare-set that
+// closes it; the watch's answer carries that state, so the node reads it
+// once (its first look), not again after the wake: at thousands of
+// nodes, that listing was one request per node at the close.
+TEST(DynamicRendezvousTest, TheStateAWatchToldIsNotListedAgain) {
+  StoreCore core;
+  std::atomic<int> listings{0};
+  DynamicRendezvous waiter(
+      Options(0, 2, 2),
+      std::make_unique<StateListingCountingStore>(&core, &listings));
+  DynamicRendezvous closer(Options(1, 2, 2),
+                           std::make_unique<LocalStore>(&core));
+  absl::StatusOr<RendezvousResult> waited;
+  std::thread t([&] { waited = waiter.Next(1); });
+  // Its watch is parked: the close is a change it is told of.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (core.Stats().parked_waits == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(core.Stats().parked_waits, 1);
+  auto closed = closer.Next(1);
+  t.join();
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ(waited->group_world_size, 2);
+  EXPECT_EQ(listings.load(), 1);
+}
+
 // A node's reads, and its watches answered by a change: once its round
 // is formed, its monitor's.
 struct MonitorCounts {
