@@ -780,7 +780,12 @@ def bench_scale(reps):
         "interval (not run here: N Python agents do not fit). Forming a "
         "round costs each node O(1) store requests and bytes: a counter "
         "and a join record of its own; the closed state is a few numbers, "
-        "and each node reads only its own rank record. Where the store's "
+        "and each node reads only its own rank record. Since issue 18 the "
+        "watch that wakes a joiner at the close names the state it was "
+        "closed with, so the joiner no longer lists it again: 8 requests "
+        "per node from 16 to 1,024 nodes where the quiet run before had 9 "
+        "(at 4,096 nodes, old and new alternating under heavy load: 9.6 "
+        "then 8.8). Where the store's "
         "time goes: `bench/profile_scale.py 4096` and "
         f"`bench/profile_scale.py {SCALE_TARGET_N}`, committed as "
         "[profile-scale-4096.txt](profile-scale-4096.txt) and "
@@ -812,10 +817,23 @@ RECOVER_TIMELINE = (
     'rank records written); every survivor held it 1.2–1.3 s after the clos'
     'e (state, own rank record, master record, waiting nodes: 4 requests ea'
     'ch). At roughly 10,000 requests/s on the 2 shared cores, the ~12 reque'
-    'sts per survivor are the ~5 s beyond lease + last call. Left: the herd'
-    ' at the expiry (a watch that says which key changed, or a member watch'
-    "ing only its next member's lease, would wake one monitor instead of 4,"
-    '095) and the per-survivor reads after the close. The earlier rows of t'
+    'sts per survivor are the ~5 s beyond lease + last call. That timeline'
+    ' is from before issue 18\'s fix of the herd: a member\'s monitor now w'
+    "atches (`WatchAny`, one parked call) only the round's state, the waiti"
+    "ng nodes and its next member's lease, so the expiry wakes the one memb"
+    "er that acts; the store's answer names the key that changed with its v"
+    'alue, so the survivors told of the new round, and woken by its close, '
+    'read no state; the monitor watches from the revision the round closed '
+    'at, so no member lists the waiting nodes after the close; a waiting no'
+    'de withdraws its ask when it joins, not after the close (which woke ev'
+    'ery monitor). Store requests per survivor (`requests` in the replies, '
+    'lease renewals left out, watch timeouts included), old and new `store_'
+    'bench` alternating under heavy load (1-minute load average 40–300 on 2'
+    ' cores, one run each, times not comparable): node lost 15.0 → 8.0 at 1'
+    ',024 nodes, 12.2–12.6 → 7.8–10.2 at 4,096; waiting node 16.4 → 10.0 '
+    'at 1,024, 12.9–13.1 → 11.6–16.5 at 4,096 (a slow last joiner under th'
+    'at load miss'
+    'es the 1 s last call and costs a second round). The earlier rows of t'
     'his table were also distorted by the simulator: 8 heartbeat threads pe'
     'r process renewed 128 leases each one after another, a pass outlasted '
     'the 3 s lease under load, and hundreds of live nodes were seen lost (o'
@@ -828,8 +846,9 @@ def recover_once(n, log_dir=None):
     a round; node N/2's lease stops (a crash); then a new node asks to
     join the survivors' round. Returns (seconds from the kill to the last
     survivor holding the next round, seconds from the new node's start to
-    the last member holding the round that takes it in), or None past
-    RECOVER_CAP_S at any step. With `log_dir`, the simulated nodes' debug
+    the last member holding the round that takes it in, store requests
+    per survivor in the first and per member in the second, lease renewals
+    left out), or None past RECOVER_CAP_S at any step. With `log_dir`, the simulated nodes' debug
     log goes to sim-<i>.log there and the kill phase's replies to
     kill.json (bench/recover_timeline.py reads them)."""
     server, port = start_server([STORE_BENCH, "server", str(n)])
@@ -885,6 +904,7 @@ def recover_once(n, log_dir=None):
             return None
         kill = max(r["kill_ns"] for r in recovered)
         loss = (max(r["done_ns"] for r in recovered) - kill) / 1e9
+        loss_req = sum(r.get("requests", 0) for r in recovered) / (n - 1)
         if log_dir is not None:
             with open(os.path.join(log_dir, "kill.json"), "w") as f:
                 json.dump(recovered, f)
@@ -894,7 +914,8 @@ def recover_once(n, log_dir=None):
             return None
         start = max(r["join_ns"] for r in grown)
         join = (max(r["done_ns"] for r in grown) - start) / 1e9
-        return loss, join
+        join_req = sum(r.get("requests", 0) for r in grown) / n
+        return loss, join, loss_req, join_req
     finally:
         for p in procs:
             if p.poll() is None:
@@ -907,7 +928,7 @@ def bench_recover(reps):
     """Recovery at scale: a crashed node's survivors, and a new node
     joining a running job, each to the next closed round."""
     reps = max(1, min(reps, 3))
-    loss, join = {}, {}
+    loss, join, loss_req, join_req = {}, {}, {}, {}
     failed = {n: 0 for n in RECOVER_N}
     load_before = os.getloadavg()
     for _ in range(reps):
@@ -918,6 +939,8 @@ def bench_recover(reps):
                 continue
             loss.setdefault(n, []).append(measured[0])
             join.setdefault(n, []).append(measured[1])
+            loss_req.setdefault(n, []).append(measured[2])
+            join_req.setdefault(n, []).append(measured[3])
     for n in RECOVER_N:  # no run within the cap: shown as infinite
         loss.setdefault(n, [float("inf")])
         join.setdefault(n, [float("inf")])
@@ -933,6 +956,19 @@ def bench_recover(reps):
                     "nodes",
             "unit": "s", "samples": {"distjob-agent": join[n]},
             "target": {"distjob-agent": target}})
+    # After the note's row: the note stays on the last timed row.
+    req_rows = []
+    for n in RECOVER_N:
+        if n not in loss_req:
+            continue
+        req_rows.append({
+            "name": f"recovery: store requests per survivor, node lost, {n} "
+                    "simulated nodes",
+            "unit": "req", "samples": {"distjob-agent": loss_req[n]}})
+        req_rows.append({
+            "name": f"recovery: store requests per node, waiting node, {n} "
+                    "simulated nodes",
+            "unit": "req", "samples": {"distjob-agent": join_req[n]}})
     results[-1]["note"] = (
         "`store_bench recover`: one `store_bench server`; N simulated nodes "
         "(real `DynamicRendezvous`, as in the scale rows: 8 connections "
@@ -956,7 +992,7 @@ def bench_recover(reps):
         + f" 1-minute load average {load_before[0]:.1f} before this "
         f"section and {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} "
         "CPUs.")
-    return results
+    return results + req_rows
 
 
 # -- worker output through --tee -----------------------------------------------

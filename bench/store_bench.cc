@@ -168,11 +168,15 @@ int Ops(const std::string& endpoint, const std::string& op, int clients,
 // requests, since the server keeps no per-request statistics.
 class SharedStore : public StoreInterface {
  public:
-  SharedStore(StoreInterface* s, std::atomic<long>* n) : s_(s), n_(n) {}
+  // `renewals`, if set, also counts the lease writes (a TTL) among them.
+  SharedStore(StoreInterface* s, std::atomic<long>* n,
+              std::atomic<long>* renewals = nullptr)
+      : s_(s), n_(n), renewals_(renewals) {}
   absl::StatusOr<int64_t> MultiSet(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) override {
     ++*n_;
+    if (renewals_ != nullptr && ttl > absl::ZeroDuration()) ++*renewals_;
     return s_->MultiSet(kvs, ttl);
   }
   absl::StatusOr<std::vector<std::string>> MultiGet(
@@ -214,16 +218,17 @@ class SharedStore : public StoreInterface {
     ++*n_;
     return s_->ListPage(prefix, start_after, limit);
   }
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
-      absl::Duration timeout) override {
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override {
     ++*n_;
-    return s_->Watch(prefix, after_revision, timeout);
+    return s_->WatchAny(prefixes, after_revision, timeout);
   }
 
  private:
   StoreInterface* s_;
   std::atomic<long>* n_;
+  std::atomic<long>* renewals_;
 };
 
 // Renews the leases of many simulated nodes from a few threads, one
@@ -424,7 +429,15 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300), {},
                                                /*own_connection=*/true));
   }
-  std::atomic<long> requests{0};
+  std::atomic<long> requests{0}, renewals{0};
+  // A phase's requests, lease renewals left out: what its rendezvous cost.
+  long phase_from = 0;
+  auto phase_requests = [&] {
+    const long now = requests.load() - renewals.load();
+    const long n = now - phase_from;
+    phase_from = now;
+    return n;
+  };
   auto make = [&](int global, int local) {
     DynamicRendezvousOptions o;
     o.run_id = run_id;
@@ -439,7 +452,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     o.heartbeat_thread = false;
     return std::make_unique<DynamicRendezvous>(
         o, std::make_unique<SharedStore>(clients[local % channels].get(),
-                                         &requests));
+                                         &requests, &renewals));
   };
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
   // A shard renews its nodes one after another with blocking calls: 8
@@ -502,6 +515,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     return 2;
   }
   changes.NextPhase();
+  (void)phase_requests();
   long long kill_ns = 0;
   if (kill >= first && kill < first + count) {
     kill_ns = NowNs();
@@ -515,9 +529,9 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   std::printf(
       "{\"kill_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
       "\"members\": %zu, \"told_first_ns\": %lld, \"told_last_ns\": "
-      "%lld, \"wall_minus_mono_ns\": %lld}\n",
+      "%lld, \"wall_minus_mono_ns\": %lld, \"requests\": %ld}\n",
       kill_ns, recovered.second, recovered.first, live.size(), told.first,
-      told.second, WallNs() - NowNs());
+      told.second, WallNs() - NowNs(), phase_requests());
   std::fflush(stdout);
   int join = -1;
   if (!std::getline(std::cin, line) ||
@@ -538,8 +552,8 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   auto grown = next_round(live, true, nodes);
   std::printf(
       "{\"join_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
-      "\"members\": %zu}\n",
-      join_ns, grown.second, grown.first, live.size());
+      "\"members\": %zu, \"requests\": %ld}\n",
+      join_ns, grown.second, grown.first, live.size(), phase_requests());
   std::fflush(stdout);
   _exit(grown.first == static_cast<int>(live.size()) ? 0 : 1);
 }

@@ -32,7 +32,14 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
   }
 }
 
-DynamicRendezvous::~DynamicRendezvous() { StopThreads(); }
+DynamicRendezvous::~DynamicRendezvous() {
+  // Ends the monitor's watch in flight, which would otherwise hold the
+  // join below for up to keep_alive_interval; nothing else calls the store
+  // any more.
+  closed_ = true;
+  if (store_ != nullptr) store_->Close();
+  StopThreads();
+}
 
 void DynamicRendezvous::StopThreads() {
   {
@@ -132,32 +139,49 @@ Progress DynamicRendezvous::CurrentProgress(absl::Time deadline,
   return p;
 }
 
-Observed DynamicRendezvous::Observe(RankCache* cache) {
+Observed DynamicRendezvous::Observe(RankCache* cache,
+                                    const std::optional<WatchChange>& known,
+                                    int64_t known_revision) {
   Observed o;
   o.fresh = true;
-  // One request for the state and the job's end (rdzv_keys.h: both start
-  // with the state's key), read by every node on every wake-up.
-  auto listing = store_->List(keys_.State());
-  if (!listing.ok()) {
-    o.state_error = listing.status();
-    return o;
+  std::optional<RdzvState> told;
+  if (known.has_value() && known->key == keys_.State() &&
+      known->value.has_value()) {
+    if (auto st = RdzvState::Decode(*known->value); st.ok()) told = *st;
   }
-  for (auto& e : listing->entries) {
-    if (e.key == keys_.Aborted()) {
-      o.aborted = std::move(e.value);
+  if (told.has_value()) {
+    // What the watch said: a recovery's survivors, woken together by the
+    // round's close, each skip a listing.
+    o.revision = known_revision;
+    o.state_revision = known->revision;
+    o.raw = *known->value;
+    o.state = *std::move(told);
+  } else {
+    // One request for the state and the job's end (rdzv_keys.h: both start
+    // with the state's key), read by every node on every wake-up.
+    auto listing = store_->List(keys_.State());
+    if (!listing.ok()) {
+      o.state_error = listing.status();
       return o;
     }
-  }
-  o.revision = listing->revision;
-  for (const auto& e : listing->entries) {
-    if (e.key != keys_.State()) continue;
-    o.raw = e.value;
-    auto st = RdzvState::Decode(e.value);
-    if (!st.ok()) {
-      o.state_error = st.status();
-      return o;
+    for (auto& e : listing->entries) {
+      if (e.key == keys_.Aborted()) {
+        o.aborted = std::move(e.value);
+        return o;
+      }
     }
-    o.state = std::move(*st);
+    o.revision = listing->revision;
+    for (const auto& e : listing->entries) {
+      if (e.key != keys_.State()) continue;
+      o.raw = e.value;
+      o.state_revision = e.revision;
+      auto st = RdzvState::Decode(e.value);
+      if (!st.ok()) {
+        o.state_error = st.status();
+        return o;
+      }
+      o.state = std::move(*st);
+    }
   }
   const RdzvState& st = o.state;
   if (st.closed && (st.round != cache->round || st.closer != cache->closer)) {
@@ -219,9 +243,16 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   bool announced_wait = false;
   bool near_deadline = false;  // then waits also end on a join
   changed_ = false;
+  // What the last wait saw change under the state's prefix (see Observe):
+  // first, what the monitor saw reopen the round.
+  std::optional<WatchChange> known;
+  int64_t known_revision = 0;
   {
     absl::MutexLock lock(&mu_);
     monitoring_ = false;
+    known = std::move(reopened_);
+    reopened_.reset();
+    known_revision = reopened_revision_;
     if (!aborted_.empty()) {
       return absl::AbortedError(absl::StrCat("the job ended: ", aborted_));
     }
@@ -264,12 +295,14 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         std::min({timeout, deadline - absl::Now(),
                   capped ? c.keep_alive_interval : absl::InfiniteDuration()});
     const absl::Time start = absl::Now();
-    absl::Status s = store_
-                         ->Watch(near_deadline ? keys_.prefix() : keys_.State(),
-                                 o.revision, timeout)
-                         .status();
+    auto w = store_->WatchAny({near_deadline ? keys_.prefix() : keys_.State()},
+                              o.revision, timeout);
     peer_wait += absl::Now() - start;
-    return s;
+    if (w.ok() && !near_deadline && w->change.has_value()) {
+      known = std::move(w->change);
+      known_revision = w->revision;
+    }
+    return w.status();
   };
   // A failed store operation is retried after a pause, so a store that
   // refuses every write (or is not up yet) costs neither a core nor a log
@@ -300,7 +333,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
     bool reread = true;
     switch (a.kind) {
       case Action::kObserve:
-        o = Observe(&cache);
+        o = Observe(&cache, known, known_revision);
+        known.reset();
         reread = false;
         break;
       case Action::kCancelled:
@@ -344,7 +378,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           // The round is closed: what follows reads the master's address
           // within close_timeout, whatever is left of join_timeout.
           ScopedCallDeadline after_join(absl::InfiniteFuture());
-          auto result = Result(st, *o.mine, o.revision);
+          auto result = Result(st, *o.mine, o.state_revision);
           if (result.ok()) {
             result->peer_wait_seconds = absl::ToDoubleSeconds(peer_wait);
           }
@@ -395,6 +429,12 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           break;
         }
         retry.Reset();
+        // In an open round its ask is answered: withdrawn now, while the
+        // last round's members are re-forming, rather than once this round
+        // closed, when the deletion would wake each member's monitor.
+        if (waiting_.exchange(false)) {
+          (void)store_->Delete({keys_.Waiting(options_.node)});
+        }
         joined_round_ = st.round;
         join_index_ = *k;
         join_written_ = false;
@@ -680,14 +720,15 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     absl::MutexLock lock(&mu_);
     current_ = st;
     current_rank_ = mine;
+    watched_peer_ = mine.next;
   }
-  // The monitor's watch starts from the revision the closed round was read
-  // at: a change made since (a fast peer's worker failed and opened the
-  // next round while this node was still reading the one that closed)
-  // fires at once. A node that asked to join before that changes nothing
-  // from then on: look for one now, as Judge would.
-  const std::string why =
-      st.size < options_.max_nodes ? WaitingNode() : std::string();
+  // The monitor's watch starts from the revision the round was closed at:
+  // a change made since (a fast peer's worker failed and opened the next
+  // round while this node was still reading the one that closed, a node
+  // asked to join, the next member's lease ran out) fires at once. A node
+  // asks to join only once it saw the round closed (or full), so this
+  // needs no listing of the waiting nodes per member, which a recovery's
+  // survivors all made at once.
   {
     absl::MutexLock lock(&mu_);
     current_revision_ = revision;
@@ -696,7 +737,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       monitor_ = std::thread([this] { MonitorLoop(); });
     }
   }
-  if (!why.empty()) Fire(why);
   return r;
 }
 
@@ -711,20 +751,68 @@ std::string DynamicRendezvous::WaitingNode() {
   return "";
 }
 
-std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
+std::vector<std::string> DynamicRendezvous::MonitorPrefixes() {
+  // The state's key is the prefix of the job's end and the host's leaving
+  // (rdzv_keys.h). Other members' leases are left out: one lost lease
+  // would wake every member, each to read the state and its own next
+  // member's lease, thousands of requests around the one that matters.
+  std::vector<std::string> prefixes = {keys_.State()};
+  absl::MutexLock lock(&mu_);
+  if (current_.size < options_.max_nodes) {
+    prefixes.push_back(keys_.WaitingPrefix());
+  }
+  if (!watched_peer_.empty() && watched_peer_ != options_.node) {
+    prefixes.push_back(keys_.Alive(watched_peer_));
+  }
+  return prefixes;
+}
+
+std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision,
+                                     const std::optional<WatchChange>& change) {
+  RdzvState current;
+  RankRecord mine;
+  std::string watched;
+  {
+    absl::MutexLock lock(&mu_);
+    current = current_;
+    mine = current_rank_;
+    watched = watched_peer_;
+  }
+  if (change.has_value()) {
+    // The one change since the last look: when it tells all, no read (the
+    // whole round's monitors wake together when the round reopens).
+    if (change->key == keys_.State() && change->value.has_value()) {
+      auto st = RdzvState::Decode(*change->value);
+      if (st.ok() && (st->round != current.round || !st->closed)) {
+        absl::MutexLock lock(&mu_);
+        // Only for the Next this wakes (it stops monitoring first).
+        if (monitoring_) {
+          reopened_ = change;
+          reopened_revision_ = *revision;
+        }
+        return absl::StrCat("round ", st->round, " began");
+      }
+    } else if (change->key == keys_.Aborted() && change->value.has_value()) {
+      absl::MutexLock lock(&mu_);
+      aborted_ = *change->value;
+      return "the job was ended by another node";
+    } else if (auto node = keys_.ParseWaiting(change->key); node.has_value()) {
+      if (!change->value.has_value()) return "";  // it joined or left
+      return absl::StrCat("node ", *node, " waits to join");
+    } else if (auto node = keys_.ParseAlive(change->key);
+               node.has_value() &&
+               (change->value.has_value() || *node != watched)) {
+      // A renewed lease, or another node's whose name starts with the
+      // watched one's.
+      return "";
+    }
+  }
   // A few small reads, whatever the job's size: the state with the job's
   // end and the host's leaving (one listing), the waiting nodes, and the
   // lease of the next member in rank order.
   auto listing = store_->List(keys_.State());
   if (!listing.ok()) return "";
   *revision = listing->revision;
-  RdzvState current;
-  RankRecord mine;
-  {
-    absl::MutexLock lock(&mu_);
-    current = current_;
-    mine = current_rank_;
-  }
   auto listed = [&](const std::string& key) -> const StoreEntry* {
     for (const auto& e : listing->entries) {
       if (e.key == key) return &e;
@@ -765,7 +853,13 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
   std::string peer = mine.next;
   for (int hops = 1; hops < current.size && peer != options_.node; ++hops) {
     auto alive = store_->Check({keys_.Alive(peer)});
-    if (!alive.ok() || *alive) return "";
+    if (!alive.ok()) return "";
+    if (*alive) {
+      // Watched from here on: the members between finished.
+      absl::MutexLock lock(&mu_);
+      watched_peer_ = peer;
+      return "";
+    }
     auto done = store_->Check({keys_.Done(current.round, peer)});
     if (!done.ok()) return "";
     if (!*done) {
@@ -785,6 +879,11 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision) {
     auto next = DecodeRank(*rec);
     if (!next.ok()) return "";
     peer = next->next;
+  }
+  if (peer == options_.node) {
+    // Every other member finished: no lease left to watch.
+    absl::MutexLock lock(&mu_);
+    watched_peer_.clear();
   }
   return "";
 }
@@ -820,13 +919,14 @@ void DynamicRendezvous::MonitorLoop() {
     // call began: a watch retried meanwhile waits for the store to come
     // back, and without this bound would report the loss its own wait plus
     // read_timeout later (the host killed mid-training: ~2 keep-alives late).
-    // Only ctl/ wakes it: a running round's bookkeeping (joins, records,
-    // the exit barrier) would wake every node on every write.
+    // Only what ends the round wakes it (MonitorPrefixes): a running
+    // round's bookkeeping (joins, records, the exit barrier) would wake
+    // every node on every write, another member's lost lease every member.
     auto w = [&] {
       ScopedCallDeadline within_read_timeout(failing_since +
                                              options_.config.read_timeout);
-      return store_->Watch(keys_.Ctl(), revision,
-                           options_.config.keep_alive_interval);
+      return store_->WatchAny(MonitorPrefixes(), revision,
+                              options_.config.keep_alive_interval);
     }();
     if (!w.ok()) {
       // This node closed the store (Cancel, Shutdown), or stopped
@@ -864,9 +964,9 @@ void DynamicRendezvous::MonitorLoop() {
       continue;
     }
     failing_since = absl::InfiniteFuture();
-    if (!w->first) continue;
-    int64_t judged_at = w->second;
-    const std::string why = Judge(/*liveness=*/true, &judged_at);
+    if (!w->changed) continue;
+    int64_t judged_at = w->revision;
+    const std::string why = Judge(/*liveness=*/true, &judged_at, w->change);
     {
       absl::MutexLock lock(&mu_);
       current_revision_ = judged_at;

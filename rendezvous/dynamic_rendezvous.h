@@ -1,9 +1,11 @@
 // The elastic (c10d-style) rendezvous over a StoreInterface, with its keys
 // under rdzv/<run_id>/ (rendezvous/rdzv_keys.h lists them).
 // Waits are store-side watches (no polling). One watcher thread per agent
-// watches ctl/ alone, what tells that the current round stopped being the
-// job's, so that a round's own traffic wakes nobody; each wake-up costs a
-// few small reads whatever the job's size.
+// watches what tells that the current round stopped being the job's: the
+// state keys, the waiting nodes and the lease of its next live member in
+// rank order, so that neither a round's own traffic nor another member's
+// lost lease wakes it; a wake-up costs no read when the store says what
+// changed, a few small ones otherwise, whatever the job's size.
 #ifndef DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_H_
 #define DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_H_
 
@@ -97,9 +99,14 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Next's view of this node, for Decide.
   Progress CurrentProgress(absl::Time deadline, int64_t announced_round) const;
   // Reads what Decide needs (Observed): the end, the round, this node's
-  // place in it, and the leases that decide whether to wait.
-  Observed Observe(RankCache* cache);
-  // `revision`: the store's revision `state` was read at.
+  // place in it, and the leases that decide whether to wait. `known`: the
+  // state's key as a watch of the state's prefix from the last read saw
+  // it change, the one change there up to `known_revision` (then the job
+  // has not ended either): it is not read again.
+  Observed Observe(RankCache* cache,
+                   const std::optional<WatchChange>& known = std::nullopt,
+                   int64_t known_revision = 0);
+  // `revision`: the store's revision `state` was written at.
   absl::StatusOr<RendezvousResult> Result(const RdzvState& state,
                                           const RankRecord& mine,
                                           int64_t revision);
@@ -127,7 +134,12 @@ class DynamicRendezvous : public ElasticRendezvous {
   // sets `revision` to the store revision it read at. With `liveness` it
   // also looks at the next live member's lease and, that member lost,
   // opens the next round (only this node sees the loss).
-  std::string Judge(bool liveness, int64_t* revision);
+  // `change`: what woke the monitor, when the store told it; a change that
+  // tells all is judged without a read.
+  std::string Judge(bool liveness, int64_t* revision,
+                    const std::optional<WatchChange>& change = std::nullopt);
+  // The prefixes the monitor watches for the round it holds.
+  std::vector<std::string> MonitorPrefixes();
   void Fire(const std::string& why);
   void StopThreads();
   // Tells the store this node has read why the job ended (once).
@@ -183,6 +195,13 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   RdzvState current_ ABSL_GUARDED_BY(mu_);
   RankRecord current_rank_ ABSL_GUARDED_BY(mu_);
+  // The member whose lease the monitor watches: the first after this node
+  // in rank order still alive when last looked ("": none).
+  std::string watched_peer_ ABSL_GUARDED_BY(mu_);
+  // The state the monitor saw reopen the round (its one change since this
+  // node's round closed), for Next's first read, and its revision.
+  std::optional<WatchChange> reopened_ ABSL_GUARDED_BY(mu_);
+  int64_t reopened_revision_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t current_revision_ ABSL_GUARDED_BY(mu_) = 0;
   // Why another node ended the job, once seen: the store may be gone (its
   // host ended it) by the time Next runs.

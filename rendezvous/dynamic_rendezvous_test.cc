@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
+#include "rendezvous/store/fake_store_clock.h"
 #include "rendezvous/store/store_core.h"
 
 namespace distjob {
@@ -223,14 +224,15 @@ TEST(DynamicRendezvousTest, OnlyTheFirstFailureOfARoundIsTheRootCause) {
 // A LocalStore that calls `hook` before every Watch: where a node blocks.
 class WatchHookStore : public LocalStore {
  public:
-  using Hook = std::function<void(const std::string& prefix, int64_t after)>;
+  using Hook = std::function<void(const std::vector<std::string>& prefixes,
+                                  int64_t after)>;
   WatchHookStore(StoreCore* core, Hook hook)
       : LocalStore(core), hook_(std::move(hook)) {}
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
-      absl::Duration timeout) override {
-    hook_(prefix, after_revision);
-    return LocalStore::Watch(prefix, after_revision, timeout);
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override {
+    hook_(prefixes, after_revision);
+    return LocalStore::WatchAny(prefixes, after_revision, timeout);
   }
 
  private:
@@ -242,9 +244,10 @@ TEST(DynamicRendezvousTest, TimeBlockedOnPeersIsReported) {
   absl::Notification parked;
   DynamicRendezvous first(
       Options(0, 2, 2),
-      std::make_unique<WatchHookStore>(&core, [&](const std::string&, int64_t) {
-        if (!parked.HasBeenNotified()) parked.Notify();
-      }));
+      std::make_unique<WatchHookStore>(
+          &core, [&](const std::vector<std::string>&, int64_t) {
+            if (!parked.HasBeenNotified()) parked.Notify();
+          }));
   DynamicRendezvous second(Options(1, 2, 2),
                            std::make_unique<LocalStore>(&core));
   absl::StatusOr<RendezvousResult> first_result;
@@ -355,12 +358,13 @@ TEST(DynamicRendezvousTest, ClaimLosersWaitForTheWinnersDecision) {
   std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
   nodes.push_back(std::make_unique<DynamicRendezvous>(
       Options(0, 2, 2),
-      std::make_unique<WatchHookStore>(&core, [&](const std::string&, int64_t) {
-        if (std::this_thread::get_id() == loser_thread.load() &&
-            !loser_waits.HasBeenNotified()) {
-          loser_waits.Notify();
-        }
-      })));
+      std::make_unique<WatchHookStore>(
+          &core, [&](const std::vector<std::string>&, int64_t) {
+            if (std::this_thread::get_id() == loser_thread.load() &&
+                !loser_waits.HasBeenNotified()) {
+              loser_waits.Notify();
+            }
+          })));
   nodes.push_back(std::make_unique<DynamicRendezvous>(
       Options(1, 2, 2), std::make_unique<LocalStore>(&core)));
   FormRound(nodes);
@@ -449,15 +453,15 @@ class ControlledStore : public LocalStore {
     if (cut_) return Gone();
     return LocalStore::ListPage(prefix, start_after, limit);
   }
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
-      absl::Duration timeout) override {
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override {
     if (held_) {
       if (!holding_.HasBeenNotified()) holding_.Notify();
       released_.WaitForNotificationWithTimeout(absl::Seconds(10));
     }
     if (cut_) return Gone();
-    return LocalStore::Watch(prefix, after_revision, timeout);
+    return LocalStore::WatchAny(prefixes, after_revision, timeout);
   }
 
  private:
@@ -505,12 +509,13 @@ TEST(DynamicRendezvousTest, HostEndingTheJobLetsTheOthersReadWhy) {
   std::vector<std::unique_ptr<DynamicRendezvous>> nodes;
   // The peer's watch gets through once the host waits in its Shutdown.
   nodes.push_back(std::make_unique<DynamicRendezvous>(
-      host_options,
-      std::make_unique<WatchHookStore>(&core, [&](const std::string&, int64_t) {
-        if (std::this_thread::get_id() == ending_thread.load()) {
-          peer_store->ReleaseWatches();
-        }
-      })));
+      host_options, std::make_unique<WatchHookStore>(
+                        &core, [&](const std::vector<std::string>&, int64_t) {
+                          if (std::this_thread::get_id() ==
+                              ending_thread.load()) {
+                            peer_store->ReleaseWatches();
+                          }
+                        })));
   nodes.push_back(std::make_unique<DynamicRendezvous>(Options(1, 2, 2),
                                                       std::move(controlled)));
   FormRound(nodes);
@@ -545,8 +550,10 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
     o.config.exit_barrier_timeout = absl::Milliseconds(200);
     nodes.push_back(std::make_unique<DynamicRendezvous>(
         o, std::make_unique<WatchHookStore>(
-               &core, [&, i](const std::string& prefix, int64_t after) {
-                 if (i == 0 && prefix == "rdzv/job/ctl/") {
+               &core,
+               [&, i](const std::vector<std::string>& prefixes, int64_t after) {
+                 // The monitor's watch: the state and the next lease.
+                 if (i == 0 && prefixes.size() > 1) {
                    absl::MutexLock lock(&mu);
                    judged_past = after;
                  }
@@ -588,6 +595,167 @@ TEST(DynamicRendezvousTest, FinishedMemberIsLookedPastNotTakenForLost) {
     absl::MutexLock lock(&mu);
     EXPECT_TRUE(mu.AwaitWithDeadline(absl::Condition(&changed), deadline));
   }
+  EXPECT_EQ(StoredRound(&core), 1);
+}
+
+// Counts the listings of the round's state a node makes.
+class StateListingCountingStore : public LocalStore {
+ public:
+  StateListingCountingStore(StoreCore* core, std::atomic<int>* listings)
+      : LocalStore(core), listings_(listings) {}
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override {
+    if (prefix == "rdzv/job/ctl/state") ++*listings_;
+    return LocalStore::ListPage(prefix, start_after, limit);
+  }
+
+ private:
+  std::atomic<int>* listings_;
+};
+
+// A node waiting for the round to fill is woken by the compare-set that
+// closes it; the watch's answer carries that state, so the node reads it
+// once (its first look), not again after the wake: at thousands of
+// nodes, that listing was one request per node at the close.
+TEST(DynamicRendezvousTest, TheStateAWatchToldIsNotListedAgain) {
+  StoreCore core;
+  std::atomic<int> listings{0};
+  DynamicRendezvous waiter(
+      Options(0, 2, 2),
+      std::make_unique<StateListingCountingStore>(&core, &listings));
+  DynamicRendezvous closer(Options(1, 2, 2),
+                           std::make_unique<LocalStore>(&core));
+  absl::StatusOr<RendezvousResult> waited;
+  std::thread t([&] { waited = waiter.Next(1); });
+  // Its watch is parked: the close is a change it is told of.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (core.Stats().parked_waits == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(core.Stats().parked_waits, 1);
+  auto closed = closer.Next(1);
+  t.join();
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  ASSERT_TRUE(waited.ok()) << waited.status();
+  EXPECT_EQ(waited->group_world_size, 2);
+  EXPECT_EQ(listings.load(), 1);
+}
+
+// A node's reads, and its watches answered by a change: once its round
+// is formed, its monitor's.
+struct MonitorCounts {
+  std::atomic<int> reads{0};
+  std::atomic<int> wakes{0};
+};
+class ReadCountingStore : public LocalStore {
+ public:
+  ReadCountingStore(StoreCore* core, MonitorCounts* counts)
+      : LocalStore(core), counts_(counts), reads_(&counts->reads) {}
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override {
+    auto w = LocalStore::WatchAny(prefixes, after_revision, timeout);
+    if (w.ok() && w->changed) ++counts_->wakes;
+    return w;
+  }
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override {
+    ++*reads_;
+    return LocalStore::MultiGet(keys, timeout);
+  }
+  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override {
+    ++*reads_;
+    return LocalStore::Check(keys);
+  }
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override {
+    ++*reads_;
+    return LocalStore::ListPage(prefix, start_after, limit);
+  }
+
+ private:
+  MonitorCounts* counts_;
+  std::atomic<int>* reads_;
+};
+
+// At thousands of members, one lost lease woke every member's monitor,
+// each to read the state and its own next member's lease. Only the member
+// before the lost one in rank order may wake; the others hear of the loss
+// from the round it opens, which tells them what changed without a read.
+// Leases run on a fake store clock that the test advances.
+TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  MonitorCounts counts[4];
+  absl::Notification changed[4];
+  Nodes nodes;
+  for (int i = 0; i < 4; ++i) {
+    DynamicRendezvousOptions o = Options(i, 4, 4);
+    o.heartbeat_thread = false;  // renewed by hand, on the fake clock
+    o.config.keep_alive_interval = absl::Hours(1);  // a lease of 3 h
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        o, std::make_unique<ReadCountingStore>(&core, &counts[i])));
+    nodes[i]->SetOnMembershipChange([&, i] { changed[i].Notify(); });
+  }
+  std::vector<RendezvousResult> results = FormRound(nodes);
+  std::vector<int> by_rank(4);
+  for (int i = 0; i < 4; ++i) by_rank[results[i].group_rank] = i;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  // Until `n` watches are parked: the monitors wait in the store.
+  auto parked = [&](int64_t n) {
+    while (core.Stats().parked_waits != n && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return core.Stats().parked_waits == n;
+  };
+  ASSERT_TRUE(parked(4));
+  const std::string watcher_lease =
+      "rdzv/job/ctl/alive/n" + std::to_string(by_rank[1]);
+  const std::string lost_lease =
+      "rdzv/job/ctl/alive/n" + std::to_string(by_rank[2]);
+  // Group rank 2 is lost; rank 1, which alone watches its lease, is gone
+  // too but its lease is kept: nobody must wake for rank 2's lease.
+  for (int r : {1, 2}) {
+    nodes[by_rank[r]]->Cancel();  // ends its monitor's watch
+    nodes[by_rank[r]].reset();
+  }
+  ASSERT_TRUE(parked(2));
+  for (auto& c : counts) c.reads = c.wakes = 0;
+  auto step = [&](bool keep_watcher) {
+    for (int r : {0, 3}) nodes[by_rank[r]]->RenewLease();
+    if (keep_watcher) {
+      ASSERT_TRUE(core.MultiSet({{watcher_lease, "1"}}, absl::Hours(3)).ok());
+    }
+    clock.Advance(absl::Hours(1));
+    // The store's timer has expired what is due once it read the clock
+    // twice.
+    ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(10)));
+    ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(10)));
+  };
+  for (int i = 0; i < 3; ++i) {
+    step(/*keep_watcher=*/true);
+    // Each watch timed out (the keep-alive interval) and is parked again.
+    ASSERT_TRUE(parked(2));
+  }
+  ASSERT_FALSE(*core.Check({lost_lease}));
+  for (int r : {0, 3}) {
+    EXPECT_EQ(counts[by_rank[r]].wakes.load(), 0) << "group rank " << r;
+    EXPECT_EQ(counts[by_rank[r]].reads.load(), 0) << "group rank " << r;
+  }
+  EXPECT_FALSE(changed[by_rank[0]].HasBeenNotified());
+  EXPECT_FALSE(changed[by_rank[3]].HasBeenNotified());
+  // Rank 1's lease runs out: rank 0, the member before it, sees that and
+  // opens the next round, which rank 3 hears of.
+  for (int i = 0; i < 4 && *core.Check({watcher_lease}); ++i) {
+    step(/*keep_watcher=*/false);
+  }
+  ASSERT_FALSE(*core.Check({watcher_lease}));
+  EXPECT_TRUE(
+      changed[by_rank[0]].WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(
+      changed[by_rank[3]].WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(StoredRound(&core), 1);
 }
 

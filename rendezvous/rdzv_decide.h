@@ -28,6 +28,7 @@ struct Observed {
   RdzvState state;
   std::string raw;  // ctl/state as read, for the compare-set
   int64_t revision = 0;
+  int64_t state_revision = 0;  // of the last write of ctl/state
   // This node's rank record in `state` if that is closed: unreadable
   // (rank_error, transient) or undecodable (malformed, fatal).
   absl::Status rank_error;

@@ -23,11 +23,12 @@
 //   worker-store       who serves the workers' TCPStore, written by group
 //                      rank 0 each round (rendezvous/worker_store_record.h)
 //
-// Only ctl/ is watched for the whole of a round (see dynamic_rendezvous.h):
-// what is under it tells that the round stopped being the job's. The job's
-// end and the host's leaving start with the state's key, so that one
-// listing of ctl/state reads all three: every node reads them on each
-// wake-up, and thousands of nodes wake up together.
+// Only keys under ctl/ are watched for the whole of a round (see
+// dynamic_rendezvous.h): what is under it tells that the round stopped
+// being the job's. Each member watches ctl/state, ctl/waiting/ and its next
+// member's lease. The job's end and the host's leaving start with the
+// state's key, so that one prefix watches and one listing of ctl/state
+// reads all three: thousands of nodes wake up together when it changes.
 #ifndef DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
 #define DISTJOB_RENDEZVOUS_RDZV_KEYS_H_
 

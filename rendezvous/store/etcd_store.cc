@@ -989,12 +989,12 @@ struct EtcdStore::Impl {
     }
   }
 
-  // A Watch that answers when anything under `key..end` changes after
-  // `after_revision`, or {false, revision} at `timeout`.
-  absl::StatusOr<std::pair<bool, int64_t>> WatchRange(const std::string& key,
-                                                      const std::string& end,
-                                                      int64_t after_revision,
-                                                      absl::Duration timeout) {
+  // A Watch that answers when anything in one of `ranges` (key, range
+  // end) changes after `after_revision`, or {false, revision} at
+  // `timeout`: one watcher per range on one stream.
+  absl::StatusOr<std::pair<bool, int64_t>> WatchRange(
+      const std::vector<std::pair<std::string, std::string>>& ranges,
+      int64_t after_revision, absl::Duration timeout) {
     const absl::Time deadline = absl::Now() + timeout;
     int64_t revision = after_revision;
     grpc::Status last;
@@ -1017,11 +1017,15 @@ struct EtcdStore::Impl {
         continue;
       }
       auto stream = stubs->watch->Watch(&ctx);
-      etcdserverpb::WatchRequest req;
-      auto* create = req.mutable_create_request();
-      create->set_key(key);
-      create->set_range_end(end);
-      create->set_start_revision(after_revision + 1);
+      bool written = true;
+      for (const auto& [key, end] : ranges) {
+        etcdserverpb::WatchRequest req;
+        auto* create = req.mutable_create_request();
+        create->set_key(key);
+        create->set_range_end(end);
+        create->set_start_revision(after_revision + 1);
+        written = written && stream->Write(req);
+      }
       absl::Notification done;
       std::thread timer([&] {
         if (!done.WaitForNotificationWithTimeout(deadline - absl::Now())) {
@@ -1029,7 +1033,7 @@ struct EtcdStore::Impl {
         }
       });
       bool changed = false;
-      if (stream->Write(req)) {
+      if (written) {
         etcdserverpb::WatchResponse resp;
         while (stream->Read(&resp)) {
           revision = std::max(revision, resp.header().revision());
@@ -1247,8 +1251,9 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
       return absl::DeadlineExceededError(
           absl::StrCat("timed out waiting for keys: ", list));
     }
-    auto w = impl_->WatchRange(impl_->data + common,
-                               PrefixEnd(impl_->data + common), revision, left);
+    auto w = impl_->WatchRange(
+        {{impl_->data + common, PrefixEnd(impl_->data + common)}}, revision,
+        left);
     if (!w.ok()) return w.status();
   }
 }
@@ -1715,21 +1720,38 @@ absl::StatusOr<StoreListing> EtcdStore::ListPage(const std::string& prefix,
   return out;
 }
 
-absl::StatusOr<std::pair<bool, int64_t>> EtcdStore::Watch(
-    const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
-  const std::string p = impl_->data + prefix;
+absl::StatusOr<WatchResult> EtcdStore::WatchAny(
+    const std::vector<std::string>& prefixes, int64_t after_revision,
+    absl::Duration timeout) {
+  if (prefixes.empty()) {
+    return absl::InvalidArgumentError("a watch needs at least one prefix");
+  }
+  // etcd batches events and numbers a transaction's keys alike: what
+  // changed is not told (WatchResult::change stays unset).
+  std::vector<std::pair<std::string, std::string>> ranges;
+  for (const std::string& prefix : prefixes) {
+    const std::string p = impl_->data + prefix;
+    ranges.emplace_back(p, PrefixEnd(p));
+  }
+  WatchResult out;
   if (timeout <= absl::ZeroDuration()) {
     // No time to open a watch: answer from a read (a deletion since
     // `after_revision` shows only as a later revision of another key).
-    auto r = impl_->Range(p, PrefixEnd(p));
-    if (!r.ok()) return r.status();
-    bool changed = false;
-    for (const auto& kv : r->kvs()) {
-      changed = changed || kv.mod_revision() > after_revision;
+    for (const auto& [key, end] : ranges) {
+      auto r = impl_->Range(key, end);
+      if (!r.ok()) return r.status();
+      for (const auto& kv : r->kvs()) {
+        out.changed = out.changed || kv.mod_revision() > after_revision;
+      }
+      out.revision = std::max(out.revision, r->header().revision());
     }
-    return std::make_pair(changed, r->header().revision());
+    return out;
   }
-  return impl_->WatchRange(p, PrefixEnd(p), after_revision, timeout);
+  auto w = impl_->WatchRange(ranges, after_revision, timeout);
+  if (!w.ok()) return w.status();
+  out.changed = w->first;
+  out.revision = w->second;
+  return out;
 }
 
 }  // namespace distjob

@@ -100,9 +100,9 @@ class EtcdStore : public StoreInterface {
   absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
                                         const std::string& start_after,
                                         size_t limit) override;
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
-      absl::Duration timeout) override;
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override;
 
  private:
   struct Impl;

@@ -626,6 +626,40 @@ TEST_F(EtcdStoreTest, BlockingGetAndWatchWakeOnAnotherClientsWrite) {
   EXPECT_FALSE(store->Watch("", w->second, absl::ZeroDuration())->first);
 }
 
+// A rendezvous monitor's watch: a few prefixes at once, any of which
+// answers it, and none of the keys beside them.
+TEST_F(EtcdStoreTest, WatchAnyIsAnsweredByAnyOfItsPrefixesOnly) {
+  auto store = Open("job");
+  auto listing = store->List("");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  ASSERT_TRUE(store->Set("c/x", "1").ok());
+  auto quiet =
+      store->WatchAny({"a/", "b/"}, listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_FALSE(quiet->changed);
+  const int64_t watchers = Watchers();
+  ASSERT_GE(watchers, 0);
+  int64_t written = -1;
+  std::thread setter([&] {
+    auto other = Open("job");
+    AwaitWatcherAbove(watchers);
+    ASSERT_TRUE(other->Set("c/y", "1").ok());  // beside both: not a change
+    auto rev = other->Set("b/k", "v");
+    ASSERT_TRUE(rev.ok());
+    written = *rev;
+  });
+  auto w = store->WatchAny({"a/", "b/"}, listing->revision, absl::Seconds(20));
+  setter.join();
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->changed);
+  EXPECT_GE(w->revision, written);  // not answered by c/y before it
+  EXPECT_EQ(*store->Get("b/k", absl::ZeroDuration()), "v");
+  auto now =
+      store->WatchAny({"a/", "b/"}, listing->revision, absl::ZeroDuration());
+  ASSERT_TRUE(now.ok());
+  EXPECT_TRUE(now->changed);
+}
+
 TEST_F(EtcdStoreTest, TtlKeysExpireOnEtcdsClockAndTheWatchSeesIt) {
   auto store = Open("job");
   ASSERT_TRUE(store->Set("alive/n1", "x", absl::Seconds(1)).ok());

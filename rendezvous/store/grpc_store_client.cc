@@ -462,19 +462,36 @@ absl::StatusOr<StoreListing> GrpcStoreClient::ListPage(
   return out;
 }
 
-absl::StatusOr<std::pair<bool, int64_t>> GrpcStoreClient::Watch(
-    const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
+absl::StatusOr<WatchResult> GrpcStoreClient::WatchAny(
+    const std::vector<std::string>& prefixes, int64_t after_revision,
+    absl::Duration timeout) {
+  if (prefixes.empty()) {
+    return absl::InvalidArgumentError("a watch needs at least one prefix");
+  }
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, timeout); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::WatchRequest req;
-  req.set_prefix(prefix);
+  req.set_prefix(prefixes[0]);
+  for (size_t i = 1; i < prefixes.size(); ++i) {
+    req.add_more_prefixes(prefixes[i]);
+  }
   req.set_after_revision(after_revision);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::WatchResponse resp;
   auto s = impl_->Check(impl_->stub->Watch(&ctx, req, &resp), "watch");
   if (!s.ok()) return s;
-  return std::make_pair(resp.changed(), resp.revision());
+  WatchResult out;
+  out.changed = resp.changed();
+  out.revision = resp.revision();
+  if (resp.has_change()) {
+    WatchChange c;
+    c.key = resp.change().key();
+    c.revision = resp.change().revision();
+    if (!resp.deleted()) c.value = resp.change().value();
+    out.change = std::move(c);
+  }
+  return out;
 }
 
 }  // namespace distjob

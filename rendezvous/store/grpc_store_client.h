@@ -50,9 +50,9 @@ class GrpcStoreClient : public StoreInterface {
                                         const std::string& start_after,
                                         size_t limit) override;
   void Close() override;
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
-      absl::Duration timeout) override;
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override;
 
  private:
   struct Impl;

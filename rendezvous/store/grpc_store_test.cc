@@ -48,6 +48,57 @@ TEST(GrpcStoreTest, RoundTripsEveryOperation) {
   EXPECT_TRUE(w->first);
 }
 
+TEST(GrpcStoreTest, WatchAnyCarriesItsPrefixesAndTheChange) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  auto rev = client->Set("other/x", "1");
+  ASSERT_TRUE(rev.ok());
+  // Nothing under either prefix yet.
+  auto quiet = client->WatchAny({"a/", "b/"}, *rev, absl::ZeroDuration());
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_FALSE(quiet->changed);
+  // Runs `write` once the watch is parked: a change before it would be
+  // answered at once from the past, without saying what changed.
+  auto once_parked = [&](std::function<void()> write) {
+    return std::thread([&server, write] {
+      const absl::Time deadline = absl::Now() + absl::Seconds(10);
+      while ((*server)->core()->Stats().parked_waits == 0 &&
+             absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      write();
+    });
+  };
+  std::thread setter = once_parked([&] {
+    auto other = GrpcStoreClient::Connect(
+        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    ASSERT_TRUE(other->Set("b/k", "v").ok());
+  });
+  // The second prefix's write answers it, and says what it was.
+  auto w = client->WatchAny({"a/", "b/"}, *rev, absl::Seconds(30));
+  setter.join();
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->changed);
+  ASSERT_TRUE(w->change.has_value());
+  EXPECT_EQ(w->change->key, "b/k");
+  EXPECT_EQ(w->change->value, "v");
+  EXPECT_EQ(w->change->revision, w->revision);
+  std::thread deleter = once_parked([&] {
+    auto other = GrpcStoreClient::Connect(
+        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    ASSERT_TRUE(other->Delete({"b/k"}).ok());
+  });
+  auto gone = client->WatchAny({"a/", "b/"}, w->revision, absl::Seconds(30));
+  deleter.join();
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  ASSERT_TRUE(gone->change.has_value());
+  EXPECT_EQ(gone->change->key, "b/k");
+  EXPECT_FALSE(gone->change->value.has_value());
+}
+
 // Every RPC of the protocol, through `client`; each must be refused.
 void ExpectEveryCallRefused(GrpcStoreClient* client, absl::string_view says) {
   std::vector<absl::Status> answers = {

@@ -192,6 +192,7 @@ void StoreCore::NoteChange(const std::string& key, int64_t revision,
   // next candidate. Each lookup finds a match or shortens the candidate; in
   // practice a write costs a few O(log prefixes) lookups.
   std::string_view bound = key;
+  size_t change = kNoChange;  // its index in changes_ once it woke a watch
   for (;;) {
     auto it = prefixes_.upper_bound(bound);
     if (it == prefixes_.begin()) break;
@@ -212,7 +213,13 @@ void StoreCore::NoteChange(const std::string& key, int64_t revision,
     auto& ws = watched.waiters;
     if (!ws.empty()) {
       auto end = ws.lower_bound({revision, WaiterId{0}});
-      for (auto w = ws.begin(); w != end; ++w) woken_.push_back(w->second);
+      if (ws.begin() != end && change == kNoChange) {
+        change = changes_.size();
+        changes_.emplace_back(key, revision);
+      }
+      for (auto w = ws.begin(); w != end; ++w) {
+        woken_.emplace_back(w->second, change);
+      }
       ws.erase(ws.begin(), end);
       if (ws.empty()) ++idle_prefixes_;
     }
@@ -222,7 +229,7 @@ void StoreCore::NoteChange(const std::string& key, int64_t revision,
   // An erasure answers no get: they wait for keys to exist.
   if (!written) return;
   if (auto g = gets_by_key_.find(key); g != gets_by_key_.end()) {
-    woken_.insert(woken_.end(), g->second.begin(), g->second.end());
+    for (WaiterId id : g->second) woken_.emplace_back(id, kNoChange);
     gets_by_key_.erase(g);
   }
 }
@@ -253,16 +260,20 @@ bool StoreCore::TryAnswerGet(Waiter& w, Ready* ready) {
 
 void StoreCore::Resolve(Ready* ready) {
   // Answer in arrival order (ids grow), as one pass over all waiters did,
-  // whichever index woke them.
+  // whichever index woke them; a watch woken twice (by two of its
+  // prefixes) is answered by the first, earliest change.
   std::sort(woken_.begin(), woken_.end());
-  for (WaiterId id : woken_) {
+  for (const auto& [id, change] : woken_) {
     auto it = waiters_.find(id);
     if (it == waiters_.end()) continue;
     Waiter& w = it->second;
     if (w.is_watch) {
-      ready->push_back([done = std::move(w.watch_done), rev = revision_] {
-        done(std::make_pair(true, rev));
-      });
+      WatchResult r;
+      r.changed = true;
+      r.revision = revision_;
+      if (change != kNoChange) r.change = OnlyChange(w, changes_[change]);
+      ready->push_back([done = std::move(w.watch_done),
+                        r = std::move(r)]() mutable { done(std::move(r)); });
       Unpark(it);
     } else if (TryAnswerGet(w, ready)) {
       Unpark(it);
@@ -271,14 +282,38 @@ void StoreCore::Resolve(Ready* ready) {
     }
   }
   woken_.clear();
+  changes_.clear();
   if (idle_prefixes_ > kMaxIdlePrefixes) DropIdlePrefixes();
 }
 
-bool StoreCore::ChangedSince(const std::string& prefix,
+std::optional<WatchChange> StoreCore::OnlyChange(
+    const Waiter& w, const std::pair<std::string, int64_t>& change) {
+  // It was parked with nothing changed under its prefixes since its
+  // revision, and this is the first change that reached it: the only one
+  // unless a prefix changed again later in the same request or tick.
+  for (const std::string& p : w.prefixes) {
+    auto t = prefixes_.find(p);
+    if (t == prefixes_.end() || t->second.max_revision > change.second) {
+      return std::nullopt;
+    }
+  }
+  WatchChange c;
+  c.key = change.first;
+  c.revision = change.second;
+  if (auto d = data_.find(change.first); d != data_.end()) {
+    c.value = d->second.data;
+  }
+  return c;
+}
+
+bool StoreCore::ChangedSince(const std::vector<std::string>& prefixes,
                              int64_t after_revision) {
   // Nothing at all changed since: the usual watch from a fresh listing.
   if (after_revision >= revision_) return false;
-  return TrackPrefix(prefix).max_revision > after_revision;
+  for (const std::string& p : prefixes) {
+    if (TrackPrefix(p).max_revision > after_revision) return true;
+  }
+  return false;
 }
 
 StoreCore::WatchedPrefix& StoreCore::TrackPrefix(const std::string& prefix) {
@@ -323,9 +358,11 @@ StoreCore::WaiterId StoreCore::Park(Waiter w) {
     deadlines_.emplace(w.deadline, id);
   }
   if (w.is_watch) {
-    WatchedPrefix& watched = TrackPrefix(w.prefix);
-    if (watched.waiters.empty()) --idle_prefixes_;
-    watched.waiters.emplace(w.after_revision, id);
+    for (const std::string& p : w.prefixes) {
+      WatchedPrefix& watched = TrackPrefix(p);
+      if (watched.waiters.empty()) --idle_prefixes_;
+      watched.waiters.emplace(w.after_revision, id);
+    }
   } else {
     gets_by_key_[w.keys[w.missing]].insert(id);
   }
@@ -383,11 +420,13 @@ StoreCore::Waiter StoreCore::Unpark(std::map<WaiterId, Waiter>::iterator it) {
   }
   // NoteChange already took a waiter it woke out of these.
   if (w.is_watch) {
-    auto p = prefixes_.find(w.prefix);
-    if (p != prefixes_.end() &&
-        p->second.waiters.erase({w.after_revision, id}) > 0 &&
-        p->second.waiters.empty()) {
-      ++idle_prefixes_;
+    for (const std::string& prefix : w.prefixes) {
+      auto p = prefixes_.find(prefix);
+      if (p != prefixes_.end() &&
+          p->second.waiters.erase({w.after_revision, id}) > 0 &&
+          p->second.waiters.empty()) {
+        ++idle_prefixes_;
+      }
     }
   } else {
     auto g = gets_by_key_.find(w.keys[w.missing]);
@@ -656,7 +695,21 @@ absl::StatusOr<StoreListing> StoreCore::List(const std::string& prefix,
 
 uint64_t StoreCore::Watch(const std::string& prefix, int64_t after_revision,
                           absl::Duration timeout, WatchCallback done) {
-  if (auto s = CheckKey(prefix); !s.ok()) {
+  return WatchAny({prefix}, after_revision, timeout,
+                  [done = std::move(done)](absl::StatusOr<WatchResult> r) {
+                    if (!r.ok()) return done(r.status());
+                    done(std::make_pair(r->changed, r->revision));
+                  });
+}
+
+uint64_t StoreCore::WatchAny(const std::vector<std::string>& prefixes,
+                             int64_t after_revision, absl::Duration timeout,
+                             WatchAnyCallback done) {
+  if (prefixes.empty()) {
+    done(absl::InvalidArgumentError("a watch needs at least one prefix"));
+    return 0;
+  }
+  if (auto s = CheckKeys(prefixes); !s.ok()) {
     done(s);
     return 0;
   }
@@ -666,20 +719,23 @@ uint64_t StoreCore::Watch(const std::string& prefix, int64_t after_revision,
     absl::MutexLock lock(&mu_);
     Waiter w;
     w.is_watch = true;
-    w.prefix = prefix;
+    w.prefixes = prefixes;
     w.after_revision = after_revision;
     w.watch_done = std::move(done);
-    if (ChangedSince(prefix, after_revision)) {
+    if (ChangedSince(prefixes, after_revision)) {
       ready.push_back([d = std::move(w.watch_done), rev = revision_] {
-        d(std::make_pair(true, rev));
+        d(WatchResult{true, rev, std::nullopt});
       });
     } else if (timeout <= absl::ZeroDuration()) {
       ready.push_back([d = std::move(w.watch_done), rev = revision_] {
-        d(std::make_pair(false, rev));
+        d(WatchResult{false, rev, std::nullopt});
       });
     } else {
       w.deadline = WaitDeadline(timeout);
-      w.bytes = WaiterBytes({}, prefix, limits_.call_bytes);
+      // The first prefix counts as a single watch's always did.
+      w.bytes = WaiterBytes(
+          std::vector<std::string>(prefixes.begin() + 1, prefixes.end()),
+          prefixes[0], limits_.call_bytes);
       ticket = ParkOrRefuse(std::move(w), &ready);
     }
     if (idle_prefixes_ > kMaxIdlePrefixes) DropIdlePrefixes();
@@ -736,7 +792,7 @@ void StoreCore::TimerLoop() {
         Waiter w = Unpark(waiters_.find(deadlines_.begin()->second));
         if (w.is_watch) {
           ready.push_back([d = std::move(w.watch_done), rev = revision_] {
-            d(std::make_pair(false, rev));
+            d(WatchResult{false, rev, std::nullopt});
           });
         } else {
           std::string keys;
@@ -818,10 +874,11 @@ absl::StatusOr<std::vector<std::string>> LocalStore::MultiGet(
   });
 }
 
-absl::StatusOr<std::pair<bool, int64_t>> LocalStore::Watch(
-    const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
-  return Block<std::pair<bool, int64_t>>([&](auto give) {
-    return core_->Watch(prefix, after_revision, timeout, std::move(give));
+absl::StatusOr<WatchResult> LocalStore::WatchAny(
+    const std::vector<std::string>& prefixes, int64_t after_revision,
+    absl::Duration timeout) {
+  return Block<WatchResult>([&](auto give) {
+    return core_->WatchAny(prefixes, after_revision, timeout, std::move(give));
   });
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -85,6 +86,7 @@ class StoreCore {
       std::function<void(absl::StatusOr<std::vector<std::string>>)>;
   using WatchCallback =
       std::function<void(absl::StatusOr<std::pair<bool, int64_t>>)>;
+  using WatchAnyCallback = std::function<void(absl::StatusOr<WatchResult>)>;
 
   // What the store counts in max_total_bytes beyond the bytes of keys,
   // values and the keys of waits. A red-black tree node is its value plus
@@ -142,6 +144,11 @@ class StoreCore {
                                     const std::string& start_after = "",
                                     size_t limit = 0);
   // As MultiGet: `done` runs exactly once; returns the wait's ticket or 0.
+  // A parked watch woken by one change under its prefixes, the only one up
+  // to the answer's revision, is told that change (WatchResult::change).
+  uint64_t WatchAny(const std::vector<std::string>& prefixes,
+                    int64_t after_revision, absl::Duration timeout,
+                    WatchAnyCallback done);
   uint64_t Watch(const std::string& prefix, int64_t after_revision,
                  absl::Duration timeout, WatchCallback done);
   // Ends the parked wait `ticket` (its caller went away): its callback runs
@@ -171,14 +178,14 @@ class StoreCore {
   };
   struct Waiter {
     bool is_watch = false;
-    std::vector<std::string> keys;  // get
-    size_t missing = 0;             // get: index of the key it is parked on
-    std::string prefix;             // watch
+    std::vector<std::string> keys;      // get
+    size_t missing = 0;                 // get: index of the key it is parked on
+    std::vector<std::string> prefixes;  // watch
     int64_t after_revision = 0;
     TimePoint deadline;
     size_t bytes = 0;  // what it counts in total_bytes_
     GetCallback get_done;
-    WatchCallback watch_done;
+    WatchAnyCallback watch_done;
   };
   struct WatchedPrefix {
     // The newest revision of a write or erase of a key under the prefix
@@ -227,7 +234,12 @@ class StoreCore {
   // Whether a key under `prefix` was written or erased after
   // `after_revision` (what answers a watch), without a scan once the
   // prefix is tracked.
-  bool ChangedSince(const std::string& prefix, int64_t after_revision)
+  bool ChangedSince(const std::vector<std::string>& prefixes,
+                    int64_t after_revision) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `change` (key, revision), which woke the watch `w`, if it is the only
+  // change under w's prefixes up to now; else nullopt.
+  std::optional<WatchChange> OnlyChange(
+      const Waiter& w, const std::pair<std::string, int64_t>& change)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The prefix's entry in prefixes_, made with one scan if it has none.
   WatchedPrefix& TrackPrefix(const std::string& prefix)
@@ -262,8 +274,13 @@ class StoreCore {
   std::map<std::string, WatchedPrefix, std::less<>> prefixes_
       ABSL_GUARDED_BY(mu_);
   size_t idle_prefixes_ ABSL_GUARDED_BY(mu_) = 0;  // with no parked watch
-  // Waiters NoteChange queued for the next Resolve.
-  std::vector<WaiterId> woken_ ABSL_GUARDED_BY(mu_);
+  // Waiters NoteChange queued for the next Resolve, each with the index in
+  // changes_ of the change that woke it (kNoChange for a get).
+  static constexpr size_t kNoChange = static_cast<size_t>(-1);
+  std::vector<std::pair<WaiterId, size_t>> woken_ ABSL_GUARDED_BY(mu_);
+  // The key and revision of each change that woke a watch since the last
+  // Resolve.
+  std::vector<std::pair<std::string, int64_t>> changes_ ABSL_GUARDED_BY(mu_);
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;
   // Data and tombstones with their overhead (StoreLimits).
   size_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -312,9 +329,9 @@ class LocalStore : public StoreInterface {
                                         size_t limit) override {
     return core_->List(prefix, start_after, limit);
   }
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
-      absl::Duration timeout) override;
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override;
   // Ends this view's blocking calls (MultiGet, Watch) in flight and fails
   // later ones at once with Cancelled; other calls still reach the core
   // (the host tells the others why it ends after it stopped waiting).

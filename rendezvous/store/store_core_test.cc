@@ -35,6 +35,12 @@ class Parked {
       done_.Notify();
     };
   }
+  StoreCore::WatchAnyCallback WatchAnyDone() {
+    return [this](absl::StatusOr<WatchResult> r) {
+      watch_any_ = std::move(r);
+      done_.Notify();
+    };
+  }
   // Writes and deletes answer on the caller's thread before they return,
   // so after one of them this needs no wait.
   bool answered() const { return done_.HasBeenNotified(); }
@@ -45,11 +51,13 @@ class Parked {
   const absl::StatusOr<std::pair<bool, int64_t>>& watch() const {
     return watch_;
   }
+  const absl::StatusOr<WatchResult>& watch_any() const { return watch_any_; }
 
  private:
   absl::Notification done_;
   absl::StatusOr<std::vector<std::string>> get_;
   absl::StatusOr<std::pair<bool, int64_t>> watch_;
+  absl::StatusOr<WatchResult> watch_any_;
 };
 
 int64_t Set(StoreCore& core, const std::string& key, const std::string& value,
@@ -867,6 +875,98 @@ TEST(LocalStoreTest, CloseCancelsTheParkedWaitInTheCore) {
   watcher.join();
   EXPECT_EQ(watched.status().code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(core.Stats().parked_waits, 0);
+}
+
+}  // namespace
+}  // namespace distjob
+
+namespace distjob {
+namespace {
+
+// A rendezvous member's monitor: the state keys, the waiting nodes and one
+// lease among many. Another lease's expiry must not wake it (at thousands
+// of members, one expiry woke them all); its own lease's must, saying so.
+TEST(StoreCoreWatchAnyTest, OnlyTheWatchedLeaseOfManyWakesIt) {
+  Parked first, second;
+  FakeStoreClock clock;
+  StoreCore core(StoreLimits{}, &clock);
+  Set(core, "ctl/state", "open");
+  Set(core, "ctl/alive/b", "1", absl::Seconds(3));
+  const int64_t rev = Set(core, "ctl/alive/c", "1", absl::Seconds(1));
+  const std::vector<std::string> prefixes = {"ctl/state", "ctl/waiting/",
+                                             "ctl/alive/b"};
+  core.WatchAny(prefixes, rev, absl::Hours(1), first.WatchAnyDone());
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(10)));
+  ASSERT_TRUE(clock.AwaitNextRead(absl::Seconds(10)));
+  ASSERT_FALSE(*core.Check({"ctl/alive/c"}));
+  // c's expiry did not answer it: the state's write does, and is the
+  // change it reports (the first under its prefixes).
+  Set(core, "ctl/state", "closed");
+  ASSERT_TRUE(first.Await());
+  ASSERT_TRUE(first.watch_any().ok());
+  ASSERT_TRUE(first.watch_any()->change.has_value());
+  EXPECT_EQ(first.watch_any()->change->key, "ctl/state");
+  EXPECT_EQ(first.watch_any()->change->value, "closed");
+
+  const int64_t from = first.watch_any()->revision;
+  core.WatchAny(prefixes, from, absl::Hours(1), second.WatchAnyDone());
+  clock.Advance(absl::Seconds(2));  // b's lease runs out at 3 s
+  ASSERT_TRUE(second.Await());
+  ASSERT_TRUE(second.watch_any().ok());
+  EXPECT_TRUE(second.watch_any()->changed);
+  ASSERT_TRUE(second.watch_any()->change.has_value());
+  EXPECT_EQ(second.watch_any()->change->key, "ctl/alive/b");
+  EXPECT_FALSE(second.watch_any()->change->value.has_value());
+  EXPECT_GT(second.watch_any()->change->revision, from);
+}
+
+TEST(StoreCoreWatchAnyTest, SaysWhatChangedOnlyWhenItIsTheOneChange) {
+  StoreCore core;
+  const int64_t rev = Set(core, "zzz", "0");
+  const std::vector<std::string> prefixes = {"s", "w/"};
+  // One write under a prefix: told with its value and revision.
+  Parked one;
+  core.WatchAny(prefixes, rev, absl::Hours(1), one.WatchAnyDone());
+  const int64_t written = Set(core, "s", "round 2");
+  ASSERT_TRUE(one.answered());
+  ASSERT_TRUE(one.watch_any().ok());
+  ASSERT_TRUE(one.watch_any()->change.has_value());
+  EXPECT_EQ(one.watch_any()->change->key, "s");
+  EXPECT_EQ(one.watch_any()->change->value, "round 2");
+  EXPECT_EQ(one.watch_any()->change->revision, written);
+  // Two in one request, under either prefix: changed, but not told what.
+  Parked two;
+  core.WatchAny(prefixes, written, absl::Hours(1), two.WatchAnyDone());
+  ASSERT_TRUE(
+      core.MultiSet({{"w/x", "1"}, {"s", "round 3"}}, absl::ZeroDuration())
+          .ok());
+  ASSERT_TRUE(two.answered());
+  ASSERT_TRUE(two.watch_any().ok());
+  EXPECT_TRUE(two.watch_any()->changed);
+  EXPECT_FALSE(two.watch_any()->change.has_value());
+  // Answered at once from the past: changed, not told what.
+  Parked past;
+  core.WatchAny(prefixes, written, absl::Hours(1), past.WatchAnyDone());
+  ASSERT_TRUE(past.answered());
+  EXPECT_TRUE(past.watch_any()->changed);
+  EXPECT_FALSE(past.watch_any()->change.has_value());
+  // A write elsewhere in the same request leaves the change told.
+  Parked mixed;
+  core.WatchAny(prefixes, past.watch_any()->revision, absl::Hours(1),
+                mixed.WatchAnyDone());
+  ASSERT_TRUE(
+      core.MultiSet({{"w/y", "1"}, {"elsewhere", "1"}}, absl::ZeroDuration())
+          .ok());
+  ASSERT_TRUE(mixed.answered());
+  ASSERT_TRUE(mixed.watch_any()->change.has_value());
+  EXPECT_EQ(mixed.watch_any()->change->key, "w/y");
+  // No prefix at all is refused.
+  Parked none;
+  core.WatchAny({}, 0, absl::Seconds(1), none.WatchAnyDone());
+  ASSERT_TRUE(none.answered());
+  EXPECT_EQ(none.watch_any().status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #define DISTJOB_RENDEZVOUS_STORE_STORE_INTERFACE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,24 @@ struct StoreListing {
 struct CompareSetResult {
   std::string value;  // the value after the operation
   bool swapped = false;
+};
+
+// The one change that answered a watch: the key, and its value as written
+// at `revision` (nullopt: the key was deleted or expired then).
+struct WatchChange {
+  std::string key;
+  std::optional<std::string> value;
+  int64_t revision = 0;
+};
+
+struct WatchResult {
+  bool changed = false;
+  int64_t revision = 0;  // the store's revision at the answer
+  // Set only when the store knows this was the one change under the
+  // watched prefixes after `after_revision` up to `revision`, so that a
+  // watcher learns what changed without a read; unset when it cannot tell
+  // (several changes, or a watch answered at once from the store's past).
+  std::optional<WatchChange> change;
 };
 
 class StoreInterface {
@@ -97,14 +116,25 @@ class StoreInterface {
     }
     return all;
   }
-  // Returns the store revision once a key under `prefix` changed after
-  // `after_revision`, or nullopt-like: changed=false at `timeout`.
   // Cancels calls in flight and fails later ones at once: a leaving agent
   // must not wait out read_timeout on a store that is already gone.
   virtual void Close() {}
-  virtual absl::StatusOr<std::pair<bool, int64_t>> Watch(
-      const std::string& prefix, int64_t after_revision,
+  // Answers once a key under any of `prefixes` changed after
+  // `after_revision` (changed=true, the store's revision), or with
+  // changed=false at `timeout`. Several prefixes in one parked call let a
+  // watcher follow a few keys of a busy prefix (one lease among thousands)
+  // without being woken by the others.
+  virtual absl::StatusOr<WatchResult> WatchAny(
+      const std::vector<std::string>& prefixes, int64_t after_revision,
       absl::Duration timeout) = 0;
+  // WatchAny of one prefix: {changed, revision}.
+  absl::StatusOr<std::pair<bool, int64_t>> Watch(const std::string& prefix,
+                                                 int64_t after_revision,
+                                                 absl::Duration timeout) {
+    auto w = WatchAny({prefix}, after_revision, timeout);
+    if (!w.ok()) return w.status();
+    return std::make_pair(w->changed, w->revision);
+  }
 };
 
 // While in scope, no call a remote store client makes on this thread runs

@@ -422,14 +422,29 @@ class StoreServer::Service {
     if (Refuse(call, kWatch)) return;
     const auto& req = call->req();
     if (!Admit(call, kWatch, req.timeout_ms())) return;
-    call->Parked(core_->Watch(req.prefix(), req.after_revision(),
-                              Ms(req.timeout_ms()), [this, call](auto r) {
-                                if (r.ok()) {
-                                  call->resp()->set_changed(r->first);
-                                  call->resp()->set_revision(r->second);
-                                }
-                                Done(call, kWatch, r.status());
-                              }));
+    std::vector<std::string> prefixes = {req.prefix()};
+    prefixes.insert(prefixes.end(), req.more_prefixes().begin(),
+                    req.more_prefixes().end());
+    call->Parked(core_->WatchAny(prefixes, req.after_revision(),
+                                 Ms(req.timeout_ms()),
+                                 [this, call](absl::StatusOr<WatchResult> r) {
+                                   if (r.ok()) {
+                                     auto* resp = call->resp();
+                                     resp->set_changed(r->changed);
+                                     resp->set_revision(r->revision);
+                                     if (r->change.has_value()) {
+                                       auto* c = resp->mutable_change();
+                                       c->set_key(r->change->key);
+                                       c->set_revision(r->change->revision);
+                                       if (r->change->value.has_value()) {
+                                         c->set_value(*r->change->value);
+                                       } else {
+                                         resp->set_deleted(true);
+                                       }
+                                     }
+                                   }
+                                   Done(call, kWatch, r.status());
+                                 }));
   }
 
   // Checked before anything else a handler does: a call without the job's
