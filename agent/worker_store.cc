@@ -3,6 +3,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/resolver.h"
@@ -92,10 +93,12 @@ absl::Status WorkerStore::AllowMembers(const std::vector<std::string>& addrs,
   }
   if (!admission->unresolved.empty()) {
     // One line whatever the job's size.
-    DJ_LOG_WARNING(
-        "worker store: {} member(s) not admitted this round, no address "
-        "within worker_store_resolve_timeout (first: {})",
-        admission->unresolved.size(), admission->unresolved.front());
+    const std::string warning =
+        absl::StrCat("worker store: ", admission->unresolved.size(),
+                     " member(s) not admitted this round, no address within "
+                     "worker_store_resolve_timeout (first: ",
+                     admission->unresolved.front(), ")");
+    DJ_LOG_WARNING("{}", warning);
   }
   absl::MutexLock lock(&mu_);
   allowed_.assign(ips.begin(), ips.end());
