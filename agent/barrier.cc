@@ -103,6 +103,28 @@ std::vector<std::string> MissingPods(const BarrierPlan& plan,
   return missing;
 }
 
+std::string StoppedBarrierMessage(const BarrierPlan& plan,
+                                  const std::vector<std::string>& seen) {
+  std::string why;
+  if (!seen.empty()) {
+    why = absl::StrCat(seen.size(), "/", plan.pods.size(),
+                       " pods arrived; missing: ",
+                       absl::StrJoin(MissingPods(plan, seen), ", "));
+  } else if (plan.is_host) {
+    // The store runs in this process: an empty listing means the stop came
+    // before any pod, this one included, joined.
+    why = absl::StrCat("no pod had arrived yet at the store hosted here, ",
+                       plan.endpoint.ToString());
+  } else {
+    // The host joins its own store first: nothing seen means the store,
+    // so its host's pod, was never reached.
+    why = absl::StrCat("the store at ", plan.endpoint.ToString(),
+                       ", hosted by ", plan.host_pod, ", not reached");
+  }
+  return absl::StrCat("stopped while waiting for the start barrier of job '",
+                      plan.run_id, "' (", why, ")");
+}
+
 absl::Status RunBarrier(const BarrierPlan& plan,
                         std::function<bool()> cancelled) {
   RendezvousParams params;
@@ -143,17 +165,7 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   if (cancel_sent && !round.ok()) {
     const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
     (*rendezvous)->Shutdown(/*succeeded=*/false);
-    // Nothing seen: the store, so its host's pod, was never reached.
-    return absl::CancelledError(absl::StrCat(
-        "stopped while waiting for the start barrier of job '", plan.run_id,
-        "' (",
-        seen.empty()
-            ? absl::StrCat("the store at ", plan.endpoint.ToString(),
-                           ", hosted by ", plan.host_pod, ", not reached")
-            : absl::StrCat(seen.size(), "/", plan.pods.size(),
-                           " pods arrived; missing: ",
-                           absl::StrJoin(MissingPods(plan, seen), ", ")),
-        ")"));
+    return absl::CancelledError(StoppedBarrierMessage(plan, seen));
   }
   if (round.ok()) {
     DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",

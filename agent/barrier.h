@@ -42,6 +42,12 @@ BarrierPlan PlanBarrier(const JobEnv& job, const RunOptions& options);
 std::vector<std::string> MissingPods(const BarrierPlan& plan,
                                      const std::vector<std::string>& seen);
 
+// Why a stopped barrier ended, for its Cancelled status: who had arrived
+// (`seen`, as in MissingPods) or, when none had, that the host's store was
+// not reached (or, on the host, that no pod had arrived yet).
+std::string StoppedBarrierMessage(const BarrierPlan& plan,
+                                  const std::vector<std::string>& seen);
+
 // Blocks until every pod of `plan` arrived. DeadlineExceeded (or
 // Unavailable) naming the missing pods when they did not within the
 // timeout; InvalidArgument when the store cannot be set up as asked;

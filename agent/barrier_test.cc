@@ -101,6 +101,25 @@ TEST(MissingPodsTest, ListsThoseNotSeenInClusterOrder) {
   EXPECT_EQ(MissingPods(plan, {}), plan.pods);
 }
 
+TEST(StoppedBarrierMessageTest, HostStoppedBeforeAnyPodArrivedSaysSo) {
+  RunOptions options;
+  options.discovery.barrier_port = 1234;
+  const BarrierPlan host = PlanBarrier(TfJob("ps", 0), options);
+  ASSERT_TRUE(host.is_host);
+  EXPECT_EQ(StoppedBarrierMessage(host, {}),
+            "stopped while waiting for the start barrier of job 'mnist' (no "
+            "pod had arrived yet at the store hosted here, 127.0.0.1:1234)");
+  // Elsewhere an empty listing still means the host was not reached, and
+  // once pods arrived the message names the missing ones either way.
+  const BarrierPlan worker = PlanBarrier(TfJob("worker", 1), options);
+  EXPECT_EQ(StoppedBarrierMessage(worker, {}),
+            "stopped while waiting for the start barrier of job 'mnist' (the "
+            "store at 127.0.0.1:1234, hosted by ps-0, not reached)");
+  EXPECT_EQ(StoppedBarrierMessage(host, {"ps-0"}),
+            "stopped while waiting for the start barrier of job 'mnist' (1/3 "
+            "pods arrived; missing: worker-0, worker-1)");
+}
+
 // A free loopback port: the project's own helper, asserted here.
 int FreePort() {
   auto port = FindFreePort("127.0.0.1");

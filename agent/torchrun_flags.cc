@@ -71,14 +71,11 @@ void AddCurrentTorchrunFlags(FlagSet* flags, RunOptions* options) {
       "Accepted for torchrun compatibility: a Python entry point a native "
       "launcher cannot load; the agent keeps torchrun's default layout.",
       [](absl::string_view v, absl::string_view source) {
-        // One preformatted string: a new argument-type combination would
-        // instantiate more of fmt in this size-limited binary.
-        const std::string notice = absl::StrCat(
-            source, " ", v,
-            ": not applicable: torchrun.logs_specs entry points are Python "
-            "classes; the agent writes torchrun's default log layout "
-            "(--log-dir, --redirects, --tee)");
-        DJ_LOG_INFO("{}", notice);
+        DJ_LOG_INFO(
+            "{} {}: not applicable: torchrun.logs_specs entry points are "
+            "Python classes; the agent writes torchrun's default log layout "
+            "(--log-dir, --redirects, --tee)",
+            source, v);
         return absl::OkStatus();
       });
   logs_specs.env.clear();  // torchrun has no PET_LOGS_SPECS

@@ -92,9 +92,7 @@ absl::Status WorkerStore::AllowMembers(const std::vector<std::string>& addrs,
     ips.insert(resolved_ips.begin(), resolved_ips.end());
   }
   if (!admission->unresolved.empty()) {
-    // One line whatever the job's size, and one preformatted string: a new
-    // argument-type combination would instantiate more of fmt in this
-    // size-limited binary.
+    // One line whatever the job's size.
     const std::string warning =
         absl::StrCat("worker store: ", admission->unresolved.size(),
                      " member(s) not admitted this round, no address within "

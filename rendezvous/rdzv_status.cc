@@ -95,24 +95,16 @@ absl::StatusOr<std::string> RenderRendezvousStatus(StoreInterface* store,
                     st->restart_count, ", store host ",
                     host.empty() ? "-" : host, "\n");
     // Who serves the workers' TCPStore: null until group rank 0 of a closed
-    // round wrote it (or written by an agent that predates the record).
+    // round wrote it (or when what is there is not such a record: an agent
+    // that predates the JSON record wrote a line of text).
     std::optional<WorkerStoreRecord> record;
     if (auto it = values.find(keys.WorkerStore()); it != values.end()) {
-      record = DecodeWorkerStoreRecord(it->second);
-    }
-    Json worker_store;
-    if (record.has_value()) {
-      worker_store["round"] = record->round;
-      worker_store["served_by"] = record->agent ? "agent" : "worker";
-      if (record->agent) {
-        worker_store["addr"] = record->addr;
-        worker_store["members_only"] = record->members_only;
-        worker_store["members_admitted"] = record->admitted;
-        worker_store["members_unresolved"] = record->unresolved;
-      } else {
-        worker_store["opted_out_by"] = record->opted_out_by;
+      if (auto decoded = DecodeWorkerStoreRecord(it->second); decoded.ok()) {
+        record = *std::move(decoded);
       }
     }
+    Json worker_store =
+        record.has_value() ? WorkerStoreJson(*record) : Json(nullptr);
     absl::StrAppend(&text, "  workers' store: ",
                     record.has_value() ? WorkerStoreLine(*record) : "-", "\n");
     absl::StrAppend(

@@ -1,48 +1,91 @@
 #include "rendezvous/worker_store_record.h"
 
-#include "absl/strings/numbers.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace distjob {
+namespace {
 
-// "<round> agent <addr> <members_only 0|1> <admitted> <unresolved>" or
-// "<round> worker[ <opted_out_by>]" (the setting may hold spaces: last).
-std::string EncodeWorkerStoreRecord(const WorkerStoreRecord& r) {
-  if (!r.agent) {
-    return absl::StrCat(r.round, " worker", r.opted_out_by.empty() ? "" : " ",
-                        r.opted_out_by);
-  }
-  return absl::StrCat(r.round, " agent ", r.addr, " ", r.members_only ? 1 : 0,
-                      " ", r.admitted, " ", r.unresolved);
+constexpr absl::string_view kWhat = "workers' store record";
+
+absl::Status BadKey(absl::string_view key, absl::string_view want) {
+  return absl::DataLossError(
+      absl::StrCat(kWhat, ": key '", key, "' missing or not ", want));
 }
 
-std::optional<WorkerStoreRecord> DecodeWorkerStoreRecord(
+absl::Status GetInt(const Json& object, const char* key, int64_t* out) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer()) {
+    return BadKey(key, "an integer");
+  }
+  *out = it->get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status GetString(const Json& object, const char* key, std::string* out) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return BadKey(key, "a string");
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status GetBool(const Json& object, const char* key, bool* out) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_boolean()) {
+    return BadKey(key, "true or false");
+  }
+  *out = it->get<bool>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Json WorkerStoreJson(const WorkerStoreRecord& r) {
+  Json j;
+  j["round"] = r.round;
+  j["served_by"] = r.agent ? "agent" : "worker";
+  if (r.agent) {
+    j["addr"] = r.addr;
+    j["members_only"] = r.members_only;
+    j["members_admitted"] = r.admitted;
+    j["members_unresolved"] = r.unresolved;
+  } else {
+    j["opted_out_by"] = r.opted_out_by;
+  }
+  return j;
+}
+
+std::string EncodeWorkerStoreRecord(const WorkerStoreRecord& r) {
+  return DumpJson(WorkerStoreJson(r));
+}
+
+absl::StatusOr<WorkerStoreRecord> DecodeWorkerStoreRecord(
     absl::string_view value) {
+  auto parsed = ParseJson(value, kWhat);
+  if (!parsed.ok()) return absl::DataLossError(parsed.status().message());
+  const Json& j = *parsed;
+  if (!j.is_object()) {
+    return absl::DataLossError(absl::StrCat(kWhat, ": not a JSON object"));
+  }
   WorkerStoreRecord r;
-  // Each field up to the next space; the worker record's last one is the
-  // rest of the line.
-  auto next = [&value]() {
-    const size_t space = value.find(' ');
-    const absl::string_view field = value.substr(0, space);
-    value.remove_prefix(space == value.npos ? value.size() : space + 1);
-    return field;
-  };
-  if (!absl::SimpleAtoi(next(), &r.round)) return std::nullopt;
-  const absl::string_view kind = next();
-  if (kind == "worker") {
-    r.opted_out_by = std::string(value);
+  if (auto s = GetInt(j, "round", &r.round); !s.ok()) return s;
+  std::string served_by;
+  if (auto s = GetString(j, "served_by", &served_by); !s.ok()) return s;
+  if (served_by == "worker") {
+    if (auto s = GetString(j, "opted_out_by", &r.opted_out_by); !s.ok()) {
+      return s;
+    }
     return r;
   }
-  r.addr = std::string(next());
-  int members_only = 0;
-  if (kind != "agent" || r.addr.empty() ||
-      !absl::SimpleAtoi(next(), &members_only) ||
-      !absl::SimpleAtoi(next(), &r.admitted) ||
-      !absl::SimpleAtoi(value, &r.unresolved)) {
-    return std::nullopt;
-  }
+  if (served_by != "agent") return BadKey("served_by", "agent or worker");
   r.agent = true;
-  r.members_only = members_only != 0;
+  if (auto s = GetString(j, "addr", &r.addr); !s.ok()) return s;
+  if (r.addr.empty()) return BadKey("addr", "a non-empty string");
+  if (auto s = GetBool(j, "members_only", &r.members_only); !s.ok()) return s;
+  if (auto s = GetInt(j, "members_admitted", &r.admitted); !s.ok()) return s;
+  if (auto s = GetInt(j, "members_unresolved", &r.unresolved); !s.ok()) {
+    return s;
+  }
   return r;
 }
 

@@ -7,10 +7,11 @@
 #define DISTJOB_RENDEZVOUS_WORKER_STORE_RECORD_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/json.h"
 
 namespace distjob {
 
@@ -28,11 +29,17 @@ struct WorkerStoreRecord {
   std::string opted_out_by;
 };
 
-// One line of text, as the master record: JSON would cost the size-limited
-// binary a parser instantiation of its own.
+// The record as a JSON object, the one shape both the store and `status
+// --json` hold: {"round", "served_by": "agent"|"worker", then for agent
+// "addr", "members_only", "members_admitted", "members_unresolved", for
+// worker "opted_out_by"}.
+Json WorkerStoreJson(const WorkerStoreRecord& record);
+
+// WorkerStoreJson on one line, the store's value.
 std::string EncodeWorkerStoreRecord(const WorkerStoreRecord& record);
-// nullopt when `value` is not such a record.
-std::optional<WorkerStoreRecord> DecodeWorkerStoreRecord(
+// DataLoss naming the key that is missing or of the wrong type (or saying
+// that `value` is not a JSON object); keys it does not know are ignored.
+absl::StatusOr<WorkerStoreRecord> DecodeWorkerStoreRecord(
     absl::string_view value);
 
 // The record in one line, for `status`'s table.
