@@ -1,19 +1,13 @@
 #include "rendezvous/store/grpc_store_client.h"
 
 #include <grpcpp/grpcpp.h>
-#include <pthread.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <memory>
 #include <set>
-#include <thread>
 
-#include "absl/base/const_init.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/resolver.h"
 #include "proto/store.grpc.pb.h"
@@ -69,53 +63,6 @@ absl::Status Mismatch(const grpc::Status& s, bool tls,
   return absl::OkStatus();
 }
 
-// The one completion queue, and its one thread, through which every store
-// client of the process gets its calls' answers; it lives while a client
-// does. gRPC's blocking calls each poll a queue of their own, and with
-// many threads calling (the agent's Next, watcher and heartbeat; thousands
-// in bench/store_bench.cc) the thread that read an answer woke its caller
-// and then handed the poller role on to another waiting caller: futex
-// wakes were most of the simulated nodes' CPU at 16,384 nodes. Here the
-// queue's thread is the process's one poller (as the store's own thread
-// is, docs/bench/store-profile.md): it reads every answer and wakes only
-// the caller. gRPC 1.51's callback API would hand the poller role between
-// two threads on every answer instead (rendezvous/store/grpc_store_test.cc,
-// ServesWithoutTheCallbackApisHandOffThreads).
-class CallQueue {
- public:
-  // The process's queue, started by the first client that needs one.
-  static std::shared_ptr<CallQueue> Shared() {
-    static absl::Mutex mu(absl::kConstInit);
-    // Never destroyed: clients may outlive static destruction.
-    static auto* shared = new std::weak_ptr<CallQueue>;
-    absl::MutexLock lock(&mu);
-    std::shared_ptr<CallQueue> queue = shared->lock();
-    if (queue == nullptr) {
-      queue.reset(new CallQueue);
-      *shared = queue;
-    }
-    return queue;
-  }
-  // No call is in flight: each client's calls wait for their answers.
-  ~CallQueue() {
-    cq_.Shutdown();
-    thread_.join();
-  }
-  grpc::CompletionQueue* cq() { return &cq_; }
-
- private:
-  CallQueue() : thread_([this] { Run(); }) {}
-  void Run() {
-    pthread_setname_np(pthread_self(), "store_client_cq");
-    void* tag;
-    bool ok;
-    // A unary call's Finish tag comes back with its status set, ok or not.
-    while (cq_.Next(&tag, &ok)) static_cast<absl::Notification*>(tag)->Notify();
-  }
-  grpc::CompletionQueue cq_;
-  std::thread thread_;
-};
-
 // How long a new client retries its first connection on its own schedule.
 constexpr absl::Duration kFastConnectWindow = absl::Seconds(1);
 // The longest a wait for the channel's state sleeps without looking whether
@@ -134,8 +81,6 @@ struct GrpcStoreClient::Impl {
   // the lock only after EnsureStub returned OK.
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Store::Stub> stub;
-  std::atomic<bool> stub_ready{false};  // set after `stub`
-  const std::shared_ptr<CallQueue> queue = CallQueue::Shared();
   std::atomic<bool> tls_ready{false};  // the channel was ready once
   // Set with `channel`: until then, ConnectSoon retries quickly.
   absl::Time fast_connect_until;
@@ -205,8 +150,7 @@ struct GrpcStoreClient::Impl {
             absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
         pb::NumKeysRequest req;
         pb::NumKeysResponse resp;
-        const grpc::Status s =
-            Call(&probe, &pb::Store::Stub::PrepareAsyncNumKeys, req, &resp);
+        const grpc::Status s = stub->NumKeys(&probe, req, &resp);
         if (absl::Status m = Mismatch(s, true, endpoint); !m.ok()) return m;
       }
       {
@@ -235,24 +179,6 @@ struct GrpcStoreClient::Impl {
     return FromGrpc(s, what, endpoint);
   }
 
-  // One call through the process's queue: returns once it has its answer
-  // (or its deadline, or a cancellation by Close).
-  template <typename Request, typename Response>
-  grpc::Status Call(grpc::ClientContext* ctx,
-                    std::unique_ptr<grpc::ClientAsyncResponseReader<Response>> (
-                        pb::Store::Stub::*prepare)(grpc::ClientContext*,
-                                                   const Request&,
-                                                   grpc::CompletionQueue*),
-                    const Request& req, Response* resp) {
-    auto reader = (stub.get()->*prepare)(ctx, req, queue->cq());
-    reader->StartCall();
-    grpc::Status status;
-    absl::Notification done;
-    reader->Finish(resp, &status, &done);
-    done.WaitForNotification();
-    return status;
-  }
-
   // The endpoint's name goes through the agent's resolver, never gRPC's
   // (see common/resolver.h); a name that does not resolve yet (the host's
   // pod is not Ready) is looked up again until `deadline`. The addresses
@@ -260,7 +186,6 @@ struct GrpcStoreClient::Impl {
   // lost whatever its next address would be.
   absl::Status EnsureStub(absl::Time deadline) {
     for (;;) {
-      if (stub_ready.load(std::memory_order_acquire)) return absl::OkStatus();
       {
         absl::MutexLock lock(&channel_mu);
         if (stub != nullptr) return absl::OkStatus();
@@ -299,7 +224,6 @@ struct GrpcStoreClient::Impl {
           channel = created;
           fast_connect_until = absl::Now() + kFastConnectWindow;
           stub = pb::Store::NewStub(channel);
-          stub_ready.store(true, std::memory_order_release);
         }
         // Start connecting; the calls wait for it (ConnectSoon).
         created->GetState(/*try_to_connect=*/true);
@@ -327,56 +251,39 @@ struct GrpcStoreClient::Impl {
 
   absl::Mutex channel_mu;
   absl::Mutex mu;
+  std::set<grpc::ClientContext*> active ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;
-
-  // The calls in flight, for Close to cancel, in shards by calling thread:
-  // hundreds of threads share a client in bench/store_bench.cc, and one
-  // lock taken twice per call was what they most waited for.
-  struct CallShard {
-    absl::Mutex mu;
-    std::set<grpc::ClientContext*> calls ABSL_GUARDED_BY(mu);
-  };
-  static constexpr size_t kShards = 16;
-  std::array<CallShard, kShards> shards;
-  std::atomic<bool> closing{false};  // set by Close before it cancels
-
-  // Registers a call so Close() can cancel it.
-  class Tracked {
-   public:
-    Tracked(Impl* impl, grpc::ClientContext* ctx)
-        : shard_(&impl->shards[ThisThreadsShard()]), ctx_(ctx) {
-      absl::MutexLock lock(&shard_->mu);
-      // Close cancels what it finds in the shards after it sets `closing`.
-      if (impl->closing.load()) ctx_->TryCancel();
-      shard_->calls.insert(ctx_);
-    }
-    ~Tracked() {
-      absl::MutexLock lock(&shard_->mu);
-      shard_->calls.erase(ctx_);
-    }
-
-   private:
-    static size_t ThisThreadsShard() {
-      static std::atomic<size_t> next{0};
-      static thread_local const size_t shard =
-          next.fetch_add(1, std::memory_order_relaxed) % kShards;
-      return shard;
-    }
-    CallShard* shard_;
-    grpc::ClientContext* ctx_;
-  };
 };
 
+namespace {
+
+// Registers a call so Close() can cancel it.
+class Tracked {
+ public:
+  Tracked(absl::Mutex* mu, std::set<grpc::ClientContext*>* active, bool* closed,
+          grpc::ClientContext* ctx)
+      : mu_(mu), active_(active), ctx_(ctx) {
+    absl::MutexLock lock(mu_);
+    if (*closed) ctx_->TryCancel();
+    active_->insert(ctx_);
+  }
+  ~Tracked() {
+    absl::MutexLock lock(mu_);
+    active_->erase(ctx_);
+  }
+
+ private:
+  absl::Mutex* mu_;
+  std::set<grpc::ClientContext*>* active_;
+  grpc::ClientContext* ctx_;
+};
+
+}  // namespace
+
 void GrpcStoreClient::Close() {
-  {
-    absl::MutexLock lock(&impl_->mu);
-    impl_->closed = true;
-  }
-  impl_->closing.store(true);
-  for (auto& shard : impl_->shards) {
-    absl::MutexLock lock(&shard.mu);
-    for (auto* ctx : shard.calls) ctx->TryCancel();
-  }
+  absl::MutexLock lock(&impl_->mu);
+  impl_->closed = true;
+  for (auto* ctx : impl_->active) ctx->TryCancel();
 }
 
 GrpcStoreClient::GrpcStoreClient(std::unique_ptr<Impl> impl)
@@ -411,12 +318,10 @@ absl::Status GrpcStoreClient::WaitUntilReachable(absl::Duration timeout) {
   if (absl::Status s = impl_->EnsureStub(deadline); !s.ok()) return s;
   impl_->ConnectSoon(deadline);
   if (absl::Status s = impl_->CheckTlsPeer(deadline); !s.ok()) return s;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  return impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncNumKeys, req, &resp),
-      "connect");
+  return impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "connect");
 }
 
 absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
@@ -424,7 +329,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
     absl::Duration ttl) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::SetRequest req;
   for (const auto& [k, v] : kvs) {
     auto* kv = req.add_kvs();
@@ -433,8 +338,7 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
   }
   req.set_ttl_ms(absl::ToInt64Milliseconds(ttl));
   pb::SetResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncSet, req, &resp), "set");
+  auto s = impl_->Check(impl_->stub->Set(&ctx, req, &resp), "set");
   if (!s.ok()) return s;
   return resp.revision();
 }
@@ -443,13 +347,12 @@ absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
     const std::vector<std::string>& keys, absl::Duration timeout) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, timeout); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::GetRequest req;
   for (const auto& k : keys) req.add_keys(k);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::GetResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncGet, req, &resp), "get");
+  auto s = impl_->Check(impl_->stub->Get(&ctx, req, &resp), "get");
   if (!s.ok()) return s;
   return std::vector<std::string>(resp.values().begin(), resp.values().end());
 }
@@ -458,13 +361,12 @@ absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
                                              int64_t delta) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::AddRequest req;
   req.set_key(key);
   req.set_delta(delta);
   pb::AddResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncAdd, req, &resp), "add");
+  auto s = impl_->Check(impl_->stub->Add(&ctx, req, &resp), "add");
   if (!s.ok()) return s;
   return resp.value();
 }
@@ -474,15 +376,14 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
     const std::string& desired) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::CompareSetRequest req;
   req.set_key(key);
   req.set_expected(expected);
   req.set_desired(desired);
   pb::CompareSetResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncCompareSet, req, &resp),
-      "compare-set");
+  auto s =
+      impl_->Check(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set");
   if (!s.ok()) return s;
   return CompareSetResult{resp.value(), resp.swapped()};
 }
@@ -491,14 +392,12 @@ absl::StatusOr<int64_t> GrpcStoreClient::Append(const std::string& key,
                                                 const std::string& value) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::AppendRequest req;
   req.set_key(key);
   req.set_value(value);
   pb::AppendResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncAppend, req, &resp),
-      "append");
+  auto s = impl_->Check(impl_->stub->Append(&ctx, req, &resp), "append");
   if (!s.ok()) return s;
   return resp.size();
 }
@@ -507,13 +406,11 @@ absl::StatusOr<bool> GrpcStoreClient::Check(
     const std::vector<std::string>& keys) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::CheckRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::CheckResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncCheck, req, &resp),
-      "check");
+  auto s = impl_->Check(impl_->stub->Check(&ctx, req, &resp), "check");
   if (!s.ok()) return s;
   return resp.all_exist();
 }
@@ -522,13 +419,11 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
     const std::vector<std::string>& keys) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::DeleteRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::DeleteResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncDelete, req, &resp),
-      "delete");
+  auto s = impl_->Check(impl_->stub->Delete(&ctx, req, &resp), "delete");
   if (!s.ok()) return s;
   return resp.deleted();
 }
@@ -536,12 +431,10 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
 absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncNumKeys, req, &resp),
-      "num-keys");
+  auto s = impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "num-keys");
   if (!s.ok()) return s;
   return resp.num_keys();
 }
@@ -550,15 +443,13 @@ absl::StatusOr<StoreListing> GrpcStoreClient::ListPage(
     const std::string& prefix, const std::string& start_after, size_t limit) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::ListRequest req;
   req.set_prefix(prefix);
   req.set_start_after(start_after);
   req.set_limit(static_cast<int64_t>(limit));
   pb::ListResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncList, req, &resp),
-      "list");
+  auto s = impl_->Check(impl_->stub->List(&ctx, req, &resp), "list");
   if (!s.ok()) return s;
   StoreListing out;
   out.revision = resp.revision();
@@ -575,15 +466,13 @@ absl::StatusOr<std::pair<bool, int64_t>> GrpcStoreClient::Watch(
     const std::string& prefix, int64_t after_revision, absl::Duration timeout) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, timeout); !p.ok()) return p;
-  Impl::Tracked tracked(impl_.get(), &ctx);
+  Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::WatchRequest req;
   req.set_prefix(prefix);
   req.set_after_revision(after_revision);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::WatchResponse resp;
-  auto s = impl_->Check(
-      impl_->Call(&ctx, &pb::Store::Stub::PrepareAsyncWatch, req, &resp),
-      "watch");
+  auto s = impl_->Check(impl_->stub->Watch(&ctx, req, &resp), "watch");
   if (!s.ok()) return s;
   return std::make_pair(resp.changed(), resp.revision());
 }

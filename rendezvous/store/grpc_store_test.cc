@@ -207,57 +207,6 @@ TEST(GrpcStoreTest, ServesWithoutTheCallbackApisHandOffThreads) {
   EXPECT_GT(threads, 1);
 }
 
-int ThreadsNamed(const std::string& wanted) {
-  int n = 0;
-  for (const auto& task :
-       std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name == wanted) ++n;
-  }
-  return n;
-}
-
-// Every client of a process gets its answers through one completion-queue
-// thread. gRPC's blocking calls made each waiting thread a poller: the one
-// that read an answer woke its caller and handed the poller role on, and
-// thousands of simulated nodes (bench/store_bench.cc) spent more CPU on
-// that than the store. Close still cancels every call, whichever thread
-// made it, and the thread goes with the last client.
-TEST(GrpcStoreTest, ClientsShareOneCompletionQueueThread) {
-  auto server = StoreServer::Start("127.0.0.1", 0);
-  ASSERT_TRUE(server.ok()) << server.status();
-  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
-  ASSERT_EQ(ThreadsNamed("store_client_cq"), 0);
-  {
-    auto a = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
-    auto b = GrpcStoreClient::Connect(endpoint, absl::Seconds(5),
-                                      StoreSecurity{}, /*own_connection=*/true);
-    ASSERT_TRUE(a->Set("k", "v").ok());
-    ASSERT_TRUE(b->Set("k", "v").ok());
-    EXPECT_EQ(ThreadsNamed("store_client_cq"), 1);
-    constexpr int kWaiters = 24;
-    std::vector<absl::Status> got(kWaiters);
-    std::vector<std::thread> waiters;
-    for (int i = 0; i < kWaiters; ++i) {
-      waiters.emplace_back([&, i] {
-        got[i] =
-            (i % 2 == 0 ? a : b)->Get("never", absl::Seconds(600)).status();
-      });
-    }
-    ASSERT_TRUE(AwaitParked(server->get(), kWaiters));
-    const absl::Time closing = absl::Now();
-    a->Close();
-    b->Close();
-    for (auto& t : waiters) t.join();
-    EXPECT_LT(absl::Now() - closing, absl::Seconds(1));
-    for (const auto& s : got)
-      EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
-  }
-  EXPECT_EQ(ThreadsNamed("store_client_cq"), 0);
-}
-
 TEST(GrpcStoreTest, OnePeerParksAtMostItsShare) {
   StoreLimits limits;
   limits.max_waiters_per_peer = 2;
