@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,6 +47,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -165,6 +167,40 @@ int Ops(const std::string& endpoint, const std::string& op, int clients,
   return errors > 0 ? 1 : 0;
 }
 
+// Requests by method and key kind ("Get rank", "WatchAny state timeout"),
+// for the per-method breakdown of a recovery (bench/run.py reads it).
+class MethodTally {
+ public:
+  void Note(absl::string_view method, absl::string_view key) {
+    // The kind is the key's first segment after the run's prefix
+    // ("rdzv/RUN/rank/3/..." -> "rank").
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(key, '/', absl::SkipEmpty());
+    absl::string_view kind = parts.size() > 2 ? parts[2] : "-";
+    absl::MutexLock l(&mu_);
+    ++counts_[absl::StrCat(method, " ", kind)];
+  }
+  // The counts since the last call, as a JSON object.
+  std::string TakeJson() {
+    absl::MutexLock l(&mu_);
+    std::string out = "{";
+    for (const auto& [k, v] : counts_) {
+      absl::StrAppend(&out, out.size() > 1 ? ", " : "", "\"", k, "\": ", v);
+    }
+    counts_.clear();
+    return out + "}";
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, long> counts_ ABSL_GUARDED_BY(mu_);
+};
+
+MethodTally* Tally() {
+  static MethodTally* t = new MethodTally;
+  return t;
+}
+
 // Forwards to a channel shared by many simulated nodes and counts the
 // requests, since the server keeps no per-request statistics.
 class SharedStore : public StoreInterface {
@@ -178,52 +214,70 @@ class SharedStore : public StoreInterface {
       absl::Duration ttl) override {
     ++*n_;
     if (renewals_ != nullptr && ttl > absl::ZeroDuration()) ++*renewals_;
+    Tally()->Note(ttl > absl::ZeroDuration() ? "MultiSet(ttl)" : "MultiSet",
+                  kvs.empty() ? "" : kvs[0].first);
     return s_->MultiSet(kvs, ttl);
   }
   absl::StatusOr<std::vector<std::string>> MultiGet(
       const std::vector<std::string>& keys, absl::Duration timeout) override {
     ++*n_;
+    Tally()->Note("MultiGet", keys.empty() ? "" : keys[0]);
     return s_->MultiGet(keys, timeout);
   }
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
     ++*n_;
+    Tally()->Note("Add", key);
     return s_->Add(key, delta);
   }
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override {
     ++*n_;
+    Tally()->Note("CompareSet", key);
     return s_->CompareSet(key, expected, desired);
   }
   absl::StatusOr<int64_t> Append(const std::string& key,
                                  const std::string& value) override {
     ++*n_;
+    Tally()->Note("Append", key);
     return s_->Append(key, value);
   }
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override {
     ++*n_;
+    Tally()->Note("Check", keys.empty() ? "" : keys[0]);
     return s_->Check(keys);
   }
   absl::StatusOr<int64_t> Delete(
       const std::vector<std::string>& keys) override {
     ++*n_;
+    Tally()->Note("Delete", keys.empty() ? "" : keys[0]);
     return s_->Delete(keys);
   }
   absl::StatusOr<int64_t> NumKeys() override {
     ++*n_;
+    Tally()->Note("NumKeys", "");
     return s_->NumKeys();
   }
   absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
                                         const std::string& start_after,
                                         size_t limit) override {
     ++*n_;
+    Tally()->Note("ListPage", prefix);
     return s_->ListPage(prefix, start_after, limit);
   }
   absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
                                        int64_t after_revision,
                                        absl::Duration timeout) override {
     ++*n_;
-    return s_->WatchAny(prefixes, after_revision, timeout);
+    auto r = s_->WatchAny(prefixes, after_revision, timeout);
+    // The prefix count tells a monitor's watch (2 or 3) from a join's (1).
+    Tally()->Note(absl::StrCat("WatchAny/", prefixes.size(),
+                               !r.ok()       ? "(error)"
+                               : !r->changed ? "(timeout)"
+                               : r->change   ? "(told)"
+                                             : ""),
+                  prefixes.empty() ? "" : prefixes[0]);
+    return r;
   }
 
  private:
@@ -525,6 +579,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   }
   changes.NextPhase();
   (void)phase_requests();
+  (void)Tally()->TakeJson();
   long long kill_ns = 0;
   if (kill >= first && kill < first + count) {
     kill_ns = NowNs();
@@ -538,9 +593,11 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   std::printf(
       "{\"kill_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
       "\"members\": %zu, \"told_first_ns\": %lld, \"told_last_ns\": "
-      "%lld, \"wall_minus_mono_ns\": %lld, \"requests\": %ld}\n",
+      "%lld, \"wall_minus_mono_ns\": %lld, \"requests\": %ld, "
+      "\"by_method\": %s}\n",
       kill_ns, recovered.second, recovered.first, live.size(), told.first,
-      told.second, WallNs() - NowNs(), phase_requests());
+      told.second, WallNs() - NowNs(), phase_requests(),
+      Tally()->TakeJson().c_str());
   std::fflush(stdout);
   int join = -1;
   if (!std::getline(std::cin, line) ||
