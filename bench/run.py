@@ -846,7 +846,20 @@ RECOVER_TIMELINE = (
     'r process renewed 128 leases each one after another, a pass outlasted '
     'the 3 s lease under load, and hundreds of live nodes were seen lost (o'
     "ne such false loss opened the round before the killed node's lease ran"
-    ' out); it now renews from a thread per 16 nodes.')
+    ' out); it now renews from a thread per 16 nodes. By method (`by_meth'
+    "od` in `store_bench recover`'s kill reply; one quiet 4,096-node run, p"
+    'er survivor): the monitor watch timed out and re-armed 2.0 times while'
+    " the lost lease ran out, then was told of the new round (1.0); joining"
+    ' took the counter (1.0) and the join record (1.0), the wait was told o'
+    'f the close (1.0), then the rank record (1.0) and the master record (1'
+    ".0): 8.0. The monitor's watch now lasts a lease (it re-armed every ke"
+    "ep-alive interval; what ends the round answers it anyway): 7.0 per sur"
+    'vivor at 4,096 nodes and 6.0 at 1,024 (8.5 and 8.0 before, quiet runs)'
+    ', but those re-arms fell while the store idles for the lease, so the t'
+    'ime did not move (6.26 s at 4,096, 3 runs, the lead\'s tests running a'
+    'longside: load average 0.8 → 23.7): the critical path is the join (2 r'
+    'equests per survivor) and after the close (3), ~1 s each at ~10,000 re'
+    'quests/s.')
 
 
 def recover_once(n, log_dir=None):
