@@ -27,7 +27,9 @@
 //       (a crash: its lease runs out) and reports when the last of its
 //       survivors holds the next round; then on "join J" a new node J (not
 //       one of the first NODES) joins in the process of FIRST 0, and every
-//       member reports when it holds the round that takes J in.
+//       member reports when it holds the round that takes J in. The kill
+//       phase's reply counts its requests by method and key kind
+//       (by_method; "WatchAny/N(timeout)": a watch of N prefixes).
 //       ENDPOINT etcd:HOST:PORT[,HOST:PORT...] runs the same nodes against
 //       an etcd cluster through the agent's etcd client (`--rdzv-backend
 //       etcd`) instead of the embedded store.
