@@ -856,8 +856,8 @@ RECOVER_TIMELINE = (
     "ep-alive interval; what ends the round answers it anyway): 7.0 per sur"
     'vivor at 4,096 nodes and 6.0 at 1,024 (8.5 and 8.0 before, quiet runs)'
     ', but those re-arms fell while the store idles for the lease, so the t'
-    'ime did not move (6.26 s at 4,096, 3 runs, the lead\'s tests running a'
-    'longside: load average 0.8 → 23.7): the critical path is the join (2 r'
+    'ime did not move (6.14 s at 4,096 after, 6.00 s before, quiet runs'
+    '): the critical path is the join (2 r'
     'equests per survivor) and after the close (3), ~1 s each at ~10,000 re'
     'quests/s.')
 
