@@ -386,7 +386,7 @@ struct EtcdStore::Impl {
   };
   std::unordered_map<std::string, TtlWrite> ttl_writes ABSL_GUARDED_BY(mu);
   absl::CondVar stop_cv;
-  std::thread keeper;
+  std::thread keeper ABSL_GUARDED_BY(mu);
 
   std::string Endpoints() const {
     std::vector<std::string> eps;
@@ -862,9 +862,18 @@ struct EtcdStore::Impl {
     put->set_key(absl::StrCat(meta, "holders/", *own));
     put->set_lease(*own);
     if (auto s = Txn(t, "register holder"); !s.ok()) return s.status();
+    if (options.test_hooks.adopted) options.test_hooks.adopted();
     absl::MutexLock lock(&mu);
     job_lease = id;
     own_lease = *own;
+    // Closed while this adopted: Close waits for the adoption to end
+    // (`adopting`) before it reads the leases, so it revokes this one; a
+    // keeper started now would never be joined.
+    if (closed) {
+      return absl::CancelledError(
+          absl::StrCat("etcd job lease ", meta,
+                       "lease: the store was closed while joining"));
+    }
     if (!keeper.joinable()) keeper = std::thread([this] { KeepAliveLoop(); });
     return job_lease;
   }
@@ -1128,17 +1137,27 @@ void EtcdStore::Close() {
     if (impl_->closed) return;
     impl_->closed = true;
     impl_->stop_cv.SignalAll();
-    job = impl_->job_lease;
-    own = impl_->own_lease;
     ttl = impl_->ttl_leases;
   }
   impl_->CancelAll();
+  std::thread keeper;
+  {
+    // An adoption of the job lease under way ends at its next call, which
+    // CancelAll refuses; its leases are read only after it, so that the
+    // holder lease it granted is revoked below, and it starts no keeper.
+    absl::MutexLock lock(&impl_->mu);
+    impl_->mu.Await(absl::Condition(
+        +[](bool* adopting) { return !*adopting; }, &impl_->adopting));
+    job = impl_->job_lease;
+    own = impl_->own_lease;
+    keeper = std::move(impl_->keeper);
+  }
   {
     absl::MutexLock lock(&impl_->renew_mu);
     impl_->renew_stop = true;
   }
   if (impl_->renew_writer.joinable()) impl_->renew_writer.join();
-  if (impl_->keeper.joinable()) impl_->keeper.join();
+  if (keeper.joinable()) keeper.join();
   for (int64_t id : ttl) impl_->Revoke(id);
   if (own != 0) impl_->Revoke(own);
   // Later calls, from any thread, fail at once.

@@ -55,6 +55,9 @@ struct EtcdStoreOptions {
     // Called as a call starts waiting for another call's adoption of the
     // job lease.
     std::function<void()> lease_wait;
+    // Called as an adoption of the job lease has registered this client as
+    // a holder, before it records its leases.
+    std::function<void()> adopted;
   } test_hooks;
 };
 

@@ -845,6 +845,36 @@ TEST_F(EtcdStoreTest, CloseCancelsABlockedWatchAndLaterCalls) {
             absl::StatusCode::kCancelled);
 }
 
+// Closed between the adoption's registration as a holder and its record of
+// the leases: the adoption must start no keep-alive thread that Close has
+// already passed (never joined: std::terminate), and its holder lease must
+// be revoked, not left to keep the job's keys alive.
+TEST_F(EtcdStoreTest, CloseDuringAJobLeaseAdoptionRevokesItsHolderLease) {
+  auto o = ParseEtcdOptions(endpoint_, "", "job");
+  ASSERT_TRUE(o.ok()) << o.status();
+  o->rpc_timeout = absl::Seconds(10);
+  EtcdStore* store = nullptr;
+  std::thread closer;
+  bool refused = false;
+  o->test_hooks.adopted = [&] {
+    closer = std::thread([&] { store->Close(); });
+    // Close has begun once this thread's calls are refused.
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!refused && absl::Now() < deadline) {
+      refused = absl::IsCancelled(store->NumKeys().status());
+    }
+  };
+  auto opened = EtcdStore::Connect(*o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  store = opened->get();
+  auto set = store->Set("k", "v");
+  closer.join();
+  EXPECT_TRUE(refused);
+  EXPECT_TRUE(absl::IsCancelled(set.status())) << set.status();
+  EXPECT_EQ(RawCount("/distjob/job/agent/holders/"), 0);
+  EXPECT_EQ(RawCount("/distjob/job/kv/"), 0);
+}
+
 TEST_F(EtcdStoreTest, DeadEndpointsAreSkipped) {
   auto o = ParseEtcdOptions("127.0.0.1:1," + endpoint_, "", "job");
   ASSERT_TRUE(o.ok());

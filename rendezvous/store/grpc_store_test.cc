@@ -99,6 +99,21 @@ TEST(GrpcStoreTest, WatchAnyCarriesItsPrefixesAndTheChange) {
   EXPECT_FALSE(gone->change->value.has_value());
 }
 
+TEST(GrpcStoreTest, WatchOfTooManyPrefixesIsRefusedNamingTheLimit) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  std::vector<std::string> prefixes;
+  for (int i = 0; i < 9; ++i) prefixes.push_back("p" + std::to_string(i));
+  auto w = client->WatchAny(prefixes, 0, absl::Seconds(30));
+  EXPECT_TRUE(absl::IsInvalidArgument(w.status())) << w.status();
+  EXPECT_NE(w.status().message().find("at most 8 (max_watch_prefixes)"),
+            absl::string_view::npos)
+      << w.status();
+}
+
 // Every RPC of the protocol, through `client`; each must be refused.
 void ExpectEveryCallRefused(GrpcStoreClient* client, absl::string_view says) {
   std::vector<absl::Status> answers = {

@@ -709,6 +709,12 @@ uint64_t StoreCore::WatchAny(const std::vector<std::string>& prefixes,
     done(absl::InvalidArgumentError("a watch needs at least one prefix"));
     return 0;
   }
+  if (prefixes.size() > limits_.max_watch_prefixes) {
+    done(absl::InvalidArgumentError(
+        absl::StrCat("watch of ", prefixes.size(), " prefixes: at most ",
+                     limits_.max_watch_prefixes, " (max_watch_prefixes)")));
+    return 0;
+  }
   if (auto s = CheckKeys(prefixes); !s.ok()) {
     done(s);
     return 0;

@@ -39,6 +39,10 @@ struct StoreLimits {
   size_t max_key_bytes = 4096;  // keys, and prefixes of listings and watches
   size_t max_value_bytes = 1 << 20;
   size_t max_keys_per_request = 4096;
+  // Prefixes of one watch: each new one costs a scan of the data under the
+  // store's lock, so one request must not name thousands (the rendezvous
+  // monitor names at most 3, rendezvous/dynamic_rendezvous.cc).
+  size_t max_watch_prefixes = 8;
   // The data the store holds, with its bookkeeping: keys and values with
   // their map and lease nodes, and tombstones.
   size_t max_total_bytes = size_t{256} << 20;

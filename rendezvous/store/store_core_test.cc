@@ -921,6 +921,33 @@ TEST(StoreCoreWatchAnyTest, OnlyTheWatchedLeaseOfManyWakesIt) {
   EXPECT_GT(second.watch_any()->change->revision, from);
 }
 
+// Each new prefix costs a scan under the store's lock: one watch naming
+// thousands would make one request cost thousands of scans.
+TEST(StoreCoreWatchAnyTest, RefusesMorePrefixesThanTheLimit) {
+  StoreCore core;
+  const int64_t rev = Set(core, "zzz", "0");
+  std::vector<std::string> prefixes;
+  for (int i = 0; i < 9; ++i) prefixes.push_back(absl::StrCat("p", i, "/"));
+  Parked refused;
+  core.WatchAny(prefixes, rev, absl::Hours(1), refused.WatchAnyDone());
+  ASSERT_TRUE(refused.answered());
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.watch_any().status()))
+      << refused.watch_any().status();
+  EXPECT_EQ(refused.watch_any().status().message(),
+            "watch of 9 prefixes: at most 8 (max_watch_prefixes)");
+  EXPECT_EQ(core.Stats().parked_waits, 0);
+  // Eight are a watch like any other.
+  prefixes.pop_back();
+  Parked parked;
+  core.WatchAny(prefixes, rev, absl::Hours(1), parked.WatchAnyDone());
+  EXPECT_FALSE(parked.answered());
+  EXPECT_EQ(core.Stats().parked_waits, 1);
+  Set(core, "p7/k", "v");
+  ASSERT_TRUE(parked.answered());
+  ASSERT_TRUE(parked.watch_any().ok()) << parked.watch_any().status();
+  EXPECT_TRUE(parked.watch_any()->changed);
+}
+
 TEST(StoreCoreWatchAnyTest, SaysWhatChangedOnlyWhenItIsTheOneChange) {
   StoreCore core;
   const int64_t rev = Set(core, "zzz", "0");
