@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -858,6 +859,68 @@ TEST(DynamicRendezvousTest, NodeThatMissedARoundAsksAgainToJoinTheNext) {
   if (asked) {
     ASSERT_TRUE(joined.ok()) << joined.status();
     EXPECT_EQ(joined->round, 2);
+  }
+}
+
+// A LocalStore whose reads wait until opened: a closer still reading the
+// join records.
+class GatedReadStore : public LocalStore {
+ public:
+  explicit GatedReadStore(StoreCore* core) : LocalStore(core) {}
+  void Open() { open_.Notify(); }
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override {
+    open_.WaitForNotificationWithTimeout(absl::Seconds(10));
+    return LocalStore::MultiGet(keys, timeout);
+  }
+
+ private:
+  absl::Notification open_;
+};
+
+// A node that joined a full round asks for the next one while the round is
+// still open; the round then closes below max_nodes (a joiner never wrote
+// its record). The members watch from the close on, after the node's ask:
+// it asks again once it sees the round closed.
+TEST(DynamicRendezvousTest, NodeLeftOverByAFullRoundAsksAgainOnceItCloses) {
+  StoreCore core;
+  ASSERT_TRUE(core.Add("rdzv/job/joined/0", 1).ok());  // the ghost: place 1
+  auto gated = std::make_unique<GatedReadStore>(&core);
+  GatedReadStore* closer_store = gated.get();
+  DynamicRendezvous member(Options(0, 1, 2), std::move(gated));
+  DynamicRendezvous late(Options(1, 1, 2), std::make_unique<LocalStore>(&core));
+  std::atomic<int> changes{0};
+  member.SetOnMembershipChange([&] { ++changes; });
+  auto joined_count = [&] {
+    auto l = core.List("rdzv/job/joined/0");
+    int64_t n = 0;
+    if (l.ok() && !l->entries.empty()) {
+      (void)absl::SimpleAtoi(l->entries[0].value, &n);
+    }
+    return n;
+  };
+  absl::StatusOr<RendezvousResult> formed, joined;
+  std::thread forming([&] { formed = member.Next(1); });
+  ASSERT_TRUE(WaitUntil([&] { return joined_count() == 2; }));
+  std::thread joining([&] { joined = late.Next(1); });
+  // Place 3 of 2: it asks for the next round before this one closes.
+  ASSERT_TRUE(WaitUntil([&] { return joined_count() == 3; }));
+  closer_store->Open();
+  forming.join();
+  ASSERT_TRUE(formed.ok()) << formed.status();
+  ASSERT_EQ(formed->group_world_size, 1);
+  const bool asked = WaitUntil([&] { return changes > 0; });
+  if (!asked) late.Cancel();  // else it waits out join_timeout
+  EXPECT_TRUE(asked) << "the member never heard of the waiting node";
+  if (asked) {
+    formed = member.Next(1);
+    ASSERT_TRUE(formed.ok()) << formed.status();
+    EXPECT_EQ(formed->group_world_size, 2);
+  }
+  joining.join();
+  if (asked) {
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    EXPECT_EQ(joined->round, 1);
   }
 }
 
