@@ -975,7 +975,7 @@ TEST(DynamicRendezvousTest, AWatchOfTheLastRoundIsNotJudgedAgainstTheNext) {
   nodes[1]->NoteFailureRestart(1);
   std::vector<RendezvousResult> results = FormRound(nodes);
   ASSERT_EQ(results[0].round, 1);
-  ASSERT_EQ(stores[0]->held_.load(), 1);
+  ASSERT_TRUE(WaitUntil([&] { return stores[0]->held_ == 1; }));
   stores[0]->Release();
   // Both monitors watch round 1 again, and nobody heard of a change.
   EXPECT_TRUE(WaitUntil([&] { return core.Stats().parked_waits == 2; }));
