@@ -81,7 +81,10 @@ void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
 absl::Status DynamicRendezvous::Heartbeat() {
   std::vector<std::pair<std::string, std::string>> kvs = {
       {keys_.Alive(options_.node), "1"}};
-  if (waiting_) kvs.emplace_back(keys_.Waiting(options_.node), "1");
+  if (waiting_) {
+    absl::MutexLock lock(&waiting_mu_);
+    kvs.emplace_back(keys_.Waiting(options_.node), waiting_value_);
+  }
   const absl::Time start = absl::Now();
   absl::Status s = store_->MultiSet(kvs, lease_).status();
   if (s.ok()) {
@@ -409,9 +412,22 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       }
       case Action::kWaitForNextRound:
         SetWait(Wait::kNextRound, st.round);
-        if (!waiting_) {
-          waiting_ = true;
-          (void)Heartbeat();
+        {
+          // Members watch from their round's close on: a key written
+          // before it (this node waited in an earlier round, or while this
+          // one was still open) is written again with what changed.
+          std::string value =
+              absl::StrCat(st.round, st.closed ? " closed" : " full");
+          bool write = !waiting_;
+          {
+            absl::MutexLock lock(&waiting_mu_);
+            write |= waiting_value_ != value;
+            waiting_value_ = std::move(value);
+          }
+          if (write) {
+            waiting_ = true;
+            (void)Heartbeat();
+          }
         }
         if (!announced_wait) {
           DJ_LOG_INFO("round {} of '{}' is {}; waiting for the next round",
@@ -733,6 +749,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     absl::MutexLock lock(&mu_);
     current_revision_ = revision;
     monitoring_ = true;
+    ++monitor_generation_;
     if (!stop_ && !monitor_.joinable()) {
       monitor_ = std::thread([this] { MonitorLoop(); });
     }
@@ -905,6 +922,7 @@ void DynamicRendezvous::MonitorLoop() {
   absl::Time failing_since = absl::InfiniteFuture();
   for (;;) {
     int64_t revision;
+    uint64_t generation;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -913,7 +931,15 @@ void DynamicRendezvous::MonitorLoop() {
       mu_.Await(absl::Condition(&ready));
       if (stop_) return;
       revision = current_revision_;
+      generation = monitor_generation_;
     }
+    // Whether a later round's Result restarted the monitor meanwhile: what
+    // this watch saw (that round opening) is then no news, and its
+    // revision is older than the one Result set.
+    auto superseded = [&] {
+      absl::MutexLock lock(&mu_);
+      return monitor_generation_ != generation;
+    };
     const absl::Time call_start = absl::Now();
     // Once the store fails, the loss is due read_timeout after the failing
     // call began: a watch retried meanwhile waits for the store to come
@@ -970,11 +996,12 @@ void DynamicRendezvous::MonitorLoop() {
       continue;
     }
     failing_since = absl::InfiniteFuture();
-    if (!w->changed) continue;
+    if (!w->changed || superseded()) continue;
     int64_t judged_at = w->revision;
     const std::string why = Judge(/*liveness=*/true, &judged_at, w->change);
     {
       absl::MutexLock lock(&mu_);
+      if (monitor_generation_ != generation) continue;
       current_revision_ = judged_at;
     }
     if (why.empty()) continue;

@@ -203,6 +203,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::optional<WatchChange> reopened_ ABSL_GUARDED_BY(mu_);
   int64_t reopened_revision_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t current_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  // Counts the rounds the monitor was started for: a watch begun for an
+  // earlier round (it lasts up to a lease) is not judged against this one.
+  uint64_t monitor_generation_ ABSL_GUARDED_BY(mu_) = 0;
   // Why another node ended the job, once seen: the store may be gone (its
   // host ended it) by the time Next runs.
   std::string aborted_ ABSL_GUARDED_BY(mu_);
@@ -213,6 +216,12 @@ class DynamicRendezvous : public ElasticRendezvous {
   int wait_size_ ABSL_GUARDED_BY(wait_mu_) = 0;
   mutable absl::Mutex renewed_mu_;
   absl::Time renewed_at_ ABSL_GUARDED_BY(renewed_mu_) = absl::InfinitePast();
+  // The waiting key's value: the round this node waits after and whether
+  // it was closed, so that a wait past another round (or past the close of
+  // the one it waited in) is a real write, which wakes the members'
+  // monitors; renewing the same value wakes nobody.
+  absl::Mutex waiting_mu_;
+  std::string waiting_value_ ABSL_GUARDED_BY(waiting_mu_);
   mutable absl::Mutex seen_mu_;
   std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -810,6 +811,175 @@ TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
   EXPECT_TRUE(
       changed[by_rank[3]].WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(StoredRound(&core), 1);
+}
+
+// Until `done()` or a 10 s deadline; whether it came true.
+bool WaitUntil(const std::function<bool()>& done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!done() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return done();
+}
+
+// Members' monitors watch from the revision their round closed at. A node
+// that asked to join during round 0 and missed the whole of round 1 (its
+// watch was slow) asks again once it sees round 1 closed without it: the
+// key it wrote during round 0 is older than round 1's close, and without a
+// new write it waited until join_timeout.
+TEST(DynamicRendezvousTest, NodeThatMissedARoundAsksAgainToJoinTheNext) {
+  StoreCore core;
+  Nodes members = MakeNodes(&core, 2, 2, 3);
+  std::atomic<int> changes[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    members[i]->SetOnMembershipChange([&, i] { ++changes[i]; });
+  }
+  FormRound(members);
+  auto slow = std::make_unique<ControlledStore>(&core);
+  ControlledStore* slow_store = slow.get();
+  DynamicRendezvous late(Options(2, 2, 3), std::move(slow));
+  absl::StatusOr<RendezvousResult> joined;
+  std::thread joining([&] { joined = late.Next(1); });
+  // It asked to join round 0's successor, and its watch is held.
+  ASSERT_TRUE(slow_store->HoldWatches());
+  ASSERT_TRUE(WaitUntil([&] { return changes[0] > 0 && changes[1] > 0; }));
+  std::vector<RendezvousResult> round1 = FormRound(members);
+  ASSERT_EQ(round1[0].round, 1);
+  ASSERT_EQ(round1[0].group_world_size, 2);
+  slow_store->ReleaseWatches();
+  const bool asked = WaitUntil([&] { return changes[0] > 1; });
+  if (!asked) late.Cancel();  // else it waits out join_timeout
+  EXPECT_TRUE(asked) << "the members never heard of the waiting node";
+  if (asked) {
+    std::vector<RendezvousResult> round2 = FormRound(members);
+    EXPECT_EQ(round2[0].round, 2);
+    EXPECT_EQ(round2[0].group_world_size, 3);
+  }
+  joining.join();
+  if (asked) {
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    EXPECT_EQ(joined->round, 2);
+  }
+}
+
+// A LocalStore whose reads wait until opened: a closer still reading the
+// join records.
+class GatedReadStore : public LocalStore {
+ public:
+  explicit GatedReadStore(StoreCore* core) : LocalStore(core) {}
+  void Open() { open_.Notify(); }
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override {
+    open_.WaitForNotificationWithTimeout(absl::Seconds(10));
+    return LocalStore::MultiGet(keys, timeout);
+  }
+
+ private:
+  absl::Notification open_;
+};
+
+// A node that joined a full round asks for the next one while the round is
+// still open; the round then closes below max_nodes (a joiner never wrote
+// its record). The members watch from the close on, after the node's ask:
+// it asks again once it sees the round closed.
+TEST(DynamicRendezvousTest, NodeLeftOverByAFullRoundAsksAgainOnceItCloses) {
+  StoreCore core;
+  ASSERT_TRUE(core.Add("rdzv/job/joined/0", 1).ok());  // the ghost: place 1
+  auto gated = std::make_unique<GatedReadStore>(&core);
+  GatedReadStore* closer_store = gated.get();
+  DynamicRendezvous member(Options(0, 1, 2), std::move(gated));
+  DynamicRendezvous late(Options(1, 1, 2), std::make_unique<LocalStore>(&core));
+  std::atomic<int> changes{0};
+  member.SetOnMembershipChange([&] { ++changes; });
+  auto joined_count = [&] {
+    auto l = core.List("rdzv/job/joined/0");
+    int64_t n = 0;
+    if (l.ok() && !l->entries.empty()) {
+      (void)absl::SimpleAtoi(l->entries[0].value, &n);
+    }
+    return n;
+  };
+  absl::StatusOr<RendezvousResult> formed, joined;
+  std::thread forming([&] { formed = member.Next(1); });
+  ASSERT_TRUE(WaitUntil([&] { return joined_count() == 2; }));
+  std::thread joining([&] { joined = late.Next(1); });
+  // Place 3 of 2: it asks for the next round before this one closes.
+  ASSERT_TRUE(WaitUntil([&] { return joined_count() == 3; }));
+  closer_store->Open();
+  forming.join();
+  ASSERT_TRUE(formed.ok()) << formed.status();
+  ASSERT_EQ(formed->group_world_size, 1);
+  const bool asked = WaitUntil([&] { return changes > 0; });
+  if (!asked) late.Cancel();  // else it waits out join_timeout
+  EXPECT_TRUE(asked) << "the member never heard of the waiting node";
+  if (asked) {
+    formed = member.Next(1);
+    ASSERT_TRUE(formed.ok()) << formed.status();
+    EXPECT_EQ(formed->group_world_size, 2);
+  }
+  joining.join();
+  if (asked) {
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    EXPECT_EQ(joined->round, 1);
+  }
+}
+
+// A LocalStore that can hold the answers of the watches in flight (a slow
+// network): they return only once released.
+class AnswerHoldingStore : public LocalStore {
+ public:
+  explicit AnswerHoldingStore(StoreCore* core) : LocalStore(core) {}
+  void HoldAnswersInFlight() { hold_before_ = ++epoch_; }
+  void Release() { released_.Notify(); }
+  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
+                                       int64_t after_revision,
+                                       absl::Duration timeout) override {
+    const int started = epoch_;
+    auto w = LocalStore::WatchAny(prefixes, after_revision, timeout);
+    if (started < hold_before_) {
+      ++held_;
+      released_.WaitForNotificationWithTimeout(absl::Seconds(10));
+    }
+    return w;
+  }
+  std::atomic<int> held_{0};
+
+ private:
+  std::atomic<int> epoch_{0};
+  std::atomic<int> hold_before_{0};
+  absl::Notification released_;
+};
+
+// The monitor's watch of round 0 saw round 1 open but was answered only
+// after round 1 formed: judged against round 1 (open then, closed now), it
+// was taken for a change and restarted the workers for nothing.
+TEST(DynamicRendezvousTest, AWatchOfTheLastRoundIsNotJudgedAgainstTheNext) {
+  StoreCore core;
+  Nodes nodes;
+  std::vector<AnswerHoldingStore*> stores;
+  std::atomic<int> changes{0};
+  for (int i = 0; i < 2; ++i) {
+    DynamicRendezvousOptions o = Options(i, 2, 2);
+    // A watch lasting 3 h: the monitor's stays in flight throughout.
+    o.config.keep_alive_interval = absl::Hours(1);
+    auto store = std::make_unique<AnswerHoldingStore>(&core);
+    stores.push_back(store.get());
+    nodes.push_back(std::make_unique<DynamicRendezvous>(o, std::move(store)));
+  }
+  nodes[0]->SetOnMembershipChange([&] { ++changes; });
+  FormRound(nodes);
+  ASSERT_TRUE(WaitUntil([&] { return core.Stats().parked_waits == 2; }));
+  stores[0]->HoldAnswersInFlight();
+  // Node 1's worker failed: it opens round 1, which answers node 0's
+  // watch; the answer is held until round 1 formed.
+  nodes[1]->NoteFailureRestart(1);
+  std::vector<RendezvousResult> results = FormRound(nodes);
+  ASSERT_EQ(results[0].round, 1);
+  ASSERT_TRUE(WaitUntil([&] { return stores[0]->held_ == 1; }));
+  stores[0]->Release();
+  // Both monitors watch round 1 again, and nobody heard of a change.
+  EXPECT_TRUE(WaitUntil([&] { return core.Stats().parked_waits == 2; }));
+  EXPECT_EQ(changes.load(), 0);
 }
 
 }  // namespace
