@@ -396,8 +396,11 @@ struct EtcdStore::Impl {
 
   // Runs `call` on one member after another until one answers or `budget`
   // is spent; a member that is down or has lost quorum is skipped.
+  // `retried`, when given, is set once an attempt failed in a way that
+  // may still have applied it (a transport failure) and another was made.
   template <typename F>
-  absl::Status Call(absl::string_view what, absl::Duration budget, F call) {
+  absl::Status Call(absl::string_view what, absl::Duration budget, F call,
+                    bool* retried = nullptr) {
     // The caller's deadline (a rendezvous join's) bounds the whole call.
     const absl::Time deadline =
         std::min(absl::Now() + budget, ScopedCallDeadline::Current());
@@ -428,6 +431,7 @@ struct EtcdStore::Impl {
       NoteResult(i, last.ok() || !Retryable(last));
       if (last.ok()) return absl::OkStatus();
       if (!Retryable(last)) return FromGrpcStatus(last);
+      if (retried != nullptr) *retried = true;
       if (last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
           attempt_cap < absl::Seconds(40)) {
         attempt_cap *= 2;
@@ -453,13 +457,16 @@ struct EtcdStore::Impl {
   }
 
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(
-      const etcdserverpb::TxnRequest& req, absl::string_view what) {
+      const etcdserverpb::TxnRequest& req, absl::string_view what,
+      bool* retried = nullptr) {
     etcdserverpb::TxnResponse resp;
-    auto s = Call(what, options.rpc_timeout,
-                  [&](auto& kv, auto&, grpc::ClientContext* ctx) {
-                    resp.Clear();
-                    return kv.Txn(ctx, req, &resp);
-                  });
+    auto s = Call(
+        what, options.rpc_timeout,
+        [&](auto& kv, auto&, grpc::ClientContext* ctx) {
+          resp.Clear();
+          return kv.Txn(ctx, req, &resp);
+        },
+        retried);
     if (!s.ok()) return s;
     return resp;
   }
@@ -1295,10 +1302,14 @@ absl::StatusOr<std::vector<std::string>> EtcdStore::MultiGet(
 // A transport failure after an add committed (its answer lost) is retried
 // by Call at the next member: each add therefore writes a marker key of its
 // own in the transaction that applies it, which requires the marker absent,
-// so a retry applies nothing and finds the marker instead (deleted again
-// with the value write). Where the retries fail too, the add settles its
-// outcome by writing the marker itself: the add can no longer apply once it
-// exists.
+// so a retry applies nothing and finds the marker instead. Where the
+// retries fail too, the add settles its outcome by writing the marker
+// itself: the add can no longer apply once it exists. A marker is deleted
+// again (with the value write) only when its add's transaction was sent
+// once: after a transport failure an earlier attempt may still be in
+// flight and commit later, and only the marker keeps it from counting
+// twice, so such a marker stays until the job's lease ends (one key per
+// retried add).
 absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
   auto lease = impl_->JobLease();
   if (!lease.ok()) return lease.status();
@@ -1352,7 +1363,10 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
     if (auto at = marked(*r); at.has_value()) return *at;
     return failed;
   };
+  // Whether an attempt of this add may still commit (see above).
+  bool retried = false;
   auto forget_marker = [&] {
+    if (retried) return;
     etcdserverpb::TxnRequest t;
     t.add_success()->mutable_request_delete_range()->set_key(marker);
     if (auto s = impl_->Txn(t, "add (marker)"); !s.ok()) {
@@ -1377,10 +1391,11 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
       put->set_lease(*lease);
       put->set_prev_kv(true);
       with_marker(&t);
-      auto resp = impl_->Txn(t, "add");
+      auto resp = impl_->Txn(t, "add", &retried);
       std::optional<int64_t> committed;
       std::optional<int64_t> result;
       if (!resp.ok()) {
+        retried = true;
         auto at = settle(resp.status());
         if (!at.ok()) return at.status();
         committed = *at;
@@ -1411,8 +1426,10 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
         put->set_key(k);
         put->set_value(absl::StrCat(*result));
         put->set_lease(*lease);
-        w.add_success()->mutable_request_delete_range()->set_key(marker);
-        w.add_failure()->mutable_request_delete_range()->set_key(marker);
+        if (!retried) {
+          w.add_success()->mutable_request_delete_range()->set_key(marker);
+          w.add_failure()->mutable_request_delete_range()->set_key(marker);
+        }
         // The add has happened: a failure here leaves the value behind
         // (reads take the count from the sequence) and must not make the
         // caller add again.
@@ -1477,8 +1494,9 @@ absl::StatusOr<int64_t> EtcdStore::Add(const std::string& key, int64_t delta) {
     put->set_value(absl::StrCat(result));
     put->set_lease(*lease);
     with_marker(&t);
-    auto resp = impl_->Txn(t, "add");
+    auto resp = impl_->Txn(t, "add", &retried);
     if (!resp.ok()) {
+      retried = true;
       auto at = settle(resp.status());
       if (!at.ok()) return at.status();
     } else if (!resp->succeeded() && !marked(*resp).has_value()) {

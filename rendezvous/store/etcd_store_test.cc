@@ -42,6 +42,8 @@ struct Faults {
   // commit, and their caller sees DEADLINE_EXCEEDED instead of the answer.
   int lose ABSL_GUARDED_BY(mu) = 0;
   int lost ABSL_GUARDED_BY(mu) = 0;
+  // What those transactions sent, to be delivered again late.
+  std::vector<etcdserverpb::TxnRequest> lost_txns ABSL_GUARDED_BY(mu);
   // Lease grants wait until released, then fail with PERMISSION_DENIED.
   bool hold_grants ABSL_GUARDED_BY(mu) = false;
   bool released ABSL_GUARDED_BY(mu) = false;
@@ -77,6 +79,7 @@ class FaultInterceptor : public grpc::experimental::Interceptor {
       if (writes_counter && faults_->lose > 0) {
         --faults_->lose;
         ++faults_->lost;
+        faults_->lost_txns.push_back(*req);
         fail_ = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                              "injected: answer lost after the commit");
       }
@@ -509,9 +512,44 @@ TEST_F(EtcdStoreTest, AnAddWhoseAnswerWasLostCountsOnce) {
   }
   EXPECT_EQ(*store->Add("n", 0), 10);
   EXPECT_EQ(*store->Get("n", absl::ZeroDuration()), "10");
+  // The markers of the four adds that were sent more than once stay; the
+  // others' are gone once their adds returned.
+  const int64_t kept = RawCount("/distjob/job/agent/adds/");
+  EXPECT_EQ(kept, 4);
   EXPECT_EQ(*store->Add("n", 1), 11);
-  // The adds' markers are gone once the adds returned.
-  EXPECT_EQ(RawCount("/distjob/job/agent/adds/"), 0);
+  EXPECT_EQ(*store->Add("n", 2), 13);
+  EXPECT_EQ(RawCount("/distjob/job/agent/adds/"), kept);
+}
+
+// A transaction whose answer was lost may still be in flight at a member
+// and commit after its add returned (a proposal etcd replays late): its
+// marker stays, so the late copy applies nothing.
+TEST_F(EtcdStoreTest, AnAttemptThatCommitsAfterItsAddReturnedCountsNothing) {
+  Faults faults;
+  auto store = Open("job", "", &faults, absl::Seconds(2));
+  ASSERT_EQ(*store->Add("n", 5), 5);
+  std::vector<etcdserverpb::TxnRequest> late;
+  for (int64_t delta : {1, 3}) {
+    {
+      absl::MutexLock lock(&faults.mu);
+      faults.lose = 1;
+      faults.lost_txns.clear();
+    }
+    ASSERT_TRUE(store->Add("n", delta).ok());
+    absl::MutexLock lock(&faults.mu);
+    ASSERT_EQ(faults.lost_txns.size(), 1u);
+    late.push_back(faults.lost_txns[0]);
+  }
+  ASSERT_EQ(*store->Add("n", 0), 9);
+  for (const auto& txn : late) {
+    etcdserverpb::TxnResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    ASSERT_TRUE(RawKv()->Txn(&ctx, txn, &resp).ok());
+    EXPECT_FALSE(resp.succeeded());
+  }
+  EXPECT_EQ(*store->Add("n", 0), 9);
+  EXPECT_EQ(*store->Get("n", absl::ZeroDuration()), "9");
 }
 
 // Calls that arrive while another call adopts the job lease wait for its
