@@ -12,10 +12,17 @@ namespace distjob {
 // Parked waits a node may hold at once: its monitor's watch, and a watch
 // or get of its round or exit barrier.
 inline constexpr size_t kWaitsPerNode = 2;
-// What one parked wait of the rendezvous costs the store: the gRPC call
-// the server counts with it (store_server.cc: 8 KiB) and its keys and
-// index entries.
-inline constexpr size_t kBytesPerWait = 8704;
+// The keys of one parked wait of the rendezvous: a member's watch names up
+// to three (its round's state, the waiting nodes' prefix, the next
+// member's lease), each under the job's prefix; 512 bytes hold run ids and
+// node names of ~100 characters each.
+inline constexpr size_t kKeyBytesPerWait = 512;
+// What one parked wait of the rendezvous costs the store, as
+// StoreCore::WaiterBytes counts it: its overhead, the gRPC call the server
+// counts with it, and its keys twice (the wait and its index entry).
+inline constexpr size_t kBytesPerWait = StoreCore::kWaiterOverhead +
+                                        StoreCore::kServerCallBytes +
+                                        2 * kKeyBytesPerWait;
 
 // Nodes per completion queue of the store's gRPC server, and the most
 // queues (StoreLimits::completion_queues): a job of up to kNodesPerQueue

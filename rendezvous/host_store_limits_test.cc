@@ -1,6 +1,10 @@
 #include "rendezvous/host_store_limits.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
+#include "rendezvous/rdzv_keys.h"
 
 namespace distjob {
 namespace {
@@ -22,6 +26,21 @@ TEST(HostStoreLimitsTest, LargeJobsGetTwoWaitsPerNode) {
   EXPECT_GE(big.max_waiters, 2u * 16384);
   EXPECT_GE(HostStoreLimits(100000).max_waiters, 200000u);
   EXPECT_LT(StoreLimits().max_waiter_bytes, 2 * 16384 * kBytesPerWait);
+}
+
+// A member's watch with a run id and a node name of 100 characters, as the
+// store counts it, is within what the budget gives each wait.
+TEST(HostStoreLimitsTest, AMembersWatchFitsItsShareOfTheBudget) {
+  const RdzvKeys keys(std::string(100, 'r'));
+  const std::string node(100, 'n');
+  const std::vector<std::string> others = {keys.WaitingPrefix(),
+                                           keys.Alive(node)};
+  EXPECT_LE(
+      StoreCore::WaiterBytes(others, keys.State(), StoreCore::kServerCallBytes),
+      kBytesPerWait);
+  EXPECT_LE(StoreCore::WaiterBytes({keys.Join(1 << 20, 100000)}, "",
+                                   StoreCore::kServerCallBytes),
+            kBytesPerWait);
 }
 
 // A small job's store answers from one thread (no hand-off per call); a

@@ -112,6 +112,11 @@ class StoreCore {
   // std::function inside), its deadline node, its index entry (a set node,
   // or a hash slot and a set), the callback's captured state.
   static constexpr size_t kWaiterOverhead = 640;
+  // What a parked call costs gRPC (its call arena, the request and
+  // response, the call object), which the store's gRPC server counts with
+  // its wait (StoreLimits::call_bytes): an upper estimate, so that the
+  // waits' memory limit holds for gRPC's share too.
+  static constexpr size_t kServerCallBytes = 8192;
   // What a parked wait on `keys` (a get) or `prefix` (a watch) counts:
   // each key twice (the wait and its index entry).
   static size_t WaiterBytes(const std::vector<std::string>& keys,

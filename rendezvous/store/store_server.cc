@@ -34,10 +34,7 @@ constexpr int kHandshakeTimeoutMs = 10 * 1000;
 constexpr int kKeepaliveMs = 30 * 1000;
 constexpr int kKeepaliveTimeoutMs = 10 * 1000;
 constexpr size_t kGrpcQuotaBytes = size_t{128} << 20;
-// What a parked call costs gRPC (its call arena, the request and response,
-// the call object), counted with its wait: an upper estimate, so that the
-// waits' memory limit holds for gRPC's share too.
-constexpr size_t kCallBytes = 8192;
+constexpr size_t kCallBytes = StoreCore::kServerCallBytes;
 
 // The peer's address without its port ("ipv4:10.0.0.5:41234" ->
 // "ipv4:10.0.0.5"): what the per-peer cap counts by.
