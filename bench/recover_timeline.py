@@ -72,7 +72,7 @@ def main():
                     note("survivors joined the next round", mono)
                 elif "last call for" in text:
                     note("last call began", mono)
-                elif "compare-set to close" in text:
+                elif re.search(r"round \d+: closed it with", text):
                     note("round closed", mono)
         print(f"{n} nodes, node lost -> next round: {measured[0]:.2f} s")
         for name, (lo, hi, k) in sorted(events.items(),

@@ -286,8 +286,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   }
   RankCache cache;
   Observed o;  // nothing read yet
-  auto cas = [&](const RdzvState& next) -> absl::Status {
-    return store_->CompareSet(keys_.State(), o.raw, next.Encode()).status();
+  // Whether this node's compare-set took (another node's may have).
+  auto cas = [&](const RdzvState& next) -> bool {
+    auto r = store_->CompareSet(keys_.State(), o.raw, next.Encode());
+    return r.ok() && r->swapped;
   };
   absl::Duration peer_wait = absl::ZeroDuration();
   // `capped`: also wake every keep_alive_interval, where what is waited for
@@ -405,7 +407,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       case Action::kOpenNextRound: {
         if (a.forget_decider) decider_round_ = -1;
         const RdzvState next = NextRound(st, pending_restarts_);
-        if (cas(next).ok()) {
+        if (cas(next)) {
           DJ_LOG_INFO("opened round {} of '{}'", next.round, options_.run_id);
         }
         break;
@@ -491,9 +493,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         if (a.announce_last_call) announce_last_call(st);
         if (auto s = Close(st); !s.ok()) {
           pause_after(absl::StrCat("cannot close round ", st.round), s);
-        } else if (cas(CloseState(st)).ok()) {
-          DJ_LOG_DEBUG("round {}: compare-set to close it with {} members",
-                       st.round, closing_size_);
+        } else if (cas(CloseState(st))) {
+          DJ_LOG_DEBUG("round {}: closed it with {} members", st.round,
+                       closing_size_);
         }
         break;
       case Action::kWaitForJoiners:

@@ -221,6 +221,9 @@ def test_elastic_late_joiner_reforms_without_a_restart(job_factory):
     job.start(3)
     recs = job.wait_round([f"node{i}" for i in range(4)])
     assert {r["TORCHELASTIC_RESTART_COUNT"] for r in recs.values()} == {"0"}
+    # Every member may race to open it; the log names the one that did.
+    logs = "".join(job.log(i) for i in range(4))
+    assert logs.count("opened round 1 of") == 1, logs
     assert sorted(r["GROUP_RANK"] for r in recs.values()) == [
         "0", "1", "2", "3"]
     # Ranks are stable where membership allows.
