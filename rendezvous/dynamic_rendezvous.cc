@@ -34,8 +34,7 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
 
 DynamicRendezvous::~DynamicRendezvous() {
   // Ends the monitor's watch in flight, which would otherwise hold the
-  // join below for up to keep_alive_interval; nothing else calls the store
-  // any more.
+  // join below for up to a lease; nothing else calls the store any more.
   closed_ = true;
   if (store_ != nullptr) store_->Close();
   StopThreads();

@@ -790,7 +790,8 @@ TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
   };
   for (int i = 0; i < 3; ++i) {
     step(/*keep_watcher=*/true);
-    // Each watch timed out (the keep-alive interval) and is parked again.
+    // Both monitors still wait in the store: a watch lasts a lease (3 h
+    // here) and is parked again when it times out.
     ASSERT_TRUE(parked(2));
   }
   ASSERT_FALSE(*core.Check({lost_lease}));
