@@ -394,11 +394,13 @@ def per_process(clients):
     return [min(n, clients - i) for i in range(0, clients, n)]
 
 
-def merged_ops(argvs, rounds=None):
+def merged_ops(argvs, rounds=None, probe=None):
     """Starts one client process per argv, lets them go together once all
     are connected, merges their latencies (ns, one JSON list each). With
     `rounds`, "go" starts each of that many rounds in turn (one process
-    set for several operations) and the result is a list, one per round."""
+    set for several operations) and the result is a list, one per round.
+    With `probe` (a function returning a count), each round's result also
+    has "probed": how much the count grew over the round."""
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
              for argv in argvs]
@@ -407,6 +409,7 @@ def merged_ops(argvs, rounds=None):
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
         for _ in range(rounds or 1):
+            before = probe() if probe else 0
             for p in procs:
                 p.stdin.write("go\n")
                 p.stdin.flush()
@@ -417,6 +420,8 @@ def merged_ops(argvs, rounds=None):
             results.append({"ops_per_s": len(lat) / STORE_SECONDS,
                             "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
                             "n": len(lat)})
+            if probe:
+                results[-1]["probed"] = probe() - before
         for p in procs:
             if p.wait(60) != 0:
                 raise RuntimeError(f"{p.args}: exit {p.returncode}")

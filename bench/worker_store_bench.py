@@ -251,11 +251,29 @@ def sched_s(pid):
     return run / 1e9, wait / 1e9
 
 
-def ops(merged_ops, port, clients, tag):
-    """{op: {ops_per_s, p50, p99}} for every op of OPS, `clients`
-    connections at once (run.py's merged_ops, one round per op)."""
-    rounds = merged_ops([client_argv(port, OPS, clients, THREADS_PER_PROC,
-                                     SECONDS, tag)], rounds=len(OPS))
+def sleeps(pid):
+    """Voluntary context switches of `pid`'s threads (/proc): how often
+    the store's process went to sleep waiting for work, each sleep a
+    wake-up that the next request's sender pays for."""
+    n = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        n += int(line.split()[1])
+        except FileNotFoundError:
+            continue
+    return n
+
+
+def ops(merged_ops, store, clients, tag):
+    """{op: {ops_per_s, p50, p99, probed}} for every op of OPS, `clients`
+    connections at once (run.py's merged_ops, one round per op); probed:
+    the store process's sleeps over the round."""
+    rounds = merged_ops([client_argv(store.port, OPS, clients,
+                                     THREADS_PER_PROC, SECONDS, tag)],
+                        rounds=len(OPS), probe=lambda: sleeps(store.proc.pid))
     return dict(zip(OPS, rounds))
 
 
@@ -358,6 +376,7 @@ def bench_worker_store(reps, agent, merged_ops):
     # gloo ranks raise the average it leaves behind.
     load_before = os.getloadavg()[0]
     data, init, mesh, skipped, timed_out = {}, {}, {}, [], []
+    woken = {}  # (op, clients): {side: store sleeps per operation}
     starved = {}  # N: the agent's (CPU, run-queue wait) over its init runs
     stores = {"distjob-agent": AgentStore(agent), "torchrun": Rank0Store()}
     ranks = None
@@ -367,9 +386,10 @@ def bench_worker_store(reps, agent, merged_ops):
             # sample at 1 client moved with whichever ran first.
             order = list(stores.items())
             for who, store in order[::-1] if i % 2 else order:
-                by_op = ops(merged_ops, store.port, clients,
-                            f"{who[0]}{clients}")
+                by_op = ops(merged_ops, store, clients, f"{who[0]}{clients}")
                 for op, r in by_op.items():
+                    woken.setdefault((op, clients), {})[who] = (
+                        r["probed"] / max(r["n"], 1))
                     for metric in ("ops_per_s", "p50", "p99"):
                         data.setdefault((op, clients, metric), {
                             "distjob-agent": [], "torchrun": []})[
@@ -457,7 +477,16 @@ def bench_worker_store(reps, agent, merged_ops):
         f"{': measured under load' if loaded else ''}"
         ". `set` returns without an answer "
         "in 1.13's client, hence its microsecond latencies; `get` is a wait "
-        "and a get, two round trips." +
+        "and a get, two round trips. Each time a store's process sleeps for "
+        "want of work, the next request's sender pays to wake it: so a "
+        "`set`'s time is mostly the client's, and how often the store "
+        "sleeps (its voluntary context switches per operation, /proc) "
+        "moves it: " + "; ".join(
+            f"{clients} client{'s' if clients > 1 else ''} "
+            f"{w.get('distjob-agent', float('nan')):.2f} (agent) against "
+            f"{w.get('torchrun', float('nan')):.2f} (TCPStore)"
+            for (op, clients), w in sorted(woken.items()) if op == "set") +
+        "." +
         (f" N = {', '.join(map(str, skipped))} not run: the part's "
          f"{INIT_BUDGET_S} s budget was spent or a smaller N did not "
          "finish." if skipped else "") +
