@@ -231,6 +231,13 @@ class SharedStore : public StoreInterface {
     Tally()->Note("Add", key);
     return s_->Add(key, delta);
   }
+  absl::StatusOr<AddRecordResult> AddThenRecord(
+      const std::string& key, int64_t delta, const std::string& record_prefix,
+      const std::string& record) override {
+    ++*n_;
+    Tally()->Note("AddThenRecord", key);
+    return s_->AddThenRecord(key, delta, record_prefix, record);
+  }
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override {

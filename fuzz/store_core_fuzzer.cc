@@ -100,7 +100,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           break;
         case 2: {
           std::string key = in.Key();
-          (void)core.Add(key, in.Int64());
+          const int64_t delta = in.Int64();
+          if (in.Byte() % 2 == 0) {
+            (void)core.Add(key, delta);
+          } else {
+            std::string prefix = in.Key();
+            (void)core.AddThenRecord(key, delta, prefix, in.Value());
+          }
           break;
         }
         case 3: {

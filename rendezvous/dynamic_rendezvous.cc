@@ -283,6 +283,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       DJ_LOG_INFO("waiting for the rendezvous store: {}", s.message());
     }
   }
+  auto join_record = [&] {
+    return EncodeJoin({options_.node, local_world_size, options_.addr,
+                       options_.pod_index, options_.order_key});
+  };
   RankCache cache;
   Observed o;  // nothing read yet
   // Whether this node's compare-set took (another node's may have).
@@ -440,7 +444,12 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         }
         break;
       case Action::kJoin: {
-        auto k = store_->Add(keys_.Joined(st.round), 1);
+        // One request takes this node's place and writes its record there
+        // (keys_.Join); where the store makes it two and the second failed,
+        // kWriteJoinRecord writes the record again.
+        auto k =
+            store_->AddThenRecord(keys_.Joined(st.round), 1,
+                                  keys_.JoinPrefix(st.round), join_record());
         if (!k.ok()) {
           pause_after(absl::StrCat("cannot join round ", st.round), k.status());
           break;
@@ -453,8 +462,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           (void)store_->Delete({keys_.Waiting(options_.node)});
         }
         joined_round_ = st.round;
-        join_index_ = *k;
-        join_written_ = false;
+        join_index_ = k->count;
+        join_written_ = k->recorded;
         joined_at_ = absl::Now();
         DJ_LOG_DEBUG("round {}: joined as {}", st.round, join_index_);
         reread = false;  // decides again on the same read
@@ -462,11 +471,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       }
       case Action::kWriteJoinRecord: {
         const absl::Status written =
-            store_
-                ->Set(
-                    keys_.Join(st.round, join_index_),
-                    EncodeJoin({options_.node, local_world_size, options_.addr,
-                                options_.pod_index, options_.order_key}))
+            store_->Set(keys_.Join(st.round, join_index_), join_record())
                 .status();
         join_written_ = written.ok();
         reread = !join_written_;

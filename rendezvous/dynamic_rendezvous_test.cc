@@ -363,6 +363,13 @@ class RefusingAddStore : public LocalStore {
     ++*adds_;
     return absl::InvalidArgumentError("key longer than 4096 bytes");
   }
+  absl::StatusOr<AddRecordResult> AddThenRecord(const std::string& key,
+                                                int64_t delta,
+                                                const std::string&,
+                                                const std::string&) override {
+    auto refused = Add(key, delta);
+    return refused.status();
+  }
 
  private:
   std::atomic<int>* adds_;

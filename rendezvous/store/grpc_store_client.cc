@@ -359,16 +359,26 @@ absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
 
 absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
                                              int64_t delta) {
+  auto r = AddThenRecord(key, delta, "", "");
+  if (!r.ok()) return r.status();
+  return r->count;
+}
+
+absl::StatusOr<AddRecordResult> GrpcStoreClient::AddThenRecord(
+    const std::string& key, int64_t delta, const std::string& record_prefix,
+    const std::string& record) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::AddRequest req;
   req.set_key(key);
   req.set_delta(delta);
+  req.set_record_prefix(record_prefix);
+  req.set_record(record);
   pb::AddResponse resp;
   auto s = impl_->Check(impl_->stub->Add(&ctx, req, &resp), "add");
   if (!s.ok()) return s;
-  return resp.value();
+  return AddRecordResult{resp.value(), !record_prefix.empty()};
 }
 
 absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(

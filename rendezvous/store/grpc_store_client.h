@@ -38,6 +38,9 @@ class GrpcStoreClient : public StoreInterface {
   absl::StatusOr<std::vector<std::string>> MultiGet(
       const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
+  absl::StatusOr<AddRecordResult> AddThenRecord(
+      const std::string& key, int64_t delta, const std::string& record_prefix,
+      const std::string& record) override;
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override;

@@ -193,6 +193,29 @@ TEST(GrpcStoreTest, StatsCountRequestsByMethodAndCode) {
   EXPECT_EQ(failed_gets, 1);
 }
 
+// A joiner's add and record travel as one Add request.
+TEST(GrpcStoreTest, AddThenRecordIsOneRequest) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  ASSERT_TRUE(client->Set("joined", "4").ok());
+  auto r = client->AddThenRecord("joined", 1, "join/", "me");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->count, 5);
+  EXPECT_TRUE(r->recorded);
+  EXPECT_EQ(*client->Get("join/5", absl::ZeroDuration()), "me");
+  const StoreStats stats = (*server)->Stats();
+  int64_t adds = 0, sets = 0;
+  for (const StoreRequestCount& r : stats.requests) {
+    if (r.method == "Add") adds += r.count;
+    if (r.method == "Set") sets += r.count;
+  }
+  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(sets, 1);  // the first Set above only
+}
+
 TEST(GrpcStoreTest, SecondServerOnTheSamePortFails) {
   auto first = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(first.ok());

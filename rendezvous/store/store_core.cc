@@ -529,7 +529,14 @@ uint64_t StoreCore::MultiGet(const std::vector<std::string>& keys,
 }
 
 absl::StatusOr<int64_t> StoreCore::Add(const std::string& key, int64_t delta) {
+  return AddThenRecord(key, delta, "", "");
+}
+
+absl::StatusOr<int64_t> StoreCore::AddThenRecord(
+    const std::string& key, int64_t delta, const std::string& record_prefix,
+    const std::string& record) {
   if (auto s = CheckKey(key); !s.ok()) return s;
+  const bool recording = !record_prefix.empty();
   Ready ready;
   int64_t result = 0;
   {
@@ -548,12 +555,27 @@ absl::StatusOr<int64_t> StoreCore::Add(const std::string& key, int64_t delta) {
                                                 ") overflows 64 bits"));
     }
     std::string text = absl::StrCat(result);
-    if (auto s = CheckValue(key, it == data_.end() ? 0 : it->second.data.size(),
-                            text.size());
-        !s.ok()) {
-      return s;
+    const size_t old_size = it == data_.end() ? 0 : it->second.data.size();
+    if (auto s = CheckValue(key, old_size, text.size()); !s.ok()) return s;
+    size_t added =
+        text.size() + (it == data_.end() ? key.size() + kKeyOverhead : 0);
+    size_t freed = old_size;
+    std::string record_key;
+    if (recording) {
+      record_key = absl::StrCat(record_prefix, result);
+      if (auto s = CheckKey(record_key); !s.ok()) return s;
+      auto r = data_.find(record_key);
+      const size_t record_old = r == data_.end() ? 0 : r->second.data.size();
+      if (auto s = CheckValue(record_key, record_old, record.size()); !s.ok()) {
+        return s;
+      }
+      added += record.size() +
+               (r == data_.end() ? record_key.size() + kKeyOverhead : 0);
+      freed += record_old;
     }
+    if (auto s = CheckRoom(added, freed); !s.ok()) return s;
     Write(key, std::move(text), TimePoint::max());
+    if (recording) Write(record_key, record, TimePoint::max());
     Resolve(&ready);
   }
   for (auto& f : ready) f();

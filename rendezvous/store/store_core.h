@@ -138,6 +138,10 @@ class StoreCore {
   uint64_t MultiGet(const std::vector<std::string>& keys,
                     absl::Duration timeout, GetCallback done);
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
+  // StoreInterface::AddThenRecord, atomically: an error writes neither key.
+  absl::StatusOr<int64_t> AddThenRecord(const std::string& key, int64_t delta,
+                                        const std::string& record_prefix,
+                                        const std::string& record);
   absl::StatusOr<CompareSetResult> CompareSet(const std::string& key,
                                               const std::string& expected,
                                               const std::string& desired);
@@ -315,6 +319,13 @@ class LocalStore : public StoreInterface {
       const std::vector<std::string>& keys, absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
     return core_->Add(key, delta);
+  }
+  absl::StatusOr<AddRecordResult> AddThenRecord(
+      const std::string& key, int64_t delta, const std::string& record_prefix,
+      const std::string& record) override {
+    auto count = core_->AddThenRecord(key, delta, record_prefix, record);
+    if (!count.ok()) return count.status();
+    return AddRecordResult{*count, true};
   }
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,

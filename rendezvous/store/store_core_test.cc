@@ -102,6 +102,47 @@ TEST(StoreCoreTest, AddThatOverflowsIsOutOfRangeAndKeepsTheValue) {
   EXPECT_EQ(*store.Get("m", absl::ZeroDuration()), "-5");
 }
 
+// A joiner's place and record in one call: the record lands under the
+// count; a record the limits refuse leaves the counter as it was.
+TEST(StoreCoreTest, AddThenRecordWritesTheRecordUnderTheCountOrNothing) {
+  StoreLimits limits;
+  limits.max_value_bytes = 64;
+  StoreCore core(limits);
+  LocalStore store(&core);
+  auto first = store.AddThenRecord("n", 1, "rec/", "alpha");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->count, 1);
+  EXPECT_TRUE(first->recorded);
+  auto second = store.AddThenRecord("n", 2, "rec/", "beta");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->count, 3);
+  EXPECT_EQ(*store.Get("rec/1", absl::ZeroDuration()), "alpha");
+  EXPECT_EQ(*store.Get("rec/3", absl::ZeroDuration()), "beta");
+  EXPECT_EQ(
+      store.AddThenRecord("n", 1, "rec/", std::string(65, 'x')).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store.AddThenRecord("n", 1, std::string(5000, 'k'), "v").status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*store.Add("n", 0), 3);
+  EXPECT_FALSE(*store.Check({"rec/4"}));
+  EXPECT_EQ(core.NumKeys(), 3);
+}
+
+// Out of room for both, it writes neither.
+TEST(StoreCoreTest, AddThenRecordOutOfRoomWritesNeither) {
+  StoreLimits limits;
+  limits.max_total_bytes = 2 * StoreCore::kKeyOverhead + 40;
+  StoreCore core(limits);
+  LocalStore store(&core);
+  ASSERT_EQ(*store.Add("n", 1), 1);
+  EXPECT_EQ(
+      store.AddThenRecord("n", 1, "rec/", std::string(60, 'x')).status().code(),
+      absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*store.Add("n", 0), 1);
+  EXPECT_EQ(core.NumKeys(), 1);
+}
+
 TEST(StoreCoreTest, CompareSetReturnsCurrentValueLikeTcpStore) {
   StoreCore core;
   LocalStore store(&core);

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
 namespace distjob {
@@ -30,6 +31,13 @@ struct StoreListing {
   int64_t revision = 0;
   // A page of a listing: keys follow the last entry (ask again from it).
   bool more = false;
+};
+
+// AddThenRecord's answer: the counter's value after the add, and whether
+// the record was written with it.
+struct AddRecordResult {
+  int64_t count = 0;
+  bool recorded = false;
 };
 
 struct CompareSetResult {
@@ -84,6 +92,19 @@ class StoreInterface {
   }
   virtual absl::StatusOr<int64_t> Add(const std::string& key,
                                       int64_t delta) = 0;
+  // Adds `delta` to `key`, then writes `record` at `record_prefix` followed
+  // by the count in decimal: a joiner takes its place and writes its record
+  // under it. The embedded store does both in one request, atomically (an
+  // error writes neither); this default makes two, and an error after the
+  // add answers recorded=false, for the caller to write the record again.
+  virtual absl::StatusOr<AddRecordResult> AddThenRecord(
+      const std::string& key, int64_t delta, const std::string& record_prefix,
+      const std::string& record) {
+    auto count = Add(key, delta);
+    if (!count.ok()) return count.status();
+    const bool recorded = Set(absl::StrCat(record_prefix, *count), record).ok();
+    return AddRecordResult{*count, recorded};
+  }
   virtual absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) = 0;

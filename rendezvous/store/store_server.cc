@@ -349,7 +349,9 @@ class StoreServer::Service {
 
   void Add(Unary<pb::AddRequest, pb::AddResponse>* call) {
     if (Refuse(call, kAdd)) return;
-    auto v = core_->Add(call->req().key(), call->req().delta());
+    const auto& req = call->req();
+    auto v = core_->AddThenRecord(req.key(), req.delta(), req.record_prefix(),
+                                  req.record());
     if (v.ok()) call->resp()->set_value(*v);
     Done(call, kAdd, v.status());
   }
