@@ -188,8 +188,29 @@ Observed DynamicRendezvous::Observe(RankCache* cache,
   const RdzvState& st = o.state;
   if (st.closed && (st.round != cache->round || st.closer != cache->closer)) {
     // Whether this node is a member, and where: one small record.
-    auto rec = store_->Get(keys_.Rank(st.round, st.closer, options_.node),
-                           absl::ZeroDuration());
+    const std::string rank_key = keys_.Rank(st.round, st.closer, options_.node);
+    cache->master.reset();
+    absl::StatusOr<std::string> rec = absl::NotFoundError(rank_key);
+    if (IsKnownMember(st)) {
+      // With the master's record, which group rank 0 writes once it has
+      // seen the close: one request where two would be, as thousands of
+      // members read at once. Within close_timeout, as Result's read.
+      ScopedCallDeadline after_join(absl::InfiniteFuture());
+      auto both = store_->MultiGet({rank_key, keys_.Master(st.round)},
+                                   options_.config.close_timeout);
+      if (both.ok()) {
+        rec = std::move((*both)[0]);
+        cache->master = std::move((*both)[1]);
+      } else if (absl::IsDeadlineExceeded(both.status())) {
+        // Rank 0 never wrote it: Result fails as its own read would have.
+        cache->master = both.status();
+        rec = store_->Get(rank_key, absl::ZeroDuration());
+      } else {
+        rec = both.status();
+      }
+    } else {
+      rec = store_->Get(rank_key, absl::ZeroDuration());
+    }
     if (!rec.ok() && !absl::IsNotFound(rec.status())) {
       o.rank_error = rec.status();
       return o;
@@ -386,7 +407,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           // The round is closed: what follows reads the master's address
           // within close_timeout, whatever is left of join_timeout.
           ScopedCallDeadline after_join(absl::InfiniteFuture());
-          auto result = Result(st, *o.mine, o.state_revision);
+          auto result = Result(st, *o.mine, o.state_revision, cache.master);
           if (result.ok()) {
             result->peer_wait_seconds = absl::ToDoubleSeconds(peer_wait);
           }
@@ -530,11 +551,13 @@ RdzvState DynamicRendezvous::CloseState(const RdzvState& open) const {
   next.closer = options_.node;
   next.size = closing_size_;
   next.world_size = closing_world_;
+  next.leader = closing_leader_;
   return next;
 }
 
 absl::Status DynamicRendezvous::Close(const RdzvState& st) {
-  auto members = Joined(st.round);
+  bool by_index = false;
+  auto members = Joined(st.round, &by_index);
   if (!members.ok()) return members.status();
   // Written by the store's host before it serves anyone.
   std::string host;
@@ -555,6 +578,7 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   closing_world_ = 0;
   for (const auto& p : *members) closing_world_ += p.nproc;
   closing_size_ = static_cast<int>(members->size());
+  closing_leader_ = by_index && !members->empty() ? (*members)[0].node : "";
   // Under the store's keys and bytes per request: a chunk of the member
   // list is at most kMemberChunkBytes, a rank record a few dozen bytes.
   constexpr size_t kKeysPerRequest = 1024;
@@ -610,7 +634,8 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
-    int64_t round) {
+    int64_t round, bool* by_index) {
+  *by_index = false;
   auto joined = store_->Add(keys_.Joined(round), 0);
   if (!joined.ok()) return joined.status();
   const int64_t n = std::min<int64_t>(*joined, options_.max_nodes);
@@ -632,7 +657,10 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
       members.push_back(*std::move(p));
     }
   }
-  if (complete) return members;
+  if (complete) {
+    *by_index = true;
+    return members;
+  }
   // Someone never wrote its record: the round closes with those who did.
   auto listing = store_->List(keys_.JoinPrefix(round));
   if (!listing.ok()) return listing.status();
@@ -651,8 +679,15 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
   return members;
 }
 
+bool DynamicRendezvous::IsKnownMember(const RdzvState& st) const {
+  return st.closed && !st.leader.empty() && st.leader != options_.node &&
+         joined_round_ == st.round && join_written_ && join_index_ >= 1 &&
+         join_index_ <= st.size;
+}
+
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
-    const RdzvState& st, const RankRecord& mine, int64_t revision) {
+    const RdzvState& st, const RankRecord& mine, int64_t revision,
+    const std::optional<absl::StatusOr<std::string>>& master) {
   RendezvousResult r;
   r.round = st.round;
   r.group_rank = mine.group_rank;
@@ -719,7 +754,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   } else {
     // Not rank 0 (any more): the workers' store is the new rank 0's.
     if (options_.worker_store != nullptr) options_.worker_store->Stop();
-    auto v = store_->Get(master_key, options_.config.close_timeout);
+    auto v = master.has_value()
+                 ? *master
+                 : store_->Get(master_key, options_.config.close_timeout);
     if (!v.ok()) return v.status();
     const std::vector<std::string> fields =
         absl::StrSplit(*v, ' ', absl::SkipEmpty());

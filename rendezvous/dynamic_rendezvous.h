@@ -95,7 +95,13 @@ class DynamicRendezvous : public ElasticRendezvous {
     int64_t round = -1;
     std::string closer;
     std::optional<RankRecord> mine;
+    // The master's record, read with `mine` (IsKnownMember), or why it
+    // could not be; unset: Result reads it.
+    std::optional<absl::StatusOr<std::string>> master;
   };
+  // Whether closed round `st` says this node is a member other than group
+  // rank 0 without a read (RdzvState::leader).
+  bool IsKnownMember(const RdzvState& st) const;
   // Next's view of this node, for Decide.
   Progress CurrentProgress(absl::Time deadline, int64_t announced_round) const;
   // Reads what Decide needs (Observed): the end, the round, this node's
@@ -107,17 +113,20 @@ class DynamicRendezvous : public ElasticRendezvous {
                    const std::optional<WatchChange>& known = std::nullopt,
                    int64_t known_revision = 0);
   // `revision`: the store's revision `state` was written at.
-  absl::StatusOr<RendezvousResult> Result(const RdzvState& state,
-                                          const RankRecord& mine,
-                                          int64_t revision);
+  // `master`: the master's record if already read (RankCache::master).
+  absl::StatusOr<RendezvousResult> Result(
+      const RdzvState& state, const RankRecord& mine, int64_t revision,
+      const std::optional<absl::StatusOr<std::string>>& master);
   // Why a node outside the round waits to join ("node X waits to join"),
   // or "" when none does.
   std::string WaitingNode();
   // Adds the addresses of open round `round`'s joiners to last_seen_ (an
   // open round's state does not hold them), for LastSeenAddrs.
   void NoteJoinedAddrs(int64_t round);
-  // The members of open round `round`, in join order, from their records.
-  absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round);
+  // The members of open round `round`, in join order, from their records;
+  // `by_index`: they are join records 1..N, none missing.
+  absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round,
+                                                      bool* by_index);
   // A closed round's `size` members in rank order, from its chunks.
   absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
       int64_t round, const std::string& closer, int size);
@@ -246,6 +255,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   // What Close wrote, for CloseState.
   int closing_size_ = 0;
   int closing_world_ = 0;
+  std::string closing_leader_;  // RdzvState::leader
   // The node whose failure claim won round decider_round_ (-1: none): it
   // decides whether the job restarts or ends.
   std::string decider_;

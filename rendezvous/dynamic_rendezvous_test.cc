@@ -87,6 +87,119 @@ TEST(DynamicRendezvousTest, FourNodesFormOneRoundWithDistinctRanks) {
   EXPECT_EQ(ranks.size(), 4u);
   EXPECT_EQ(base, (std::set<int>{0, 2, 4, 6}));
   EXPECT_EQ(results[2].group_rank, 0);  // the store host
+  // Every join record was there at the close: the state names rank 0.
+  auto state =
+      RdzvState::Decode(core.List("rdzv/job/ctl/state")->entries.at(0).value);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->leader, "n2");
+}
+
+// Records each MultiGet's keys.
+class GetRecordingStore : public LocalStore {
+ public:
+  GetRecordingStore(StoreCore* core, absl::Mutex* mu,
+                    std::vector<std::vector<std::string>>* gets)
+      : LocalStore(core), mu_(mu), gets_(gets) {}
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      const std::vector<std::string>& keys, absl::Duration timeout) override {
+    {
+      absl::MutexLock lock(mu_);
+      gets_->push_back(keys);
+    }
+    return LocalStore::MultiGet(keys, timeout);
+  }
+
+ private:
+  absl::Mutex* mu_;
+  std::vector<std::vector<std::string>>* gets_;
+};
+
+// A store that refuses to write the master's record: rank 0 failing
+// between the close and its record.
+class NoMasterStore : public LocalStore {
+ public:
+  using LocalStore::LocalStore;
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override {
+    for (const auto& kv : kvs) {
+      if (absl::StartsWith(kv.first, "rdzv/job/master/")) {
+        return absl::UnavailableError("rank 0 is gone");
+      }
+    }
+    return LocalStore::MultiSet(kvs, ttl);
+  }
+};
+
+// When rank 0 never writes the master's record, the other members give up
+// once close_timeout has passed, as a read of the record alone would.
+TEST(DynamicRendezvousTest, MembersGiveUpOnAMissingMasterAfterCloseTimeout) {
+  StoreCore core;
+  ASSERT_TRUE(
+      core.MultiSet({{"rdzv/job/host", "n0"}}, absl::ZeroDuration()).ok());
+  Nodes nodes;
+  for (int i = 0; i < 3; ++i) {
+    DynamicRendezvousOptions o = Options(i, 3, 3);
+    o.config.close_timeout = absl::Seconds(1);
+    if (i == 0) {
+      nodes.push_back(std::make_unique<DynamicRendezvous>(
+          o, std::make_unique<NoMasterStore>(&core)));
+    } else {
+      nodes.push_back(std::make_unique<DynamicRendezvous>(
+          o, std::make_unique<LocalStore>(&core)));
+    }
+  }
+  std::vector<absl::Status> status(3);
+  std::vector<absl::Duration> took(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      const absl::Time start = absl::Now();
+      status[i] = nodes[i]->Next(1).status();
+      took[i] = absl::Now() - start;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(status[0].ok());
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_TRUE(absl::IsDeadlineExceeded(status[i])) << status[i];
+    EXPECT_GE(took[i], absl::Seconds(1));
+    // One wait of close_timeout, not one per read.
+    EXPECT_LT(took[i], absl::Milliseconds(1900)) << "n" << i;
+  }
+}
+
+// Thousands of members read their place at once after a close: each but
+// rank 0 reads its rank record and the master's in one request.
+TEST(DynamicRendezvousTest, AMemberReadsItsPlaceAndTheMasterInOneRequest) {
+  StoreCore core;
+  ASSERT_TRUE(
+      core.MultiSet({{"rdzv/job/host", "n0"}}, absl::ZeroDuration()).ok());
+  absl::Mutex mu;
+  std::vector<std::vector<std::string>> gets[3];
+  Nodes nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<DynamicRendezvous>(
+        Options(i, 3, 3),
+        std::make_unique<GetRecordingStore>(&core, &mu, &gets[i])));
+  }
+  std::vector<RendezvousResult> results = FormRound(nodes);
+  ASSERT_EQ(results[0].group_rank, 0);
+  absl::MutexLock lock(&mu);
+  for (int i = 1; i < 3; ++i) {
+    int master_reads = 0;
+    bool together = false;
+    for (const auto& keys : gets[i]) {
+      for (const auto& k : keys) {
+        if (k == "rdzv/job/master/0") ++master_reads;
+      }
+      together |= keys.size() == 2 && keys[1] == "rdzv/job/master/0" &&
+                  absl::StartsWith(keys[0], "rdzv/job/rank/0/");
+    }
+    EXPECT_EQ(master_reads, 1) << "n" << i;
+    EXPECT_TRUE(together) << "n" << i;
+    EXPECT_EQ(results[i].master_port, results[0].master_port);
+  }
 }
 
 TEST(DynamicRendezvousTest, DeadPeerIsNoticedAndSurvivorsReform) {
@@ -406,6 +519,11 @@ TEST(DynamicRendezvousTest, JoinerThatNeverWroteItsRecordIsLeftOut) {
     EXPECT_EQ(r.group_world_size, 2);
   }
   EXPECT_NE(results[0].group_rank, results[1].group_rank);
+  // Place 1 held no member: no node may take its index for its place.
+  auto state =
+      RdzvState::Decode(core.List("rdzv/job/ctl/state")->entries.at(0).value);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->leader, "");
 }
 
 // A node whose worker failed after another node's waits for that node to

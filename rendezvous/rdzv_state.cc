@@ -16,6 +16,7 @@ std::string RdzvState::Encode() const {
                                  "\nrestarts ", restart_count, "\n");
   if (closed) {
     absl::StrAppend(&out, "closer ", closer, " ", size, " ", world_size, "\n");
+    if (!leader.empty()) absl::StrAppend(&out, "leader ", leader, "\n");
   }
   if (prev_round >= 0) {
     absl::StrAppend(&out, "prev ", prev_round, " ", prev_closer, " ", prev_size,
@@ -40,6 +41,9 @@ absl::StatusOr<RdzvState> RdzvState::Decode(const std::string& text) {
       s.closer = f[1];
       ok = !s.closer.empty() && absl::SimpleAtoi(f[2], &s.size) &&
            absl::SimpleAtoi(f[3], &s.world_size);
+    } else if (f.size() == 2 && f[0] == "leader") {
+      s.leader = f[1];
+      ok = !s.leader.empty();
     } else if (f.size() == 4 && f[0] == "prev") {
       s.prev_closer = f[2];
       ok = absl::SimpleAtoi(f[1], &s.prev_round) && !s.prev_closer.empty() &&

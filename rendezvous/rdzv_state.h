@@ -56,6 +56,13 @@ struct RdzvState {
   std::string closer;
   int size = 0;
   int world_size = 0;
+  // Once closed, when its members are exactly the join records 1..size
+  // (none was missing at the close): group rank 0's node. A node that
+  // joined at an index up to `size` then knows it is a member, and a
+  // member other than `leader` can wait for the master's record with its
+  // own rank record in one request. "": not known (read the rank record
+  // first).
+  std::string leader;
   // The last closed round, whose rank order the next close keeps so that
   // ranks stay stable across rounds (-1: none).
   int64_t prev_round = -1;

@@ -16,9 +16,13 @@ TEST(RdzvStateTest, EncodeDecodeRoundTrip) {
   s.prev_round = 6;
   s.prev_closer = "c";
   s.prev_size = 5;
+  s.leader = "b";
   auto d = RdzvState::Decode(s.Encode());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->Encode(), s.Encode());
+  EXPECT_EQ(d->leader, "b");
+  EXPECT_EQ(NextRound(*d, 0).leader, "");
+  EXPECT_FALSE(RdzvState::Decode("leader\n").ok());
   EXPECT_EQ(d->world_size, 3);
   EXPECT_EQ(d->prev_closer, "c");
   EXPECT_EQ(d->prev_size, 5);
@@ -32,7 +36,9 @@ TEST(RdzvStateTest, EncodeDecodeRoundTrip) {
 // The state is what every node reads while it waits: its size must not
 // grow with the job.
 TEST(RdzvStateTest, ClosedStateDoesNotGrowWithTheJob) {
-  EXPECT_LT(ClosedRound(1, "node-17", 4096, 32768).Encode().size(), 80u);
+  RdzvState st = ClosedRound(1, "node-17", 4096, 32768);
+  st.leader = "node-3";
+  EXPECT_LT(st.Encode().size(), 80u);
 }
 
 TEST(RdzvStateTest, MembersRoundTripAndRejectMalformedLines) {
