@@ -862,9 +862,16 @@ RECOVER_TIMELINE = (
     'vivor at 4,096 nodes and 6.0 at 1,024 (8.5 and 8.0 before, quiet runs)'
     ', but those re-arms fell while the store idles for the lease, so the t'
     'ime did not move (6.14 s at 4,096 after, 6.00 s before, quiet runs'
-    '): the critical path is the join (2 r'
-    'equests per survivor) and after the close (3), ~1 s each at ~10,000 re'
-    'quests/s.')
+    '): the critical path was then the join (2 requests per survivor) and '
+    'after the close (3), ~1 s each at ~10,000 requests/s. Since then a joi'
+    'ner takes its place and writes its record in one request (`AddThenRec'
+    "ord`), and a member other than rank 0 reads its rank record and the ma"
+    "ster's in one (the closed state names rank 0): 4.0 requests per surviv"
+    'or. One quiet 4,096-node run of `bench/recover_timeline.py` after that'
+    ' (5.81 s; the kill fell late in a renewal interval): survivors told at'
+    ' 3.44–3.72 s, all joined by 4.10 s, the last call 4.10–5.10 s, the rou'
+    'nd closed at 5.36 s and every survivor held it at 5.76–5.81 s: 2.4 s f'
+    'rom the expiry to the last survivor, of which 1 s is the last call.')
 
 
 def recover_once(n, log_dir=None):

@@ -480,8 +480,8 @@ def bench_worker_store(reps, agent, merged_ops):
         "and a get, two round trips. Each time a store's process sleeps for "
         "want of work, the next request's sender pays to wake it: so a "
         "`set`'s time is mostly the client's, and how often the store "
-        "sleeps (its voluntary context switches per operation, /proc) "
-        "moves it: " + "; ".join(
+        "sleeps (the voluntary context switches per operation of all its "
+        "process's threads, /proc) moves it: " + "; ".join(
             f"{clients} client{'s' if clients > 1 else ''} "
             f"{w.get('distjob-agent', float('nan')):.2f} (agent) against "
             f"{w.get('torchrun', float('nan')):.2f} (TCPStore)"

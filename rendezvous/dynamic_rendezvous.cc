@@ -141,6 +141,27 @@ Progress DynamicRendezvous::CurrentProgress(absl::Time deadline,
   return p;
 }
 
+absl::StatusOr<std::string> DynamicRendezvous::ReadRankRecord(
+    const RdzvState& st, RankCache* cache) {
+  const std::string rank_key = keys_.Rank(st.round, st.closer, options_.node);
+  cache->master.reset();
+  if (!IsKnownMember(st)) return store_->Get(rank_key, absl::ZeroDuration());
+  // With the master's record, which group rank 0 writes once it has seen
+  // the close: one request where two would be, as thousands of members
+  // read at once. Within close_timeout, as Result's own read.
+  ScopedCallDeadline after_join(absl::InfiniteFuture());
+  auto both = store_->MultiGet({rank_key, keys_.Master(st.round)},
+                               options_.config.close_timeout);
+  if (both.ok()) {
+    cache->master = std::move((*both)[1]);
+    return std::move((*both)[0]);
+  }
+  if (!absl::IsDeadlineExceeded(both.status())) return both.status();
+  // Rank 0 never wrote it: Result fails as its own read would have.
+  cache->master = both.status();
+  return store_->Get(rank_key, absl::ZeroDuration());
+}
+
 Observed DynamicRendezvous::Observe(RankCache* cache,
                                     const std::optional<WatchChange>& known,
                                     int64_t known_revision) {
@@ -187,30 +208,7 @@ Observed DynamicRendezvous::Observe(RankCache* cache,
   }
   const RdzvState& st = o.state;
   if (st.closed && (st.round != cache->round || st.closer != cache->closer)) {
-    // Whether this node is a member, and where: one small record.
-    const std::string rank_key = keys_.Rank(st.round, st.closer, options_.node);
-    cache->master.reset();
-    absl::StatusOr<std::string> rec = absl::NotFoundError(rank_key);
-    if (IsKnownMember(st)) {
-      // With the master's record, which group rank 0 writes once it has
-      // seen the close: one request where two would be, as thousands of
-      // members read at once. Within close_timeout, as Result's read.
-      ScopedCallDeadline after_join(absl::InfiniteFuture());
-      auto both = store_->MultiGet({rank_key, keys_.Master(st.round)},
-                                   options_.config.close_timeout);
-      if (both.ok()) {
-        rec = std::move((*both)[0]);
-        cache->master = std::move((*both)[1]);
-      } else if (absl::IsDeadlineExceeded(both.status())) {
-        // Rank 0 never wrote it: Result fails as its own read would have.
-        cache->master = both.status();
-        rec = store_->Get(rank_key, absl::ZeroDuration());
-      } else {
-        rec = both.status();
-      }
-    } else {
-      rec = store_->Get(rank_key, absl::ZeroDuration());
-    }
+    auto rec = ReadRankRecord(st, cache);
     if (!rec.ok() && !absl::IsNotFound(rec.status())) {
       o.rank_error = rec.status();
       return o;
@@ -340,6 +338,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
                 std::clamp(c.keep_alive_interval, absl::Milliseconds(50),
                            absl::Seconds(2)));
   auto pause_after = [&](absl::string_view what, const absl::Status& s) {
+    // A call that Cancel ended is not a store failure: Next returns next.
+    if (cancelled_) return;
     const absl::Duration pause = std::min(
         retry.Next(), std::max(deadline - absl::Now(), absl::ZeroDuration()));
     DJ_LOG_WARNING("{}: {} (attempt {}; retrying in {})", what, s.message(),
@@ -633,6 +633,22 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
   return AssembleMembers(std::move(chunks), size);
 }
 
+namespace {
+
+// Keeps the first record of each node; whether any was dropped.
+bool DropRepeatedNodes(std::vector<RdzvParticipant>* members) {
+  std::set<std::string> seen;
+  const size_t before = members->size();
+  members->erase(std::remove_if(members->begin(), members->end(),
+                                [&seen](const RdzvParticipant& p) {
+                                  return !seen.insert(p.node).second;
+                                }),
+                 members->end());
+  return members->size() != before;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
     int64_t round, bool* by_index) {
   *by_index = false;
@@ -658,7 +674,10 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
     }
   }
   if (complete) {
-    *by_index = true;
+    // A join whose answer was lost and that was made again left the node
+    // at two places: it counts once, at the first, and the places no
+    // longer name the members.
+    *by_index = !DropRepeatedNodes(&members);
     return members;
   }
   // Someone never wrote its record: the round closes with those who did.
@@ -676,6 +695,7 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
             [](const auto& a, const auto& b) { return a.first < b.first; });
   members.clear();
   for (auto& [i, p] : indexed) members.push_back(std::move(p));
+  DropRepeatedNodes(&members);
   return members;
 }
 

@@ -102,6 +102,10 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Whether closed round `st` says this node is a member other than group
   // rank 0 without a read (RdzvState::leader).
   bool IsKnownMember(const RdzvState& st) const;
+  // This node's rank record in closed round `st` (NotFound: no member),
+  // and for a known member the master's record with it, in `cache`.
+  absl::StatusOr<std::string> ReadRankRecord(const RdzvState& st,
+                                             RankCache* cache);
   // Next's view of this node, for Decide.
   Progress CurrentProgress(absl::Time deadline, int64_t announced_round) const;
   // Reads what Decide needs (Observed): the end, the round, this node's

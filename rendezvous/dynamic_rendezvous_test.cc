@@ -506,9 +506,10 @@ TEST(DynamicRendezvousTest, FailingJoinIsRetriedWithBackoffNotSpun) {
   EXPECT_LE(adds.load(), 10);
 }
 
-// Joining is one counter increment and one record of the node's own; a
-// node that took its place in the count and died before writing its record
-// delays the close by one lease at most, and is left out.
+// Joining takes a place in the count and writes the node's own record
+// there (one request on this store, two on etcd); a node that took its
+// place and died before writing its record delays the close by one lease
+// at most, and is left out.
 TEST(DynamicRendezvousTest, JoinerThatNeverWroteItsRecordIsLeftOut) {
   StoreCore core;
   ASSERT_TRUE(core.Add("rdzv/job/joined/0", 1).ok());  // the ghost: place 1
@@ -523,6 +524,32 @@ TEST(DynamicRendezvousTest, JoinerThatNeverWroteItsRecordIsLeftOut) {
   auto state =
       RdzvState::Decode(core.List("rdzv/job/ctl/state")->entries.at(0).value);
   ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->leader, "");
+}
+
+// A join whose answer was lost and that was made again leaves the node's
+// record at two places: the round counts it once, and its state names no
+// leader, since the places no longer name the members.
+TEST(DynamicRendezvousTest, ANodeJoinedTwiceCountsOnce) {
+  StoreCore core;
+  ASSERT_TRUE(core.Add("rdzv/job/joined/0", 1).ok());
+  ASSERT_TRUE(
+      core.MultiSet({{"rdzv/job/join/0/1", EncodeJoin({"n1", 1, "127.0.0.1"})}},
+                    absl::ZeroDuration())
+          .ok());
+  Nodes nodes = MakeNodes(&core, 3, 3, 4);
+  std::vector<RendezvousResult> results = FormRound(nodes);
+  std::set<int> ranks;
+  for (const auto& r : results) {
+    EXPECT_EQ(r.group_world_size, 3);
+    EXPECT_EQ(r.world_size, 3);
+    ranks.insert(r.group_rank);
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+  auto state =
+      RdzvState::Decode(core.List("rdzv/job/ctl/state")->entries.at(0).value);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->size, 3);
   EXPECT_EQ(state->leader, "");
 }
 
@@ -619,6 +646,12 @@ class ControlledStore : public LocalStore {
       const std::vector<std::string>& keys, absl::Duration timeout) override {
     if (cut_) return Gone();
     return LocalStore::MultiGet(keys, timeout);
+  }
+  absl::StatusOr<AddRecordResult> AddThenRecord(
+      const std::string& key, int64_t delta, const std::string& record_prefix,
+      const std::string& record) override {
+    if (cut_) return Gone();
+    return LocalStore::AddThenRecord(key, delta, record_prefix, record);
   }
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,

@@ -14,8 +14,9 @@ namespace distjob {
 inline constexpr size_t kWaitsPerNode = 2;
 // The keys of one parked wait of the rendezvous: a member's watch names up
 // to three (its round's state, the waiting nodes' prefix, the next
-// member's lease), each under the job's prefix; 512 bytes hold run ids and
-// node names of ~100 characters each.
+// member's lease), and a member's read after the close two (its rank
+// record and the master's record), each under the job's prefix; 512 bytes
+// hold run ids and node names of ~100 characters each.
 inline constexpr size_t kKeyBytesPerWait = 512;
 // What one parked wait of the rendezvous costs the store, as
 // StoreCore::WaiterBytes counts it: its overhead, the gRPC call the server

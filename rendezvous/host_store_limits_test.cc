@@ -28,8 +28,9 @@ TEST(HostStoreLimitsTest, LargeJobsGetTwoWaitsPerNode) {
   EXPECT_LT(StoreLimits().max_waiter_bytes, 2 * 16384 * kBytesPerWait);
 }
 
-// A member's watch with a run id and a node name of 100 characters, as the
-// store counts it, is within what the budget gives each wait.
+// A member's watch, and its read of its rank and the master's records after
+// the close, with a run id and node names of 100 characters, as the store
+// counts them, are within what the budget gives each wait.
 TEST(HostStoreLimitsTest, AMembersWatchFitsItsShareOfTheBudget) {
   const RdzvKeys keys(std::string(100, 'r'));
   const std::string node(100, 'n');
@@ -38,8 +39,10 @@ TEST(HostStoreLimitsTest, AMembersWatchFitsItsShareOfTheBudget) {
   EXPECT_LE(
       StoreCore::WaiterBytes(others, keys.State(), StoreCore::kServerCallBytes),
       kBytesPerWait);
-  EXPECT_LE(StoreCore::WaiterBytes({keys.Join(1 << 20, 100000)}, "",
-                                   StoreCore::kServerCallBytes),
+  const std::string closer(100, 'c');
+  EXPECT_LE(StoreCore::WaiterBytes(
+                {keys.Rank(1 << 20, closer, node), keys.Master(1 << 20)}, "",
+                StoreCore::kServerCallBytes),
             kBytesPerWait);
 }
 

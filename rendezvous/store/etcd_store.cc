@@ -396,8 +396,8 @@ struct EtcdStore::Impl {
 
   // Runs `call` on one member after another until one answers or `budget`
   // is spent; a member that is down or has lost quorum is skipped.
-  // `retried`, when given, is set once an attempt failed in a way that
-  // may still have applied it (a transport failure) and another was made.
+  // `retried`, when given, is set on any attempt that failed in a way that
+  // may still have applied it (a transport failure, retried or not).
   template <typename F>
   absl::Status Call(absl::string_view what, absl::Duration budget, F call,
                     bool* retried = nullptr) {

@@ -378,7 +378,7 @@ absl::StatusOr<AddRecordResult> GrpcStoreClient::AddThenRecord(
   pb::AddResponse resp;
   auto s = impl_->Check(impl_->stub->Add(&ctx, req, &resp), "add");
   if (!s.ok()) return s;
-  return AddRecordResult{resp.value(), !record_prefix.empty()};
+  return AddRecordResult{resp.value(), resp.recorded()};
 }
 
 absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(

@@ -92,13 +92,18 @@ absl::Status StoreCore::CheckRoom(size_t add, size_t freed) {
   return absl::OkStatus();
 }
 
-absl::Status StoreCore::CheckValue(const std::string& key, size_t old_size,
-                                   size_t new_size) {
-  if (new_size > limits_.max_value_bytes) {
+absl::Status StoreCore::CheckValueSize(size_t size) const {
+  if (size > limits_.max_value_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "value of ", new_size, " bytes is over the limit (max_value_bytes) of ",
+        "value of ", size, " bytes is over the limit (max_value_bytes) of ",
         limits_.max_value_bytes));
   }
+  return absl::OkStatus();
+}
+
+absl::Status StoreCore::CheckValue(const std::string& key, size_t old_size,
+                                   size_t new_size) {
+  if (auto s = CheckValueSize(new_size); !s.ok()) return s;
   // A new key costs its node and itself too.
   if (!data_.count(key))
     return CheckRoom(new_size + key.size() + kKeyOverhead, 0);
@@ -555,25 +560,39 @@ absl::StatusOr<int64_t> StoreCore::AddThenRecord(
                                                 ") overflows 64 bits"));
     }
     std::string text = absl::StrCat(result);
-    const size_t old_size = it == data_.end() ? 0 : it->second.data.size();
-    if (auto s = CheckValue(key, old_size, text.size()); !s.ok()) return s;
-    size_t added =
-        text.size() + (it == data_.end() ? key.size() + kKeyOverhead : 0);
-    size_t freed = old_size;
+    if (!recording) {
+      if (auto s = CheckValue(
+              key, it == data_.end() ? 0 : it->second.data.size(), text.size());
+          !s.ok()) {
+        return s;
+      }
+    }
     std::string record_key;
     if (recording) {
       record_key = absl::StrCat(record_prefix, result);
-      if (auto s = CheckKey(record_key); !s.ok()) return s;
-      auto r = data_.find(record_key);
-      const size_t record_old = r == data_.end() ? 0 : r->second.data.size();
-      if (auto s = CheckValue(record_key, record_old, record.size()); !s.ok()) {
-        return s;
+      if (record_key == key) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the record of an add to '", key, "' would replace the counter"));
       }
-      added += record.size() +
-               (r == data_.end() ? record_key.size() + kKeyOverhead : 0);
-      freed += record_old;
+      if (auto s = CheckKey(record_key); !s.ok()) return s;
+      // Both sizes first, then room for both at once: a refusal changes
+      // nothing (CheckRoom may drop tombstones to make room).
+      if (auto s = CheckValueSize(text.size()); !s.ok()) return s;
+      if (auto s = CheckValueSize(record.size()); !s.ok()) return s;
+      size_t added = text.size() + record.size();
+      size_t freed = 0;
+      if (it == data_.end()) {
+        added += key.size() + kKeyOverhead;
+      } else {
+        freed += it->second.data.size();
+      }
+      if (auto r = data_.find(record_key); r == data_.end()) {
+        added += record_key.size() + kKeyOverhead;
+      } else {
+        freed += r->second.data.size();
+      }
+      if (auto s = CheckRoom(added, freed); !s.ok()) return s;
     }
-    if (auto s = CheckRoom(added, freed); !s.ok()) return s;
     Write(key, std::move(text), TimePoint::max());
     if (recording) Write(record_key, record, TimePoint::max());
     Resolve(&ready);

@@ -138,7 +138,9 @@ class StoreCore {
   uint64_t MultiGet(const std::vector<std::string>& keys,
                     absl::Duration timeout, GetCallback done);
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
-  // StoreInterface::AddThenRecord, atomically: an error writes neither key.
+  // StoreInterface::AddThenRecord, atomically: an error writes neither key
+  // (an empty `record_prefix`: no record). A record key that is the
+  // counter's own is refused.
   absl::StatusOr<int64_t> AddThenRecord(const std::string& key, int64_t delta,
                                         const std::string& record_prefix,
                                         const std::string& record);
@@ -221,6 +223,7 @@ class StoreCore {
   // released, dropping the oldest tombstones to make room.
   absl::Status CheckRoom(size_t add, size_t freed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckValueSize(size_t size) const;
   absl::Status CheckValue(const std::string& key, size_t old_size,
                           size_t new_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Parks `w` unless the store is closed or full; otherwise queues its
@@ -325,7 +328,7 @@ class LocalStore : public StoreInterface {
       const std::string& record) override {
     auto count = core_->AddThenRecord(key, delta, record_prefix, record);
     if (!count.ok()) return count.status();
-    return AddRecordResult{*count, true};
+    return AddRecordResult{*count, !record_prefix.empty()};
   }
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,

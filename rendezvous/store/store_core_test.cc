@@ -129,18 +129,26 @@ TEST(StoreCoreTest, AddThenRecordWritesTheRecordUnderTheCountOrNothing) {
   EXPECT_EQ(core.NumKeys(), 3);
 }
 
-// Out of room for both, it writes neither.
+// Out of room for both (where each would fit alone), it writes neither;
+// a record that would replace the counter is refused.
 TEST(StoreCoreTest, AddThenRecordOutOfRoomWritesNeither) {
+  constexpr size_t kOverhead = StoreCore::kKeyOverhead;
   StoreLimits limits;
-  limits.max_total_bytes = 2 * StoreCore::kKeyOverhead + 40;
+  // After "n" = "1" (2 bytes) and "rec/1" (5 + 20), a counter "m" (2) or
+  // its record "rec/m1" (6 + 4) fits, but not both.
+  limits.max_total_bytes = 3 * kOverhead + 27 + 10;
   StoreCore core(limits);
   LocalStore store(&core);
-  ASSERT_EQ(*store.Add("n", 1), 1);
+  ASSERT_TRUE(store.AddThenRecord("n", 1, "rec/", std::string(20, 'x')).ok());
   EXPECT_EQ(
-      store.AddThenRecord("n", 1, "rec/", std::string(60, 'x')).status().code(),
+      store.AddThenRecord("m", 1, "rec/m", std::string(4, 'y')).status().code(),
       absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(*store.Add("n", 0), 1);
-  EXPECT_EQ(core.NumKeys(), 1);
+  EXPECT_FALSE(*store.Check({"m"}));
+  EXPECT_TRUE(store.Add("m", 1).ok());  // the counter alone fits
+  EXPECT_EQ(store.AddThenRecord("n1", 1, "n", "").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(*store.Check({"n1"}));
+  EXPECT_EQ(core.NumKeys(), 3);
 }
 
 TEST(StoreCoreTest, CompareSetReturnsCurrentValueLikeTcpStore) {

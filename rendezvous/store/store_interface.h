@@ -102,7 +102,8 @@ class StoreInterface {
       const std::string& record) {
     auto count = Add(key, delta);
     if (!count.ok()) return count.status();
-    const bool recorded = Set(absl::StrCat(record_prefix, *count), record).ok();
+    const bool recorded = !record_prefix.empty() &&
+                          Set(absl::StrCat(record_prefix, *count), record).ok();
     return AddRecordResult{*count, recorded};
   }
   virtual absl::StatusOr<CompareSetResult> CompareSet(

@@ -352,7 +352,10 @@ class StoreServer::Service {
     const auto& req = call->req();
     auto v = core_->AddThenRecord(req.key(), req.delta(), req.record_prefix(),
                                   req.record());
-    if (v.ok()) call->resp()->set_value(*v);
+    if (v.ok()) {
+      call->resp()->set_value(*v);
+      call->resp()->set_recorded(!req.record_prefix().empty());
+    }
     Done(call, kAdd, v.status());
   }
 
