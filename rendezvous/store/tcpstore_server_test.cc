@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -126,13 +128,30 @@ class Client {
   int fd_ = -1;
 };
 
-bool WaitFor(const std::function<bool()>& cond) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+bool WaitFor(const std::function<bool()>& cond,
+             absl::Duration within = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + within;
   while (absl::Now() < deadline) {
     if (cond()) return true;
     absl::SleepFor(absl::Milliseconds(5));
   }
   return cond();
+}
+
+// The scheduler's state of the server's loop thread (/proc: 'S' asleep,
+// 'R' running), or '?' when no thread of this process has its name.
+char LoopState() {
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (comm != "tcpstore-loop") continue;
+    std::string stat;
+    std::getline(std::ifstream(task.path() / "stat"), stat);
+    const size_t paren = stat.rfind(')');
+    return paren + 2 < stat.size() ? stat[paren + 2] : '?';
+  }
+  return '?';
 }
 
 std::unique_ptr<TcpStoreServer> StartServer(TcpStoreServerOptions o = {}) {
@@ -387,6 +406,39 @@ TEST(TcpStoreServerTest, BadFramesCloseTheConnectionAndTheServerServesOn) {
   c.Send(Q(Op::kSet) + Str("/ok") + Str("1"));
   c.Send(Q(Op::kGet) + Str("/ok"));
   EXPECT_EQ(c.Bytes(), "1");
+}
+
+// Without busy_poll a request finds the loop asleep and wakes it; within
+// busy_poll of its last answer, however long the client takes, it does not.
+TEST(TcpStoreServerTest, TheLoopStaysAwakeForBusyPollAfterItsLastWork) {
+  TcpStoreServerOptions o;
+  o.busy_poll = absl::ZeroDuration();
+  {
+    auto server = StartServer(o);
+    Client c(server->port());
+    for (uint32_t i = 0; i < 10; ++i) {
+      ASSERT_TRUE(WaitFor([] { return LoopState() == 'S'; }));
+      const int64_t before = server->Stats().sleeps;
+      c.Send(Q(Op::kPing) + U32(i));
+      ASSERT_EQ(c.Recv(4), U32(i));
+      EXPECT_EQ(server->Stats().sleeps, before + 1);
+    }
+  }
+  o.busy_poll = absl::Seconds(30);
+  auto server = StartServer(o);
+  Client c(server->port());
+  c.Send(Q(Op::kPing) + U32(0));
+  ASSERT_EQ(c.Recv(4), U32(0));
+  const int64_t awake = server->Stats().sleeps;
+  EXPECT_GE(awake, 1);  // the connection woke it
+  for (uint32_t i = 1; i <= 10; ++i) {
+    // Given time to fall asleep between requests, it stays awake.
+    EXPECT_FALSE(WaitFor([] { return LoopState() == 'S'; },
+                         absl::Milliseconds(20)));
+    c.Send(Q(Op::kPing) + U32(i));
+    ASSERT_EQ(c.Recv(4), U32(i));
+  }
+  EXPECT_EQ(server->Stats().sleeps, awake);
 }
 
 TEST(TcpStoreServerTest, ReadingPausesPastThePendingOutputBoundAndResumes) {
