@@ -433,8 +433,8 @@ TEST(TcpStoreServerTest, TheLoopStaysAwakeForBusyPollAfterItsLastWork) {
   EXPECT_GE(awake, 1);  // the connection woke it
   for (uint32_t i = 1; i <= 10; ++i) {
     // Given time to fall asleep between requests, it stays awake.
-    EXPECT_FALSE(WaitFor([] { return LoopState() == 'S'; },
-                         absl::Milliseconds(20)));
+    EXPECT_FALSE(
+        WaitFor([] { return LoopState() == 'S'; }, absl::Milliseconds(20)));
     c.Send(Q(Op::kPing) + U32(i));
     ASSERT_EQ(c.Recv(4), U32(i));
   }
