@@ -342,17 +342,19 @@ absl::Status TcpStoreServer::Impl::Listen() {
 void TcpStoreServer::Impl::Loop() {
   epoll_event events[256];
   using Clock = std::chrono::steady_clock;
-  const auto spin = absl::ToChronoNanoseconds(options_.busy_poll);
-  Clock::time_point awake_until = Clock::time_point::min();
+  const auto window = absl::ToChronoNanoseconds(options_.busy_poll);
+  // The end of the loop's last work, and whether the wait for the work
+  // after it was shorter than busy_poll: only then does the loop poll
+  // rather than sleep, so traffic whose gaps a poll would not bridge
+  // costs no spinning but once per such gap (busy_poll's comment).
+  Clock::time_point idle_since = Clock::now();
+  bool polling_pays = false;
   while (!stop_.load()) {
-    // Within busy_poll of the last work the loop polls without sleeping:
-    // a request that finds it asleep pays for its wake-up, on the
-    // client's side and in the answer's latency (busy_poll's comment).
-    const bool spinning = Clock::now() < awake_until;
-    const int n = epoll_wait(epoll_fd_, events, 256, spinning ? 0 : 1000);
+    const bool polling = polling_pays && Clock::now() - idle_since < window;
+    const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 1000);
     if (n > 0) {
-      if (!spinning) sleeps_.fetch_add(1, std::memory_order_relaxed);
-      awake_until = Clock::now() + spin;
+      if (!polling) sleeps_.fetch_add(1, std::memory_order_relaxed);
+      polling_pays = Clock::now() - idle_since < window;
     }
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
@@ -386,6 +388,7 @@ void TcpStoreServer::Impl::Loop() {
       it->second->dirty = false;
       Flush(*it->second);
     }
+    if (n > 0) idle_since = Clock::now();
   }
   std::vector<uint64_t> ids;
   for (const auto& [id, conn] : conns_) ids.push_back(id);

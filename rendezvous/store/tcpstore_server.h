@@ -43,13 +43,14 @@ struct TcpStoreServerOptions {
   // Answers queued for a client that does not read them; past this the
   // server stops reading that client's requests until it drains.
   size_t max_pending_output_bytes = size_t{16} << 20;
-  // How long the loop keeps polling without sleeping after its last
-  // work. A request that finds the loop asleep waits for its wake-up
-  // before it is served. A client whose next request follows its answer
-  // within this window finds the loop awake: with one client, get, add
-  // and wait ran about twice as fast in bench/run.sh's worker_store
-  // section. The cost is at most this much of one core after each burst
-  // of requests. Zero: sleep as soon as there is nothing to do.
+  // How long the loop polls for the next request, rather than sleep, after
+  // its last work. A request that finds the loop asleep waits for its
+  // wake-up before it is served; one client's next request, sent on its
+  // answer, finds it awake: with one client, get, add and wait ran about
+  // twice as fast in bench/run.sh's worker_store section. The loop polls
+  // only while the last wait for work was shorter than this, so sparse
+  // traffic costs at most this much of one core per gap longer than it.
+  // Zero: sleep as soon as there is nothing to do.
   absl::Duration busy_poll = absl::Microseconds(50);
 };
 
