@@ -399,8 +399,8 @@ def merged_ops(argvs, rounds=None, probe=None):
     are connected, merges their latencies (ns, one JSON list each). With
     `rounds`, "go" starts each of that many rounds in turn (one process
     set for several operations) and the result is a list, one per round.
-    With `probe` (a function returning a count), each round's result also
-    has "probed": how much the count grew over the round."""
+    With `probe` (a function returning {name: count}), each round's result
+    also has "probed": how much each count grew over the round."""
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
              for argv in argvs]
@@ -409,7 +409,7 @@ def merged_ops(argvs, rounds=None, probe=None):
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
         for _ in range(rounds or 1):
-            before = probe() if probe else 0
+            before = probe() if probe else {}
             for p in procs:
                 p.stdin.write("go\n")
                 p.stdin.flush()
@@ -421,7 +421,9 @@ def merged_ops(argvs, rounds=None, probe=None):
                             "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
                             "n": len(lat)})
             if probe:
-                results[-1]["probed"] = probe() - before
+                after = probe()
+                results[-1]["probed"] = {k: after[k] - before[k]
+                                         for k in after}
         for p in procs:
             if p.wait(60) != 0:
                 raise RuntimeError(f"{p.args}: exit {p.returncode}")

@@ -15,7 +15,8 @@ import tempfile
 import time
 
 PYTHON = "/usr/bin/python3"
-OPS = ["get", "set", "add", "wait"]
+OPS = ["get", "set", "set_get", "add", "wait"]
+OP_NAMES = {"set_get": "set-then-get"}
 CLIENTS = [1, 64, 512]
 SECONDS = 1.0  # run.py's merged_ops divides by its STORE_SECONDS, also 1 s
 INIT_N = [8, 16, 32, 64, 128, 256]
@@ -253,8 +254,7 @@ def sched_s(pid):
 
 def sleeps(pid):
     """Voluntary context switches of `pid`'s threads (/proc): how often
-    the store's process went to sleep waiting for work, each sleep a
-    wake-up that the next request's sender pays for."""
+    the store's process went to sleep waiting for work."""
     n = 0
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -267,13 +267,25 @@ def sleeps(pid):
     return n
 
 
+def tcp_segments():
+    """TCP segments this machine has sent (/proc/net/snmp, Tcp OutSegs):
+    on a quiet machine, the bench's loopback traffic, data and
+    acknowledgements of both ends."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("OutSegs")])
+
+
 def ops(merged_ops, store, clients, tag):
     """{op: {ops_per_s, p50, p99, probed}} for every op of OPS, `clients`
     connections at once (run.py's merged_ops, one round per op); probed:
-    the store process's sleeps over the round."""
+    the store process's sleeps and the machine's TCP segments over the
+    round."""
     rounds = merged_ops([client_argv(store.port, OPS, clients,
                                      THREADS_PER_PROC, SECONDS, tag)],
-                        rounds=len(OPS), probe=lambda: sleeps(store.proc.pid))
+                        rounds=len(OPS),
+                        probe=lambda: {"sleeps": sleeps(store.proc.pid),
+                                       "segments": tcp_segments()})
     return dict(zip(OPS, rounds))
 
 
@@ -376,7 +388,8 @@ def bench_worker_store(reps, agent, merged_ops):
     # gloo ranks raise the average it leaves behind.
     load_before = os.getloadavg()[0]
     data, init, mesh, skipped, timed_out = {}, {}, {}, [], []
-    woken = {}  # (op, clients): {side: store sleeps per operation}
+    # (op, clients): {side: {"sleeps"/"segments": per operation}}
+    probed = {}
     starved = {}  # N: the agent's (CPU, run-queue wait) over its init runs
     stores = {"distjob-agent": AgentStore(agent), "torchrun": Rank0Store()}
     ranks = None
@@ -388,8 +401,9 @@ def bench_worker_store(reps, agent, merged_ops):
             for who, store in order[::-1] if i % 2 else order:
                 by_op = ops(merged_ops, store, clients, f"{who[0]}{clients}")
                 for op, r in by_op.items():
-                    woken.setdefault((op, clients), {})[who] = (
-                        r["probed"] / max(r["n"], 1))
+                    probed.setdefault((op, clients), {})[who] = {
+                        k: v / max(r["n"], 1)
+                        for k, v in r["probed"].items()}
                     for metric in ("ops_per_s", "p50", "p99"):
                         data.setdefault((op, clients, metric), {
                             "distjob-agent": [], "torchrun": []})[
@@ -435,7 +449,8 @@ def bench_worker_store(reps, agent, merged_ops):
     for (op, clients, metric), samples in data.items():
         what = {"ops_per_s": "throughput", "p50": "p50 latency",
                 "p99": "p99 latency"}[metric]
-        r = {"name": f"worker store {op} {what}, {clients} client"
+        r = {"name": f"worker store {OP_NAMES.get(op, op)} {what}, "
+                     f"{clients} client"
                      f"{'s' if clients > 1 else ''} (vs rank-0 TCPStore)",
              "unit": "ops/s" if metric == "ops_per_s" else "s",
              "samples": samples, "group": "worker_store"}
@@ -475,17 +490,27 @@ def bench_worker_store(reps, agent, merged_ops):
         f"{os.getloadavg()[0]:.1f} after this section (its own clients "
         f"and ranks), on {os.cpu_count()} CPUs"
         f"{': measured under load' if loaded else ''}"
-        ". `set` returns without an answer "
-        "in 1.13's client, hence its microsecond latencies; `get` is a wait "
-        "and a get, two round trips. Each time a store's process sleeps for "
-        "want of work, the next request's sender pays to wake it: so a "
-        "`set`'s time is mostly the client's, and how often the store "
-        "sleeps (the voluntary context switches per operation of all its "
-        "process's threads, /proc) moves it: " + "; ".join(
+        ". `set` returns without an answer in 1.13's client, hence its "
+        "microsecond latencies, and its row is the client's own time to "
+        "send: mostly its kernel's, per TCP segment. Its kernel sends a "
+        "set's pieces (type, key, value) in segments of their own while "
+        "the store acknowledges each at once, and merges the sets of a "
+        "burst into fewer segments while an acknowledgement is still "
+        "owed: set-then-get (a set timed with the get of the same key "
+        "that follows) is the time of a set that someone reads. `get` is "
+        "a wait and a get, two round trips. TCP segments sent per set (the "
+        "machine's, /proc/net/snmp, data and acknowledgements) and the "
+        "store process's sleeps per set (voluntary context switches of its "
+        "threads, /proc): " + "; ".join(
             f"{clients} client{'s' if clients > 1 else ''} "
-            f"{w.get('distjob-agent', float('nan')):.2f} (agent) against "
-            f"{w.get('torchrun', float('nan')):.2f} (TCPStore)"
-            for (op, clients), w in sorted(woken.items()) if op == "set") +
+            f"{w.get('distjob-agent', {}).get('segments', float('nan')):.2f}"
+            " segments and "
+            f"{w.get('distjob-agent', {}).get('sleeps', float('nan')):.2f}"
+            " sleeps (agent) against "
+            f"{w.get('torchrun', {}).get('segments', float('nan')):.2f} and "
+            f"{w.get('torchrun', {}).get('sleeps', float('nan')):.2f} "
+            "(TCPStore)"
+            for (op, clients), w in sorted(probed.items()) if op == "set") +
         "." +
         (f" N = {', '.join(map(str, skipped))} not run: the part's "
          f"{INIT_BUDGET_S} s budget was spent or a smaller N did not "
