@@ -113,7 +113,9 @@ void DynamicRendezvous::HeartbeatLoop() {
 }
 
 void DynamicRendezvous::RenewLease() {
-  if (host_left_) return;  // no store to renew a lease in
+  // No store to renew a lease in: its host left, or this node closed it
+  // (Shutdown), whose last calls may take a while.
+  if (host_left_ || closed_) return;
   if (auto s = Heartbeat(); !s.ok()) {
     DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
   }
@@ -1370,7 +1372,15 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     if (options_.hosting) AwaitEndSeen(round);
   }
   closed_ = true;
-  store_->Close();
+  {
+    // A store that stopped answering gets one keep-alive interval for its
+    // goodbyes (etcd revokes this node's leases on Close), not a budget
+    // per call: the agent's retryable exit waited 13 s for them.
+    ScopedCallDeadline brief(
+        store_lost_ ? absl::Now() + options_.config.keep_alive_interval
+                    : absl::InfiniteFuture());
+    store_->Close();
+  }
   StopThreads();
   keep_alive_.reset();
 }

@@ -1007,14 +1007,34 @@ struct EtcdStore::Impl {
 
   // A Watch that answers when anything in one of `ranges` (key, range
   // end) changes after `after_revision`, or {false, revision} at
-  // `timeout`: one watcher per range on one stream.
+  // `timeout` or the caller's deadline (ScopedCallDeadline), whichever is
+  // first: one watcher per range on one stream. Unavailable, naming the
+  // cluster, when by then no member holds the watch: "no change" from a
+  // cluster no one could reach kept the rendezvous monitor from ever
+  // seeing etcd lost.
   absl::StatusOr<std::pair<bool, int64_t>> WatchRange(
       const std::vector<std::pair<std::string, std::string>>& ranges,
       int64_t after_revision, absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
+    const absl::Time deadline =
+        std::min(absl::Now() + timeout, ScopedCallDeadline::Current());
     int64_t revision = after_revision;
     grpc::Status last;
+    bool watching = false;  // the last attempt's stream was answered
+    auto unchanged = [&]() -> absl::StatusOr<std::pair<bool, int64_t>> {
+      if (watching) return std::make_pair(false, revision);
+      // Cancelled: by the timer below, before any member answered.
+      return absl::UnavailableError(
+          absl::StrCat("etcd cluster ", Endpoints(), " unreachable for watch: ",
+                       last.error_code() == grpc::StatusCode::CANCELLED
+                           ? "no member answered in time"
+                           : last.error_message()));
+    };
+    if (deadline <= absl::Now()) {
+      return absl::DeadlineExceededError(
+          "etcd watch: the caller's deadline passed before it began");
+    }
     for (size_t attempt = 1;; ++attempt) {
+      watching = false;
       const size_t i = current.load() % members.size();
       grpc::ClientContext ctx;
       auto stubs = StubsOf(i);
@@ -1025,7 +1045,7 @@ struct EtcdStore::Impl {
         Unregister(&ctx);
         NoteResult(i, false);
         last = stubs->unresolved;
-        if (absl::Now() >= deadline) return std::make_pair(false, revision);
+        if (absl::Now() >= deadline) return unchanged();
         size_t seen = i;
         current.compare_exchange_strong(seen, (i + 1) % members.size());
         absl::SleepFor(
@@ -1052,6 +1072,7 @@ struct EtcdStore::Impl {
       if (written) {
         etcdserverpb::WatchResponse resp;
         while (stream->Read(&resp)) {
+          watching = true;  // etcd answers each create request
           revision = std::max(revision, resp.header().revision());
           if (resp.events_size() > 0 || resp.compact_revision() > 0 ||
               resp.canceled()) {
@@ -1070,7 +1091,7 @@ struct EtcdStore::Impl {
       Unregister(&ctx);
       NoteResult(i, changed || !Retryable(last));
       if (changed) return std::make_pair(true, revision);
-      if (absl::Now() >= deadline) return std::make_pair(false, revision);
+      if (absl::Now() >= deadline) return unchanged();
       if (!Retryable(last) &&
           last.error_code() != grpc::StatusCode::CANCELLED) {
         return FromGrpcStatus(last);
@@ -1085,7 +1106,7 @@ struct EtcdStore::Impl {
       }
       if (absl::Now() - deadline > absl::ZeroDuration()) break;
     }
-    return std::make_pair(false, revision);
+    return unchanged();
   }
 };
 

@@ -947,6 +947,40 @@ TEST_F(EtcdStoreTest, FailOverWrapsAroundTheMemberList) {
   EXPECT_EQ(*got, "v");
 }
 
+// A watch that sees nothing change ends at the caller's deadline when that
+// comes before its own timeout, and is "unchanged": the cluster answered.
+TEST_F(EtcdStoreTest, AQuietWatchEndsAtTheCallersDeadline) {
+  auto store = Open("job");
+  auto listing = store->List("");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  const absl::Time start = absl::Now();
+  ScopedCallDeadline soon(start + absl::Milliseconds(500));
+  auto w = store->WatchAny({"quiet/"}, listing->revision, absl::Seconds(60));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_FALSE(w->changed);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+// No member holds the watch: an error naming the cluster, not "no change"
+// (the rendezvous monitor counts errors towards read_timeout and then
+// reports the store lost), by the caller's deadline.
+TEST(EtcdStoreNoServerTest, AWatchOfAnUnreachableClusterFailsNamingIt) {
+  auto o = ParseEtcdOptions("127.0.0.1:1,127.0.0.1:2", "", "job");
+  ASSERT_TRUE(o.ok());
+  auto store = EtcdStore::Connect(*o);
+  ASSERT_TRUE(store.ok());
+  for (const absl::Duration timeout : {absl::Seconds(1), absl::Seconds(60)}) {
+    const absl::Time start = absl::Now();
+    ScopedCallDeadline within(start + absl::Seconds(2));
+    auto w = (*store)->WatchAny({"x/"}, 0, timeout);
+    EXPECT_EQ(w.status().code(), absl::StatusCode::kUnavailable) << w.status();
+    EXPECT_NE(w.status().message().find("127.0.0.1:1,127.0.0.1:2"),
+              std::string::npos)
+        << w.status();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  }
+}
+
 TEST(EtcdStoreNoServerTest, UnreachableClusterNamesItsEndpoints) {
   auto o =
       ParseEtcdOptions("127.0.0.1:1,127.0.0.1:2", "read_timeout=0.5", "job");

@@ -7,6 +7,7 @@ parameterised suite in test_rendezvous.py."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -167,3 +168,24 @@ def test_tls_with_client_certificates(agent, tmp_path):
     finally:
         etcd.kill()
         etcd.wait(10)
+
+
+def test_losing_the_whole_cluster_is_a_retryable_exit(etcd_job,
+                                                      own_etcd_cluster):
+    # A watch that no member holds is an error, not "no change": the
+    # monitor reports etcd lost after read_timeout, while the workers run.
+    cluster = own_etcd_cluster
+    job = etcd_job(cluster, nnodes="2",
+                   conf="keep_alive_interval=0.5,read_timeout=3")
+    for i in range(2):
+        job.start(i)
+    job.wait_round(["node0", "node1"])
+    killed = time.monotonic()
+    cluster.stop()
+    for i in range(2):
+        rc = job.procs[i].wait(30)
+        # read_timeout (3 s), at most one watch (a lease) and slack.
+        assert time.monotonic() - killed < 3 + 1.5 + 3.5, job.log(i)
+        assert rc == 138, job.log(i)
+        assert "unreachable" in job.log(i), job.log(i)
+        assert cluster.endpoints in job.log(i), job.log(i)
