@@ -54,6 +54,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/host_store_limits.h"
@@ -63,6 +64,12 @@
 
 namespace distjob {
 namespace {
+
+// One line of JSON on stdout, for bench/run.py.
+void PrintJson(const Json& value) {
+  std::printf("%s\n", DumpJson(value).c_str());
+  std::fflush(stdout);
+}
 
 long long NowNs() {
   timespec ts;
@@ -150,11 +157,7 @@ int Ops(const std::string& endpoint, const std::string& op, int clients,
   std::vector<int64_t> all;
   for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
   if (sync) {
-    std::string out = "[";
-    for (size_t i = 0; i < all.size(); ++i) {
-      absl::StrAppend(&out, i ? ", " : "", all[i]);
-    }
-    std::printf("%s]\n", out.c_str());
+    PrintJson(Json(all));
     return errors > 0 ? 1 : 0;
   }
   std::sort(all.begin(), all.end());
@@ -162,10 +165,11 @@ int Ops(const std::string& endpoint, const std::string& op, int clients,
     return all.empty() ? 0.0
                        : all[static_cast<size_t>(p * (all.size() - 1))] / 1e9;
   };
-  std::printf(
-      "{\"ops_per_s\": %.1f, \"p50\": %.9f, \"p99\": %.9f, \"n\": %zu, "
-      "\"errors\": %d}\n",
-      all.size() / seconds, pct(0.5), pct(0.99), all.size(), errors.load());
+  PrintJson({{"ops_per_s", all.size() / seconds},
+             {"p50", pct(0.5)},
+             {"p99", pct(0.99)},
+             {"n", all.size()},
+             {"errors", errors.load()}});
   return errors > 0 ? 1 : 0;
 }
 
@@ -183,14 +187,12 @@ class MethodTally {
     ++counts_[absl::StrCat(method, " ", kind)];
   }
   // The counts since the last call, as a JSON object.
-  std::string TakeJson() {
+  Json TakeJson() {
     absl::MutexLock l(&mu_);
-    std::string out = "{";
-    for (const auto& [k, v] : counts_) {
-      absl::StrAppend(&out, out.size() > 1 ? ", " : "", "\"", k, "\": ", v);
-    }
+    Json out = Json::object();
+    for (const auto& [k, v] : counts_) out[k] = v;
     counts_.clear();
-    return out + "}";
+    return out;
   }
 
  private:
@@ -424,17 +426,15 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   go.Notify();
   for (auto& t : threads) t.join();
   const long long done = NowNs();
-  std::printf(
-      "{\"start_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
-      "\"join_requests\": %ld}\n",
-      start, done, ok.load(), requests.load());
-  std::fflush(stdout);
+  PrintJson({{"start_ns", start},
+             {"done_ns", done},
+             {"joined", ok.load()},
+             {"join_requests", requests.load()}});
   // Steady state: only heartbeats and the watchers they wake.
   absl::SleepFor(absl::Milliseconds(500));
   requests = 0;
   absl::SleepFor(absl::Seconds(hb_seconds));
-  std::printf("{\"steady_requests\": %ld}\n", requests.load());
-  std::fflush(stdout);
+  PrintJson({{"steady_requests", requests.load()}});
   // The process exits without tearing down thousands of rendezvous: the
   // bench throws the store away anyway.
   _exit(ok == count ? 0 : 1);
@@ -578,9 +578,9 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   const long long start = NowNs();
   heartbeats.Start();
   auto formed = next_round(live, false, nodes);
-  std::printf("{\"start_ns\": %lld, \"done_ns\": %lld, \"joined\": %d}\n",
-              start, formed.second, formed.first);
-  std::fflush(stdout);
+  PrintJson({{"start_ns", start},
+             {"done_ns", formed.second},
+             {"joined", formed.first}});
   int kill = -1;
   if (!std::getline(std::cin, line) ||
       std::sscanf(line.c_str(), "kill %d", &kill) != 1) {
@@ -599,15 +599,15 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   }
   auto recovered = next_round(live, true, nodes - 1);
   const auto told = changes.Told();
-  std::printf(
-      "{\"kill_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
-      "\"members\": %zu, \"told_first_ns\": %lld, \"told_last_ns\": "
-      "%lld, \"wall_minus_mono_ns\": %lld, \"requests\": %ld, "
-      "\"by_method\": %s}\n",
-      kill_ns, recovered.second, recovered.first, live.size(), told.first,
-      told.second, WallNs() - NowNs(), phase_requests(),
-      Tally()->TakeJson().c_str());
-  std::fflush(stdout);
+  PrintJson({{"kill_ns", kill_ns},
+             {"done_ns", recovered.second},
+             {"joined", recovered.first},
+             {"members", live.size()},
+             {"told_first_ns", told.first},
+             {"told_last_ns", told.second},
+             {"wall_minus_mono_ns", WallNs() - NowNs()},
+             {"requests", phase_requests()},
+             {"by_method", Tally()->TakeJson()}});
   int join = -1;
   if (!std::getline(std::cin, line) ||
       std::sscanf(line.c_str(), "join %d", &join) != 1) {
@@ -625,11 +625,11 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     live.push_back(count);
   }
   auto grown = next_round(live, true, nodes);
-  std::printf(
-      "{\"join_ns\": %lld, \"done_ns\": %lld, \"joined\": %d, "
-      "\"members\": %zu, \"requests\": %ld}\n",
-      join_ns, grown.second, grown.first, live.size(), phase_requests());
-  std::fflush(stdout);
+  PrintJson({{"join_ns", join_ns},
+             {"done_ns", grown.second},
+             {"joined", grown.first},
+             {"members", live.size()},
+             {"requests", phase_requests()}});
   _exit(grown.first == static_cast<int>(live.size()) ? 0 : 1);
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/json.h"
 #include "common/logging.h"
 #include "rendezvous/store/tcpstore_server.h"
 
@@ -63,20 +64,18 @@ int main(int argc, char** argv) {
     while (std::getline(std::cin, line)) {
       if (line != "stats") continue;
       const distjob::TcpStoreStats s = (*server)->Stats();
-      std::string ops;
-      for (const auto& [op, n] : s.requests) {
-        ops += (ops.empty() ? "" : ", ") + ("\"" + op + "\": ") +
-               std::to_string(n);
-      }
-      std::printf(
-          "{\"keys\": %lld, \"bytes\": %lld, \"clients\": %lld, "
-          "\"parked_waits\": %lld, \"protocol_errors\": %lld, "
-          "\"refused_connections\": %lld, \"requests\": {%s}}\n",
-          static_cast<long long>(s.keys), static_cast<long long>(s.bytes),
-          static_cast<long long>(s.clients),
-          static_cast<long long>(s.parked_waits),
-          static_cast<long long>(s.protocol_errors),
-          static_cast<long long>(s.refused_connections), ops.c_str());
+      distjob::Json requests = distjob::Json::object();
+      for (const auto& [op, n] : s.requests) requests[op] = n;
+      const distjob::Json stats = {
+          {"keys", s.keys},
+          {"bytes", s.bytes},
+          {"clients", s.clients},
+          {"parked_waits", s.parked_waits},
+          {"protocol_errors", s.protocol_errors},
+          {"refused_connections", s.refused_connections},
+          {"sleeps", s.sleeps},
+          {"requests", std::move(requests)}};
+      std::printf("%s\n", distjob::DumpJson(stats).c_str());
       std::fflush(stdout);
     }
     kill(getpid(), SIGTERM);
