@@ -560,7 +560,9 @@ struct EtcdStore::Impl {
   };
   absl::Mutex renew_mu;
   // Renewals not yet written, and those written awaiting their answer (by
-  // lease, in the order written: etcd answers a stream's renewals in turn).
+  // lease, in the order written: etcd answers a stream's renewals in turn;
+  // nullptr: one written whose caller gave up, so that its late answer is
+  // not taken for the next renewal's, sent after it).
   std::deque<Renewal*> renew_queue ABSL_GUARDED_BY(renew_mu);
   std::unordered_map<int64_t, std::deque<Renewal*>> renew_waiting
       ABSL_GUARDED_BY(renew_mu);
@@ -579,6 +581,7 @@ struct EtcdStore::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(renew_mu) {
     for (auto& [id, waiters] : renew_waiting) {
       for (Renewal* r : waiters) {
+        if (r == nullptr) continue;
         r->done = true;
         r->failed = why;
       }
@@ -602,6 +605,7 @@ struct EtcdStore::Impl {
       Renewal* r = it->second.front();
       it->second.pop_front();
       if (it->second.empty()) renew_waiting.erase(it);
+      if (r == nullptr) continue;  // its caller gave up
       r->done = true;
       r->alive = resp.ttl() > 0;
     }
@@ -751,9 +755,9 @@ struct EtcdStore::Impl {
         if (q != renew_queue.end()) renew_queue.erase(q);
         auto it = renew_waiting.find(id);
         if (it != renew_waiting.end()) {
+          // Written: its answer may still come, and is its own.
           auto w = std::find(it->second.begin(), it->second.end(), &r);
-          if (w != it->second.end()) it->second.erase(w);
-          if (it->second.empty()) renew_waiting.erase(it);
+          if (w != it->second.end()) *w = nullptr;
         }
         // A stream that answered nothing while a renewal waited a whole
         // attempt is taken for dead (a connection lost without a reset); one

@@ -50,6 +50,12 @@ struct Faults {
   int held ABSL_GUARDED_BY(mu) = 0;
   // Calls that started waiting for another call's job-lease adoption.
   int lease_waits ABSL_GUARDED_BY(mu) = 0;
+  // Keep-alive answers for lease `hold_lease` (0: none) wait for a permit
+  // each; renewals of it sent, and its answers that arrived.
+  int64_t hold_lease ABSL_GUARDED_BY(mu) = 0;
+  int permits ABSL_GUARDED_BY(mu) = 0;
+  int renewals_sent ABSL_GUARDED_BY(mu) = 0;
+  int answers_arrived ABSL_GUARDED_BY(mu) = 0;
 
   // Waits (at most 20 s) until `pred` holds.
   bool AwaitFor(bool (*pred)(Faults*)) {
@@ -94,6 +100,7 @@ class FaultInterceptor : public grpc::experimental::Interceptor {
                              "injected: grant refused");
       }
     }
+    if (method_ == "/etcdserverpb.Lease/LeaseKeepAlive") HoldKeepAlive(m);
     if (m->QueryInterceptionHookPoint(Hook::POST_RECV_STATUS) && !fail_.ok()) {
       *m->GetRecvStatus() = fail_;
     }
@@ -101,6 +108,29 @@ class FaultInterceptor : public grpc::experimental::Interceptor {
   }
 
  private:
+  static bool AnswerMayPass(Faults* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(f->mu) {
+    return f->hold_lease == 0 || f->permits > 0;
+  }
+  void HoldKeepAlive(grpc::experimental::InterceptorBatchMethods* m) {
+    using Hook = grpc::experimental::InterceptionHookPoints;
+    absl::MutexLock lock(&faults_->mu);
+    if (faults_->hold_lease == 0) return;
+    if (m->QueryInterceptionHookPoint(Hook::PRE_SEND_MESSAGE)) {
+      const auto* req = static_cast<const etcdserverpb::LeaseKeepAliveRequest*>(
+          m->GetSendMessage());
+      if (req->id() == faults_->hold_lease) ++faults_->renewals_sent;
+    }
+    if (m->QueryInterceptionHookPoint(Hook::POST_RECV_MESSAGE)) {
+      const auto* resp =
+          static_cast<const etcdserverpb::LeaseKeepAliveResponse*>(
+              m->GetRecvMessage());
+      if (resp == nullptr || resp->id() != faults_->hold_lease) return;
+      ++faults_->answers_arrived;
+      faults_->mu.Await(absl::Condition(&AnswerMayPass, faults_));
+      if (faults_->hold_lease != 0) --faults_->permits;
+    }
+  }
+
   Faults* const faults_;
   const std::string method_;
   grpc::Status fail_;
@@ -286,6 +316,18 @@ class EtcdStoreTest : public ::testing::Test {
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     auto s = RawKv()->Put(&ctx, put, &resp);
     ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  // The lease `key` is attached to (0: none, or no such key).
+  int64_t RawLease(const std::string& key) const {
+    etcdserverpb::RangeRequest req;
+    req.set_key(key);
+    etcdserverpb::RangeResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    if (!RawKv()->Range(&ctx, req, &resp).ok() || resp.kvs_size() != 1) {
+      return 0;
+    }
+    return resp.kvs(0).lease();
   }
   // Keys etcd holds under `prefix` (the store's own, past its namespace).
   int64_t RawCount(const std::string& prefix) const {
@@ -783,6 +825,50 @@ TEST_F(EtcdStoreTest, RenewalsShareOneKeepAliveStreamReopenedAfterALoss) {
   auto quiet = store->Watch("ctl/", listing->revision, absl::ZeroDuration());
   ASSERT_TRUE(quiet.ok()) << quiet.status();
   EXPECT_FALSE(quiet->first) << "a renewal rewrote the key";
+}
+
+// A renewal whose caller gave up may still be answered: that answer is its
+// own, not the next renewal's (which would then count its lease renewed
+// from its own start, before etcd renewed it).
+TEST_F(EtcdStoreTest, ALateKeepAliveAnswerIsNotTakenForTheNextRenewals) {
+  Faults faults;
+  auto store = Open("job", "", &faults);
+  ASSERT_TRUE(store->Set("ctl/alive/n1", "x", absl::Seconds(30)).ok());
+  const int64_t lease = RawLease("/distjob/job/kv/ctl/alive/n1");
+  ASSERT_NE(lease, 0);
+  {
+    absl::MutexLock lock(&faults.mu);
+    faults.hold_lease = lease;
+  }
+  auto release = [&](int n) {
+    absl::MutexLock lock(&faults.mu);
+    faults.permits += n;
+  };
+  {
+    // Its answer is held past its caller's deadline.
+    ScopedCallDeadline soon(absl::Now() + absl::Milliseconds(300));
+    EXPECT_FALSE(store->Set("ctl/alive/n1", "x", absl::Seconds(30)).ok());
+  }
+  ASSERT_TRUE(faults.AwaitFor(+[](Faults* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                   f->mu) { return f->answers_arrived == 1; }));
+  std::atomic<bool> second_done{false};
+  absl::Status second;
+  std::thread renewer([&] {
+    second = store->Set("ctl/alive/n1", "x", absl::Seconds(30)).status();
+    second_done = true;
+  });
+  ASSERT_TRUE(faults.AwaitFor(+[](Faults* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                   f->mu) { return f->renewals_sent == 2; }));
+  // The first answer goes through; the second renewal's own is held.
+  release(1);
+  ASSERT_TRUE(faults.AwaitFor(+[](Faults* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                                   f->mu) { return f->answers_arrived == 2; }));
+  EXPECT_FALSE(second_done.load()) << "answered by the first renewal's answer";
+  release(1);
+  renewer.join();
+  EXPECT_TRUE(second.ok()) << second;
+  absl::MutexLock lock(&faults.mu);
+  faults.hold_lease = 0;  // nothing held while the store closes
 }
 
 // A node's heartbeat adds its waiting key to its alive key while it waits
