@@ -366,6 +366,11 @@ struct EtcdStore::Impl {
   bool adopting ABSL_GUARDED_BY(mu) = false;
   uint64_t adoptions ABSL_GUARDED_BY(mu) = 0;
   absl::Status adoption_error ABSL_GUARDED_BY(mu);
+  // When that failed adoption's own caller's deadline fell, if it ended
+  // past it (InfiniteFuture: it failed on its own): a waiter with more
+  // time adopts again rather than take a failure that was only the
+  // adopter's lack of time.
+  absl::Time adoption_cut_at ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
   int64_t own_lease ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> ttl_leases ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;
@@ -787,20 +792,23 @@ struct EtcdStore::Impl {
   // register a holder lease of its own (thousands at once from a client
   // that bench/store_bench.cc shares between simulated nodes) or redo a
   // failed adoption one after another. A waiter keeps to its own deadline
-  // (ScopedCallDeadline) and to Close.
+  // (ScopedCallDeadline) and to Close, and adopts again where the adopter
+  // failed past a deadline earlier than the waiter's.
   absl::StatusOr<int64_t> JobLease() {
+    const absl::Time deadline = ScopedCallDeadline::Current();
     {
       absl::MutexLock lock(&mu);
-      if (job_lease != 0) return job_lease;
-      if (closed) return absl::FailedPreconditionError("etcd store closed");
-      if (adopting) {
+      for (;;) {
+        if (job_lease != 0) return job_lease;
+        if (closed) return absl::FailedPreconditionError("etcd store closed");
+        if (!adopting) break;
         const uint64_t awaited = adoptions;
         if (options.test_hooks.lease_wait) options.test_hooks.lease_wait();
         auto over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
           return adoptions != awaited || closed;
         };
-        const bool ended = mu.AwaitWithDeadline(absl::Condition(&over),
-                                                ScopedCallDeadline::Current());
+        const bool ended =
+            mu.AwaitWithDeadline(absl::Condition(&over), deadline);
         if (job_lease != 0) return job_lease;
         if (closed) return absl::FailedPreconditionError("etcd store closed");
         if (!ended) {
@@ -809,7 +817,9 @@ struct EtcdStore::Impl {
               "lease: another call's adoption of it did not end before this "
               "call's deadline"));
         }
-        return adoption_error;
+        if (adoption_cut_at >= deadline) return adoption_error;
+        // Its adopter ran out of time, this call has more: adopt (or wait
+        // for another waiter that does).
       }
       adopting = true;
     }
@@ -817,7 +827,11 @@ struct EtcdStore::Impl {
     absl::MutexLock lock(&mu);
     adopting = false;
     ++adoptions;
-    if (!adopted.ok()) adoption_error = adopted.status();
+    if (!adopted.ok()) {
+      adoption_error = adopted.status();
+      adoption_cut_at =
+          absl::Now() >= deadline ? deadline : absl::InfiniteFuture();
+    }
     return adopted;
   }
 

@@ -663,6 +663,49 @@ TEST_F(EtcdStoreTest, QueuedFirstCallsShareOneAdoptionWithinTheirDeadlines) {
   EXPECT_EQ(*store->Get("c", absl::ZeroDuration()), "v");
 }
 
+// An adoption that failed only because its caller's deadline passed is not
+// the failure of a waiter with more time: that one adopts the lease itself.
+TEST_F(EtcdStoreTest, AWaiterWithMoreTimeThanTheAdopterAdoptsItself) {
+  Faults faults;
+  {
+    absl::MutexLock lock(&faults.mu);
+    faults.hold_grants = true;
+  }
+  auto store = Open("job", "", &faults);
+  const absl::Time adopter_deadline = absl::Now() + absl::Milliseconds(300);
+  absl::Status adopter;
+  std::thread first([&] {
+    ScopedCallDeadline deadline(adopter_deadline);
+    adopter = store->Set("a", "v").status();
+  });
+  absl::Status waiter;
+  std::thread second([&] {
+    EXPECT_TRUE(faults.AwaitFor(+[](Faults* f) {
+      f->mu.AssertHeld();
+      return f->held == 1;
+    }));
+    waiter = store->Set("b", "v").status();
+  });
+  EXPECT_TRUE(faults.AwaitFor(+[](Faults* f) {
+    f->mu.AssertHeld();
+    return f->lease_waits == 1;
+  }));
+  // The held grant ends only once the adopter's deadline has passed.
+  while (absl::Now() <= adopter_deadline) {
+    absl::SleepFor(adopter_deadline - absl::Now() + absl::Milliseconds(1));
+  }
+  {
+    absl::MutexLock lock(&faults.mu);
+    faults.released = true;
+    faults.hold_grants = false;
+  }
+  first.join();
+  second.join();
+  EXPECT_FALSE(adopter.ok());
+  EXPECT_TRUE(waiter.ok()) << waiter;
+  EXPECT_EQ(*store->Get("b", absl::ZeroDuration()), "v");
+}
+
 TEST_F(EtcdStoreTest, CompareSetFollowsTcpStoreSemantics) {
   auto store = Open("job");
   auto r = store->CompareSet("k", "x", "y");
