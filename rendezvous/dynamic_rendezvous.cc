@@ -80,9 +80,11 @@ void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
 absl::Status DynamicRendezvous::Heartbeat() {
   std::vector<std::pair<std::string, std::string>> kvs = {
       {keys_.Alive(options_.node), "1"}};
-  if (waiting_) {
+  {
     absl::MutexLock lock(&waiting_mu_);
-    kvs.emplace_back(keys_.Waiting(options_.node), waiting_value_);
+    if (waiting_.has_value()) {
+      kvs.emplace_back(keys_.Waiting(options_.node), *waiting_);
+    }
   }
   const absl::Time start = absl::Now();
   absl::Status s = store_->MultiSet(kvs, lease_).status();
@@ -92,6 +94,16 @@ absl::Status DynamicRendezvous::Heartbeat() {
     renewed_at_ = std::max(renewed_at_, start);
   }
   return s;
+}
+
+void DynamicRendezvous::StopWaiting() {
+  bool was_waiting;
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    was_waiting = waiting_.has_value();
+    waiting_.reset();
+  }
+  if (was_waiting) (void)store_->Delete({keys_.Waiting(options_.node)});
 }
 
 bool DynamicRendezvous::RenewedWithin(absl::Duration d) const {
@@ -402,9 +414,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
             o.rank_error);
         break;
       case Action::kReturnResult:
-        if (waiting_.exchange(false)) {
-          (void)store_->Delete({keys_.Waiting(options_.node)});
-        }
+        StopWaiting();
         {
           // The round is closed: what follows reads the master's address
           // within close_timeout, whatever is left of join_timeout.
@@ -446,16 +456,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           // one was still open) is written again with what changed.
           std::string value =
               absl::StrCat(st.round, st.closed ? " closed" : " full");
-          bool write = !waiting_;
+          bool write;
           {
             absl::MutexLock lock(&waiting_mu_);
-            write |= waiting_value_ != value;
-            waiting_value_ = std::move(value);
+            write = waiting_ != value;
+            waiting_ = std::move(value);
           }
-          if (write) {
-            waiting_ = true;
-            (void)Heartbeat();
-          }
+          if (write) (void)Heartbeat();
         }
         if (!announced_wait) {
           DJ_LOG_INFO("round {} of '{}' is {}; waiting for the next round",
@@ -481,9 +488,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         // In an open round its ask is answered: withdrawn now, while the
         // last round's members are re-forming, rather than once this round
         // closed, when the deletion would wake each member's monitor.
-        if (waiting_.exchange(false)) {
-          (void)store_->Delete({keys_.Waiting(options_.node)});
-        }
+        StopWaiting();
         joined_round_ = st.round;
         join_index_ = k->count;
         join_written_ = k->recorded;

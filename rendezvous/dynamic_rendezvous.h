@@ -141,6 +141,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::Status Heartbeat();
   // Whether a heartbeat that began less than `d` ago renewed the lease.
   bool RenewedWithin(absl::Duration d) const;
+  // Withdraws this node's ask to join, if it made one (deletes its key).
+  void StopWaiting();
   void HeartbeatLoop();
   void MonitorLoop();
   // Why the current round is no longer the job's, or "" if it still is;
@@ -229,17 +231,17 @@ class DynamicRendezvous : public ElasticRendezvous {
   int wait_size_ ABSL_GUARDED_BY(wait_mu_) = 0;
   mutable absl::Mutex renewed_mu_;
   absl::Time renewed_at_ ABSL_GUARDED_BY(renewed_mu_) = absl::InfinitePast();
-  // The waiting key's value: the round this node waits after and whether
-  // it was closed, so that a wait past another round (or past the close of
-  // the one it waited in) is a real write, which wakes the members'
-  // monitors; renewing the same value wakes nobody.
+  // The waiting key's value while this node asks to join (unset: it does
+  // not), renewed with its lease: the round this node waits after and
+  // whether it was closed, so that a wait past another round (or past the
+  // close of the one it waited in) is a real write, which wakes the
+  // members' monitors; renewing the same value wakes nobody.
   absl::Mutex waiting_mu_;
-  std::string waiting_value_ ABSL_GUARDED_BY(waiting_mu_);
+  std::optional<std::string> waiting_ ABSL_GUARDED_BY(waiting_mu_);
   mutable absl::Mutex seen_mu_;
   std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 
   std::atomic<bool> changed_{false};
-  std::atomic<bool> waiting_{false};
   std::atomic<bool> store_lost_{false};
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> closed_{false};  // this node closed its store view

@@ -560,15 +560,14 @@ absl::StatusOr<int64_t> StoreCore::AddThenRecord(
                                                 ") overflows 64 bits"));
     }
     std::string text = absl::StrCat(result);
+    std::string record_key;
     if (!recording) {
       if (auto s = CheckValue(
               key, it == data_.end() ? 0 : it->second.data.size(), text.size());
           !s.ok()) {
         return s;
       }
-    }
-    std::string record_key;
-    if (recording) {
+    } else {
       record_key = absl::StrCat(record_prefix, result);
       if (record_key == key) {
         return absl::InvalidArgumentError(absl::StrCat(
