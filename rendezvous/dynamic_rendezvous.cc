@@ -80,11 +80,13 @@ void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
 absl::Status DynamicRendezvous::Heartbeat() {
   std::vector<std::pair<std::string, std::string>> kvs = {
       {keys_.Alive(options_.node), "1"}};
+  uint64_t withdrawals = 0;
   {
     absl::MutexLock lock(&waiting_mu_);
     if (waiting_.has_value()) {
       kvs.emplace_back(keys_.Waiting(options_.node), *waiting_);
     }
+    withdrawals = waiting_withdrawals_;
   }
   const absl::Time start = absl::Now();
   absl::Status s = store_->MultiSet(kvs, lease_).status();
@@ -92,6 +94,17 @@ absl::Status DynamicRendezvous::Heartbeat() {
     // From before the call: the lease runs at least lease_ from here.
     absl::MutexLock lock(&renewed_mu_);
     renewed_at_ = std::max(renewed_at_, start);
+  }
+  if (kvs.size() > 1) {
+    bool withdrawn;
+    {
+      absl::MutexLock lock(&waiting_mu_);
+      withdrawn = !waiting_.has_value() && waiting_withdrawals_ != withdrawals;
+    }
+    // The ask was withdrawn (its key deleted) while this wrote it again:
+    // deleted once more, or it would live with the lease (an etcd renewal
+    // keeps a lease's keys) and the members would keep seeing it.
+    if (withdrawn) (void)store_->Delete({keys_.Waiting(options_.node)});
   }
   return s;
 }
@@ -102,6 +115,7 @@ void DynamicRendezvous::StopWaiting() {
     absl::MutexLock lock(&waiting_mu_);
     was_waiting = waiting_.has_value();
     waiting_.reset();
+    if (was_waiting) ++waiting_withdrawals_;
   }
   if (was_waiting) (void)store_->Delete({keys_.Waiting(options_.node)});
 }
@@ -1379,11 +1393,13 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
   closed_ = true;
   {
     // A store that stopped answering gets one keep-alive interval for its
-    // goodbyes (etcd revokes this node's leases on Close), not a budget
-    // per call: the agent's retryable exit waited 13 s for them.
+    // goodbyes (etcd revokes this node's leases on Close), not each call's
+    // own budget (5 s a revocation) on the way to a retryable exit.
+    const absl::Time caller = ScopedCallDeadline::Current();
     ScopedCallDeadline brief(
-        store_lost_ ? absl::Now() + options_.config.keep_alive_interval
-                    : absl::InfiniteFuture());
+        store_lost_ ? std::min(caller, absl::Now() +
+                                           options_.config.keep_alive_interval)
+                    : caller);
     store_->Close();
   }
   StopThreads();

@@ -238,6 +238,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   // members' monitors; renewing the same value wakes nobody.
   absl::Mutex waiting_mu_;
   std::optional<std::string> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+  // Asks withdrawn (StopWaiting): a heartbeat that wrote the key while one
+  // was withdrawn deletes it again.
+  uint64_t waiting_withdrawals_ ABSL_GUARDED_BY(waiting_mu_) = 0;
   mutable absl::Mutex seen_mu_;
   std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 

@@ -1021,6 +1021,73 @@ TEST(DynamicRendezvousTest, NodeThatMissedARoundAsksAgainToJoinTheNext) {
   }
 }
 
+// A LocalStore that holds the first write of a node's ask to join made
+// after Arm() until Release().
+class HeldAskStore : public LocalStore {
+ public:
+  HeldAskStore(StoreCore* core, std::string ask)
+      : LocalStore(core), ask_(std::move(ask)) {}
+  void Arm() { armed_ = true; }
+  bool AwaitHeld() {
+    return held_.WaitForNotificationWithTimeout(absl::Seconds(10));
+  }
+  void Release() { release_.Notify(); }
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override {
+    const bool asks =
+        std::any_of(kvs.begin(), kvs.end(),
+                    [this](const auto& kv) { return kv.first == ask_; });
+    if (asks && armed_.exchange(false)) {
+      held_.Notify();
+      release_.WaitForNotificationWithTimeout(absl::Seconds(10));
+    }
+    return LocalStore::MultiSet(kvs, ttl);
+  }
+
+ private:
+  const std::string ask_;
+  std::atomic<bool> armed_{false};
+  absl::Notification held_, release_;
+};
+
+// A lease renewal that carried the node's ask to join while the node
+// joined (and withdrew the ask) must not leave the ask behind: it would
+// live as long as the lease, and the members would keep seeing it.
+TEST(DynamicRendezvousTest, ARenewalRacingTheJoinLeavesNoAskBehind) {
+  StoreCore core;
+  Nodes members = MakeNodes(&core, 2, 2, 3);
+  std::atomic<int> changes{0};
+  members[0]->SetOnMembershipChange([&] { ++changes; });
+  FormRound(members);
+  const std::string ask = RdzvKeys("job").Waiting("n2");
+  auto held = std::make_unique<HeldAskStore>(&core, ask);
+  HeldAskStore* store = held.get();
+  DynamicRendezvousOptions o = Options(2, 2, 3);
+  o.heartbeat_thread = false;
+  DynamicRendezvous late(o, std::move(held));
+  auto asked = [&] {
+    auto listing = core.List(ask);
+    return listing.ok() && !listing->entries.empty();
+  };
+  absl::StatusOr<RendezvousResult> joined;
+  std::thread joining([&] { joined = late.Next(1); });
+  ASSERT_TRUE(WaitUntil(asked));
+  store->Arm();
+  std::thread renewal([&] { late.RenewLease(); });
+  ASSERT_TRUE(store->AwaitHeld());
+  // The members re-form with the late node, which withdraws its ask.
+  ASSERT_TRUE(WaitUntil([&] { return changes > 0; }));
+  FormRound(members);
+  joining.join();
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->group_world_size, 3);
+  EXPECT_FALSE(asked());
+  store->Release();  // the renewal writes the ask again...
+  renewal.join();
+  EXPECT_FALSE(asked()) << "the renewal left the withdrawn ask behind";
+}
+
 // A LocalStore whose reads wait until opened: a closer still reading the
 // join records.
 class GatedReadStore : public LocalStore {

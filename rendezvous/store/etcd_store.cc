@@ -371,6 +371,7 @@ struct EtcdStore::Impl {
   // time adopts again rather than take a failure that was only the
   // adopter's lack of time.
   absl::Time adoption_cut_at ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
+  bool adoption_failed ABSL_GUARDED_BY(mu) = false;  // the last one
   int64_t own_lease ABSL_GUARDED_BY(mu) = 0;
   std::vector<int64_t> ttl_leases ABSL_GUARDED_BY(mu);
   bool closed ABSL_GUARDED_BY(mu) = false;
@@ -579,6 +580,8 @@ struct EtcdStore::Impl {
   // A bound on renewals queued at once (a client shared by thousands of
   // simulated nodes queues one per node heartbeat).
   static constexpr size_t kMaxQueuedRenewals = 1 << 16;
+  // Renewals of one lease written and not answered.
+  static constexpr size_t kMaxUnansweredRenewals = 64;
 
   // Fails the renewals written to a stream that broke; with `queued`, the
   // ones not written yet too (no stream, or the client closes).
@@ -763,6 +766,9 @@ struct EtcdStore::Impl {
           // Written: its answer may still come, and is its own.
           auto w = std::find(it->second.begin(), it->second.end(), &r);
           if (w != it->second.end()) *w = nullptr;
+          // So many unanswered that the stream is taken for dead, whatever
+          // the callers' deadlines: the slots go with it.
+          if (it->second.size() > kMaxUnansweredRenewals) renew_replace = true;
         }
         // A stream that answered nothing while a renewal waited a whole
         // attempt is taken for dead (a connection lost without a reset); one
@@ -817,9 +823,12 @@ struct EtcdStore::Impl {
               "lease: another call's adoption of it did not end before this "
               "call's deadline"));
         }
-        if (adoption_cut_at >= deadline) return adoption_error;
-        // Its adopter ran out of time, this call has more: adopt (or wait
-        // for another waiter that does).
+        if (adoption_failed && adoption_cut_at >= deadline) {
+          return adoption_error;
+        }
+        // Its adopter ran out of time and this call has more, or the lease
+        // it adopted was lost since (KeepAliveLoop): adopt (or wait for
+        // another waiter that does).
       }
       adopting = true;
     }
@@ -827,6 +836,7 @@ struct EtcdStore::Impl {
     absl::MutexLock lock(&mu);
     adopting = false;
     ++adoptions;
+    adoption_failed = !adopted.ok();
     if (!adopted.ok()) {
       adoption_error = adopted.status();
       adoption_cut_at =
@@ -1023,108 +1033,113 @@ struct EtcdStore::Impl {
     }
   }
 
+  using Ranges = std::vector<std::pair<std::string, std::string>>;
+
   // A Watch that answers when anything in one of `ranges` (key, range
   // end) changes after `after_revision`, or {false, revision} at
   // `timeout` or the caller's deadline (ScopedCallDeadline), whichever is
   // first: one watcher per range on one stream. Unavailable, naming the
-  // cluster, when by then no member holds the watch: "no change" from a
-  // cluster no one could reach kept the rendezvous monitor from ever
-  // seeing etcd lost.
-  absl::StatusOr<std::pair<bool, int64_t>> WatchRange(
-      const std::vector<std::pair<std::string, std::string>>& ranges,
-      int64_t after_revision, absl::Duration timeout) {
+  // cluster, when the last member tried failed (a transport error since
+  // any member last answered): "no change" from a cluster no one could
+  // reach kept the rendezvous monitor from ever seeing etcd lost. A stream
+  // that the deadline ended before etcd answered it is no sign of either.
+  absl::StatusOr<std::pair<bool, int64_t>> WatchRange(const Ranges& ranges,
+                                                      int64_t after_revision,
+                                                      absl::Duration timeout) {
+    if (ScopedCallDeadline::Current() <= absl::Now()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("etcd watch at ", Endpoints(),
+                       ": the caller's deadline passed before it began"));
+    }
     const absl::Time deadline =
         std::min(absl::Now() + timeout, ScopedCallDeadline::Current());
     int64_t revision = after_revision;
-    grpc::Status last;
-    bool watching = false;  // the last attempt's stream was answered
-    auto unchanged = [&]() -> absl::StatusOr<std::pair<bool, int64_t>> {
-      if (watching) return std::make_pair(false, revision);
-      // Cancelled: by the timer below, before any member answered.
-      return absl::UnavailableError(
-          absl::StrCat("etcd cluster ", Endpoints(), " unreachable for watch: ",
-                       last.error_code() == grpc::StatusCode::CANCELLED
-                           ? "no member answered in time"
-                           : last.error_message()));
-    };
-    if (deadline <= absl::Now()) {
-      return absl::DeadlineExceededError(
-          "etcd watch: the caller's deadline passed before it began");
-    }
-    for (size_t attempt = 1;; ++attempt) {
-      watching = false;
+    grpc::Status failed;  // OK: none since a member last answered
+    for (size_t attempt = 1; absl::Now() < deadline; ++attempt) {
       const size_t i = current.load() % members.size();
-      grpc::ClientContext ctx;
-      auto stubs = StubsOf(i);
-      if (!Register(&ctx)) {
+      WatchAttempt a;
+      if (!WatchOnce(i, ranges, after_revision, deadline, &revision, &a)) {
         return absl::CancelledError("etcd watch: the store was closed");
       }
-      if (stubs->watch == nullptr) {
-        Unregister(&ctx);
-        NoteResult(i, false);
-        last = stubs->unresolved;
-        if (absl::Now() >= deadline) return unchanged();
-        size_t seen = i;
-        current.compare_exchange_strong(seen, (i + 1) % members.size());
-        absl::SleepFor(
-            std::min(absl::Milliseconds(200), deadline - absl::Now()));
-        continue;
+      NoteResult(i, a.changed || !Retryable(a.status));
+      if (a.changed) return std::make_pair(true, revision);
+      if (a.answered) failed = grpc::Status::OK;
+      // Cancelled: by this call's own deadline, or by Close (the next
+      // attempt says so).
+      if (a.status.error_code() != grpc::StatusCode::CANCELLED) {
+        if (!Retryable(a.status)) return FromGrpcStatus(a.status);
+        failed = a.status;
       }
-      auto stream = stubs->watch->Watch(&ctx);
-      bool written = true;
-      for (const auto& [key, end] : ranges) {
-        etcdserverpb::WatchRequest req;
-        auto* create = req.mutable_create_request();
-        create->set_key(key);
-        create->set_range_end(end);
-        create->set_start_revision(after_revision + 1);
-        written = written && stream->Write(req);
-      }
-      absl::Notification done;
-      std::thread timer([&] {
-        if (!done.WaitForNotificationWithTimeout(deadline - absl::Now())) {
-          ctx.TryCancel();
-        }
-      });
-      bool changed = false;
-      if (written) {
-        etcdserverpb::WatchResponse resp;
-        while (stream->Read(&resp)) {
-          watching = true;  // etcd answers each create request
-          revision = std::max(revision, resp.header().revision());
-          if (resp.events_size() > 0 || resp.compact_revision() > 0 ||
-              resp.canceled()) {
-            changed = true;
-            for (const auto& e : resp.events()) {
-              revision = std::max(revision, e.kv().mod_revision());
-            }
-            break;
-          }
-        }
-      }
-      done.Notify();
-      timer.join();
-      ctx.TryCancel();
-      last = stream->Finish();
-      Unregister(&ctx);
-      NoteResult(i, changed || !Retryable(last));
-      if (changed) return std::make_pair(true, revision);
-      if (absl::Now() >= deadline) return unchanged();
-      if (!Retryable(last) &&
-          last.error_code() != grpc::StatusCode::CANCELLED) {
-        return FromGrpcStatus(last);
-      }
+      if (absl::Now() >= deadline) break;
       DJ_LOG_DEBUG("etcd watch at {}: {}", members[i].endpoint,
-                   last.error_message());
+                   a.status.error_message());
       size_t seen = i;
       current.compare_exchange_strong(seen, (i + 1) % members.size());
       if (attempt % members.size() == 0) {
         absl::SleepFor(
             std::min(absl::Milliseconds(200), deadline - absl::Now()));
       }
-      if (absl::Now() - deadline > absl::ZeroDuration()) break;
     }
-    return unchanged();
+    if (!failed.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("etcd cluster ", Endpoints(),
+                       " unreachable for watch: ", failed.error_message()));
+    }
+    return std::make_pair(false, revision);
+  }
+
+  struct WatchAttempt {
+    bool answered = false;  // etcd answered a create request
+    bool changed = false;
+    grpc::Status status;  // how the stream ended
+  };
+
+  // One watch stream at member `i`, until a change under `ranges` after
+  // `after_revision` or `deadline`. False when the store was closed.
+  bool WatchOnce(size_t i, const Ranges& ranges, int64_t after_revision,
+                 absl::Time deadline, int64_t* revision, WatchAttempt* out) {
+    grpc::ClientContext ctx;
+    auto stubs = StubsOf(i);
+    if (!Register(&ctx)) return false;
+    if (stubs->watch == nullptr) {
+      Unregister(&ctx);
+      out->status = stubs->unresolved;
+      return true;
+    }
+    auto stream = stubs->watch->Watch(&ctx);
+    bool written = true;
+    for (const auto& [key, end] : ranges) {
+      etcdserverpb::WatchRequest req;
+      auto* create = req.mutable_create_request();
+      create->set_key(key);
+      create->set_range_end(end);
+      create->set_start_revision(after_revision + 1);
+      written = written && stream->Write(req);
+    }
+    absl::Notification done;
+    std::thread timer([&] {
+      if (!done.WaitForNotificationWithTimeout(deadline - absl::Now())) {
+        ctx.TryCancel();
+      }
+    });
+    etcdserverpb::WatchResponse resp;
+    while (written && !out->changed && stream->Read(&resp)) {
+      out->answered = true;
+      *revision = std::max(*revision, resp.header().revision());
+      if (resp.events_size() > 0 || resp.compact_revision() > 0 ||
+          resp.canceled()) {
+        out->changed = true;
+        for (const auto& e : resp.events()) {
+          *revision = std::max(*revision, e.kv().mod_revision());
+        }
+      }
+    }
+    done.Notify();
+    timer.join();
+    ctx.TryCancel();
+    out->status = stream->Finish();
+    Unregister(&ctx);
+    return true;
   }
 };
 

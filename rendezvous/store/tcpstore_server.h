@@ -44,10 +44,9 @@ struct TcpStoreServerOptions {
   // server stops reading that client's requests until it drains.
   size_t max_pending_output_bytes = size_t{16} << 20;
   // How long the loop polls for the next request, rather than sleep, after
-  // its last work. A request that finds the loop asleep waits for its
-  // wake-up before it is served; one client's next request, sent on its
-  // answer, finds it awake: with one client, get, add and wait ran about
-  // twice as fast in bench/run.sh's worker_store section. The loop polls
+  // its last work: a request that finds the loop asleep waits for its
+  // wake-up before it is served, and one client's next request, sent on its
+  // answer, finds it awake (README, *The workers' store*). The loop polls
   // only while the last wait for work was shorter than this, so sparse
   // traffic costs at most this much of one core per gap longer than it.
   // Zero: sleep as soon as there is nothing to do.
@@ -65,7 +64,8 @@ struct TcpStoreStats {
   int64_t protocol_errors = 0;
   // Connections refused at accept (SetAllowedPeers, connection limits).
   int64_t refused_connections = 0;
-  // Times the loop slept until a request or connection woke it.
+  // Times the loop waited for work outside a poll (blocking) and got some:
+  // each found it asleep, or about to sleep.
   int64_t sleeps = 0;
 };
 

@@ -408,37 +408,66 @@ TEST(TcpStoreServerTest, BadFramesCloseTheConnectionAndTheServerServesOn) {
   EXPECT_EQ(c.Bytes(), "1");
 }
 
+// One ping round trip on `c`.
+void Ping(Client& c, uint32_t n) {
+  c.Send(Q(Op::kPing) + U32(n));
+  ASSERT_EQ(c.Recv(4), U32(n));
+}
+
 // Without busy_poll a request finds the loop asleep and wakes it; within
-// busy_poll of its last answer, however long the client takes, it does not.
+// busy_poll of its last answer, the next request finds it awake.
 TEST(TcpStoreServerTest, TheLoopStaysAwakeForBusyPollAfterItsLastWork) {
   TcpStoreServerOptions o;
   o.busy_poll = absl::ZeroDuration();
   {
     auto server = StartServer(o);
     Client c(server->port());
-    for (uint32_t i = 0; i < 10; ++i) {
+    Ping(c, 0);  // the connection accepted and served
+    for (uint32_t i = 1; i <= 10; ++i) {
       ASSERT_TRUE(WaitFor([] { return LoopState() == 'S'; }));
       const int64_t before = server->Stats().sleeps;
-      c.Send(Q(Op::kPing) + U32(i));
-      ASSERT_EQ(c.Recv(4), U32(i));
+      Ping(c, i);
       EXPECT_EQ(server->Stats().sleeps, before + 1);
     }
   }
-  o.busy_poll = absl::Seconds(30);
+  o.busy_poll = absl::Seconds(2);
   auto server = StartServer(o);
   Client c(server->port());
-  c.Send(Q(Op::kPing) + U32(0));
-  ASSERT_EQ(c.Recv(4), U32(0));
+  Ping(c, 0);
   const int64_t awake = server->Stats().sleeps;
   EXPECT_GE(awake, 1);  // the connection woke it
+  ASSERT_EQ(LoopState(), 'R');
   for (uint32_t i = 1; i <= 10; ++i) {
     // Given time to fall asleep between requests, it stays awake.
     EXPECT_FALSE(
         WaitFor([] { return LoopState() == 'S'; }, absl::Milliseconds(20)));
-    c.Send(Q(Op::kPing) + U32(i));
-    ASSERT_EQ(c.Recv(4), U32(i));
+    Ping(c, i);
   }
   EXPECT_EQ(server->Stats().sleeps, awake);
+}
+
+// After a gap longer than busy_poll the loop does not poll at all: it
+// sleeps as soon as it has answered, until requests come closer together.
+TEST(TcpStoreServerTest, TheLoopPollsOnlyAfterAShortGap) {
+  TcpStoreServerOptions o;
+  o.busy_poll = absl::Seconds(1);
+  auto server = StartServer(o);
+  Client c(server->port());
+  Ping(c, 0);
+  // The window after that ping runs out: asleep.
+  ASSERT_TRUE(WaitFor([] { return LoopState() == 'S'; }));
+  int64_t before = server->Stats().sleeps;
+  Ping(c, 1);  // after a gap of at least busy_poll
+  EXPECT_EQ(server->Stats().sleeps, before + 1);
+  // Not polling: asleep again well within the window.
+  EXPECT_TRUE(
+      WaitFor([] { return LoopState() == 'S'; }, absl::Milliseconds(500)));
+  before = server->Stats().sleeps;
+  Ping(c, 2);  // a short gap: it polls after this one
+  Ping(c, 3);
+  EXPECT_EQ(server->Stats().sleeps, before + 1);
+  EXPECT_FALSE(
+      WaitFor([] { return LoopState() == 'S'; }, absl::Milliseconds(100)));
 }
 
 TEST(TcpStoreServerTest, ReadingPausesPastThePendingOutputBoundAndResumes) {
