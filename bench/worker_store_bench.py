@@ -267,6 +267,13 @@ def sleeps(pid):
     return n
 
 
+def cpu_seconds(pid):
+    """CPU time of `pid`, all its threads, user and system (/proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def tcp_segments():
     """TCP segments this machine has sent (/proc/net/snmp, Tcp OutSegs):
     on a quiet machine, the bench's loopback traffic, data and
@@ -279,12 +286,13 @@ def tcp_segments():
 def ops(merged_ops, store, clients, tag):
     """{op: {ops_per_s, p50, p99, probed}} for every op of OPS, `clients`
     connections at once (run.py's merged_ops, one round per op); probed:
-    the store process's sleeps and the machine's TCP segments over the
-    round."""
+    the store process's sleeps and CPU seconds and the machine's TCP
+    segments over the round."""
     rounds = merged_ops([client_argv(store.port, OPS, clients,
                                      THREADS_PER_PROC, SECONDS, tag)],
                         rounds=len(OPS),
                         probe=lambda: {"sleeps": sleeps(store.proc.pid),
+                                       "cpu": cpu_seconds(store.proc.pid),
                                        "segments": tcp_segments()})
     return dict(zip(OPS, rounds))
 
@@ -390,6 +398,7 @@ def bench_worker_store(reps, agent, merged_ops):
     data, init, mesh, skipped, timed_out = {}, {}, {}, [], []
     # (op, clients): {side: {"sleeps"/"segments": per operation}}
     probed = {}
+    busy = {}  # (op, clients): {side: the store's CPU seconds per second}
     starved = {}  # N: the agent's (CPU, run-queue wait) over its init runs
     stores = {"distjob-agent": AgentStore(agent), "torchrun": Rank0Store()}
     ranks = None
@@ -404,6 +413,8 @@ def bench_worker_store(reps, agent, merged_ops):
                     probed.setdefault((op, clients), {})[who] = {
                         k: v / max(r["n"], 1)
                         for k, v in r["probed"].items()}
+                    busy.setdefault((op, clients), {})[who] = (
+                        r["probed"]["cpu"] / SECONDS)
                     for metric in ("ops_per_s", "p50", "p99"):
                         data.setdefault((op, clients, metric), {
                             "distjob-agent": [], "torchrun": []})[
@@ -511,6 +522,12 @@ def bench_worker_store(reps, agent, merged_ops):
             f"{w.get('torchrun', {}).get('sleeps', float('nan')):.2f} "
             "(TCPStore)"
             for (op, clients), w in sorted(probed.items()) if op == "set") +
+        ". The store process's CPU over each 1 s `get` round (a share of "
+        "one core; the rest of the 2 cores ran the clients): " + "; ".join(
+            f"{clients} client{'s' if clients > 1 else ''} "
+            f"{b.get('distjob-agent', float('nan')):.0%} (agent) against "
+            f"{b.get('torchrun', float('nan')):.0%} (TCPStore)"
+            for (op, clients), b in sorted(busy.items()) if op == "get") +
         "." +
         (f" N = {', '.join(map(str, skipped))} not run: the part's "
          f"{INIT_BUDGET_S} s budget was spent or a smaller N did not "
