@@ -625,9 +625,10 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scale_once(n, cap_s=None, around_join=None):
+def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
     """One scale measurement: a store_bench server and N simulated nodes in
-    up to 4 store_bench scale processes. Returns None past cap_s, else
+    up to 4 store_bench scale processes, each node renewing its lease every
+    keep_alive_s seconds. Returns None past cap_s, else
     (reports, join CPU s, steady requests, steady store CPU s).
     around_join(server_pid) may return a context manager held while the
     nodes join (bench/profile_scale.py profiles the store with it)."""
@@ -642,7 +643,7 @@ def scale_once(n, cap_s=None, around_join=None):
             procs.append(subprocess.Popen(
                 [STORE_BENCH, "scale", f"127.0.0.1:{port}",
                  f"scale{n}", str(n), str(first), str(count),
-                 str(SCALE_HB_SECONDS)],
+                 str(SCALE_HB_SECONDS), str(keep_alive_s)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 text=True))
             first += count

@@ -14,13 +14,15 @@
 //       p50 and p99 latency. With "sync": prints "ready" once connected,
 //       starts at a line on stdin and prints every latency (ns, a JSON
 //       list), so that several processes' samples can be merged.
-//   store_bench scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS
+//   store_bench scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS [KEEP_S]
 //       COUNT simulated nodes (node FIRST.. of NODES) run the real
 //       DynamicRendezvous join over a few shared channels (a connection
 //       each), so thousands fit in one process. Waits for a "go" line on stdin,
 //       joins, reports when the last of its nodes got the round, then counts
 //       the store requests its nodes make in HB_SECONDS of steady state
-//       (heartbeats, watches).
+//       (heartbeats, watches). KEEP_S: the nodes' keep_alive_interval in
+//       seconds (default 1; the agent's own default is 5). The join's
+//       reply counts its requests by method and key kind (by_method).
 //   store_bench recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S
 //       As scale, with --nnodes MIN:NODES: forms a round at "go", then on
 //       "kill K" stops node K's heartbeat if it is one of this process's
@@ -375,7 +377,7 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ScaleClient(
 }
 
 int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
-          int first, int count, double hb_seconds) {
+          int first, int count, double hb_seconds, double keep_alive_s) {
   // A channel multiplexes many calls; a few spread them over connections.
   const int channels = std::min(count, 8);
   std::vector<std::unique_ptr<StoreInterface>> clients;
@@ -389,7 +391,8 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   }
   std::atomic<long> requests{0};
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
-  Heartbeats heartbeats(absl::Seconds(1), 8);
+  const absl::Duration keep_alive = absl::Seconds(keep_alive_s);
+  Heartbeats heartbeats(keep_alive, 8);
   for (int i = 0; i < count; ++i) {
     DynamicRendezvousOptions o;
     o.run_id = run_id;
@@ -397,7 +400,7 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
     o.node = absl::StrCat("sim", first + i);
     o.addr = "127.0.0.1";
     o.config.join_timeout = absl::Seconds(300);
-    o.config.keep_alive_interval = absl::Seconds(1);
+    o.config.keep_alive_interval = keep_alive;
     o.config.read_timeout = absl::Seconds(300);
     o.heartbeat_thread = false;
     sims.push_back(std::make_unique<DynamicRendezvous>(
@@ -429,7 +432,8 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   PrintJson({{"start_ns", start},
              {"done_ns", done},
              {"joined", ok.load()},
-             {"join_requests", requests.load()}});
+             {"join_requests", requests.load()},
+             {"by_method", Tally()->TakeJson()}});
   // Steady state: only heartbeats and the watchers they wake.
   absl::SleepFor(absl::Milliseconds(500));
   requests = 0;
@@ -657,9 +661,10 @@ int main(int argc, char** argv) {
     return Ops(argv[2], argv[3], std::atoi(argv[4]), std::atof(argv[5]),
                argc == 7);
   }
-  if (mode == "scale" && argc == 8) {
+  if (mode == "scale" && (argc == 8 || argc == 9)) {
     return Scale(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
-                 std::atoi(argv[6]), std::atof(argv[7]));
+                 std::atoi(argv[6]), std::atof(argv[7]),
+                 argc == 9 ? std::atof(argv[8]) : 1.0);
   }
   if (mode == "recover" && argc == 9) {
     return Recover(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
@@ -668,7 +673,8 @@ int main(int argc, char** argv) {
   std::fputs(
       "usage: store_bench server [MAX_NODES [QUEUES]] | ops ENDPOINT OP "
       "CLIENTS "
-      "SECONDS [sync] | scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS | "
+      "SECONDS [sync] | scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS "
+      "[KEEP_S] | "
       "recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S\n",
       stderr);
   return 2;
