@@ -635,7 +635,7 @@ def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
     server, port = start_server([STORE_BENCH, "server", str(n)])
     procs = []
     try:
-        nproc = min(4, n)
+        nproc = min(8, n)
         per = [n // nproc + (1 if i < n % nproc else 0)
                for i in range(nproc)]
         first = 0
@@ -890,7 +890,7 @@ def recover_once(n, log_dir=None):
     server, port = start_server([STORE_BENCH, "server", str(n)])
     procs = []
     try:
-        nproc = min(4, n)
+        nproc = min(8, n)
         per = [n // nproc + (1 if i < n % nproc else 0)
                for i in range(nproc)]
         first = 0
@@ -1154,7 +1154,7 @@ def sim_scale_once(n, endpoint, store_pid, run_id, cap_s):
     steady requests/s, steady store CPU % of a core)."""
     procs = []
     try:
-        nproc = min(4, n)
+        nproc = min(8, n)
         per = [n // nproc + (1 if i < n % nproc else 0)
                for i in range(nproc)]
         first = 0

@@ -79,6 +79,13 @@ long long NowNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+// This process's CPU time, all threads.
+long long CpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 // The log's clock (STORE_BENCH_LOG), to place its lines on NowNs's.
 long long WallNs() {
   timespec ts;
@@ -242,6 +249,15 @@ class SharedStore : public StoreInterface {
     Tally()->Note("AddThenRecord", key);
     return s_->AddThenRecord(key, delta, record_prefix, record);
   }
+  absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record) override {
+    ++*n_;  // a join: not among the renewals
+    Tally()->Note("LeaseThenAddRecord", key);
+    return s_->LeaseThenAddRecord(lease, ttl, key, delta, record_prefix,
+                                  record);
+  }
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override {
@@ -299,9 +315,10 @@ class SharedStore : public StoreInterface {
   std::atomic<long>* renewals_;
 };
 
-// Renews the leases of many simulated nodes from a few threads, one
-// request per node per interval as each node's own heartbeat thread would
-// make: a thread per node for 16,384 nodes is over the kernel's pid_max.
+// Renews the leases of many simulated nodes from a few threads, each when
+// its own heartbeat thread would (DynamicRendezvous::NextRenewal: an
+// interval after its last renewal, a join's included): a thread per node
+// for 16,384 nodes is over the kernel's pid_max.
 class Heartbeats {
  public:
   Heartbeats(absl::Duration interval, int threads)
@@ -310,17 +327,18 @@ class Heartbeats {
   void Add(int id, DynamicRendezvous* sim) {
     Shard& s = shards_[id % shards_.size()];
     absl::MutexLock lock(&s.mu);
-    s.sims.emplace_back(id, sim);
+    s.sims.push_back({id, sim, absl::Now()});
   }
   // After this, node `id` is renewed no more (and may be destroyed).
   void Remove(int id) {
     Shard& s = shards_[id % shards_.size()];
     absl::MutexLock lock(&s.mu);
     s.sims.erase(std::remove_if(s.sims.begin(), s.sims.end(),
-                                [id](const auto& e) { return e.first == id; }),
+                                [id](const auto& e) { return e.id == id; }),
                  s.sims.end());
   }
-  // The first renewals one interval from now, as a heartbeat thread's.
+  // The first renewals one interval from now at the latest, as a heartbeat
+  // thread's.
   void Start() {
     for (size_t i = 0; i < shards_.size(); ++i) {
       threads_.emplace_back([this, i] { Run(&shards_[i]); });
@@ -336,20 +354,41 @@ class Heartbeats {
   }
 
  private:
+  struct Sim {
+    int id;
+    DynamicRendezvous* sim;
+    absl::Time last_attempt;  // of this renewer (a join's is the node's)
+  };
   struct Shard {
     absl::Mutex mu;
-    std::vector<std::pair<int, DynamicRendezvous*>> sims ABSL_GUARDED_BY(mu);
+    std::vector<Sim> sims ABSL_GUARDED_BY(mu);
   };
   void Run(Shard* s) {
-    absl::Time next = absl::Now() + interval_;
+    const absl::Time start = absl::Now();
+    {
+      absl::MutexLock lock(&s->mu);
+      for (Sim& e : s->sims) e.last_attempt = start;
+    }
+    absl::Time next = start + interval_;
     for (;;) {
       {
         absl::MutexLock lock(&stop_mu_);
         if (stop_mu_.AwaitWithDeadline(absl::Condition(&stop_), next)) return;
       }
-      next += interval_;
+      // Every node that is due, then a wait for the next one due (a 10 ms
+      // tick at the most, so that a pass over thousands stays a pass).
+      next = absl::Now() + interval_;
       absl::MutexLock lock(&s->mu);
-      for (auto& e : s->sims) e.second->RenewLease();
+      for (Sim& e : s->sims) {
+        absl::Time due = e.sim->NextRenewal(e.last_attempt);
+        if (absl::Now() >= due) {
+          e.last_attempt = absl::Now();
+          e.sim->RenewLease();
+          due = e.sim->NextRenewal(e.last_attempt);
+        }
+        next = std::min(next, due);
+      }
+      next = std::max(next, absl::Now() + absl::Milliseconds(10));
     }
   }
   const absl::Duration interval_;
@@ -379,7 +418,7 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ScaleClient(
 int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
           int first, int count, double hb_seconds, double keep_alive_s) {
   // A channel multiplexes many calls; a few spread them over connections.
-  const int channels = std::min(count, 8);
+  const int channels = std::min(count, std::atoi(std::getenv("SB_CH") ? std::getenv("SB_CH") : "8"));
   std::vector<std::unique_ptr<StoreInterface>> clients;
   for (int i = 0; i < channels; ++i) {
     auto c = ScaleClient(endpoint, run_id);
@@ -425,12 +464,14 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   std::string line;
   std::getline(std::cin, line);
   const long long start = NowNs();
+  const long long cpu_start = CpuNs();
   heartbeats.Start();
   go.Notify();
   for (auto& t : threads) t.join();
   const long long done = NowNs();
   PrintJson({{"start_ns", start},
              {"done_ns", done},
+             {"cpu_ns", CpuNs() - cpu_start},
              {"joined", ok.load()},
              {"join_requests", requests.load()},
              {"by_method", Tally()->TakeJson()}});
@@ -499,7 +540,7 @@ class Changes {
 
 int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
             int first, int count, int min_nodes, double last_call_s) {
-  const int channels = std::min(count, 8);
+  const int channels = std::min(count, std::atoi(std::getenv("SB_CH") ? std::getenv("SB_CH") : "8"));
   std::vector<std::unique_ptr<GrpcStoreClient>> clients;
   for (int i = 0; i < channels; ++i) {
     clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300), {},

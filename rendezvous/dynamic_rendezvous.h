@@ -42,8 +42,8 @@ struct DynamicRendezvousOptions {
   // The hosted store's stats (set by c10d_rendezvous when hosting).
   Rendezvous::StoreStatsSource store_stats;
   RdzvConfig config;
-  // False: no heartbeat thread; the owner calls RenewLease every
-  // keep_alive_interval instead. A simulator of thousands of nodes in one
+  // False: no heartbeat thread; the owner calls RenewLease at
+  // NextRenewal instead. A simulator of thousands of nodes in one
   // process (bench/store_bench.cc) runs out of threads otherwise.
   bool heartbeat_thread = true;
 
@@ -87,6 +87,12 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Renews this node's lease once: what the heartbeat thread does every
   // keep_alive_interval (see DynamicRendezvousOptions::heartbeat_thread).
   void RenewLease();
+  // When the heartbeat renews next: one keep_alive_interval after the last
+  // renewal, or after `last_attempt` (a failed one) if that is later. A
+  // join renews too (LeaseThenAddRecord), so a node that just joined does
+  // not renew again at once: at a round of thousands of new nodes, a
+  // renewal per node that would fall while the round closes.
+  absl::Time NextRenewal(absl::Time last_attempt) const;
 
  private:
   // This node's rank record in the closed round last read (by round and
@@ -139,6 +145,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::Status Close(const RdzvState& st);
   RdzvState CloseState(const RdzvState& open) const;
   absl::Status Heartbeat();
+  // A renewal that began at `start` succeeded.
+  void NoteRenewed(absl::Time start);
   // Whether a heartbeat that began less than `d` ago renewed the lease.
   bool RenewedWithin(absl::Duration d) const;
   // Withdraws this node's ask to join, if it made one (deletes its key).

@@ -466,6 +466,78 @@ TEST(DynamicRendezvousTest, NextDoesNotRenewALeaseRenewedThisInterval) {
   EXPECT_TRUE(core.Check({"rdzv/job/ctl/alive/n0"}).value());
 }
 
+// Counts lease writes of its own (MultiSet with a TTL) apart from those
+// that go with a join (LeaseThenAddRecord), and what each join carried.
+class JoinLeaseStore : public LocalStore {
+ public:
+  explicit JoinLeaseStore(StoreCore* core) : LocalStore(core) {}
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override {
+    if (ttl > absl::ZeroDuration() && !in_join_) ++lease_writes;
+    return LocalStore::MultiSet(kvs, ttl);
+  }
+  absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record) override {
+    ++leased_joins;
+    for (const auto& kv : lease) leased_keys.push_back(kv.first);
+    lease_ttl = ttl;
+    in_join_ = true;
+    auto r = LocalStore::LeaseThenAddRecord(lease, ttl, key, delta,
+                                            record_prefix, record);
+    in_join_ = false;
+    return r;
+  }
+  int lease_writes = 0;
+  int leased_joins = 0;
+  std::vector<std::string> leased_keys;
+  absl::Duration lease_ttl;
+
+ private:
+  bool in_join_ = false;
+};
+
+// A new node's first lease goes with its join, in the join's request: at
+// a round of thousands of new nodes, a request fewer per node. The lease
+// is the node's own (alive key, interval x attempts).
+TEST(DynamicRendezvousTest, ANewNodesLeaseGoesWithItsJoin) {
+  StoreCore core;
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.heartbeat_thread = false;
+  o.config.keep_alive_interval = absl::Hours(1);
+  auto owned = std::make_unique<JoinLeaseStore>(&core);
+  JoinLeaseStore* store = owned.get();
+  DynamicRendezvous node(o, std::move(owned));
+  ASSERT_TRUE(node.Next(1).ok());
+  EXPECT_EQ(store->leased_joins, 1);
+  EXPECT_EQ(store->lease_writes, 0);
+  EXPECT_EQ(store->leased_keys,
+            std::vector<std::string>{"rdzv/job/ctl/alive/n0"});
+  EXPECT_EQ(store->lease_ttl, absl::Hours(3));
+  EXPECT_TRUE(core.Check({"rdzv/job/ctl/alive/n0"}).value());
+}
+
+// A node that does not join at once (its round is closed and full) still
+// renews a due lease, together with its ask to join: one write for both.
+TEST(DynamicRendezvousTest, AWaitingNodesLeaseGoesWithItsAsk) {
+  StoreCore core;
+  Nodes nodes = MakeNodes(&core, 1, 1, 1);
+  ASSERT_EQ(FormRound(nodes).size(), 1u);
+  DynamicRendezvousOptions o = Options(1, 1, 1);
+  o.heartbeat_thread = false;
+  o.config.keep_alive_interval = absl::Hours(1);
+  o.config.join_timeout = absl::Milliseconds(300);
+  auto owned = std::make_unique<JoinLeaseStore>(&core);
+  JoinLeaseStore* store = owned.get();
+  DynamicRendezvous late(o, std::move(owned));
+  EXPECT_FALSE(late.Next(1).ok());  // the round stays full: join_timeout
+  EXPECT_EQ(store->leased_joins, 0);
+  EXPECT_EQ(store->lease_writes, 1);
+  EXPECT_TRUE(core.Check({"rdzv/job/ctl/waiting/n1"}).value());
+}
+
 // A LocalStore that refuses every increment, as the store refuses a key
 // past its size limit.
 class RefusingAddStore : public LocalStore {

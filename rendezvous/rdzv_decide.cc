@@ -134,4 +134,30 @@ Action Decide(const Observed& o, const Progress& p) {
   return a;
 }
 
+bool RenewsLeaseFirst(Action::Kind kind) {
+  switch (kind) {
+    case Action::kObserve:
+    case Action::kCancelled:
+    case Action::kStoreLost:
+    case Action::kTimedOut:
+    case Action::kFail:
+    case Action::kEndJob:
+    case Action::kReconnect:
+    case Action::kJoin:
+    case Action::kWaitForNextRound:
+      return false;
+    case Action::kRetryRead:
+    case Action::kReturnResult:
+    case Action::kAwaitDecider:
+    case Action::kOpenNextRound:
+    case Action::kWriteJoinRecord:
+    case Action::kNoteRestarts:
+    case Action::kAwaitLastCall:
+    case Action::kCloseRound:
+    case Action::kWaitForJoiners:
+      return true;
+  }
+  return true;
+}
+
 }  // namespace distjob

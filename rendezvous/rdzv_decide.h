@@ -103,6 +103,13 @@ inline constexpr int kNumActionKinds = Action::kWaitForJoiners + 1;
 
 const char* ActionName(Action::Kind kind);
 
+// Whether a node whose lease is due renews it before taking this step. A
+// read needs no lease, a join carries it in its own request
+// (StoreInterface::LeaseThenAddRecord), a reconnect's heartbeat and a
+// waiting node's (which writes its ask under the lease) are the renewal,
+// and a step that returns ends the rendezvous.
+bool RenewsLeaseFirst(Action::Kind kind);
+
 Action Decide(const Observed& state, const Progress& progress);
 
 }  // namespace distjob

@@ -367,6 +367,21 @@ absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
 absl::StatusOr<AddRecordResult> GrpcStoreClient::AddThenRecord(
     const std::string& key, int64_t delta, const std::string& record_prefix,
     const std::string& record) {
+  return AddRequest({}, absl::ZeroDuration(), key, delta, record_prefix,
+                    record);
+}
+
+absl::StatusOr<AddRecordResult> GrpcStoreClient::LeaseThenAddRecord(
+    const std::vector<std::pair<std::string, std::string>>& lease,
+    absl::Duration ttl, const std::string& key, int64_t delta,
+    const std::string& record_prefix, const std::string& record) {
+  return AddRequest(lease, ttl, key, delta, record_prefix, record);
+}
+
+absl::StatusOr<AddRecordResult> GrpcStoreClient::AddRequest(
+    const std::vector<std::pair<std::string, std::string>>& lease,
+    absl::Duration ttl, const std::string& key, int64_t delta,
+    const std::string& record_prefix, const std::string& record) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
@@ -375,9 +390,19 @@ absl::StatusOr<AddRecordResult> GrpcStoreClient::AddThenRecord(
   req.set_delta(delta);
   req.set_record_prefix(record_prefix);
   req.set_record(record);
+  for (const auto& [k, v] : lease) {
+    auto* kv = req.add_lease();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  req.set_lease_ttl_ms(absl::ToInt64Milliseconds(ttl));
   pb::AddResponse resp;
   auto s = impl_->Check(impl_->stub->Add(&ctx, req, &resp), "add");
   if (!s.ok()) return s;
+  // A store that predates `lease` added without it: written after.
+  if (!lease.empty() && !resp.leased()) {
+    if (auto l = MultiSet(lease, ttl); !l.ok()) return l.status();
+  }
   return AddRecordResult{resp.value(), resp.recorded()};
 }
 

@@ -41,6 +41,10 @@ class GrpcStoreClient : public StoreInterface {
   absl::StatusOr<AddRecordResult> AddThenRecord(
       const std::string& key, int64_t delta, const std::string& record_prefix,
       const std::string& record) override;
+  absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record) override;
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override;
@@ -60,6 +64,11 @@ class GrpcStoreClient : public StoreInterface {
  private:
   struct Impl;
   explicit GrpcStoreClient(std::unique_ptr<Impl> impl);
+  // One Add request; `lease` empty: none.
+  absl::StatusOr<AddRecordResult> AddRequest(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -214,6 +215,52 @@ TEST(GrpcStoreTest, AddThenRecordIsOneRequest) {
   }
   EXPECT_EQ(adds, 1);
   EXPECT_EQ(sets, 1);  // the first Set above only
+}
+
+// A new joiner's lease, add and record travel as one Add request; the
+// lease keys get the TTL, the counter and the record none.
+TEST(GrpcStoreTest, LeaseThenAddRecordIsOneRequest) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  auto r = client->LeaseThenAddRecord({{"alive/me", "1"}}, absl::Seconds(30),
+                                      "joined", 1, "join/", "me");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->count, 1);
+  EXPECT_TRUE(r->recorded);
+  auto listing = client->List("");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  std::map<std::string, absl::Duration> ttl;
+  for (const StoreEntry& e : listing->entries) ttl[e.key] = e.ttl_left;
+  ASSERT_EQ(ttl.size(), 3u);
+  EXPECT_GT(ttl["alive/me"], absl::Seconds(20));
+  EXPECT_LE(ttl["alive/me"], absl::Seconds(30));
+  EXPECT_EQ(ttl["joined"], absl::ZeroDuration());
+  EXPECT_EQ(ttl["join/1"], absl::ZeroDuration());
+  int64_t adds = 0, others = 0;
+  for (const StoreRequestCount& c : (*server)->Stats().requests) {
+    (c.method == "Add" ? adds : others) += c.count;
+  }
+  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(others, 2);  // WaitUntilReachable's NumKeys and the List
+}
+
+// A lease the store refuses (a key over its limit) adds nothing.
+TEST(GrpcStoreTest, ARefusedLeaseAddsNothing) {
+  StoreLimits limits;
+  limits.max_key_bytes = 16;
+  auto server = StoreServer::Start("127.0.0.1", 0, limits);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto r = client->LeaseThenAddRecord({{std::string(32, 'k'), "1"}},
+                                      absl::Seconds(30), "joined", 1, "join/",
+                                      "me");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+      << r.status();
+  EXPECT_EQ(client->NumKeys().value(), 0);
 }
 
 TEST(GrpcStoreTest, SecondServerOnTheSamePortFails) {

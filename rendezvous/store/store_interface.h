@@ -106,6 +106,17 @@ class StoreInterface {
                           Set(absl::StrCat(record_prefix, *count), record).ok();
     return AddRecordResult{*count, recorded};
   }
+  // Writes `lease` with `ttl` (as MultiSet does), then AddThenRecord: a
+  // joiner renews its lease with its join. The embedded store does both in
+  // one request; this default makes the MultiSet first. An error in the
+  // lease write adds nothing.
+  virtual absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record) {
+    if (auto s = MultiSet(lease, ttl); !s.ok()) return s.status();
+    return AddThenRecord(key, delta, record_prefix, record);
+  }
   virtual absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) = 0;

@@ -350,11 +350,21 @@ class StoreServer::Service {
   void Add(Unary<pb::AddRequest, pb::AddResponse>* call) {
     if (Refuse(call, kAdd)) return;
     const auto& req = call->req();
+    if (req.lease_size() > 0) {
+      std::vector<std::pair<std::string, std::string>> lease;
+      lease.reserve(req.lease_size());
+      for (const auto& kv : req.lease()) lease.emplace_back(kv.key(), kv.value());
+      if (auto s = core_->MultiSet(lease, Ms(req.lease_ttl_ms())); !s.ok()) {
+        Done(call, kAdd, s.status());
+        return;
+      }
+    }
     auto v = core_->AddThenRecord(req.key(), req.delta(), req.record_prefix(),
                                   req.record());
     if (v.ok()) {
       call->resp()->set_value(*v);
       call->resp()->set_recorded(!req.record_prefix().empty());
+      call->resp()->set_leased(req.lease_size() > 0);
     }
     Done(call, kAdd, v.status());
   }
