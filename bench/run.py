@@ -627,7 +627,7 @@ def cpu_seconds(pid):
 
 def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
     """One scale measurement: a store_bench server and N simulated nodes in
-    up to 4 store_bench scale processes, each node renewing its lease every
+    up to 8 store_bench scale processes, each node renewing its lease every
     keep_alive_s seconds. Returns None past cap_s, else
     (reports, join CPU s, steady requests, steady store CPU s).
     around_join(server_pid) may return a context manager held while the
@@ -689,7 +689,7 @@ def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
 
 def bench_scale(reps):
     """Scale: one store, N simulated nodes (real DynamicRendezvous join in
-    up to 4 store_bench processes) form one round; time to close it, then
+    up to 8 store_bench processes) form one round; time to close it, then
     steady-state heartbeat load: requests/s and the store's CPU."""
     reps = 1  # agent only: one pass over N, SCALE_TARGET_REPS at the top
     close, rps, cpu, join_req, join_cpus = {}, {}, {}, {}, {}
@@ -764,7 +764,7 @@ def bench_scale(reps):
         "One `store_bench server` (the agent's store alone in a process); "
         "N simulated nodes, each a real `DynamicRendezvous` (the agent's "
         "join, heartbeat and watch code) over 8 gRPC channels per process, "
-        "spread over up to 4 `store_bench scale` processes, "
+        "spread over up to 8 `store_bench scale` processes, "
         "`--nnodes N:N`, `keep_alive_interval=1`. The store and the "
         "simulated nodes share the machine's cores. "
         "Since 2026-11-23 each node's thread is started before the go "
@@ -1009,7 +1009,7 @@ def bench_recover(reps):
         "`store_bench recover`: one `store_bench server`; N simulated nodes "
         "(real `DynamicRendezvous`, as in the scale rows: 8 connections "
         "per process, the per-address cap on parked waits raised) in up "
-        "to 4 processes, `--nnodes N-1:N`, `keep_alive_interval=1`, "
+        "to 8 processes, `--nnodes N-1:N`, `keep_alive_interval=1`, "
         "`keep_alive_max_attempt=3` (a "
         f"{RECOVER_LEASE_S:.0f} s lease), `last_call_timeout="
         f"{RECOVER_LAST_CALL_S:.0f}`. *Node lost*: node N/2 stops "
@@ -1154,7 +1154,7 @@ def sim_scale_once(n, endpoint, store_pid, run_id, cap_s):
     steady requests/s, steady store CPU % of a core)."""
     procs = []
     try:
-        nproc = min(8, n)
+        nproc = min(4, n)
         per = [n // nproc + (1 if i < n % nproc else 0)
                for i in range(nproc)]
         first = 0

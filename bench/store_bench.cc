@@ -418,7 +418,7 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ScaleClient(
 int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
           int first, int count, double hb_seconds, double keep_alive_s) {
   // A channel multiplexes many calls; a few spread them over connections.
-  const int channels = std::min(count, std::atoi(std::getenv("SB_CH") ? std::getenv("SB_CH") : "8"));
+  const int channels = std::min(count, 8);
   std::vector<std::unique_ptr<StoreInterface>> clients;
   for (int i = 0; i < channels; ++i) {
     auto c = ScaleClient(endpoint, run_id);
@@ -540,7 +540,7 @@ class Changes {
 
 int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
             int first, int count, int min_nodes, double last_call_s) {
-  const int channels = std::min(count, std::atoi(std::getenv("SB_CH") ? std::getenv("SB_CH") : "8"));
+  const int channels = std::min(count, 8);
   std::vector<std::unique_ptr<GrpcStoreClient>> clients;
   for (int i = 0; i < channels; ++i) {
     clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300), {},

@@ -799,22 +799,25 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
     r.use_agent_store = options_.worker_store != nullptr;
     record.agent = r.use_agent_store;
     record.addr = JoinHostPort(r.master_addr, r.master_port);
-    // Before the master record: once a worker connects, `status` shows who
-    // it connected to.
-    // Only `status` reads it: a failed write must not fail the round.
-    if (auto s =
-            store_->Set(keys_.WorkerStore(), EncodeWorkerStoreRecord(record));
-        !s.ok()) {
-      DJ_LOG_WARNING("cannot record the workers' store for status: {}",
-                     s.status().message());
-    }
     // The third field tells the other nodes' workers to be the store's
     // clients: rank 0 decides for the whole round, so a node started with
     // another --worker-store cannot split the workers.
-    auto s = store_->Set(master_key,
-                         absl::StrCat(r.master_port, " ", r.master_addr,
-                                      r.use_agent_store ? " agent-store" : ""));
-    if (!s.ok()) return s.status();
+    std::string master = absl::StrCat(r.master_port, " ", r.master_addr,
+                                      r.use_agent_store ? " agent-store" : "");
+    // With the workers' store record, for `status` (once a worker connects
+    // it shows who to): one request, since every other member's read of
+    // the master record waits for it. Only `status` reads that record, so
+    // a write that fails for it still writes the master record alone.
+    auto both = store_->MultiSet(
+        {{keys_.WorkerStore(), EncodeWorkerStoreRecord(record)},
+         {master_key, master}},
+        absl::ZeroDuration());
+    if (!both.ok()) {
+      DJ_LOG_WARNING("cannot record the workers' store for status: {}",
+                     both.status().message());
+      auto s = store_->Set(master_key, master);
+      if (!s.ok()) return s.status();
+    }
   } else {
     // Not rank 0 (any more): the workers' store is the new rank 0's.
     if (options_.worker_store != nullptr) options_.worker_store->Stop();

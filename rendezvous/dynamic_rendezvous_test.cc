@@ -131,6 +131,68 @@ class NoMasterStore : public LocalStore {
   }
 };
 
+// Rank 0's writes of the master record, and whether the workers' store
+// record went in the same request; with `refuse_status_record`, a write
+// of that record is refused (a store limit).
+class MasterWritesStore : public LocalStore {
+ public:
+  MasterWritesStore(StoreCore* core, bool refuse_status_record)
+      : LocalStore(core), refuse_(refuse_status_record) {}
+  absl::StatusOr<int64_t> MultiSet(
+      const std::vector<std::pair<std::string, std::string>>& kvs,
+      absl::Duration ttl) override {
+    bool master = false, status = false;
+    for (const auto& kv : kvs) {
+      master |= absl::StartsWith(kv.first, "rdzv/job/master/");
+      status |= kv.first == "rdzv/job/worker-store";
+    }
+    if (status && refuse_) {
+      ++refused;
+      return absl::ResourceExhaustedError("over the store's limit");
+    }
+    if (master) {
+      ++master_writes;
+      with_status_record = status;
+    }
+    return LocalStore::MultiSet(kvs, ttl);
+  }
+  std::atomic<int> master_writes{0};
+  std::atomic<int> refused{0};
+  std::atomic<bool> with_status_record{false};
+
+ private:
+  const bool refuse_;
+};
+
+// The other members' reads wait for the master record, so rank 0 writes it
+// with the workers' store record in one request.
+TEST(DynamicRendezvousTest, RankZeroWritesTheMasterAndStatusRecordsAtOnce) {
+  StoreCore core;
+  auto owned = std::make_unique<MasterWritesStore>(&core, false);
+  MasterWritesStore* store = owned.get();
+  DynamicRendezvous node(Options(0, 1, 1), std::move(owned));
+  ASSERT_TRUE(node.Next(1).ok());
+  EXPECT_EQ(store->master_writes.load(), 1);
+  EXPECT_TRUE(store->with_status_record.load());
+  EXPECT_TRUE(core.Check({"rdzv/job/worker-store"}).value());
+}
+
+// Only `status` reads the workers' store record: when the store refuses
+// it, the master record is still written and the round still forms.
+TEST(DynamicRendezvousTest, ARefusedStatusRecordDoesNotFailTheRound) {
+  StoreCore core;
+  auto owned = std::make_unique<MasterWritesStore>(&core, true);
+  MasterWritesStore* store = owned.get();
+  DynamicRendezvous node(Options(0, 1, 1), std::move(owned));
+  auto r = node.Next(1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(store->refused.load(), 1);
+  EXPECT_EQ(store->master_writes.load(), 1);
+  EXPECT_FALSE(store->with_status_record.load());
+  EXPECT_FALSE(core.Check({"rdzv/job/worker-store"}).value());
+  EXPECT_TRUE(core.Check({"rdzv/job/master/0"}).value());
+}
+
 // When rank 0 never writes the master's record, the other members give up
 // once close_timeout has passed, as a read of the record alone would.
 TEST(DynamicRendezvousTest, MembersGiveUpOnAMissingMasterAfterCloseTimeout) {
