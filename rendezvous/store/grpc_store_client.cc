@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <climits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -68,6 +70,11 @@ constexpr absl::Duration kFastConnectWindow = absl::Seconds(1);
 // The longest a wait for the channel's state sleeps without looking whether
 // the client was closed: gRPC cannot be woken from that wait.
 constexpr absl::Duration kCloseCheck = absl::Milliseconds(10);
+// How long a call polls for its answer before it sleeps (Impl::Call), as
+// the store's threads do for the next call (StoreLimits::busy_poll), and
+// how fast the last answer must have come for it to poll at all.
+constexpr absl::Duration kBusyPoll = absl::Microseconds(50);
+constexpr absl::Duration kPollAfterAnswerWithin = absl::Microseconds(200);
 
 }  // namespace
 
@@ -249,6 +256,57 @@ struct GrpcStoreClient::Impl {
     }
   }
 
+  // One unary call on a completion queue of its own, as gRPC's blocking
+  // call makes one; but when the store answered the last such call within
+  // kPollAfterAnswerWithin, this thread polls for the answer for up to
+  // kBusyPoll before it sleeps: the store answers in tens of µs, and a
+  // thread woken from sleep costs as much again on a virtual CPU
+  // (common/busy_poll.h). That last answer's time includes this thread's
+  // own wake-up when it slept, hence the wider bound to begin polling.
+  // Calls that may block in the store (a get with a timeout, a watch) are
+  // judged by their own last answer: a watch that waited a lease does not
+  // stop a fast add from polling, nor the reverse. `prepare` is the stub's
+  // PrepareAsync method.
+  template <class Req, class Resp>
+  grpc::Status Call(std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> (
+                        pb::Store::Stub::*prepare)(grpc::ClientContext*,
+                                                   const Req&,
+                                                   grpc::CompletionQueue*),
+                    grpc::ClientContext* ctx, const Req& req, Resp* resp,
+                    bool may_block) {
+    using Clock = std::chrono::steady_clock;
+    grpc::CompletionQueue cq;
+    auto rpc = (stub.get()->*prepare)(ctx, req, &cq);
+    rpc->StartCall();
+    grpc::Status status;
+    rpc->Finish(resp, &status, &cq);
+    void* tag;
+    bool ok;
+    std::atomic<int64_t>& last = last_answer_ns[may_block ? 1 : 0];
+    const auto start = Clock::now();
+    bool answered = false;
+    if (last.load(std::memory_order_relaxed) <
+        absl::ToInt64Nanoseconds(kPollAfterAnswerWithin)) {
+      const auto until = start + absl::ToChronoNanoseconds(kBusyPoll);
+      do {
+        answered = cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
+                   grpc::CompletionQueue::GOT_EVENT;
+      } while (!answered && Clock::now() < until);
+    }
+    if (!answered) cq.Next(&tag, &ok);
+    last.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   Clock::now() - start)
+                   .count(),
+               std::memory_order_relaxed);
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
+  }
+  // How long the last call that does not block [0], and the last that may
+  // [1], waited for its answer (ns).
+  std::atomic<int64_t> last_answer_ns[2] = {INT64_MAX, INT64_MAX};
+
   absl::Mutex channel_mu;
   absl::Mutex mu;
   std::set<grpc::ClientContext*> active ABSL_GUARDED_BY(mu);
@@ -321,7 +379,9 @@ absl::Status GrpcStoreClient::WaitUntilReachable(absl::Duration timeout) {
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  return impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "connect");
+  return impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncNumKeys, &ctx,
+                                  req, &resp, /*may_block=*/true),
+                      "connect");
 }
 
 absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
@@ -338,7 +398,9 @@ absl::StatusOr<int64_t> GrpcStoreClient::MultiSet(
   }
   req.set_ttl_ms(absl::ToInt64Milliseconds(ttl));
   pb::SetResponse resp;
-  auto s = impl_->Check(impl_->stub->Set(&ctx, req, &resp), "set");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncSet, &ctx,
+                                    req, &resp, /*may_block=*/false),
+                        "set");
   if (!s.ok()) return s;
   return resp.revision();
 }
@@ -352,7 +414,9 @@ absl::StatusOr<std::vector<std::string>> GrpcStoreClient::MultiGet(
   for (const auto& k : keys) req.add_keys(k);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::GetResponse resp;
-  auto s = impl_->Check(impl_->stub->Get(&ctx, req, &resp), "get");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncGet, &ctx,
+                                    req, &resp, timeout > absl::ZeroDuration()),
+                        "get");
   if (!s.ok()) return s;
   return std::vector<std::string>(resp.values().begin(), resp.values().end());
 }
@@ -397,7 +461,9 @@ absl::StatusOr<AddRecordResult> GrpcStoreClient::AddRequest(
   }
   req.set_lease_ttl_ms(absl::ToInt64Milliseconds(ttl));
   pb::AddResponse resp;
-  auto s = impl_->Check(impl_->stub->Add(&ctx, req, &resp), "add");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncAdd, &ctx,
+                                    req, &resp, /*may_block=*/false),
+                        "add");
   if (!s.ok()) return s;
   // A store that predates `lease` added without it: written after.
   if (!lease.empty() && !resp.leased()) {
@@ -417,8 +483,9 @@ absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(
   req.set_expected(expected);
   req.set_desired(desired);
   pb::CompareSetResponse resp;
-  auto s =
-      impl_->Check(impl_->stub->CompareSet(&ctx, req, &resp), "compare-set");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncCompareSet,
+                                    &ctx, req, &resp, /*may_block=*/false),
+                        "compare-set");
   if (!s.ok()) return s;
   return CompareSetResult{resp.value(), resp.swapped()};
 }
@@ -432,7 +499,9 @@ absl::StatusOr<int64_t> GrpcStoreClient::Append(const std::string& key,
   req.set_key(key);
   req.set_value(value);
   pb::AppendResponse resp;
-  auto s = impl_->Check(impl_->stub->Append(&ctx, req, &resp), "append");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncAppend, &ctx,
+                                    req, &resp, /*may_block=*/false),
+                        "append");
   if (!s.ok()) return s;
   return resp.size();
 }
@@ -445,7 +514,9 @@ absl::StatusOr<bool> GrpcStoreClient::Check(
   pb::CheckRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::CheckResponse resp;
-  auto s = impl_->Check(impl_->stub->Check(&ctx, req, &resp), "check");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncCheck, &ctx,
+                                    req, &resp, /*may_block=*/false),
+                        "check");
   if (!s.ok()) return s;
   return resp.all_exist();
 }
@@ -458,7 +529,9 @@ absl::StatusOr<int64_t> GrpcStoreClient::Delete(
   pb::DeleteRequest req;
   for (const auto& k : keys) req.add_keys(k);
   pb::DeleteResponse resp;
-  auto s = impl_->Check(impl_->stub->Delete(&ctx, req, &resp), "delete");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncDelete, &ctx,
+                                    req, &resp, /*may_block=*/false),
+                        "delete");
   if (!s.ok()) return s;
   return resp.deleted();
 }
@@ -469,7 +542,9 @@ absl::StatusOr<int64_t> GrpcStoreClient::NumKeys() {
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
   pb::NumKeysRequest req;
   pb::NumKeysResponse resp;
-  auto s = impl_->Check(impl_->stub->NumKeys(&ctx, req, &resp), "num-keys");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncNumKeys, &ctx,
+                                    req, &resp, /*may_block=*/false),
+                        "num-keys");
   if (!s.ok()) return s;
   return resp.num_keys();
 }
@@ -484,7 +559,9 @@ absl::StatusOr<StoreListing> GrpcStoreClient::ListPage(
   req.set_start_after(start_after);
   req.set_limit(static_cast<int64_t>(limit));
   pb::ListResponse resp;
-  auto s = impl_->Check(impl_->stub->List(&ctx, req, &resp), "list");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncList, &ctx,
+                                    req, &resp, /*may_block=*/false),
+                        "list");
   if (!s.ok()) return s;
   StoreListing out;
   out.revision = resp.revision();
@@ -514,7 +591,9 @@ absl::StatusOr<WatchResult> GrpcStoreClient::WatchAny(
   req.set_after_revision(after_revision);
   req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   pb::WatchResponse resp;
-  auto s = impl_->Check(impl_->stub->Watch(&ctx, req, &resp), "watch");
+  auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncWatch, &ctx,
+                                    req, &resp, /*may_block=*/true),
+                        "watch");
   if (!s.ok()) return s;
   WatchResult out;
   out.changed = resp.changed();

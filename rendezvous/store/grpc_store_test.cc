@@ -255,9 +255,9 @@ TEST(GrpcStoreTest, ARefusedLeaseAddsNothing) {
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = GrpcStoreClient::Connect(
       "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
-  auto r = client->LeaseThenAddRecord({{std::string(32, 'k'), "1"}},
-                                      absl::Seconds(30), "joined", 1, "join/",
-                                      "me");
+  auto r =
+      client->LeaseThenAddRecord({{std::string(32, 'k'), "1"}},
+                                 absl::Seconds(30), "joined", 1, "join/", "me");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
       << r.status();
   EXPECT_EQ(client->NumKeys().value(), 0);

@@ -81,6 +81,11 @@ struct StoreLimits {
   // the price of a thread hand-off per call when the thread that reads a
   // connection is not its queue's. HostStoreLimits sizes it to the job.
   size_t completion_queues = 1;
+  // How long a completion-queue thread polls for the next call after its
+  // last one before it sleeps, while calls come that close together
+  // (common/busy_poll.h): a client that sends requests back to back then
+  // does not pay a thread's wake-up per request. Zero: never polls.
+  absl::Duration busy_poll = absl::Microseconds(50);
 };
 
 class StoreCore {

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/busy_poll.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "proto/store.grpc.pb.h"
@@ -129,21 +131,19 @@ class StoreServer::Service {
 
   // After the server started: one outstanding request per method, and the
   // thread that serves them.
-  void Run() {
+  void Run(absl::Duration busy_poll) {
     for (size_t i = 0; i < queues_.size(); ++i) {
       grpc::ServerCompletionQueue* cq = queues_[i].get();
       RequestAll(cq, i);
-      threads_.emplace_back([cq] {
-        void* tag;
-        bool ok;
-        while (cq->Next(&tag, &ok)) {
-          const auto bits = reinterpret_cast<uintptr_t>(tag);
-          reinterpret_cast<Call*>(bits & ~kEventMask)
-              ->On(static_cast<Event>(bits & kEventMask), ok);
-        }
+      threads_.emplace_back([this, cq, busy_poll] {
+        pthread_setname_np(pthread_self(), "store-cq");
+        Serve(cq, busy_poll);
       });
     }
   }
+
+  // Times a queue's thread went to sleep and was woken by a call.
+  int64_t Sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
 
   // After the server shut down: parked waits answered, the queues shut
   // down and drained (every call deleted by its last event), the threads
@@ -176,6 +176,30 @@ class StoreServer::Service {
  private:
   template <class Req, class Resp>
   class Unary;
+
+  // A queue's thread: each event to its call; between events, a poll of
+  // the queue rather than a sleep while they come close together.
+  void Serve(grpc::ServerCompletionQueue* cq, absl::Duration busy_poll) {
+    BusyPoll poll(busy_poll);
+    void* tag;
+    bool ok;
+    for (;;) {
+      if (poll.ShouldPoll()) {
+        const auto got =
+            cq->AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC));
+        if (got == grpc::CompletionQueue::SHUTDOWN) return;
+        if (got == grpc::CompletionQueue::TIMEOUT) continue;
+      } else {
+        if (!cq->Next(&tag, &ok)) return;
+        sleeps_.fetch_add(1, std::memory_order_relaxed);
+      }
+      poll.GotWork();
+      const auto bits = reinterpret_cast<uintptr_t>(tag);
+      reinterpret_cast<Call*>(bits & ~kEventMask)
+          ->On(static_cast<Event>(bits & kEventMask), ok);
+      poll.Idle();
+    }
+  }
 
   using Async = pb::Store::AsyncService;
   template <class Req, class Resp>
@@ -353,7 +377,8 @@ class StoreServer::Service {
     if (req.lease_size() > 0) {
       std::vector<std::pair<std::string, std::string>> lease;
       lease.reserve(req.lease_size());
-      for (const auto& kv : req.lease()) lease.emplace_back(kv.key(), kv.value());
+      for (const auto& kv : req.lease())
+        lease.emplace_back(kv.key(), kv.value());
       if (auto s = core_->MultiSet(lease, Ms(req.lease_ttl_ms())); !s.ok()) {
         Done(call, kAdd, s.status());
         return;
@@ -519,6 +544,7 @@ class StoreServer::Service {
   // Calls that arrived on each queue (QueueCalls).
   std::unique_ptr<std::atomic<int64_t>[]> calls_;
   std::vector<std::thread> threads_;
+  std::atomic<int64_t> sleeps_{0};
   // Orders new requests and answers before the queues' shutdown: gRPC
   // refuses an operation on a queue that is shut down.
   absl::Mutex queue_mu_;
@@ -583,7 +609,7 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot start the rendezvous store on ", address));
   }
-  s->service_->Run();
+  s->service_->Run(limits.busy_poll);
   s->conns_->Start([acceptor = s->acceptor_.get()](int fd) {
     grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
     p.fd = fd;
@@ -618,6 +644,8 @@ StoreStats StoreServer::Stats() {
 std::vector<int64_t> StoreServer::QueueCalls() const {
   return service_->QueueCalls();
 }
+
+int64_t StoreServer::Sleeps() const { return service_->Sleeps(); }
 
 void StoreServer::Shutdown() {
   if (server_ == nullptr) return;

@@ -52,6 +52,10 @@ class StoreServer {
   // (StoreLimits::completion_queues), in queue order.
   std::vector<int64_t> QueueCalls() const;
 
+  // Times a completion-queue thread slept and was woken by an event
+  // (StoreLimits::busy_poll): how often a call paid for a wake-up.
+  int64_t Sleeps() const;
+
   // Indexes of the methods counted in requests_.
   enum Method {
     kSet,

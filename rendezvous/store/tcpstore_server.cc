@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/busy_poll.h"
 #include "common/logging.h"
 #include "rendezvous/store/tcpstore_protocol.h"
 
@@ -341,20 +342,13 @@ absl::Status TcpStoreServer::Impl::Listen() {
 
 void TcpStoreServer::Impl::Loop() {
   epoll_event events[256];
-  using Clock = std::chrono::steady_clock;
-  const auto window = absl::ToChronoNanoseconds(options_.busy_poll);
-  // The end of the loop's last work, and whether the wait for the work
-  // after it was shorter than busy_poll: only then does the loop poll
-  // rather than sleep, so traffic whose gaps a poll would not bridge
-  // costs no spinning but once per such gap (busy_poll's comment).
-  Clock::time_point idle_since = Clock::now();
-  bool polling_pays = false;
+  BusyPoll poll(options_.busy_poll);
   while (!stop_.load()) {
-    const bool polling = polling_pays && Clock::now() - idle_since < window;
+    const bool polling = poll.ShouldPoll();
     const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 1000);
     if (n > 0) {
       if (!polling) sleeps_.fetch_add(1, std::memory_order_relaxed);
-      polling_pays = Clock::now() - idle_since < window;
+      poll.GotWork();
     }
     for (int i = 0; i < n; ++i) {
       const uint64_t id = events[i].data.u64;
@@ -388,7 +382,7 @@ void TcpStoreServer::Impl::Loop() {
       it->second->dirty = false;
       Flush(*it->second);
     }
-    if (n > 0) idle_since = Clock::now();
+    if (n > 0) poll.Idle();
   }
   std::vector<uint64_t> ids;
   for (const auto& [id, conn] : conns_) ids.push_back(id);
