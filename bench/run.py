@@ -394,13 +394,37 @@ def per_process(clients):
     return [min(n, clients - i) for i in range(0, clients, n)]
 
 
+def tree_cpu_s(procs):
+    """CPU seconds of these processes and all their descendants so far:
+    each process's own and its reaped children's (/proc stat utime, stime,
+    cutime, cstime), exited but unreaped ones included, so that a child
+    that exits as its round ends still counts."""
+    children = {}
+    for pid, _, parent in harness.process_table():
+        children.setdefault(parent, []).append(pid)
+    pids, frontier = [], [p.pid for p in procs]
+    while frontier:
+        pid = frontier.pop()
+        pids.append(pid)
+        frontier += children.get(pid, [])
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def merged_ops(argvs, rounds=None, probe=None):
     """Starts one client process per argv, lets them go together once all
     are connected, merges their latencies (ns, one JSON list each). With
     `rounds`, "go" starts each of that many rounds in turn (one process
     set for several operations) and the result is a list, one per round.
     With `probe` (a function returning {name: count}), each round's result
-    also has "probed": how much each count grew over the round."""
+    also has "probed": how much each count grew over the round. Each
+    round's result has "client_cpu_s": the CPU the client processes spent
+    over it."""
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
              for argv in argvs]
@@ -410,16 +434,18 @@ def merged_ops(argvs, rounds=None, probe=None):
             assert p.stdout.readline().strip() == "ready"
         for _ in range(rounds or 1):
             before = probe() if probe else {}
+            client_cpu = tree_cpu_s(procs)
             for p in procs:
                 p.stdin.write("go\n")
                 p.stdin.flush()
             lat = []
             for p in procs:
                 lat += json.loads(p.stdout.readline())
+            client_cpu = tree_cpu_s(procs) - client_cpu
             lat = sorted(x / 1e9 for x in lat)
             results.append({"ops_per_s": len(lat) / STORE_SECONDS,
                             "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
-                            "n": len(lat)})
+                            "n": len(lat), "client_cpu_s": client_cpu})
             if probe:
                 after = probe()
                 results[-1]["probed"] = {k: after[k] - before[k]
@@ -467,6 +493,8 @@ def bench_store(reps):
     vs PyTorch's TCPStore (Python clients), same ops, same concurrency."""
     reps = max(1, min(reps, 2))  # each sample is already ~10^3-10^5 ops
     data = {}
+    # (op, clients, side): [(client CPU s, store CPU s, ops)] per round.
+    cpu = {}
     for _ in range(reps):
         for launcher in ("distjob-agent", "torchrun"):
             if launcher == "distjob-agent":
@@ -479,7 +507,11 @@ def bench_store(reps):
             try:
                 for clients in STORE_CLIENTS:
                     for op in STORE_OPS:
+                        store_cpu = cpu_seconds(server.pid)
                         r = measure(port, op, clients)
+                        cpu.setdefault((op, clients, launcher), []).append(
+                            (r["client_cpu_s"],
+                             cpu_seconds(server.pid) - store_cpu, r["n"]))
                         for metric in ("ops_per_s", "p50", "p99"):
                             data.setdefault((op, clients, metric), {
                                 "distjob-agent": [], "torchrun": []})[
@@ -516,8 +548,37 @@ def bench_store(reps):
         "wait: TCPStore's `wait` on a key that exists; the agent's "
         "blocking get (timeout 30 s) of a key that exists. The target of "
         "every row is TCPStore's median in the same run; where the agent's "
-        "store spends its time: [store-profile.md](store-profile.md).")
+        "store spends its time: [store-profile.md](store-profile.md). "
+        "**CPU per operation** (µs; the client processes' and the store "
+        "process's CPU over each 1 s round, /proc, divided by the "
+        "operations timed in it; median of the rounds): with 64 clients "
+        "the 2 cores are busy for the whole round on both sides, so "
+        "throughput there is 2 cores over the CPU an operation costs, "
+        "client and store together.\n\n" + store_cpu_table(cpu))
     return results
+
+
+def store_cpu_table(cpu):
+    """The bench_store note's table: client and store CPU per operation."""
+    lines = ["| operation | clients | agent: client | agent: store | "
+             "agent: both | TCPStore: client | TCPStore: server | "
+             "TCPStore: both |", "|---|---|---|---|---|---|---|---|"]
+    for clients in STORE_CLIENTS:
+        for op in STORE_OPS:
+            cells = []
+            for side in ("distjob-agent", "torchrun"):
+                rounds = cpu.get((op, clients, side), [])
+                per = [(c / max(n, 1) * 1e6, s / max(n, 1) * 1e6)
+                       for c, s, n in rounds]
+                if not per:
+                    cells += ["—"] * 3
+                    continue
+                c = statistics.median(x for x, _ in per)
+                s = statistics.median(y for _, y in per)
+                cells += [f"{c:.0f}", f"{s:.0f}", f"{c + s:.0f}"]
+            lines.append(f"| {STORE_OP_NAMES.get(op, op)} | {clients} | "
+                         + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def cpu_ns(pid):

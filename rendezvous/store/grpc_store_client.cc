@@ -215,6 +215,8 @@ struct GrpcStoreClient::Impl {
         args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
         args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
         args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+        args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+        args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
         if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
         // The host's name, not its address, as with a name target (TLS
         // checks the certificate against target->host).

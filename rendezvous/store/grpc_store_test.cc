@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
@@ -263,6 +264,53 @@ TEST(GrpcStoreTest, ARefusedLeaseAddsNothing) {
   EXPECT_EQ(client->NumKeys().value(), 0);
 }
 
+// True once `cond` holds, polling every 5 ms for up to `within`.
+bool WaitFor(const std::function<bool()>& cond,
+             absl::Duration within = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + within;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return cond();
+}
+
+// Without busy_poll a call finds the store's queue thread asleep and wakes
+// it; within busy_poll of its last event, the next call finds it awake.
+TEST(GrpcStoreTest, TheQueueThreadStaysAwakeForBusyPollAfterACall) {
+  auto queue_thread = [] { return ThreadState("store-cq"); };
+  StoreLimits limits;
+  limits.busy_poll = absl::ZeroDuration();
+  {
+    auto server = StoreServer::Start("127.0.0.1", 0, limits);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client = GrpcStoreClient::Connect(
+        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE(WaitFor([&] { return queue_thread() == 'S'; }));
+      const int64_t before = (*server)->Sleeps();
+      ASSERT_TRUE(client->Add("n", 1).ok());
+      EXPECT_GT((*server)->Sleeps(), before);
+    }
+  }
+  limits.busy_poll = absl::Seconds(2);
+  auto server = StoreServer::Start("127.0.0.1", 0, limits);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  ASSERT_TRUE(client->Add("n", 1).ok());
+  const int64_t awake = (*server)->Sleeps();
+  for (int i = 0; i < 10; ++i) {
+    // Given time to fall asleep between calls, it stays awake.
+    EXPECT_FALSE(
+        WaitFor([&] { return queue_thread() == 'S'; }, absl::Milliseconds(20)));
+    ASSERT_TRUE(client->Add("n", 1).ok());
+  }
+  EXPECT_EQ((*server)->Sleeps(), awake);
+}
+
 TEST(GrpcStoreTest, SecondServerOnTheSamePortFails) {
   auto first = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(first.ok());
@@ -504,15 +552,6 @@ TEST(GrpcStoreTest, CloseEndsTheWaitForTheFirstConnection) {
     // all (>= 1 s here) before a call could be closed.
     EXPECT_LT(returned - start, absl::Milliseconds(900));
   }
-}
-
-bool WaitFor(const std::function<bool()>& done) {
-  const absl::Time until = absl::Now() + absl::Seconds(10);
-  while (!done()) {
-    if (absl::Now() > until) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
 }
 
 // A raw HTTP/2 client: the preface and an empty SETTINGS, then nothing.

@@ -17,6 +17,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store/tcpstore_protocol.h"
 
@@ -138,21 +139,8 @@ bool WaitFor(const std::function<bool()>& cond,
   return cond();
 }
 
-// The scheduler's state of the server's loop thread (/proc: 'S' asleep,
-// 'R' running), or '?' when no thread of this process has its name.
-char LoopState() {
-  for (const auto& task :
-       std::filesystem::directory_iterator("/proc/self/task")) {
-    std::string comm;
-    std::getline(std::ifstream(task.path() / "comm"), comm);
-    if (comm != "tcpstore-loop") continue;
-    std::string stat;
-    std::getline(std::ifstream(task.path() / "stat"), stat);
-    const size_t paren = stat.rfind(')');
-    return paren + 2 < stat.size() ? stat[paren + 2] : '?';
-  }
-  return '?';
-}
+// The scheduler's state of the server's loop thread.
+char LoopState() { return ThreadState("tcpstore-loop"); }
 
 std::unique_ptr<TcpStoreServer> StartServer(TcpStoreServerOptions o = {}) {
   o.host = "127.0.0.1";

@@ -1,0 +1,30 @@
+// Tests of event loops that poll rather than sleep (common/busy_poll.h)
+// look at a thread's scheduler state by the thread's name.
+#ifndef DISTJOB_COMMON_THREAD_STATE_TESTING_H_
+#define DISTJOB_COMMON_THREAD_STATE_TESTING_H_
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace distjob {
+
+// The scheduler's state of this process's first thread named `name`
+// (/proc: 'S' asleep, 'R' running), or '?' when none has that name.
+inline char ThreadState(const std::string& name) {
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (comm != name) continue;
+    std::string stat;
+    std::getline(std::ifstream(task.path() / "stat"), stat);
+    const size_t paren = stat.rfind(')');
+    return paren + 2 < stat.size() ? stat[paren + 2] : '?';
+  }
+  return '?';
+}
+
+}  // namespace distjob
+
+#endif  // DISTJOB_COMMON_THREAD_STATE_TESTING_H_
