@@ -300,6 +300,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   int64_t announced_round = -1;  // whose last call was logged
   int64_t awaited_round = -1;    // whose wait for joiners was logged
   bool announced_wait = false;
+  bool announced_store_wait = false;
   bool near_deadline = false;  // then waits also end on a join
   changed_ = false;
   // What the last wait saw change under the state's prefix (see Observe):
@@ -434,6 +435,12 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         if (auto s = Heartbeat(); !s.ok() && (absl::IsUnauthenticated(s) ||
                                               absl::Now() >= deadline)) {
           return s;
+        }
+        if (!announced_store_wait) {
+          // The first contact: the store may not be up yet.
+          DJ_LOG_INFO("waiting for the rendezvous store: {}",
+                      o.state_error.message());
+          announced_store_wait = true;
         }
         pause_after("rendezvous store not reachable yet", o.state_error);
         break;
