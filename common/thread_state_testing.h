@@ -1,11 +1,16 @@
 // Tests of event loops that poll rather than sleep (common/busy_poll.h)
-// look at a thread's scheduler state by the thread's name.
+// look at a thread's scheduler state by the thread's name, and wait for
+// it (or anything else) with a deadline.
 #ifndef DISTJOB_COMMON_THREAD_STATE_TESTING_H_
 #define DISTJOB_COMMON_THREAD_STATE_TESTING_H_
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace distjob {
 
@@ -23,6 +28,17 @@ inline char ThreadState(const std::string& name) {
     return paren + 2 < stat.size() ? stat[paren + 2] : '?';
   }
   return '?';
+}
+
+// True once `cond` holds, looking every 5 ms for up to `within`.
+inline bool WaitFor(const std::function<bool()>& cond,
+                    absl::Duration within = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + within;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return cond();
 }
 
 }  // namespace distjob

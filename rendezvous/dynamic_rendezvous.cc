@@ -122,6 +122,11 @@ void DynamicRendezvous::NoteRenewed(absl::Time start) {
   renewed_at_ = std::max(renewed_at_, start);
 }
 
+bool DynamicRendezvous::RenewedSince(absl::Time t) const {
+  absl::MutexLock lock(&renewed_mu_);
+  return renewed_at_ >= t;
+}
+
 bool DynamicRendezvous::RenewedWithin(absl::Duration d) const {
   absl::MutexLock lock(&renewed_mu_);
   return absl::Now() - renewed_at_ < d;
@@ -335,9 +340,13 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   // join, in its request (LeaseThenAddRecord), or is renewed before any
   // other step but a read: a new node's join is then one request fewer,
   // which is one in five of a large round's requests (docs/bench).
+  // With a shorter lease the heartbeat thread keeps it, and Next renews
+  // it once, as the first step that needs it.
   const absl::Duration fresh = lease_ - 2 * c.keep_alive_interval;
+  const absl::Time next_start = absl::Now();
   auto lease_due = [&] {
-    return fresh <= absl::ZeroDuration() || !RenewedWithin(fresh);
+    return fresh <= absl::ZeroDuration() ? !RenewedSince(next_start)
+                                         : !RenewedWithin(fresh);
   };
   auto join_record = [&] {
     return EncodeJoin({options_.node, local_world_size, options_.addr,
@@ -527,7 +536,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
           pause_after(absl::StrCat("cannot join round ", st.round), k.status());
           break;
         }
-        if (leasing) NoteRenewed(start);
+        if (leasing && k->leased) NoteRenewed(start);
         retry.Reset();
         // In an open round its ask is answered: withdrawn now, while the
         // last round's members are re-forming, rather than once this round
@@ -820,8 +829,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
          {master_key, master}},
         absl::ZeroDuration());
     if (!both.ok()) {
-      DJ_LOG_WARNING("cannot record the workers' store for status: {}",
-                     both.status().message());
+      DJ_LOG_WARNING(
+          "cannot write the master record with the workers' store record "
+          "(for status): {}; writing the master record alone",
+          both.status().message());
       auto s = store_->Set(master_key, master);
       if (!s.ok()) return s.status();
     }

@@ -84,8 +84,8 @@ class DynamicRendezvous : public ElasticRendezvous {
     return RdzvKeys::Prefix(run_id);
   }
 
-  // Renews this node's lease once: what the heartbeat thread does every
-  // keep_alive_interval (see DynamicRendezvousOptions::heartbeat_thread).
+  // Renews this node's lease once: what the heartbeat thread does at
+  // NextRenewal (see DynamicRendezvousOptions::heartbeat_thread).
   void RenewLease();
   // When the heartbeat renews next: one keep_alive_interval after the last
   // renewal, or after `last_attempt` (a failed one) if that is later. A
@@ -147,6 +147,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::Status Heartbeat();
   // A renewal that began at `start` succeeded.
   void NoteRenewed(absl::Time start);
+  // Whether a renewal that began at or after `t` succeeded.
+  bool RenewedSince(absl::Time t) const;
   // Whether a heartbeat that began less than `d` ago renewed the lease.
   bool RenewedWithin(absl::Duration d) const;
   // Withdraws this node's ask to join, if it made one (deletes its key).

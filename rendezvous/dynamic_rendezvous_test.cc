@@ -581,6 +581,66 @@ TEST(DynamicRendezvousTest, ANewNodesLeaseGoesWithItsJoin) {
   EXPECT_TRUE(core.Check({"rdzv/job/ctl/alive/n0"}).value());
 }
 
+// The heartbeat's next renewal counts from the join that carried the
+// lease, not from the node's start.
+TEST(DynamicRendezvousTest, TheNextRenewalIsAnIntervalAfterTheJoin) {
+  StoreCore core;
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.heartbeat_thread = false;
+  o.config.keep_alive_interval = absl::Hours(1);
+  DynamicRendezvous node(o, std::make_unique<LocalStore>(&core));
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(node.Next(1).ok());
+  const absl::Time next = node.NextRenewal(absl::InfinitePast());
+  EXPECT_GE(next, before + absl::Hours(1));
+  EXPECT_LE(next, absl::Now() + absl::Hours(1));
+}
+
+// A lease shorter than three intervals is kept by the heartbeat thread;
+// Next renews it once, with the join, not before every step after it.
+TEST(DynamicRendezvousTest, AShortLeaseIsRenewedOncePerNext) {
+  StoreCore core;
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.heartbeat_thread = false;
+  o.config.keep_alive_interval = absl::Hours(1);
+  o.config.keep_alive_max_attempt = 1;
+  auto owned = std::make_unique<JoinLeaseStore>(&core);
+  JoinLeaseStore* store = owned.get();
+  DynamicRendezvous node(o, std::move(owned));
+  ASSERT_TRUE(node.Next(1).ok());
+  EXPECT_EQ(store->leased_joins, 1);
+  EXPECT_EQ(store->lease_writes, 0);
+}
+
+// Adds and records, but answers that the lease was not written (an old
+// store whose lease write after the add failed).
+class UnleasedJoinStore : public LocalStore {
+ public:
+  using LocalStore::LocalStore;
+  absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
+      const std::vector<std::pair<std::string, std::string>>&, absl::Duration,
+      const std::string& key, int64_t delta, const std::string& record_prefix,
+      const std::string& record) override {
+    auto r = AddThenRecord(key, delta, record_prefix, record);
+    if (r.ok()) r->leased = false;
+    return r;
+  }
+};
+
+// A join whose lease was not written counts once, and the lease is still
+// written, by the next step that needs it.
+TEST(DynamicRendezvousTest, AJoinWithoutItsLeaseIsNotRepeated) {
+  StoreCore core;
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.heartbeat_thread = false;
+  o.config.keep_alive_interval = absl::Hours(1);
+  DynamicRendezvous node(o, std::make_unique<UnleasedJoinStore>(&core));
+  ASSERT_TRUE(node.Next(1).ok());
+  LocalStore view(&core);
+  EXPECT_EQ(view.Get("rdzv/job/joined/0", absl::ZeroDuration()).value(), "1");
+  EXPECT_TRUE(core.Check({"rdzv/job/ctl/alive/n0"}).value());
+}
+
 // A node that does not join at once (its round is closed and full) still
 // renews a due lease, together with its ask to join: one write for both.
 TEST(DynamicRendezvousTest, AWaitingNodesLeaseGoesWithItsAsk) {

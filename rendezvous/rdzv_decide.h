@@ -107,7 +107,8 @@ const char* ActionName(Action::Kind kind);
 // read needs no lease, a join carries it in its own request
 // (StoreInterface::LeaseThenAddRecord), a reconnect's heartbeat and a
 // waiting node's (which writes its ask under the lease) are the renewal,
-// and a step that returns ends the rendezvous.
+// and a step that returns an error ends the rendezvous. A node that
+// returns its result renews a due lease first, as it holds the round.
 bool RenewsLeaseFirst(Action::Kind kind);
 
 Action Decide(const Observed& state, const Progress& progress);

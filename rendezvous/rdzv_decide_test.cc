@@ -191,6 +191,22 @@ std::vector<Row> Rows() {
   return rows;
 }
 
+// A read, a join (which carries the lease), a reconnect's or waiting
+// node's heartbeat and a step that returns an error need no renewal
+// before them; every other step renews a due lease first.
+TEST(RdzvDecideTest, WhichStepsRenewADueLeaseFirst) {
+  for (int k = 0; k < kNumActionKinds; ++k) {
+    const auto kind = static_cast<Action::Kind>(k);
+    const bool without =
+        kind == Action::kObserve || kind == Action::kJoin ||
+        kind == Action::kReconnect || kind == Action::kWaitForNextRound ||
+        kind == Action::kCancelled || kind == Action::kStoreLost ||
+        kind == Action::kTimedOut || kind == Action::kFail ||
+        kind == Action::kEndJob;
+    EXPECT_EQ(RenewsLeaseFirst(kind), !without) << ActionName(kind);
+  }
+}
+
 TEST(RdzvDecideTest, EachObservationAndProgressGiveOneAction) {
   std::set<Action::Kind> covered;
   for (const Row& row : Rows()) {

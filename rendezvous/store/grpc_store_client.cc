@@ -215,8 +215,6 @@ struct GrpcStoreClient::Impl {
         args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
         args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
         args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-        args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-        args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
         if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
         // The host's name, not its address, as with a name target (TLS
         // checks the certificate against target->host).
@@ -467,11 +465,11 @@ absl::StatusOr<AddRecordResult> GrpcStoreClient::AddRequest(
                                     req, &resp, /*may_block=*/false),
                         "add");
   if (!s.ok()) return s;
-  // A store that predates `lease` added without it: written after.
-  if (!lease.empty() && !resp.leased()) {
-    if (auto l = MultiSet(lease, ttl); !l.ok()) return l.status();
-  }
-  return AddRecordResult{resp.value(), resp.recorded()};
+  AddRecordResult r{resp.value(), resp.recorded(), resp.leased()};
+  // A store that predates `lease` added without it: written after. The add
+  // took effect either way, so its answer stands if that write fails.
+  if (!lease.empty() && !r.leased) r.leased = MultiSet(lease, ttl).ok();
+  return r;
 }
 
 absl::StatusOr<CompareSetResult> GrpcStoreClient::CompareSet(

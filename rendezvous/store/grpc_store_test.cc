@@ -264,17 +264,6 @@ TEST(GrpcStoreTest, ARefusedLeaseAddsNothing) {
   EXPECT_EQ(client->NumKeys().value(), 0);
 }
 
-// True once `cond` holds, polling every 5 ms for up to `within`.
-bool WaitFor(const std::function<bool()>& cond,
-             absl::Duration within = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + within;
-  while (absl::Now() < deadline) {
-    if (cond()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return cond();
-}
-
 // Without busy_poll a call finds the store's queue thread asleep and wakes
 // it; within busy_poll of its last event, the next call finds it awake.
 TEST(GrpcStoreTest, TheQueueThreadStaysAwakeForBusyPollAfterACall) {

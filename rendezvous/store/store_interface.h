@@ -34,10 +34,13 @@ struct StoreListing {
 };
 
 // AddThenRecord's answer: the counter's value after the add, and whether
-// the record was written with it.
+// the record was written with it; LeaseThenAddRecord's also whether the
+// lease was (an add that took effect is answered even when the lease
+// write after it failed, so that the caller does not join twice).
 struct AddRecordResult {
   int64_t count = 0;
   bool recorded = false;
+  bool leased = false;
 };
 
 struct CompareSetResult {
@@ -115,7 +118,9 @@ class StoreInterface {
       absl::Duration ttl, const std::string& key, int64_t delta,
       const std::string& record_prefix, const std::string& record) {
     if (auto s = MultiSet(lease, ttl); !s.ok()) return s.status();
-    return AddThenRecord(key, delta, record_prefix, record);
+    auto r = AddThenRecord(key, delta, record_prefix, record);
+    if (r.ok()) r->leased = true;
+    return r;
   }
   virtual absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,

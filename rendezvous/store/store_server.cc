@@ -594,7 +594,6 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              kKeepaliveTimeoutMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // gRPC's own buffers (connections, frames, messages in flight) draw on
   // this quota; past it gRPC shrinks its windows and drops new
   // connections' reads instead of growing.

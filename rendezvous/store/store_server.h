@@ -52,8 +52,9 @@ class StoreServer {
   // (StoreLimits::completion_queues), in queue order.
   std::vector<int64_t> QueueCalls() const;
 
-  // Times a completion-queue thread slept and was woken by an event
-  // (StoreLimits::busy_poll): how often a call paid for a wake-up.
+  // Times a completion-queue thread's blocking wait returned an event, as
+  // opposed to a poll finding one (StoreLimits::busy_poll): how often the
+  // server paid for a wake-up.
   int64_t Sleeps() const;
 
   // Indexes of the methods counted in requests_.

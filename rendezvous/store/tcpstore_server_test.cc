@@ -129,16 +129,6 @@ class Client {
   int fd_ = -1;
 };
 
-bool WaitFor(const std::function<bool()>& cond,
-             absl::Duration within = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + within;
-  while (absl::Now() < deadline) {
-    if (cond()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return cond();
-}
-
 // The scheduler's state of the server's loop thread.
 char LoopState() { return ThreadState("tcpstore-loop"); }
 
