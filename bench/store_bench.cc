@@ -405,7 +405,8 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ScaleClient(
   absl::string_view etcd = endpoint;
   if (!absl::ConsumePrefix(&etcd, "etcd:")) {
     return std::unique_ptr<StoreInterface>(GrpcStoreClient::Connect(
-        endpoint, absl::Seconds(300), {}, /*own_connection=*/true));
+        endpoint, absl::Seconds(300), {}, /*own_connection=*/true,
+        /*poll_for_answers=*/false));
   }
   auto options =
       ParseEtcdOptions(std::string(etcd), "read_timeout=300", run_id);
@@ -544,7 +545,8 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   std::vector<std::unique_ptr<GrpcStoreClient>> clients;
   for (int i = 0; i < channels; ++i) {
     clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300), {},
-                                               /*own_connection=*/true));
+                                               /*own_connection=*/true,
+                                               /*poll_for_answers=*/false));
   }
   std::atomic<long> requests{0}, renewals{0};
   // A phase's requests, lease renewals left out: what its rendezvous cost.

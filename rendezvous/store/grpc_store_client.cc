@@ -83,6 +83,7 @@ struct GrpcStoreClient::Impl {
   absl::Duration rpc_timeout;
   StoreSecurity security;  // TLS files and the token, for the channel
   bool own_connection = false;
+  bool poll_for_answers = true;
   std::string token_header;  // "Bearer <token>", or empty
   // Set once, by the first call that resolves the endpoint; read without
   // the lock only after EnsureStub returned OK.
@@ -285,8 +286,9 @@ struct GrpcStoreClient::Impl {
     std::atomic<int64_t>& last = last_answer_ns[may_block ? 1 : 0];
     const auto start = Clock::now();
     bool answered = false;
-    if (last.load(std::memory_order_relaxed) <
-        absl::ToInt64Nanoseconds(kPollAfterAnswerWithin)) {
+    if (poll_for_answers &&
+        last.load(std::memory_order_relaxed) <
+            absl::ToInt64Nanoseconds(kPollAfterAnswerWithin)) {
       const auto until = start + absl::ToChronoNanoseconds(kBusyPoll);
       do {
         answered = cq.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
@@ -350,9 +352,10 @@ GrpcStoreClient::~GrpcStoreClient() = default;
 
 std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
     const std::string& endpoint, absl::Duration rpc_timeout,
-    const StoreSecurity& security, bool own_connection) {
+    const StoreSecurity& security, bool own_connection, bool poll_for_answers) {
   auto impl = std::make_unique<Impl>();
   impl->own_connection = own_connection;
+  impl->poll_for_answers = poll_for_answers;
   impl->endpoint = endpoint;
   impl->rpc_timeout = rpc_timeout;
   impl->security = security;

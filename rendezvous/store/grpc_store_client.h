@@ -23,10 +23,15 @@ class GrpcStoreClient : public StoreInterface {
   // gRPC shares one connection among channels to the same address with the
   // same arguments; with `own_connection`, this client has a connection of
   // its own, as a client in another process would (tests and the scale
-  // benchmark, which run many clients in one process).
+  // benchmark, which run many clients in one process). Without
+  // `poll_for_answers` a call sleeps until its answer at once (see the .cc's
+  // Impl::Call): for the scale benchmark, whose thousands of simulated
+  // nodes share a client and the store's 2 cores, where a node polling for
+  // its answer would take the CPU the others and the store need.
   static std::unique_ptr<GrpcStoreClient> Connect(
       const std::string& endpoint, absl::Duration rpc_timeout,
-      const StoreSecurity& security = {}, bool own_connection = false);
+      const StoreSecurity& security = {}, bool own_connection = false,
+      bool poll_for_answers = true);
   ~GrpcStoreClient() override;
 
   // Waits until the store answers, for at most `timeout`.
