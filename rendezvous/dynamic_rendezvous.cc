@@ -339,7 +339,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   // (keep_alive_max_attempt < 3) is always due. A due lease goes with the
   // join, in its request (LeaseThenAddRecord), or is renewed before any
   // other step but a read: a new node's join is then one request fewer,
-  // which is one in five of a large round's requests (docs/bench).
+  // which was one in six of a large round's requests (docs/bench).
   // With a shorter lease the heartbeat thread keeps it, and Next renews
   // it once, as the first step that needs it.
   const absl::Duration fresh = lease_ - 2 * c.keep_alive_interval;

@@ -561,17 +561,23 @@ class JoinLeaseStore : public LocalStore {
   bool in_join_ = false;
 };
 
+// A one-node round's node that renews only as Next does (no heartbeat
+// thread, an hour's keep-alive).
+DynamicRendezvousOptions SoloOptions() {
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.heartbeat_thread = false;
+  o.config.keep_alive_interval = absl::Hours(1);
+  return o;
+}
+
 // A new node's first lease goes with its join, in the join's request: at
 // a round of thousands of new nodes, a request fewer per node. The lease
 // is the node's own (alive key, interval x attempts).
 TEST(DynamicRendezvousTest, ANewNodesLeaseGoesWithItsJoin) {
   StoreCore core;
-  DynamicRendezvousOptions o = Options(0, 1, 1);
-  o.heartbeat_thread = false;
-  o.config.keep_alive_interval = absl::Hours(1);
   auto owned = std::make_unique<JoinLeaseStore>(&core);
   JoinLeaseStore* store = owned.get();
-  DynamicRendezvous node(o, std::move(owned));
+  DynamicRendezvous node(SoloOptions(), std::move(owned));
   ASSERT_TRUE(node.Next(1).ok());
   EXPECT_EQ(store->leased_joins, 1);
   EXPECT_EQ(store->lease_writes, 0);
@@ -585,10 +591,7 @@ TEST(DynamicRendezvousTest, ANewNodesLeaseGoesWithItsJoin) {
 // lease, not from the node's start.
 TEST(DynamicRendezvousTest, TheNextRenewalIsAnIntervalAfterTheJoin) {
   StoreCore core;
-  DynamicRendezvousOptions o = Options(0, 1, 1);
-  o.heartbeat_thread = false;
-  o.config.keep_alive_interval = absl::Hours(1);
-  DynamicRendezvous node(o, std::make_unique<LocalStore>(&core));
+  DynamicRendezvous node(SoloOptions(), std::make_unique<LocalStore>(&core));
   const absl::Time before = absl::Now();
   ASSERT_TRUE(node.Next(1).ok());
   const absl::Time next = node.NextRenewal(absl::InfinitePast());
@@ -600,9 +603,7 @@ TEST(DynamicRendezvousTest, TheNextRenewalIsAnIntervalAfterTheJoin) {
 // Next renews it once, with the join, not before every step after it.
 TEST(DynamicRendezvousTest, AShortLeaseIsRenewedOncePerNext) {
   StoreCore core;
-  DynamicRendezvousOptions o = Options(0, 1, 1);
-  o.heartbeat_thread = false;
-  o.config.keep_alive_interval = absl::Hours(1);
+  DynamicRendezvousOptions o = SoloOptions();
   o.config.keep_alive_max_attempt = 1;
   auto owned = std::make_unique<JoinLeaseStore>(&core);
   JoinLeaseStore* store = owned.get();
@@ -631,10 +632,8 @@ class UnleasedJoinStore : public LocalStore {
 // written, by the next step that needs it.
 TEST(DynamicRendezvousTest, AJoinWithoutItsLeaseIsNotRepeated) {
   StoreCore core;
-  DynamicRendezvousOptions o = Options(0, 1, 1);
-  o.heartbeat_thread = false;
-  o.config.keep_alive_interval = absl::Hours(1);
-  DynamicRendezvous node(o, std::make_unique<UnleasedJoinStore>(&core));
+  DynamicRendezvous node(SoloOptions(),
+                         std::make_unique<UnleasedJoinStore>(&core));
   ASSERT_TRUE(node.Next(1).ok());
   LocalStore view(&core);
   EXPECT_EQ(view.Get("rdzv/job/joined/0", absl::ZeroDuration()).value(), "1");
