@@ -142,7 +142,7 @@ class StoreServer::Service {
     }
   }
 
-  // Times a queue's thread went to sleep and was woken by a call.
+  // Times a queue's thread slept until an event (StoreServer::Sleeps).
   int64_t Sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
 
   // After the server shut down: parked waits answered, the queues shut
