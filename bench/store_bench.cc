@@ -35,6 +35,7 @@
 //       ENDPOINT etcd:HOST:PORT[,HOST:PORT...] runs the same nodes against
 //       an etcd cluster through the agent's etcd client (`--rdzv-backend
 //       etcd`) instead of the embedded store.
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +85,23 @@ long long CpuNs() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// Gives this process a futex hash table of a bucket per ~4 of its
+// `threads`. Linux 6.16+ gives a threaded process a private table sized by
+// the CPUs, not the threads: 16 buckets on this 2-CPU machine (prctl
+// PR_FUTEX_HASH_GET_SLOTS answers 16 at 1 or 2,000 threads). With a
+// simulator's thousands of node threads parked on their calls, every wake
+// walked a bucket's chain of hundreds of waiters: futex_wake was ~15 % of
+// the simulated nodes' CPU (perf, 16,384 nodes). A real node's agent has a
+// few threads and never meets this. Older kernels refuse the call, and the
+// simulator runs as before.
+void SizeFutexHash(int threads) {
+  constexpr int kPrFutexHash = 78;         // PR_FUTEX_HASH
+  constexpr int kPrFutexHashSetSlots = 1;  // PR_FUTEX_HASH_SET_SLOTS
+  unsigned long slots = 16;
+  while (slots < 4UL * static_cast<unsigned long>(threads)) slots *= 2;
+  (void)prctl(kPrFutexHash, kPrFutexHashSetSlots, slots, 0, 0);
 }
 
 // The log's clock (STORE_BENCH_LOG), to place its lines on NowNs's.
@@ -418,6 +436,8 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ScaleClient(
 
 int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
           int first, int count, double hb_seconds, double keep_alive_s) {
+  // Each node's thread, and its monitor's once it holds the round.
+  SizeFutexHash(2 * count);
   // A channel multiplexes many calls; a few spread them over connections.
   const int channels = std::min(count, 8);
   std::vector<std::unique_ptr<StoreInterface>> clients;
@@ -541,6 +561,7 @@ class Changes {
 
 int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
             int first, int count, int min_nodes, double last_call_s) {
+  SizeFutexHash(2 * count);  // as in Scale
   const int channels = std::min(count, 8);
   std::vector<std::unique_ptr<GrpcStoreClient>> clients;
   for (int i = 0; i < channels; ++i) {
