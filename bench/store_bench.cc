@@ -276,6 +276,16 @@ class SharedStore : public StoreInterface {
     return s_->LeaseThenAddRecord(lease, ttl, key, delta, record_prefix,
                                   record);
   }
+  absl::StatusOr<AddRecordListing> AddRecordThenList(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record,
+      const std::string& list_prefix) override {
+    ++*n_;  // a join with its read: not among the renewals
+    Tally()->Note("AddRecordThenList", key);
+    return s_->AddRecordThenList(lease, ttl, key, delta, record_prefix, record,
+                                 list_prefix);
+  }
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override {

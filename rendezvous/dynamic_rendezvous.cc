@@ -207,7 +207,8 @@ absl::StatusOr<std::string> DynamicRendezvous::ReadRankRecord(
 
 Observed DynamicRendezvous::Observe(RankCache* cache,
                                     const std::optional<WatchChange>& known,
-                                    int64_t known_revision) {
+                                    int64_t known_revision,
+                                    const StoreListing* listed) {
   Observed o;
   o.fresh = true;
   std::optional<RdzvState> told;
@@ -225,7 +226,8 @@ Observed DynamicRendezvous::Observe(RankCache* cache,
   } else {
     // One request for the state and the job's end (rdzv_keys.h: both start
     // with the state's key), read by every node on every wake-up.
-    auto listing = store_->List(keys_.State());
+    auto listing = listed != nullptr ? absl::StatusOr<StoreListing>(*listed)
+                                     : store_->List(keys_.State());
     if (!listing.ok()) {
       o.state_error = listing.status();
       return o;
@@ -419,6 +421,49 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         known.reset();
         reread = false;
         break;
+      case Action::kJoinFirstRound: {
+        const absl::Time start = absl::Now();
+        const bool leasing = lease_due();
+        auto j = store_->AddRecordThenList(
+            leasing
+                ? std::vector<
+                      std::pair<std::string, std::string>>{{keys_.Alive(
+                                                                options_.node),
+                                                            "1"}}
+                : std::vector<std::pair<std::string, std::string>>{},
+            lease_, keys_.Joined(0), 1, keys_.JoinPrefix(0), join_record(),
+            keys_.State());
+        if (!j.ok()) {
+          // Not taken, or not known to be, so tried again: a store not up
+          // yet as a first read that fails is (kReconnect), a refusal as a
+          // join that fails is.
+          const absl::Status& s = j.status();
+          if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+              absl::IsUnauthenticated(s)) {
+            o = Observed();
+            o.fresh = true;
+            o.state_error = s;
+            reread = false;
+          } else {
+            pause_after("cannot join round 0", s);
+          }
+          break;
+        }
+        if (leasing && j->add.leased) NoteRenewed(start);
+        retry.Reset();
+        joined_round_ = 0;
+        join_index_ = j->add.count;
+        join_written_ = j->add.recorded;
+        joined_at_ = absl::Now();
+        DJ_LOG_DEBUG("round 0: joined as {}", join_index_);
+        // What it read decides next, as a read of its own would; a read
+        // that failed is made again.
+        if (j->listing.ok()) {
+          o = Observe(&cache, std::nullopt, 0, &*j->listing);
+          reread = false;
+        }
+        break;
+      }
       case Action::kCancelled:
         return absl::CancelledError("the rendezvous was cancelled");
       case Action::kStoreLost:

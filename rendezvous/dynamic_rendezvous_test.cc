@@ -1,5 +1,6 @@
 #include "rendezvous/dynamic_rendezvous.h"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -587,6 +589,72 @@ TEST(DynamicRendezvousTest, ANewNodesLeaseGoesWithItsJoin) {
   EXPECT_TRUE(core.Check({"rdzv/job/ctl/alive/n0"}).value());
 }
 
+// Logs which requests a node makes: the join with its read
+// (AddRecordThenList) as one, and every listing made apart from it.
+class CallLogStore : public LocalStore {
+ public:
+  using LocalStore::LocalStore;
+  absl::StatusOr<AddRecordListing> AddRecordThenList(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record,
+      const std::string& list_prefix) override {
+    calls.push_back(absl::StrCat("AddRecordThenList ", key, " ", list_prefix));
+    in_join_ = true;
+    auto r = LocalStore::AddRecordThenList(lease, ttl, key, delta,
+                                           record_prefix, record, list_prefix);
+    in_join_ = false;
+    return r;
+  }
+  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
+                                        const std::string& start_after,
+                                        size_t limit) override {
+    if (!in_join_) calls.push_back(absl::StrCat("List ", prefix));
+    return LocalStore::ListPage(prefix, start_after, limit);
+  }
+  std::vector<std::string> calls;
+
+ private:
+  bool in_join_ = false;
+};
+
+// A new node's first request takes its place in round 0 and reads the
+// round's state: at a new job of thousands of nodes, one request fewer per
+// node (docs/bench). The read is what it decides on: no listing follows
+// until the round changes (here: this node closes it).
+TEST(DynamicRendezvousTest, ANewNodesFirstReadGoesWithItsJoin) {
+  StoreCore core;
+  auto owned = std::make_unique<CallLogStore>(&core);
+  CallLogStore* store = owned.get();
+  DynamicRendezvous node(Options(0, 1, 1), std::move(owned));
+  auto r = node.Next(1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->round, 0);
+  ASSERT_GE(store->calls.size(), 1u);
+  EXPECT_EQ(store->calls[0],
+            "AddRecordThenList rdzv/job/joined/0 rdzv/job/ctl/state");
+  EXPECT_EQ(std::count(store->calls.begin(), store->calls.end(),
+                       "List rdzv/job/ctl/state"),
+            1);  // after its compare-set closed the round
+}
+
+// A new node of a job past round 0 (one that replaces a lost node) took a
+// place in round 0 that no one counts, and joins the open round.
+TEST(DynamicRendezvousTest, ANewNodeOfALaterRoundJoinsIt) {
+  StoreCore core;
+  LocalStore view(&core);
+  RdzvState open;
+  open.round = 3;
+  ASSERT_TRUE(view.Set("rdzv/job/ctl/state", open.Encode()).ok());
+  DynamicRendezvous node(Options(0, 1, 1), std::make_unique<LocalStore>(&core));
+  auto r = node.Next(1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->round, 3);
+  EXPECT_EQ(r->group_world_size, 1);
+  EXPECT_EQ(view.Get("rdzv/job/joined/0", absl::ZeroDuration()).value(), "1");
+  EXPECT_EQ(view.Get("rdzv/job/joined/3", absl::ZeroDuration()).value(), "1");
+}
+
 // The heartbeat's next renewal counts from the join that carried the
 // lease, not from the node's start.
 TEST(DynamicRendezvousTest, TheNextRenewalIsAnIntervalAfterTheJoin) {
@@ -649,11 +717,18 @@ TEST(DynamicRendezvousTest, AWaitingNodesLeaseGoesWithItsAsk) {
   DynamicRendezvousOptions o = Options(1, 1, 1);
   o.heartbeat_thread = false;
   o.config.keep_alive_interval = absl::Hours(1);
+  o.config.keep_alive_max_attempt = 1;  // due once per Next
   o.config.join_timeout = absl::Milliseconds(300);
   auto owned = std::make_unique<JoinLeaseStore>(&core);
   JoinLeaseStore* store = owned.get();
   DynamicRendezvous late(o, std::move(owned));
+  // Its first step took a place in round 0, past that round's close, with
+  // its lease; then its ask.
   EXPECT_FALSE(late.Next(1).ok());  // the round stays full: join_timeout
+  EXPECT_EQ(store->leased_joins, 1);
+  EXPECT_EQ(store->lease_writes, 1);
+  store->leased_joins = store->lease_writes = 0;
+  EXPECT_FALSE(late.Next(1).ok());
   EXPECT_EQ(store->leased_joins, 0);
   EXPECT_EQ(store->lease_writes, 1);
   EXPECT_TRUE(core.Check({"rdzv/job/ctl/waiting/n1"}).value());

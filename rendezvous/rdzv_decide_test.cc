@@ -72,7 +72,14 @@ std::vector<Row> Rows() {
     rows.push_back(std::move(r));
   };
   {
-    add("nothing read yet: read", Observed{}, Fresh(), Action::kObserve);
+    add("a new node: join round 0 and read", Observed{}, Fresh(),
+        Action::kJoinFirstRound);
+    add("nothing read since joining: read", Observed{}, Joined(0, 1),
+        Action::kObserve);
+    Progress returned = Fresh();
+    returned.last_round = 2;  // it held a round: the job is past round 0
+    add("nothing read since its last round: read", Observed{}, returned,
+        Action::kObserve);
     Progress p = Fresh();
     p.cancelled = true;
     p.store_lost = true;
@@ -199,10 +206,10 @@ TEST(RdzvDecideTest, WhichStepsRenewADueLeaseFirst) {
     const auto kind = static_cast<Action::Kind>(k);
     const bool without =
         kind == Action::kObserve || kind == Action::kJoin ||
-        kind == Action::kReconnect || kind == Action::kWaitForNextRound ||
-        kind == Action::kCancelled || kind == Action::kStoreLost ||
-        kind == Action::kTimedOut || kind == Action::kFail ||
-        kind == Action::kEndJob;
+        kind == Action::kJoinFirstRound || kind == Action::kReconnect ||
+        kind == Action::kWaitForNextRound || kind == Action::kCancelled ||
+        kind == Action::kStoreLost || kind == Action::kTimedOut ||
+        kind == Action::kFail || kind == Action::kEndJob;
     EXPECT_EQ(RenewsLeaseFirst(kind), !without) << ActionName(kind);
   }
 }

@@ -434,21 +434,50 @@ absl::StatusOr<int64_t> GrpcStoreClient::Add(const std::string& key,
 absl::StatusOr<AddRecordResult> GrpcStoreClient::AddThenRecord(
     const std::string& key, int64_t delta, const std::string& record_prefix,
     const std::string& record) {
-  return AddRequest({}, absl::ZeroDuration(), key, delta, record_prefix,
-                    record);
+  auto r = AddRequest({}, absl::ZeroDuration(), key, delta, record_prefix,
+                      record, "");
+  if (!r.ok()) return r.status();
+  return r->add;
 }
 
 absl::StatusOr<AddRecordResult> GrpcStoreClient::LeaseThenAddRecord(
     const std::vector<std::pair<std::string, std::string>>& lease,
     absl::Duration ttl, const std::string& key, int64_t delta,
     const std::string& record_prefix, const std::string& record) {
-  return AddRequest(lease, ttl, key, delta, record_prefix, record);
+  auto r = AddRequest(lease, ttl, key, delta, record_prefix, record, "");
+  if (!r.ok()) return r.status();
+  return r->add;
 }
 
-absl::StatusOr<AddRecordResult> GrpcStoreClient::AddRequest(
+absl::StatusOr<AddRecordListing> GrpcStoreClient::AddRecordThenList(
     const std::vector<std::pair<std::string, std::string>>& lease,
     absl::Duration ttl, const std::string& key, int64_t delta,
-    const std::string& record_prefix, const std::string& record) {
+    const std::string& record_prefix, const std::string& record,
+    const std::string& list_prefix) {
+  return AddRequest(lease, ttl, key, delta, record_prefix, record, list_prefix);
+}
+
+namespace {
+
+StoreListing FromProto(const pb::ListResponse& resp) {
+  StoreListing out;
+  out.revision = resp.revision();
+  out.more = resp.more();
+  for (const auto& e : resp.entries()) {
+    out.entries.push_back(StoreEntry{e.key(), e.value(), e.revision(),
+                                     absl::Milliseconds(e.age_ms()),
+                                     absl::Milliseconds(e.ttl_left_ms())});
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<AddRecordListing> GrpcStoreClient::AddRequest(
+    const std::vector<std::pair<std::string, std::string>>& lease,
+    absl::Duration ttl, const std::string& key, int64_t delta,
+    const std::string& record_prefix, const std::string& record,
+    const std::string& list_prefix) {
   grpc::ClientContext ctx;
   if (auto p = impl_->Prepare(&ctx, absl::ZeroDuration()); !p.ok()) return p;
   Tracked tracked(&impl_->mu, &impl_->active, &impl_->closed, &ctx);
@@ -463,15 +492,22 @@ absl::StatusOr<AddRecordResult> GrpcStoreClient::AddRequest(
     kv->set_value(v);
   }
   req.set_lease_ttl_ms(absl::ToInt64Milliseconds(ttl));
+  req.set_list_prefix(list_prefix);
   pb::AddResponse resp;
   auto s = impl_->Check(impl_->Call(&pb::Store::Stub::PrepareAsyncAdd, &ctx,
                                     req, &resp, /*may_block=*/false),
                         "add");
   if (!s.ok()) return s;
-  AddRecordResult r{resp.value(), resp.recorded(), resp.leased()};
+  AddRecordListing r;
+  r.add = AddRecordResult{resp.value(), resp.recorded(), resp.leased()};
   // A store that predates `lease` added without it: written after. The add
   // took effect either way, so its answer stands if that write fails.
-  if (!lease.empty() && !r.leased) r.leased = MultiSet(lease, ttl).ok();
+  if (!lease.empty() && !r.add.leased) r.add.leased = MultiSet(lease, ttl).ok();
+  if (list_prefix.empty()) return r;
+  // Likewise a store that predates list_prefix, or refused the listing.
+  r.listing = resp.has_listing()
+                  ? ListRest(list_prefix, FromProto(resp.listing()))
+                  : List(list_prefix);
   return r;
 }
 
@@ -566,15 +602,7 @@ absl::StatusOr<StoreListing> GrpcStoreClient::ListPage(
                                     req, &resp, /*may_block=*/false),
                         "list");
   if (!s.ok()) return s;
-  StoreListing out;
-  out.revision = resp.revision();
-  out.more = resp.more();
-  for (const auto& e : resp.entries()) {
-    out.entries.push_back(StoreEntry{e.key(), e.value(), e.revision(),
-                                     absl::Milliseconds(e.age_ms()),
-                                     absl::Milliseconds(e.ttl_left_ms())});
-  }
-  return out;
+  return FromProto(resp);
 }
 
 absl::StatusOr<WatchResult> GrpcStoreClient::WatchAny(

@@ -50,6 +50,11 @@ class GrpcStoreClient : public StoreInterface {
       const std::vector<std::pair<std::string, std::string>>& lease,
       absl::Duration ttl, const std::string& key, int64_t delta,
       const std::string& record_prefix, const std::string& record) override;
+  absl::StatusOr<AddRecordListing> AddRecordThenList(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record,
+      const std::string& list_prefix) override;
   absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override;
@@ -69,11 +74,12 @@ class GrpcStoreClient : public StoreInterface {
  private:
   struct Impl;
   explicit GrpcStoreClient(std::unique_ptr<Impl> impl);
-  // One Add request; `lease` empty: none.
-  absl::StatusOr<AddRecordResult> AddRequest(
+  // One Add request; `lease` empty: none; `list_prefix` empty: no listing.
+  absl::StatusOr<AddRecordListing> AddRequest(
       const std::vector<std::pair<std::string, std::string>>& lease,
       absl::Duration ttl, const std::string& key, int64_t delta,
-      const std::string& record_prefix, const std::string& record);
+      const std::string& record_prefix, const std::string& record,
+      const std::string& list_prefix);
   std::unique_ptr<Impl> impl_;
 };
 

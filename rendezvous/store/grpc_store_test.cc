@@ -248,6 +248,39 @@ TEST(GrpcStoreTest, LeaseThenAddRecordIsOneRequest) {
   EXPECT_EQ(others, 2);  // WaitUntilReachable's NumKeys and the List
 }
 
+// A new node's lease, add, record and read of the round travel as one Add
+// request; the listing is the store after the add, at its revision.
+TEST(GrpcStoreTest, AddRecordThenListIsOneRequest) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  ASSERT_TRUE(client->Set("ctl/state", "round 0").ok());
+  auto r = client->AddRecordThenList({{"ctl/alive/me", "1"}}, absl::Seconds(30),
+                                     "joined", 1, "join/", "me", "ctl/");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->add.count, 1);
+  EXPECT_TRUE(r->add.recorded);
+  EXPECT_TRUE(r->add.leased);
+  ASSERT_TRUE(r->listing.ok()) << r->listing.status();
+  // The lease written with the add is in it: it was read after.
+  std::map<std::string, std::string> listed;
+  for (const StoreEntry& e : r->listing->entries) listed[e.key] = e.value;
+  EXPECT_EQ(listed, (std::map<std::string, std::string>{
+                        {"ctl/alive/me", "1"}, {"ctl/state", "round 0"}}));
+  auto after = client->List("");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(r->listing->revision, after->revision);
+  int64_t adds = 0, lists = 0;
+  for (const StoreRequestCount& c : (*server)->Stats().requests) {
+    if (c.method == "Add") adds += c.count;
+    if (c.method == "List") lists += c.count;
+  }
+  EXPECT_EQ(adds, 1);
+  EXPECT_EQ(lists, 1);  // the List above only
+}
+
 // A lease the store refuses (a key over its limit) adds nothing.
 TEST(GrpcStoreTest, ARefusedLeaseAddsNothing) {
   StoreLimits limits;

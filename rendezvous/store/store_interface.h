@@ -43,6 +43,14 @@ struct AddRecordResult {
   bool leased = false;
 };
 
+// AddRecordThenList's answer: the add's, and the listing read after it. An
+// add that took effect is answered even when the read after it failed, so
+// that the caller does not take a second place.
+struct AddRecordListing {
+  AddRecordResult add;
+  absl::StatusOr<StoreListing> listing = StoreListing{};
+};
+
 struct CompareSetResult {
   std::string value;  // the value after the operation
   bool swapped = false;
@@ -122,6 +130,22 @@ class StoreInterface {
     if (r.ok()) r->leased = true;
     return r;
   }
+  // LeaseThenAddRecord (AddThenRecord when `lease` is empty), then List of
+  // `list_prefix` as the store stands after it: a new node takes a place in
+  // a job's first round and reads the round's state in one request
+  // (DynamicRendezvous::Next). The embedded store does both in one request;
+  // this default makes them two. Its revision is the listing's.
+  virtual absl::StatusOr<AddRecordListing> AddRecordThenList(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record,
+      const std::string& list_prefix) {
+    auto r = lease.empty() ? AddThenRecord(key, delta, record_prefix, record)
+                           : LeaseThenAddRecord(lease, ttl, key, delta,
+                                                record_prefix, record);
+    if (!r.ok()) return r.status();
+    return AddRecordListing{*r, List(list_prefix)};
+  }
   virtual absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) = 0;
@@ -142,8 +166,14 @@ class StoreInterface {
   // from it sees every change made while the pages were read.
   absl::StatusOr<StoreListing> List(const std::string& prefix) {
     auto page = ListPage(prefix, "", 0);
-    if (!page.ok() || !page->more) return page;
-    StoreListing all = std::move(*page);
+    if (!page.ok()) return page;
+    return ListRest(prefix, *std::move(page));
+  }
+  // The listing whose first page is `first`: the pages after it, read.
+  absl::StatusOr<StoreListing> ListRest(const std::string& prefix,
+                                        StoreListing first) {
+    if (!first.more) return first;
+    StoreListing all = std::move(first);
     bool more = all.more && !all.entries.empty();
     all.more = false;
     while (more) {

@@ -390,6 +390,12 @@ class StoreServer::Service {
       call->resp()->set_value(*v);
       call->resp()->set_recorded(!req.record_prefix().empty());
       call->resp()->set_leased(req.lease_size() > 0);
+      if (!req.list_prefix().empty()) {
+        // The add stands whatever the listing does: a refused listing
+        // (its prefix) is left unset, for the client to ask again.
+        auto l = core_->List(req.list_prefix(), "", 0);
+        if (l.ok()) FillListing(*l, call->resp()->mutable_listing());
+      }
     }
     Done(call, kAdd, v.status());
   }
@@ -441,10 +447,14 @@ class StoreServer::Service {
         core_->List(req.prefix(), req.start_after(),
                     req.limit() > 0 ? static_cast<size_t>(req.limit()) : 0);
     if (!l.ok()) return Done(call, kList, l.status());
-    auto* resp = call->resp();
-    resp->set_revision(l->revision);
-    resp->set_more(l->more);
-    for (const auto& e : l->entries) {
+    FillListing(*l, call->resp());
+    Done(call, kList, absl::OkStatus());
+  }
+
+  static void FillListing(const StoreListing& l, pb::ListResponse* resp) {
+    resp->set_revision(l.revision);
+    resp->set_more(l.more);
+    for (const auto& e : l.entries) {
       auto* out = resp->add_entries();
       out->set_key(e.key);
       out->set_value(e.value);
@@ -452,7 +462,6 @@ class StoreServer::Service {
       out->set_age_ms(absl::ToInt64Milliseconds(e.age));
       out->set_ttl_left_ms(absl::ToInt64Milliseconds(e.ttl_left));
     }
-    Done(call, kList, absl::OkStatus());
   }
 
   void Watch(Unary<pb::WatchRequest, pb::WatchResponse>* call) {
