@@ -761,7 +761,7 @@ def bench_scale(reps):
     capped = None
     # The agent's default keep-alive first: its rows do not depend on how
     # far the sweep got.
-    default_close, default_req = [], []
+    default_close, default_req, default_cpu = [], [], []
     for _ in range(SCALE_TARGET_REPS):
         measured = scale_once(SCALE_TARGET_N, SCALE_CAP_S,
                               keep_alive_s=SCALE_DEFAULT_KEEP_ALIVE_S)
@@ -771,8 +771,13 @@ def bench_scale(reps):
         reports = measured[0]
         default_close.append((max(r["done_ns"] for r in reports) -
                               min(r["start_ns"] for r in reports)) / 1e9)
-        default_req.append(sum(r["join_requests"] for r in reports) /
-                           SCALE_TARGET_N)
+        requests = sum(r["join_requests"] for r in reports)
+        default_req.append(requests / SCALE_TARGET_N)
+        # CPU per request of the join: the simulated nodes' processes
+        # (cpu_ns, from the go signal) and the store's.
+        default_cpu.append(
+            (sum(r["cpu_ns"] for r in reports) / 1e3 / requests,
+             measured[1] * 1e6 / requests))
     for _ in range(reps):
         for n in [m for m in SCALE_N for _ in range(
                 SCALE_TARGET_REPS if m == SCALE_TARGET_N else 1)]:
@@ -852,10 +857,12 @@ def bench_scale(reps):
             "instead of 1 s: the load a job of this size puts on its store "
             "as users run it. Store requests per node to join: "
             + ", ".join(f"{x:.1f}" for x in default_req) + " (one run each). "
-            "The simulated nodes' and the store's CPU per request, one run "
-            "of 2026-11-27 (`store_bench scale` reports its process CPU as "
-            "`cpu_ns`): ~100–115 µs against ~35 µs; the 2 cores are full "
-            "for the whole join.")})
+            "The simulated nodes' and the store's CPU per request during "
+            "the join (`store_bench scale` reports its process CPU as "
+            "`cpu_ns`), per run: "
+            + ", ".join(f"{a:.0f} µs against {b:.0f} µs"
+                        for a, b in default_cpu)
+            + "; the 2 cores are full for the whole join.")})
     results[-2]["note"] = (
         "One `store_bench server` (the agent's store alone in a process); "
         "N simulated nodes, each a real `DynamicRendezvous` (the agent's "
@@ -871,7 +878,15 @@ def bench_scale(reps):
         "node to join at keep_alive_interval=5 where there were 6 (the "
         "state, the join with the lease, the wait told of the close, the "
         "rank and master records; the fifth is the monitor's first watch, "
-        "counted while it is parked). "
+        "counted while it is parked). Later on 2026-11-27 a new node's "
+        "first read of the round goes with that join (`AddRecordThenList`: "
+        "every node of a new job joins round 0, so its place there and its "
+        "read of `ctl/state` are one request): 4 requests per node; and "
+        "each simulator process asks the kernel for a futex hash sized for "
+        "its threads (Linux 6.16+ gives a threaded process 16 buckets on "
+        "this 2-CPU machine whatever its thread count; futex_wake, walking "
+        "a bucket's chain of parked node threads, was ~15 % of the "
+        "simulated nodes' CPU; a simulator-only cost). "
         "Since 2026-11-23 each node's thread is started before the go "
         "signal (a simulator-only change: creating thousands of threads "
         "after it was part of the timed join). The simulated nodes use "
