@@ -79,9 +79,11 @@ class Split:
     @contextlib.contextmanager
     def around(self, server_pid):
         self.sims = simulators(server_pid)
+        # The whole machine, reported for the simulators' pids (main):
+        # `perf record -p` opens events for each of their thousands of
+        # threads and recorded a few dozen samples in all.
         perf = subprocess.Popen(
-            ["perf", "record", "-F", "499", "-g", "-o", str(self.out), "-p",
-             ",".join(str(p) for p in self.sims)],
+            ["perf", "record", "-a", "-F", "499", "-g", "-o", str(self.out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         done = threading.Event()
 
@@ -132,9 +134,12 @@ def main():
                      f"{split.sims_cpu / max(split.store_cpu, 1e-9):.1f}x "
                      f"the store's), at most {split.most_threads} threads "
                      "in one of them")
+    only = (["--percentage", "relative",
+             "--pid", ",".join(str(p) for p in split.sims)]
+            if args.clients else [])
     report = subprocess.run(
         ["perf", "report", "-i", str(out), "--no-children", "--stdio",
-         "--percent-limit", "2", "-g", "none", "--sort", "symbol"],
+         "--percent-limit", "2", "-g", "none", "--sort", "symbol"] + only,
         capture_output=True, text=True)
     lines = [l.rstrip(" -") for l in report.stdout.splitlines()
              if l.strip() and not l.startswith("#")]
