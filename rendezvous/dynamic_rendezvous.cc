@@ -424,15 +424,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       case Action::kJoinFirstRound: {
         const absl::Time start = absl::Now();
         const bool leasing = lease_due();
-        auto j = store_->AddRecordThenList(
-            leasing
-                ? std::vector<
-                      std::pair<std::string, std::string>>{{keys_.Alive(
-                                                                options_.node),
-                                                            "1"}}
-                : std::vector<std::pair<std::string, std::string>>{},
-            lease_, keys_.Joined(0), 1, keys_.JoinPrefix(0), join_record(),
-            keys_.State());
+        std::vector<std::pair<std::string, std::string>> lease;
+        if (leasing) lease.emplace_back(keys_.Alive(options_.node), "1");
+        auto j = store_->AddRecordThenList(lease, lease_, keys_.Joined(0), 1,
+                                           keys_.JoinPrefix(0), join_record(),
+                                           keys_.State());
         if (!j.ok()) {
           // Not taken, or not known to be, so tried again: a store not up
           // yet as a first read that fails is (kReconnect), a refusal as a
