@@ -74,6 +74,8 @@ def main():
                     note("last call began", mono)
                 elif re.search(r"round \d+: closed it with", text):
                     note("round closed", mono)
+                elif re.search(r"group rank 0 of \d+ nodes", text):
+                    note("rank 0 wrote the master record", mono)
         print(f"{n} nodes, node lost -> next round: {measured[0]:.2f} s")
         for name, (lo, hi, k) in sorted(events.items(),
                                         key=lambda e: e[1]):
