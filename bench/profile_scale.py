@@ -8,10 +8,12 @@ attached to the store's process for the join.
 Prints the close time and the store's hottest symbols (`perf report`,
 self time) and writes them to docs/bench/profile-scale-N.txt; the raw
 profile is left in docs/bench/perf-scale-N.data (not committed). With
---clients, perf records the simulated nodes' processes instead (written to
-docs/bench/profile-scale-N-clients.txt), and the report gives the CPU time
-of the store and of the simulated nodes during the join, and their most
-threads. Needs Debian's linux-perf and the build of bench/run.sh.
+--clients, perf records the whole machine (`perf record -a`: needs root or
+kernel.perf_event_paranoid <= 0) and reports the simulated nodes'
+processes instead (written to docs/bench/profile-scale-N-clients.txt), with
+the CPU time of the store and of the simulated nodes during the join, and
+their most threads. Needs Debian's linux-perf and the build of
+bench/run.sh. perf's own errors are printed when its report is empty.
 """
 
 import argparse
@@ -75,6 +77,7 @@ class Split:
         self.store_cpu = self.sims_cpu = 0.0
         self.most_threads = 0
         self.sims = []
+        self.perf = None
 
     @contextlib.contextmanager
     def around(self, server_pid):
@@ -84,7 +87,8 @@ class Split:
         # threads and recorded a few dozen samples in all.
         perf = subprocess.Popen(
             ["perf", "record", "-a", "-F", "499", "-g", "-o", str(self.out)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.perf = perf
         done = threading.Event()
 
         def sample():
@@ -143,6 +147,12 @@ def main():
         capture_output=True, text=True)
     lines = [l.rstrip(" -") for l in report.stdout.splitlines()
              if l.strip() and not l.startswith("#")]
+    if not lines:
+        # Say why there is no profile: perf refused (permissions) or
+        # recorded nothing.
+        perf_err = split.perf.stderr.read() if split.perf else ""
+        print(f"perf recorded nothing: {perf_err}{report.stderr}",
+              file=sys.stderr)
     flag = " --clients" if args.clients else ""
     whose = ("simulated nodes' processes" if args.clients
              else "store process")

@@ -40,9 +40,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -87,21 +89,24 @@ long long CpuNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-// Gives this process a futex hash table of a bucket per ~4 of its
-// `threads`. Linux 6.16+ gives a threaded process a private table sized by
-// the CPUs, not the threads: 16 buckets on this 2-CPU machine (prctl
-// PR_FUTEX_HASH_GET_SLOTS answers 16 at 1 or 2,000 threads). With a
-// simulator's thousands of node threads parked on their calls, every wake
-// walked a bucket's chain of hundreds of waiters: futex_wake was ~15 % of
-// the simulated nodes' CPU (perf, 16,384 nodes). A real node's agent has a
-// few threads and never meets this. Older kernels refuse the call, and the
-// simulator runs as before.
+// Gives this process a futex hash table of about 4 buckets per thread of
+// its `threads`, so that a chain holds about one waiter. Linux 6.16+ gives a
+// threaded process a private table sized by the CPUs, not the threads: 16
+// buckets on this 2-CPU machine (prctl PR_FUTEX_HASH_GET_SLOTS answers 16 at 1
+// or 2,000 threads). With a simulator's thousands of node threads parked on
+// their calls, every wake walked a bucket's chain of hundreds of waiters:
+// futex_wake was ~15 % of the simulated nodes' CPU (perf, 16,384 nodes). A real
+// node's agent has a few threads and never meets this. Older kernels refuse the
+// call (said on stderr), and the simulator runs as before.
 void SizeFutexHash(int threads) {
   constexpr int kPrFutexHash = 78;         // PR_FUTEX_HASH
   constexpr int kPrFutexHashSetSlots = 1;  // PR_FUTEX_HASH_SET_SLOTS
   unsigned long slots = 16;
   while (slots < 4UL * static_cast<unsigned long>(threads)) slots *= 2;
-  (void)prctl(kPrFutexHash, kPrFutexHashSetSlots, slots, 0, 0);
+  if (prctl(kPrFutexHash, kPrFutexHashSetSlots, slots, 0, 0) != 0) {
+    std::fprintf(stderr, "store_bench: futex hash of %lu buckets: %s\n", slots,
+                 std::strerror(errno));
+  }
 }
 
 // The log's clock (STORE_BENCH_LOG), to place its lines on NowNs's.
@@ -237,9 +242,15 @@ MethodTally* Tally() {
 class SharedStore : public StoreInterface {
  public:
   // `renewals`, if set, also counts the lease writes (a TTL) among them.
+  // `one_request_join`: `s` joins and lists in one request
+  // (AddRecordThenList); otherwise its requests are counted one by one.
   SharedStore(StoreInterface* s, std::atomic<long>* n,
-              std::atomic<long>* renewals = nullptr)
-      : s_(s), n_(n), renewals_(renewals) {}
+              std::atomic<long>* renewals = nullptr,
+              bool one_request_join = true)
+      : s_(s),
+        n_(n),
+        renewals_(renewals),
+        one_request_join_(one_request_join) {}
   absl::StatusOr<int64_t> MultiSet(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) override {
@@ -281,6 +292,12 @@ class SharedStore : public StoreInterface {
       absl::Duration ttl, const std::string& key, int64_t delta,
       const std::string& record_prefix, const std::string& record,
       const std::string& list_prefix) override {
+    if (!one_request_join_) {
+      // etcd's: the lease, the add, the record and the listing, each
+      // counted as this store's default makes them.
+      return StoreInterface::AddRecordThenList(
+          lease, ttl, key, delta, record_prefix, record, list_prefix);
+    }
     ++*n_;  // a join with its read: not among the renewals
     Tally()->Note("AddRecordThenList", key);
     return s_->AddRecordThenList(lease, ttl, key, delta, record_prefix, record,
@@ -341,6 +358,7 @@ class SharedStore : public StoreInterface {
   StoreInterface* s_;
   std::atomic<long>* n_;
   std::atomic<long>* renewals_;
+  const bool one_request_join_;
 };
 
 // Renews the leases of many simulated nodes from a few threads, each when
@@ -474,8 +492,9 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
     o.config.read_timeout = absl::Seconds(300);
     o.heartbeat_thread = false;
     sims.push_back(std::make_unique<DynamicRendezvous>(
-        o,
-        std::make_unique<SharedStore>(clients[i % channels].get(), &requests)));
+        o, std::make_unique<SharedStore>(
+               clients[i % channels].get(), &requests, nullptr,
+               !absl::StartsWith(endpoint, "etcd:"))));
     heartbeats.Add(i, sims.back().get());
   }
   // Each node's thread exists before the go signal, as a real node's agent

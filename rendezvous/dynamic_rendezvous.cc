@@ -430,12 +430,15 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
                                            keys_.JoinPrefix(0), join_record(),
                                            keys_.State());
         if (!j.ok()) {
-          // Not taken, or not known to be, so tried again: a store not up
-          // yet as a first read that fails is (kReconnect), a refusal as a
-          // join that fails is.
+          // Not taken, or not known to be. As a first read's failure was
+          // judged: a store not up yet waits for it (kReconnect), and a
+          // request refused as malformed (a run id that makes its keys too
+          // long) fails at once (kFail). Any other refusal is retried after
+          // a pause, as a join's.
           const absl::Status& s = j.status();
           if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
-              absl::IsUnauthenticated(s)) {
+              absl::IsUnauthenticated(s) || absl::IsInvalidArgument(s) ||
+              absl::IsDataLoss(s)) {
             o = Observed();
             o.fresh = true;
             o.state_error = s;

@@ -651,8 +651,109 @@ TEST(DynamicRendezvousTest, ANewNodeOfALaterRoundJoinsIt) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->round, 3);
   EXPECT_EQ(r->group_world_size, 1);
-  EXPECT_EQ(view.Get("rdzv/job/joined/0", absl::ZeroDuration()).value(), "1");
-  EXPECT_EQ(view.Get("rdzv/job/joined/3", absl::ZeroDuration()).value(), "1");
+  auto round0 = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
+  ASSERT_TRUE(round0.ok()) << round0.status();
+  EXPECT_EQ(*round0, "1");
+  auto round3 = view.Get("rdzv/job/joined/3", absl::ZeroDuration());
+  ASSERT_TRUE(round3.ok()) << round3.status();
+  EXPECT_EQ(*round3, "1");
+}
+
+// A new node that arrives while round 0 runs, closed and full: the place
+// it takes there changes neither the round's state nor its members, and
+// it waits for the next round.
+TEST(DynamicRendezvousTest, ALateNodeLeavesAClosedRoundZeroAsItWas) {
+  StoreCore core;
+  Nodes nodes = MakeNodes(&core, 2, 2, 2);
+  ASSERT_EQ(FormRound(nodes).size(), 2u);
+  const StoreListing state_before = *core.List("rdzv/job/ctl/state");
+  const StoreListing members_before = *core.List("rdzv/job/members/");
+  const StoreListing ranks_before = *core.List("rdzv/job/rank/");
+  DynamicRendezvousOptions o = Options(2, 2, 2);
+  o.config.join_timeout = absl::Milliseconds(300);
+  DynamicRendezvous late(o, std::make_unique<LocalStore>(&core));
+  EXPECT_FALSE(late.Next(1).ok());  // the round stays full: join_timeout
+  auto entries = [](const StoreListing& l) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    for (const StoreEntry& e : l.entries) kv.emplace_back(e.key, e.value);
+    return kv;
+  };
+  EXPECT_EQ(entries(*core.List("rdzv/job/ctl/state")), entries(state_before));
+  EXPECT_EQ(entries(*core.List("rdzv/job/members/")), entries(members_before));
+  EXPECT_EQ(entries(*core.List("rdzv/job/rank/")), entries(ranks_before));
+  ASSERT_FALSE(members_before.entries.empty());
+  ASSERT_FALSE(ranks_before.entries.empty());
+  LocalStore view(&core);
+  auto joined = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(*joined, "3");  // its place, past the close at 2
+  EXPECT_TRUE(core.Check({"rdzv/job/ctl/waiting/n2"}).value());
+}
+
+// Answers the first `unavailable` first-round joins as a store not up yet
+// (nothing written), then as LocalStore; or takes the place and fails the
+// read that goes with it.
+class FlakyFirstJoinStore : public LocalStore {
+ public:
+  FlakyFirstJoinStore(StoreCore* core, int unavailable, bool fail_listing)
+      : LocalStore(core),
+        unavailable_(unavailable),
+        fail_listing_(fail_listing) {}
+  absl::StatusOr<AddRecordListing> AddRecordThenList(
+      const std::vector<std::pair<std::string, std::string>>& lease,
+      absl::Duration ttl, const std::string& key, int64_t delta,
+      const std::string& record_prefix, const std::string& record,
+      const std::string& list_prefix) override {
+    ++calls;
+    if (unavailable_ > 0) {
+      --unavailable_;
+      return absl::UnavailableError("connection refused");
+    }
+    auto r = LocalStore::AddRecordThenList(lease, ttl, key, delta,
+                                           record_prefix, record, list_prefix);
+    if (r.ok() && fail_listing_) {
+      r->listing = absl::UnavailableError("connection reset");
+    }
+    return r;
+  }
+  int calls = 0;
+
+ private:
+  int unavailable_;
+  bool fail_listing_;
+};
+
+// A store not up yet at a node's first request: it waits for the store
+// as a first read did, then takes one place.
+TEST(DynamicRendezvousTest, AFirstJoinWaitsForTheStore) {
+  StoreCore core;
+  auto owned = std::make_unique<FlakyFirstJoinStore>(&core, 2, false);
+  FlakyFirstJoinStore* store = owned.get();
+  DynamicRendezvous node(Options(0, 1, 1), std::move(owned));
+  auto r = node.Next(1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(store->calls, 3);
+  LocalStore view(&core);
+  auto joined = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(*joined, "1");
+}
+
+// A place taken whose read failed is not taken again: the node reads the
+// round on its own and goes on from that place.
+TEST(DynamicRendezvousTest, AFirstJoinWhoseReadFailedIsNotRepeated) {
+  StoreCore core;
+  auto owned = std::make_unique<FlakyFirstJoinStore>(&core, 0, true);
+  FlakyFirstJoinStore* store = owned.get();
+  DynamicRendezvous node(Options(0, 1, 1), std::move(owned));
+  auto r = node.Next(1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(store->calls, 1);
+  EXPECT_EQ(r->group_world_size, 1);
+  LocalStore view(&core);
+  auto joined = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(*joined, "1");
 }
 
 // The heartbeat's next renewal counts from the join that carried the
@@ -734,37 +835,49 @@ TEST(DynamicRendezvousTest, AWaitingNodesLeaseGoesWithItsAsk) {
   EXPECT_TRUE(core.Check({"rdzv/job/ctl/waiting/n1"}).value());
 }
 
-// A LocalStore that refuses every increment, as the store refuses a key
-// past its size limit.
+// A LocalStore that refuses every increment of the counters under
+// `refused` with `why`, and counts them.
 class RefusingAddStore : public LocalStore {
  public:
-  RefusingAddStore(StoreCore* core, std::atomic<int>* adds)
-      : LocalStore(core), adds_(adds) {}
-  absl::StatusOr<int64_t> Add(const std::string&, int64_t) override {
+  RefusingAddStore(StoreCore* core, std::atomic<int>* adds, std::string refused,
+                   absl::Status why)
+      : LocalStore(core),
+        adds_(adds),
+        refused_(std::move(refused)),
+        why_(std::move(why)) {}
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
+    if (!absl::StartsWith(key, refused_)) return LocalStore::Add(key, delta);
     ++*adds_;
-    return absl::InvalidArgumentError("key longer than 4096 bytes");
+    return why_;
   }
-  absl::StatusOr<AddRecordResult> AddThenRecord(const std::string& key,
-                                                int64_t delta,
-                                                const std::string&,
-                                                const std::string&) override {
-    auto refused = Add(key, delta);
-    return refused.status();
+  absl::StatusOr<AddRecordResult> AddThenRecord(
+      const std::string& key, int64_t delta, const std::string& record_prefix,
+      const std::string& record) override {
+    if (!absl::StartsWith(key, refused_)) {
+      return LocalStore::AddThenRecord(key, delta, record_prefix, record);
+    }
+    return Add(key, delta).status();
   }
 
  private:
   std::atomic<int>* adds_;
+  const std::string refused_;
+  const absl::Status why_;
 };
 
-// A store operation that keeps failing is retried after a growing pause,
-// not in a loop that burns a core and writes a warning per attempt.
-TEST(DynamicRendezvousTest, FailingJoinIsRetriedWithBackoffNotSpun) {
+// A node's first request (its place in round 0 with its read) that the
+// store keeps refusing is retried after a growing pause, not in a loop
+// that burns a core and writes a warning per attempt.
+TEST(DynamicRendezvousTest, FailingFirstJoinIsRetriedWithBackoffNotSpun) {
   StoreCore core;
   std::atomic<int> adds{0};
   DynamicRendezvousOptions o = Options(0, 1, 1);
   o.config.join_timeout = absl::Seconds(1);
   o.config.keep_alive_interval = absl::Milliseconds(500);
-  DynamicRendezvous node(o, std::make_unique<RefusingAddStore>(&core, &adds));
+  DynamicRendezvous node(
+      o, std::make_unique<RefusingAddStore>(
+             &core, &adds, "rdzv/job/joined/",
+             absl::ResourceExhaustedError("the store is full")));
   const absl::Time start = absl::Now();
   auto r = node.Next(1);
   EXPECT_FALSE(r.ok());
@@ -772,6 +885,49 @@ TEST(DynamicRendezvousTest, FailingJoinIsRetriedWithBackoffNotSpun) {
   // 50 ms doubling to a 500 ms cap: a handful of attempts in a second.
   EXPECT_GE(adds.load(), 2);
   EXPECT_LE(adds.load(), 10);
+}
+
+// Likewise a join of a later round (kJoin): the node took its place in
+// round 0 and then keeps being refused one in the open round 2.
+TEST(DynamicRendezvousTest, FailingJoinIsRetriedWithBackoffNotSpun) {
+  StoreCore core;
+  LocalStore view(&core);
+  RdzvState open;
+  open.round = 2;
+  ASSERT_TRUE(view.Set("rdzv/job/ctl/state", open.Encode()).ok());
+  std::atomic<int> adds{0};
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.config.join_timeout = absl::Seconds(1);
+  o.config.keep_alive_interval = absl::Milliseconds(500);
+  DynamicRendezvous node(
+      o, std::make_unique<RefusingAddStore>(
+             &core, &adds, "rdzv/job/joined/2",
+             absl::ResourceExhaustedError("the store is full")));
+  const absl::Time start = absl::Now();
+  auto r = node.Next(1);
+  EXPECT_FALSE(r.ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_GE(adds.load(), 2);
+  EXPECT_LE(adds.load(), 10);
+}
+
+// A first request refused as malformed (a run id whose keys are too long
+// for the store) ends the rendezvous at once, as its first read's refusal
+// did: no retries until join_timeout.
+TEST(DynamicRendezvousTest, AFirstJoinRefusedAsMalformedFailsAtOnce) {
+  StoreCore core;
+  std::atomic<int> adds{0};
+  DynamicRendezvousOptions o = Options(0, 1, 1);
+  o.config.join_timeout = absl::Seconds(20);
+  DynamicRendezvous node(
+      o, std::make_unique<RefusingAddStore>(
+             &core, &adds, "rdzv/job/joined/",
+             absl::InvalidArgumentError("key longer than 4096 bytes")));
+  const absl::Time start = absl::Now();
+  auto r = node.Next(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(adds.load(), 1);
 }
 
 // Joining takes a place in the count and writes the node's own record

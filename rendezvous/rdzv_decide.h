@@ -20,8 +20,8 @@ namespace distjob {
 struct Observed {
   // False: nothing read since the store last changed by this node's hand
   // or since it last waited; the next action is to read (or to give up).
-  // A node that has joined no round yet joins round 0 with its read: a
-  // job's first round, which every node of a new job joins.
+  // A node that has joined no round and held none yet joins round 0 with
+  // its read: a job's first round, which every node of a new job joins.
   bool fresh = false;
   // ctl/aborted, once another node ended the job (then nothing else read).
   std::optional<std::string> aborted;

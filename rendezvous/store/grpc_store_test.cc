@@ -281,6 +281,27 @@ TEST(GrpcStoreTest, AddRecordThenListIsOneRequest) {
   EXPECT_EQ(lists, 1);  // the List above only
 }
 
+// A listing the store refuses after the add (its prefix over the key
+// limit): the add stands and is answered once; the read's refusal comes
+// with it, from the client's own List.
+TEST(GrpcStoreTest, ARefusedListingAfterTheAddLeavesTheAdd) {
+  StoreLimits limits;
+  limits.max_key_bytes = 16;
+  auto server = StoreServer::Start("127.0.0.1", 0, limits);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(
+      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  auto r = client->AddRecordThenList({}, absl::ZeroDuration(), "joined", 1,
+                                     "join/", "me", std::string(32, 'p'));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->add.count, 1);
+  EXPECT_TRUE(r->add.recorded);
+  EXPECT_TRUE(absl::IsInvalidArgument(r->listing.status()))
+      << r->listing.status();
+  EXPECT_EQ(*client->Get("joined", absl::ZeroDuration()), "1");
+}
+
 // A lease the store refuses (a key over its limit) adds nothing.
 TEST(GrpcStoreTest, ARefusedLeaseAddsNothing) {
   StoreLimits limits;
