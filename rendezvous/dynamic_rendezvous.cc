@@ -208,7 +208,7 @@ absl::StatusOr<std::string> DynamicRendezvous::ReadRankRecord(
 Observed DynamicRendezvous::Observe(RankCache* cache,
                                     const std::optional<WatchChange>& known,
                                     int64_t known_revision,
-                                    const StoreListing* listed) {
+                                    StoreListing* listed) {
   Observed o;
   o.fresh = true;
   std::optional<RdzvState> told;
@@ -226,8 +226,9 @@ Observed DynamicRendezvous::Observe(RankCache* cache,
   } else {
     // One request for the state and the job's end (rdzv_keys.h: both start
     // with the state's key), read by every node on every wake-up.
-    auto listing = listed != nullptr ? absl::StatusOr<StoreListing>(*listed)
-                                     : store_->List(keys_.State());
+    auto listing = listed != nullptr
+                       ? absl::StatusOr<StoreListing>(std::move(*listed))
+                       : store_->List(keys_.State());
     if (!listing.ok()) {
       o.state_error = listing.status();
       return o;

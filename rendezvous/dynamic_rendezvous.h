@@ -119,11 +119,11 @@ class DynamicRendezvous : public ElasticRendezvous {
   // state's key as a watch of the state's prefix from the last read saw
   // it change, the one change there up to `known_revision` (then the job
   // has not ended either): it is not read again.
-  // `listed`: the state's listing, already read (AddRecordThenList).
+  // `listed`: the state's listing, already read (AddRecordThenList);
+  // taken from.
   Observed Observe(RankCache* cache,
                    const std::optional<WatchChange>& known = std::nullopt,
-                   int64_t known_revision = 0,
-                   const StoreListing* listed = nullptr);
+                   int64_t known_revision = 0, StoreListing* listed = nullptr);
   // `revision`: the store's revision `state` was written at.
   // `master`: the master's record if already read (RankCache::master).
   absl::StatusOr<RendezvousResult> Result(

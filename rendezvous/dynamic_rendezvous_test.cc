@@ -43,6 +43,22 @@ int64_t StoredRound(StoreCore* core) {
   return state.ok() ? state->round : -1;
 }
 
+// Writes round `round`, open, as the job's state.
+void SetOpenRound(StoreCore* core, int64_t round) {
+  RdzvState open;
+  open.round = round;
+  LocalStore view(core);
+  ASSERT_TRUE(view.Set("rdzv/job/ctl/state", open.Encode()).ok());
+}
+
+// Round `round`'s join counter as stored, or the read's error.
+std::string JoinCount(StoreCore* core, int64_t round) {
+  LocalStore view(core);
+  auto v =
+      view.Get(absl::StrCat("rdzv/job/joined/", round), absl::ZeroDuration());
+  return v.ok() ? *v : v.status().ToString();
+}
+
 using Nodes = std::vector<std::unique_ptr<DynamicRendezvous>>;
 
 // Nodes n0..n<count-1> of one `min`:`max` job over one in-process store.
@@ -642,21 +658,14 @@ TEST(DynamicRendezvousTest, ANewNodesFirstReadGoesWithItsJoin) {
 // place in round 0 that no one counts, and joins the open round.
 TEST(DynamicRendezvousTest, ANewNodeOfALaterRoundJoinsIt) {
   StoreCore core;
-  LocalStore view(&core);
-  RdzvState open;
-  open.round = 3;
-  ASSERT_TRUE(view.Set("rdzv/job/ctl/state", open.Encode()).ok());
+  SetOpenRound(&core, 3);
   DynamicRendezvous node(Options(0, 1, 1), std::make_unique<LocalStore>(&core));
   auto r = node.Next(1);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->round, 3);
   EXPECT_EQ(r->group_world_size, 1);
-  auto round0 = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
-  ASSERT_TRUE(round0.ok()) << round0.status();
-  EXPECT_EQ(*round0, "1");
-  auto round3 = view.Get("rdzv/job/joined/3", absl::ZeroDuration());
-  ASSERT_TRUE(round3.ok()) << round3.status();
-  EXPECT_EQ(*round3, "1");
+  EXPECT_EQ(JoinCount(&core, 0), "1");
+  EXPECT_EQ(JoinCount(&core, 3), "1");
 }
 
 // A new node that arrives while round 0 runs, closed and full: the place
@@ -683,10 +692,7 @@ TEST(DynamicRendezvousTest, ALateNodeLeavesAClosedRoundZeroAsItWas) {
   EXPECT_EQ(entries(*core.List("rdzv/job/rank/")), entries(ranks_before));
   ASSERT_FALSE(members_before.entries.empty());
   ASSERT_FALSE(ranks_before.entries.empty());
-  LocalStore view(&core);
-  auto joined = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
-  ASSERT_TRUE(joined.ok()) << joined.status();
-  EXPECT_EQ(*joined, "3");  // its place, past the close at 2
+  EXPECT_EQ(JoinCount(&core, 0), "3");  // its place, past the close at 2
   EXPECT_TRUE(core.Check({"rdzv/job/ctl/waiting/n2"}).value());
 }
 
@@ -733,10 +739,7 @@ TEST(DynamicRendezvousTest, AFirstJoinWaitsForTheStore) {
   auto r = node.Next(1);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(store->calls, 3);
-  LocalStore view(&core);
-  auto joined = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
-  ASSERT_TRUE(joined.ok()) << joined.status();
-  EXPECT_EQ(*joined, "1");
+  EXPECT_EQ(JoinCount(&core, 0), "1");
 }
 
 // A place taken whose read failed is not taken again: the node reads the
@@ -750,10 +753,7 @@ TEST(DynamicRendezvousTest, AFirstJoinWhoseReadFailedIsNotRepeated) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(store->calls, 1);
   EXPECT_EQ(r->group_world_size, 1);
-  LocalStore view(&core);
-  auto joined = view.Get("rdzv/job/joined/0", absl::ZeroDuration());
-  ASSERT_TRUE(joined.ok()) << joined.status();
-  EXPECT_EQ(*joined, "1");
+  EXPECT_EQ(JoinCount(&core, 0), "1");
 }
 
 // The heartbeat's next renewal counts from the join that carried the
@@ -870,12 +870,7 @@ class RefusingAddStore : public LocalStore {
 // open), checking that Next failed within a few seconds.
 int JoinsRefusedInASecond(int64_t round, const std::string& refused) {
   StoreCore core;
-  if (round > 0) {
-    RdzvState open;
-    open.round = round;
-    LocalStore view(&core);
-    EXPECT_TRUE(view.Set("rdzv/job/ctl/state", open.Encode()).ok());
-  }
+  if (round > 0) SetOpenRound(&core, round);
   std::atomic<int> adds{0};
   DynamicRendezvousOptions o = Options(0, 1, 1);
   o.config.join_timeout = absl::Seconds(1);
