@@ -617,17 +617,32 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       case Action::kAwaitLastCall:
         SetWait(Wait::kLastCall, st.round);
         if (a.announce_last_call) announce_last_call(st);
+        // The node whose last call began it closes the round when the
+        // call ends, unless one more fills it: its records go in now,
+        // while it would only wait, and the close is then the join count
+        // and the compare-set. Once a round, by that one node: every node
+        // in the last call writing them would be N records each.
+        if (join_index_ == options_.min_nodes && prepared_round_ != st.round) {
+          prepared_round_ = st.round;
+          if (auto s = Close(st); !s.ok()) {
+            DJ_LOG_DEBUG("round {}: cannot write its close ahead: {}", st.round,
+                         s.message());
+          }
+        }
         (void)wait_change(a.until - absl::Now());
         break;
-      case Action::kCloseRound:
+      case Action::kCloseRound: {
         if (a.announce_last_call) announce_last_call(st);
-        if (auto s = Close(st); !s.ok()) {
-          pause_after(absl::StrCat("cannot close round ", st.round), s);
+        const absl::Status written =
+            CloseStillWritten(st) ? absl::OkStatus() : Close(st);
+        if (!written.ok()) {
+          pause_after(absl::StrCat("cannot close round ", st.round), written);
         } else if (cas(CloseState(st))) {
           DJ_LOG_DEBUG("round {}: closed it with {} members", st.round,
                        closing_size_);
         }
         break;
+      }
       case Action::kWaitForJoiners:
         SetWait(Wait::kJoiners, st.round);
         if (awaited_round != st.round) {
@@ -660,9 +675,18 @@ RdzvState DynamicRendezvous::CloseState(const RdzvState& open) const {
   return next;
 }
 
+bool DynamicRendezvous::CloseStillWritten(const RdzvState& st) {
+  if (closing_round_ != st.round || !closing_by_index_) return false;
+  auto joined = store_->Add(keys_.Joined(st.round), 0);
+  return joined.ok() &&
+         std::min<int64_t>(*joined, options_.max_nodes) == closing_joined_;
+}
+
 absl::Status DynamicRendezvous::Close(const RdzvState& st) {
   bool by_index = false;
-  auto members = Joined(st.round, &by_index);
+  int64_t counted = 0;
+  closing_round_ = -1;
+  auto members = Joined(st.round, &by_index, &counted);
   if (!members.ok()) return members.status();
   // Written by the store's host before it serves anyone.
   std::string host;
@@ -720,7 +744,11 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st) {
       return s;
     }
   }
-  return flush();
+  if (auto s = flush(); !s.ok()) return s;
+  closing_round_ = st.round;
+  closing_joined_ = counted;
+  closing_by_index_ = by_index;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
@@ -755,11 +783,12 @@ bool DropRepeatedNodes(std::vector<RdzvParticipant>* members) {
 }  // namespace
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
-    int64_t round, bool* by_index) {
+    int64_t round, bool* by_index, int64_t* counted) {
   *by_index = false;
   auto joined = store_->Add(keys_.Joined(round), 0);
   if (!joined.ok()) return joined.status();
   const int64_t n = std::min<int64_t>(*joined, options_.max_nodes);
+  if (counted != nullptr) *counted = n;
   std::vector<RdzvParticipant> members;
   // A node counted but not yet written is on its way: the blocking read
   // waits for it, at most one lease (it may have died in between).

@@ -136,15 +136,19 @@ class DynamicRendezvous : public ElasticRendezvous {
   // open round's state does not hold them), for LastSeenAddrs.
   void NoteJoinedAddrs(int64_t round);
   // The members of open round `round`, in join order, from their records;
-  // `by_index`: they are join records 1..N, none missing.
-  absl::StatusOr<std::vector<RdzvParticipant>> Joined(int64_t round,
-                                                      bool* by_index);
+  // `by_index`: they are join records 1..N, none missing; `counted`, if
+  // set: N, the round's join count (at most max_nodes) when it was read.
+  absl::StatusOr<std::vector<RdzvParticipant>> Joined(
+      int64_t round, bool* by_index, int64_t* counted = nullptr);
   // A closed round's `size` members in rank order, from its chunks.
   absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
       int64_t round, const std::string& closer, int size);
   // Writes open round `st`'s members and rank records as this node would
   // close it; CloseState is then the state that closes it.
   absl::Status Close(const RdzvState& st);
+  // Whether what Close last wrote still closes open round `st`: written
+  // for that round from join records 1..N, and N nodes joined it still.
+  bool CloseStillWritten(const RdzvState& st);
   RdzvState CloseState(const RdzvState& open) const;
   absl::Status Heartbeat();
   // A renewal that began at `start` succeeded.
@@ -277,6 +281,13 @@ class DynamicRendezvous : public ElasticRendezvous {
   int closing_size_ = 0;
   int closing_world_ = 0;
   std::string closing_leader_;  // RdzvState::leader
+  // The round Close last wrote (-1: none), from how many joins, and
+  // whether from join records 1..N (CloseStillWritten).
+  int64_t closing_round_ = -1;
+  int64_t closing_joined_ = 0;
+  bool closing_by_index_ = false;
+  // The round whose close this node wrote during its last call (-1: none).
+  int64_t prepared_round_ = -1;
   // The node whose failure claim won round decider_round_ (-1: none): it
   // decides whether the job restarts or ends.
   std::string decider_;
