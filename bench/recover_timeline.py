@@ -3,7 +3,7 @@
 recover_once with the simulated nodes' debug log), in seconds from the
 kill:
 
-    /usr/bin/python3 bench/recover_timeline.py [NODES]
+    /usr/bin/python3 bench/recover_timeline.py [NODES [KEEP_ALIVE_S]]
 
 Build first: `bazel build //bench:store_bench`.
 """
@@ -29,8 +29,11 @@ def wall_ns(stamp):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
+    keep_alive_s = (float(sys.argv[2]) if len(sys.argv) > 2
+                    else run.RECOVER_KEEP_ALIVE_S)
     with tempfile.TemporaryDirectory() as tmp:
-        measured = run.recover_once(n, log_dir=tmp)
+        measured = run.recover_once(n, log_dir=tmp,
+                                    keep_alive_s=keep_alive_s)
         if measured is None:
             print("the run did not finish")
             return 1

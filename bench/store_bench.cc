@@ -589,7 +589,9 @@ class Changes {
 };
 
 int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
-            int first, int count, int min_nodes, double last_call_s) {
+            int first, int count, int min_nodes, double last_call_s,
+            double keep_alive_s) {
+  const absl::Duration keep_alive = absl::Seconds(keep_alive_s);
   SizeFutexHash(2 * count);  // as in Scale
   const int channels = std::min(count, 8);
   std::vector<std::unique_ptr<GrpcStoreClient>> clients;
@@ -615,7 +617,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     o.node = absl::StrCat("sim", global);
     o.addr = "127.0.0.1";
     o.config.join_timeout = absl::Seconds(300);
-    o.config.keep_alive_interval = absl::Seconds(1);
+    o.config.keep_alive_interval = keep_alive;
     o.config.read_timeout = absl::Seconds(300);
     o.config.last_call_timeout = absl::Seconds(last_call_s);
     o.heartbeat_thread = false;
@@ -629,7 +631,7 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   // survivors re-joined, and whole shards of live nodes were seen lost
   // (bench/recover_timeline.py). 16 nodes a shard keep a pass well inside
   // one keep-alive interval, as each real node's own heartbeat thread is.
-  Heartbeats heartbeats(absl::Seconds(1), std::max(8, count / 16));
+  Heartbeats heartbeats(keep_alive, std::max(8, count / 16));
   Changes changes(count + 1);
   for (int i = 0; i < count; ++i) {
     sims.push_back(make(first + i, i));
@@ -688,9 +690,13 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
   (void)Tally()->TakeJson();
   long long kill_ns = 0;
   if (kill >= first && kill < first + count) {
-    kill_ns = NowNs();
-    // Stops its heartbeat and watch without a word to the store.
+    // Stops its heartbeat and watch without a word to the store. Timed
+    // from when its renewals stop: Remove waits out its shard's pass, which
+    // may renew this node once more (a pass took up to ~0.4 s under load,
+    // and the lease then ran out more than a lease after a stamp taken
+    // before it).
     heartbeats.Remove(kill - first);
+    kill_ns = NowNs();
     sims[kill - first].reset();
     live.erase(std::find(live.begin(), live.end(), kill - first));
   }
@@ -759,16 +765,17 @@ int main(int argc, char** argv) {
                  std::atoi(argv[6]), std::atof(argv[7]),
                  argc == 9 ? std::atof(argv[8]) : 1.0);
   }
-  if (mode == "recover" && argc == 9) {
+  if (mode == "recover" && (argc == 9 || argc == 10)) {
     return Recover(argv[2], argv[3], std::atoi(argv[4]), std::atoi(argv[5]),
-                   std::atoi(argv[6]), std::atoi(argv[7]), std::atof(argv[8]));
+                   std::atoi(argv[6]), std::atoi(argv[7]), std::atof(argv[8]),
+                   argc == 10 ? std::atof(argv[9]) : 1.0);
   }
   std::fputs(
       "usage: store_bench server [MAX_NODES [QUEUES]] | ops ENDPOINT OP "
       "CLIENTS "
       "SECONDS [sync] | scale ENDPOINT RUN_ID NODES FIRST COUNT HB_SECONDS "
       "[KEEP_S] | "
-      "recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S\n",
+      "recover ENDPOINT RUN_ID NODES FIRST COUNT MIN LAST_CALL_S [KEEP_S]\n",
       stderr);
   return 2;
 }
