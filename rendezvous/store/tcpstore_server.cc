@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/busy_poll.h"
 #include "common/logging.h"
 #include "rendezvous/store/tcpstore_protocol.h"
@@ -117,6 +118,7 @@ class TcpStoreServer::Impl {
     s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
     s.refused_connections = refused_.load(std::memory_order_relaxed);
     s.sleeps = sleeps_.load(std::memory_order_relaxed);
+    s.stream_pauses = stream_pauses_.load(std::memory_order_relaxed);
     for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
       const int64_t n = requests_[i].load(std::memory_order_relaxed);
       if (n > 0) s.requests[tcpstore::OpName(static_cast<Op>(i))] = n;
@@ -267,7 +269,11 @@ class TcpStoreServer::Impl {
   tcpstore::Request request_;
 
   std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
-  std::atomic<int64_t> protocol_errors_{0}, refused_{0}, sleeps_{0};
+  std::atomic<int64_t> protocol_errors_{0}, refused_{0}, sleeps_{0},
+      stream_pauses_{0};
+  // Whether the loop's current batch sent anything (Flush): a batch that
+  // did not served only requests nobody waits on.
+  bool answered_ = false;
   std::atomic<int64_t> requests_[static_cast<size_t>(Op::kCount) + 1] = {};
 };
 
@@ -343,8 +349,16 @@ absl::Status TcpStoreServer::Impl::Listen() {
 void TcpStoreServer::Impl::Loop() {
   epoll_event events[256];
   BusyPoll poll(options_.busy_poll);
+  int unanswered_batches = 0;
   while (!stop_.load()) {
-    const bool polling = poll.ShouldPoll();
+    const bool paused = unanswered_batches >= 2 &&
+                        options_.set_stream_pause > absl::ZeroDuration();
+    if (paused) {
+      stream_pauses_.fetch_add(1, std::memory_order_relaxed);
+      absl::SleepFor(options_.set_stream_pause);
+    }
+    answered_ = false;
+    const bool polling = paused || poll.ShouldPoll();
     const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 1000);
     if (n > 0) {
       if (!polling) sleeps_.fetch_add(1, std::memory_order_relaxed);
@@ -383,6 +397,8 @@ void TcpStoreServer::Impl::Loop() {
       Flush(*it->second);
     }
     if (n > 0) poll.Idle();
+    // The stream stopped (nothing came) or someone was answered: no pause.
+    unanswered_batches = n > 0 && !answered_ ? unanswered_batches + 1 : 0;
   }
   std::vector<uint64_t> ids;
   for (const auto& [id, conn] : conns_) ids.push_back(id);
@@ -890,6 +906,7 @@ void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
 }
 
 void TcpStoreServer::Impl::Flush(Conn& c) {
+  if (c.out_off < c.out.size()) answered_ = true;
   while (c.out_off < c.out.size()) {
     const ssize_t n = send(c.fd, c.out.data() + c.out_off,
                            c.out.size() - c.out_off, MSG_NOSIGNAL);

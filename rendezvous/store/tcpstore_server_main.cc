@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
           {"protocol_errors", s.protocol_errors},
           {"refused_connections", s.refused_connections},
           {"sleeps", s.sleeps},
+          {"stream_pauses", s.stream_pauses},
           {"requests", std::move(requests)}};
       std::printf("%s\n", distjob::DumpJson(stats).c_str());
       std::fflush(stdout);

@@ -448,6 +448,42 @@ TEST(TcpStoreServerTest, TheLoopPollsOnlyAfterAShortGap) {
       WaitFor([] { return LoopState() == 'S'; }, absl::Milliseconds(100)));
 }
 
+// Sets, which TCPStore's clients send without waiting for an answer: two
+// batches in a row that answered no one make the loop pause before its
+// next read, so that a stream of them is read many at once. Requests that
+// are answered (a set followed by its get, pings) never make it pause.
+TEST(TcpStoreServerTest, TheLoopPausesBehindAStreamOfSetsNotAnswers) {
+  TcpStoreServerOptions o;
+  o.set_stream_pause = absl::Milliseconds(5);
+  auto server = StartServer(o);
+  Client c(server->port());
+  auto sets = [&] {
+    const auto r = server->Stats().requests;
+    return r.count("set") ? r.at("set") : int64_t{0};
+  };
+  for (int i = 0; i < 20; ++i) {
+    Ping(c, static_cast<uint32_t>(i));
+    c.Send(Q(Op::kSet) + Str("/k") + Str(absl::StrCat(i)));
+    c.Send(Q(Op::kGet) + Str("/k"));
+    ASSERT_EQ(c.Bytes(), absl::StrCat(i));
+  }
+  EXPECT_EQ(server->Stats().stream_pauses, 0);
+  // One set per batch: each read waits for the loop to serve the last.
+  for (int i = 0; i < 5; ++i) {
+    c.Send(Q(Op::kSet) + Str("/s") + Str(absl::StrCat(i)));
+    const int64_t want = 20 + i + 1;
+    ASSERT_TRUE(WaitFor([&] { return sets() == want; }));
+  }
+  EXPECT_GE(server->Stats().stream_pauses, 1);
+  // A request that needs an answer is served after the pause, and ends
+  // the stream: no pause after it.
+  c.Send(Q(Op::kGet) + Str("/s"));
+  EXPECT_EQ(c.Bytes(), "4");
+  const int64_t pauses = server->Stats().stream_pauses;
+  for (uint32_t i = 0; i < 10; ++i) Ping(c, i);
+  EXPECT_EQ(server->Stats().stream_pauses, pauses);
+}
+
 TEST(TcpStoreServerTest, ReadingPausesPastThePendingOutputBoundAndResumes) {
   TcpStoreServerOptions o;
   o.max_pending_output_bytes = 64 * 1024;
