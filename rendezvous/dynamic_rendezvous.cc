@@ -624,7 +624,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         // in the last call writing them would be N records each.
         if (join_index_ == options_.min_nodes && prepared_round_ != st.round) {
           prepared_round_ = st.round;
-          if (auto s = Close(st); !s.ok()) {
+          if (auto s = Close(st, /*ahead=*/true); !s.ok()) {
             DJ_LOG_DEBUG("round {}: cannot write its close ahead: {}", st.round,
                          s.message());
           }
@@ -682,11 +682,11 @@ bool DynamicRendezvous::CloseStillWritten(const RdzvState& st) {
          std::min<int64_t>(*joined, options_.max_nodes) == closing_joined_;
 }
 
-absl::Status DynamicRendezvous::Close(const RdzvState& st) {
+absl::Status DynamicRendezvous::Close(const RdzvState& st, bool ahead) {
   bool by_index = false;
   int64_t counted = 0;
   closing_round_ = -1;
-  auto members = Joined(st.round, &by_index, &counted);
+  auto members = Joined(st.round, &by_index, &counted, !ahead);
   if (!members.ok()) return members.status();
   // Written by the store's host before it serves anyone.
   std::string host;
@@ -783,7 +783,7 @@ bool DropRepeatedNodes(std::vector<RdzvParticipant>* members) {
 }  // namespace
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
-    int64_t round, bool* by_index, int64_t* counted) {
+    int64_t round, bool* by_index, int64_t* counted, bool wait_for_records) {
   *by_index = false;
   auto joined = store_->Add(keys_.Joined(round), 0);
   if (!joined.ok()) return joined.status();
@@ -799,7 +799,8 @@ absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
     for (int64_t i = first; i < first + kChunk && i <= n; ++i) {
       keys.push_back(keys_.Join(round, i));
     }
-    auto values = store_->MultiGet(keys, lease_);
+    auto values = store_->MultiGet(
+        keys, wait_for_records ? lease_ : absl::ZeroDuration());
     complete = values.ok();
     for (size_t i = 0; complete && i < values->size(); ++i) {
       auto p = DecodeJoin((*values)[i]);

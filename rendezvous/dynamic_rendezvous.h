@@ -138,14 +138,19 @@ class DynamicRendezvous : public ElasticRendezvous {
   // The members of open round `round`, in join order, from their records;
   // `by_index`: they are join records 1..N, none missing; `counted`, if
   // set: N, the round's join count (at most max_nodes) when it was read.
+  // A record counted but not written yet is waited for up to a lease, or,
+  // with `wait_for_records` false, taken for missing at once.
   absl::StatusOr<std::vector<RdzvParticipant>> Joined(
-      int64_t round, bool* by_index, int64_t* counted = nullptr);
+      int64_t round, bool* by_index, int64_t* counted = nullptr,
+      bool wait_for_records = true);
   // A closed round's `size` members in rank order, from its chunks.
   absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
       int64_t round, const std::string& closer, int size);
   // Writes open round `st`'s members and rank records as this node would
-  // close it; CloseState is then the state that closes it.
-  absl::Status Close(const RdzvState& st);
+  // close it; CloseState is then the state that closes it. `ahead`: during
+  // its last call, where a join record on its way is not waited for (the
+  // close at the call's end writes again, with it).
+  absl::Status Close(const RdzvState& st, bool ahead = false);
   // Whether what Close last wrote still closes open round `st`: written
   // for that round from join records 1..N, and N nodes joined it still.
   bool CloseStillWritten(const RdzvState& st);

@@ -163,25 +163,29 @@ std::vector<std::pair<int64_t, std::string>> EncodeMemberChunks(
 
 absl::StatusOr<std::vector<RdzvParticipant>> AssembleMembers(
     std::vector<std::pair<int64_t, std::string>> chunks, int size) {
-  std::sort(chunks.begin(), chunks.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Followed from rank 0, each chunk found by where the one before ended:
+  // a list written again with its boundaries moved (a close written during
+  // the last call, then once more for a node that joined during it) leaves
+  // chunks of the first write that no chain from rank 0 reaches.
+  absl::flat_hash_map<int64_t, std::string*> by_first;
+  for (auto& [first, text] : chunks) by_first[first] = &text;
   std::vector<RdzvParticipant> members;
   members.reserve(std::max(size, 0));
-  for (auto& [first, text] : chunks) {
-    if (static_cast<int64_t>(members.size()) >= size) break;
-    if (first != static_cast<int64_t>(members.size())) {
-      return absl::DataLossError(absl::StrCat(
-          "rendezvous member list: the chunk at rank ", first,
-          " does not follow the ", members.size(), " members before it"));
+  while (static_cast<int64_t>(members.size()) < size) {
+    const int64_t first = static_cast<int64_t>(members.size());
+    auto it = by_first.find(first);
+    if (it == by_first.end()) {
+      return absl::DataLossError(
+          absl::StrCat("rendezvous member list: ", first, " of ", size,
+                       " members found, and no chunk starts at rank ", first));
     }
-    auto part = DecodeMembers(text);
+    auto part = DecodeMembers(*it->second);
     if (!part.ok()) return part.status();
+    if (part->empty()) {
+      return absl::DataLossError(absl::StrCat(
+          "rendezvous member list: the chunk at rank ", first, " is empty"));
+    }
     for (auto& p : *part) members.push_back(std::move(p));
-  }
-  if (static_cast<int64_t>(members.size()) < size) {
-    return absl::DataLossError(
-        absl::StrCat("rendezvous member list: ", members.size(), " of ", size,
-                     " members found"));
   }
   members.resize(size);
   return members;

@@ -94,10 +94,11 @@ inline constexpr size_t kMemberChunkBytes = size_t{256} << 10;
 std::vector<std::pair<int64_t, std::string>> EncodeMemberChunks(
     const std::vector<RdzvParticipant>& members,
     size_t max_bytes = kMemberChunkBytes);
-// The first `size` members from chunks by first rank, in any order: each
-// chunk must start where the one before ended. Chunks past `size` are
-// ignored: a closer that retried its close with fewer members may have
-// left some of its first attempt's.
+// The first `size` members from chunks by first rank, in any order: the
+// chunk at rank 0, then the one that starts where it ended, and so on.
+// Chunks off that chain or past `size` are ignored: a closer that wrote
+// its list again (fewer members after a retry, or more after a node joined
+// during its last call) may have left some of its first write's.
 absl::StatusOr<std::vector<RdzvParticipant>> AssembleMembers(
     std::vector<std::pair<int64_t, std::string>> chunks, int size);
 

@@ -1,6 +1,7 @@
 #include "rendezvous/rdzv_state.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,36 @@ TEST(RdzvStateTest, MemberChunksKeepOnlyTheListOfTheRoundsSize) {
             absl::StatusCode::kDataLoss);
   // A line longer than the chunk size gets a chunk of its own.
   EXPECT_EQ(EncodeMemberChunks(NumberedNodes(2, 8), 5).size(), 2u);
+}
+
+// A close written during the last call, then again for a node that joined
+// during it: the second list's chunks start elsewhere, and the first
+// write's chunks that it did not overwrite stay in the store.
+TEST(RdzvStateTest, AListWrittenAgainWithMovedChunksReadsAsTheSecond) {
+  std::vector<RdzvParticipant> before = NumberedNodes(6, 8);
+  std::vector<RdzvParticipant> after = before;
+  after.insert(after.begin() + 1, RdzvParticipant("late", 8, "10.0.0.9"));
+  // The first write: one member a chunk (starts 0..5); the second, two a
+  // chunk (starts 0, 2, 4, 6), overwrites the chunks at even starts and
+  // leaves those at 1, 3 and 5, which hold the first list's members.
+  std::map<int64_t, std::string> store;
+  for (auto& [first, text] : EncodeMemberChunks(before, 20)) {
+    store[first] = text;
+  }
+  ASSERT_EQ(store.size(), 6u);
+  for (auto& [first, text] : EncodeMemberChunks(after, 40)) {
+    store[first] = text;
+  }
+  ASSERT_EQ(store.size(), 7u);
+  std::vector<std::pair<int64_t, std::string>> chunks(store.begin(),
+                                                      store.end());
+  auto back = AssembleMembers(chunks, 7);
+  ASSERT_TRUE(back.ok()) << back.status();
+  std::vector<std::string> nodes;
+  for (const auto& p : *back) nodes.push_back(p.node);
+  std::vector<std::string> want;
+  for (const auto& p : after) want.push_back(p.node);
+  EXPECT_EQ(nodes, want);
 }
 
 TEST(RdzvStateTest, HostFirstThenPreviousOrderThenNewcomers) {

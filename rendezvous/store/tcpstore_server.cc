@@ -271,9 +271,11 @@ class TcpStoreServer::Impl {
   std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
   std::atomic<int64_t> protocol_errors_{0}, refused_{0}, sleeps_{0},
       stream_pauses_{0};
-  // Whether the loop's current batch sent anything (Flush): a batch that
-  // did not served only requests nobody waits on.
+  // Whether the loop's current batch sent anything (Flush), and whether it
+  // served a set (which has no answer): a batch of sets that answered no
+  // one is a stream's (Loop).
   bool answered_ = false;
+  bool streamed_ = false;
   std::atomic<int64_t> requests_[static_cast<size_t>(Op::kCount) + 1] = {};
 };
 
@@ -356,8 +358,9 @@ void TcpStoreServer::Impl::Loop() {
     if (paused) {
       stream_pauses_.fetch_add(1, std::memory_order_relaxed);
       absl::SleepFor(options_.set_stream_pause);
+      poll.Idle();  // the busy-poll window runs from the pause's end
     }
-    answered_ = false;
+    answered_ = streamed_ = false;
     const bool polling = paused || poll.ShouldPoll();
     const int n = epoll_wait(epoll_fd_, events, 256, polling ? 0 : 1000);
     if (n > 0) {
@@ -398,7 +401,12 @@ void TcpStoreServer::Impl::Loop() {
     }
     if (n > 0) poll.Idle();
     // The stream stopped (nothing came) or someone was answered: no pause.
-    unanswered_batches = n > 0 && !answered_ ? unanswered_batches + 1 : 0;
+    // A batch of neither (accepts, a validation, a wake-up) leaves it be.
+    if (n <= 0 || answered_) {
+      unanswered_batches = 0;
+    } else if (streamed_) {
+      ++unanswered_batches;
+    }
   }
   std::vector<uint64_t> ids;
   for (const auto& [id, conn] : conns_) ids.push_back(id);
@@ -606,8 +614,10 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
     case Op::kSet:
       if (!Room(c, r.keys[0], r.values[0].size())) return false;
       Put(r.keys[0], std::string(r.values[0]));
+      streamed_ = true;
       return true;
     case Op::kMultiSet:
+      streamed_ = true;
       for (size_t i = 0; i < r.keys.size(); ++i) {
         if (!Room(c, r.keys[i], r.values[i].size())) return false;
         Put(r.keys[i], std::string(r.values[i]));

@@ -51,8 +51,8 @@ struct TcpStoreServerOptions {
   // traffic costs at most this much of one core per gap longer than it.
   // Zero: sleep as soon as there is nothing to do.
   absl::Duration busy_poll = absl::Microseconds(50);
-  // After two batches in a row that answered no one (a client streaming
-  // sets, which TCPStore's clients send without waiting for an answer),
+  // After two batches of sets in a row that answered no one (a client
+  // streaming sets, which TCPStore's clients send without an answer),
   // the loop pauses this long (plus the kernel's timer slack) before it
   // reads again, so that one read takes many sets: each read that drains a
   // socket makes the kernel acknowledge at once, and per set the client's

@@ -456,6 +456,12 @@ TEST(TcpStoreServerTest, TheLoopPausesBehindAStreamOfSetsNotAnswers) {
   TcpStoreServerOptions o;
   o.set_stream_pause = absl::Milliseconds(5);
   auto server = StartServer(o);
+  // Connections, their validation (no answer either) and pings: no pause.
+  std::vector<std::unique_ptr<Client>> others;
+  for (int i = 0; i < 5; ++i) {
+    others.push_back(std::make_unique<Client>(server->port()));
+  }
+  for (auto& other : others) Ping(*other, 7);
   Client c(server->port());
   auto sets = [&] {
     const auto r = server->Stats().requests;
