@@ -73,7 +73,7 @@ constexpr absl::Duration kCloseCheck = absl::Milliseconds(10);
 // How long a call polls for its answer before it sleeps (Impl::Call), as
 // the store's threads do for the next call (StoreLimits::busy_poll), and
 // how fast the last answer must have come for it to poll at all.
-constexpr absl::Duration kBusyPoll = absl::Microseconds(50);
+constexpr absl::Duration kBusyPoll = absl::Microseconds(150);
 constexpr absl::Duration kPollAfterAnswerWithin = absl::Microseconds(200);
 
 }  // namespace

@@ -85,7 +85,7 @@ struct StoreLimits {
   // last one before it sleeps, while calls come that close together
   // (common/busy_poll.h): a client that sends requests back to back then
   // does not pay a thread's wake-up per request. Zero: never polls.
-  absl::Duration busy_poll = absl::Microseconds(50);
+  absl::Duration busy_poll = absl::Microseconds(150);
 };
 
 class StoreCore {
