@@ -617,11 +617,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       case Action::kAwaitLastCall:
         SetWait(Wait::kLastCall, st.round);
         if (a.announce_last_call) announce_last_call(st);
-        // The node whose last call began it closes the round when the
-        // call ends, unless one more fills it: its records go in now,
-        // while it would only wait, and the close is then the join count
-        // and the compare-set. Once a round, by that one node: every node
-        // in the last call writing them would be N records each.
+        // The node whose join began the last call closes the round when
+        // the call ends, unless one more node fills it: its records go in
+        // now, while it would only wait, and the close is then the join
+        // count and the compare-set. Once a round, by that one node: every
+        // node in the last call writing them would be N records each.
         if (join_index_ == options_.min_nodes && prepared_round_ != st.round) {
           prepared_round_ = st.round;
           if (auto s = Close(st, /*ahead=*/true); !s.ok()) {
