@@ -33,9 +33,11 @@ AGENT = os.environ.get("DISTJOB_AGENT",
                        str(ROOT / "bazel-bin" / "agent" / "distjob-agent"))
 STAMP = str(ROOT / "bazel-bin" / "bench" / "stamp")
 STORE_BENCH = str(ROOT / "bazel-bin" / "bench" / "store_bench")
-PYTHON = "/usr/bin/python3"
+PYTHON = harness.PYTHON  # DISTJOB_PYTHON overrides Debian's
 TORCHRUN = [PYTHON, str(ROOT / "bench" / "torchrun_fixed.py")]
-OUT = ROOT / "docs" / "bench"
+# DISTJOB_BENCH_OUT: elsewhere, for a run that must not touch the committed
+# results (tests/device/check.sh on a machine with PyTorch 2.x).
+OUT = pathlib.Path(os.environ.get("DISTJOB_BENCH_OUT", ROOT / "docs" / "bench"))
 
 
 def run_measured(argv, env=None, timeout=120):

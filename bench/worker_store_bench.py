@@ -14,7 +14,9 @@ import subprocess
 import tempfile
 import time
 
-PYTHON = "/usr/bin/python3"
+import harness  # run.py puts tests/ on the path
+
+PYTHON = harness.PYTHON  # DISTJOB_PYTHON overrides Debian's
 OPS = ["get", "set", "set_get", "add", "wait"]
 OP_NAMES = {"set_get": "set-then-get"}
 CLIENTS = [1, 64, 512]

@@ -10,8 +10,10 @@ import subprocess
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# Debian's interpreter: the one that has python3-torch.
-PYTHON = "/usr/bin/python3"
+# The interpreter that has PyTorch: Debian's (python3-torch, 1.13) unless
+# DISTJOB_PYTHON names another, as tests/device/check.sh does on a machine
+# with PyTorch 2.x.
+PYTHON = os.environ.get("DISTJOB_PYTHON", "/usr/bin/python3")
 
 
 # Unsets every variable through which the job's environment could reach the
