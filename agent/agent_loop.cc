@@ -68,6 +68,7 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
   group.run_id = round.run_id;
   group.use_agent_store = round.use_agent_store;
   group.virtual_local_rank = launch.virtual_local_rank;
+  group.signals_to_handle = launch.signals_to_handle;
 
   WorkerCommandOptions command;
   command.module = launch.module;

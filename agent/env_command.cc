@@ -160,6 +160,8 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
       {"ROLE_NAME", LaunchSource(args, env, "role", "PET_ROLE")},
       {"TORCHELASTIC_MAX_RESTARTS",
        LaunchSource(args, env, "max-restarts", "PET_MAX_RESTARTS")},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE",
+       LaunchSource(args, env, "signals-to-handle", "PET_SIGNALS_TO_HANDLE")},
   };
   {
     std::string source =

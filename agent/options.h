@@ -61,6 +61,10 @@ struct LaunchOptions {
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
   bool virtual_local_rank = false;
+  // --signals-to-handle as given: 2.x torchrun exports it to its workers
+  // as TORCHELASTIC_SIGNALS_TO_HANDLE (the parsed list is the
+  // supervisor's stop_signals).
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   // --numa-binding: node, socket, exclusive, core-complex; "" none.
   std::string numa_binding;
   // --print-completion: print this shell's script instead of running.

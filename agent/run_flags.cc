@@ -283,6 +283,7 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
           }
         }
         options->supervisor.stop_signals = *signals;
+        options->launch.signals_to_handle = std::string(v);
         return absl::OkStatus();
       }));
   Flag shutdown = TorchrunFlag(

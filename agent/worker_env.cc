@@ -57,6 +57,7 @@ WorkerRound PlanRound(const LaunchOptions& launch) {
   g.max_restarts = launch.max_restarts;
   g.run_id = launch.rdzv_id;
   g.virtual_local_rank = launch.virtual_local_rank;
+  g.signals_to_handle = launch.signals_to_handle;
   const RendezvousKind kind = ChooseRendezvous(
       launch.standalone, launch.max_nodes, launch.rdzv_backend);
   if (kind == RendezvousKind::kLocal) {

@@ -354,6 +354,13 @@ class Rank0Store:
             self.proc.wait()
 
 
+def torch_version():
+    """PYTHON's PyTorch, as the note names it: "torch 1.13.0a0"."""
+    out = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"],
+                         capture_output=True, text=True).stdout.strip()
+    return f"torch {out or '(unknown)'}"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -439,8 +446,17 @@ def bench_worker_store(reps, agent, merged_ops):
                 continue
             row = init.setdefault(n, {"distjob-agent": [], "torchrun": []})
             for _ in range(INIT_REPS):
-                for who, store in stores.items():
+                for who in list(stores):
                     agent_side = who == "distjob-agent"
+                    if agent_side:
+                        # A fresh agent per run, as a fresh rank 0 on the
+                        # other side: 2.x clients put no per-attempt prefix
+                        # on their keys, and the agent clears its store only
+                        # when it starts an attempt, which these runs are
+                        # not (their restart counts are made up).
+                        stores[who].close()
+                        stores[who] = AgentStore(agent)
+                    store = stores[who]
                     before = sched_s(store.proc.pid) if agent_side else None
                     t = ranks.time(n, store.port if agent_side else
                                    free_port(), agent_side)
@@ -485,8 +501,8 @@ def bench_worker_store(reps, agent, merged_ops):
         "Column distjob-agent: the TCPStore a `--standalone` agent serves "
         "its workers (MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True); "
         "column torchrun: a `torch.distributed.TCPStore(is_master=True)` in "
-        "a Python process, as worker rank 0 hosts it. Clients: Debian's "
-        f"torch 1.13 TCPStore, {THREADS_PER_PROC} threads (each its own "
+        "a Python process, as worker rank 0 hosts it. Clients: "
+        f"{torch_version()}'s TCPStore, {THREADS_PER_PROC} threads (each its own "
         "connection) per process, the processes forked from one that "
         f"imported torch, {SECONDS:.0f} s per operation and client count, "
         "one sample each (min = max), each store measured first at every "
@@ -498,12 +514,13 @@ def bench_worker_store(reps, agent, merged_ops):
         "end, one run per N and side. init_process_group: N ranks (gloo, "
         "env://) forked from one process that imported torch, timed from a "
         "common go to the last return, rank 0 hosting the TCPStore in the "
-        f"torchrun column; {INIT_REPS} runs per N and side, alternating "
+        "torchrun column and a fresh agent serving it in the other; "
+        f"{INIT_REPS} runs per N and side, alternating "
         f"(min–max). 1-minute load average {load_before:.1f} before and "
         f"{os.getloadavg()[0]:.1f} after this section (its own clients "
         f"and ranks), on {os.cpu_count()} CPUs"
         f"{': measured under load' if loaded else ''}"
-        ". `set` returns without an answer in 1.13's client, hence its "
+        ". `set` returns without an answer in TCPStore's client (1.13's and 2.x's), hence its "
         "microsecond latencies, and its row is the client's own time to "
         "send: mostly its kernel's, per TCP segment. Its kernel sends a "
         "set's pieces (type, key, value) in segments of their own while "
@@ -528,7 +545,8 @@ def bench_worker_store(reps, agent, merged_ops):
             "(TCPStore)"
             for (op, clients), w in sorted(probed.items()) if op == "set") +
         ". The store process's CPU over each 1 s `get` round (a share of "
-        "one core; the rest of the 2 cores ran the clients): " + "; ".join(
+        f"one core; the rest of the {os.cpu_count()} cores ran the "
+        "clients): " + "; ".join(
             f"{clients} client{'s' if clients > 1 else ''} "
             f"{b.get('distjob-agent', float('nan')):.0%} (agent) against "
             f"{b.get('torchrun', float('nan')):.0%} (TCPStore)"

@@ -32,6 +32,7 @@ EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,
   set_int("TORCHELASTIC_MAX_RESTARTS", group.max_restarts);
   set("TORCHELASTIC_RUN_ID", group.run_id);
   set("TORCHELASTIC_USE_AGENT_STORE", group.use_agent_store ? "True" : "False");
+  set("TORCHELASTIC_SIGNALS_TO_HANDLE", group.signals_to_handle);
   if (!error_file.empty()) {
     set("TORCHELASTIC_ERROR_FILE", error_file);
   } else {

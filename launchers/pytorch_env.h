@@ -28,6 +28,9 @@ struct PyTorchGroupInfo {
   // torchrun's --virtual-local-rank: every worker sees LOCAL_RANK=0 and only
   // its own device in CUDA_VISIBLE_DEVICES.
   bool virtual_local_rank = false;
+  // TORCHELASTIC_SIGNALS_TO_HANDLE: torchrun 2.x's --signals-to-handle as
+  // given, exported to the workers whatever their environment says.
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
 };
 
 // The full environment of local worker `local_rank`: the agent's own

@@ -40,11 +40,22 @@ TEST(PyTorchWorkerEnvTest, SetsTorchrunContract) {
   EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
   EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job");
   EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+  EXPECT_EQ(env["TORCHELASTIC_SIGNALS_TO_HANDLE"],
+            "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/logs/attempt_1/1/error.json");
   EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
   EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
   EXPECT_EQ(env["PATH"], "/bin");
+}
+
+TEST(PyTorchWorkerEnvTest, SignalsToHandleAreTheLaunchsNotTheWorkersOwn) {
+  // 2.x torchrun sets it in its own environment, over whatever was there.
+  PyTorchGroupInfo g = TwoNodesOfTwo();
+  g.signals_to_handle = "SIGTERM,SIGUSR1";
+  EnvMap env = PyTorchWorkerEnv(
+      g, 0, {{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGINT"}}, "");
+  EXPECT_EQ(env["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGUSR1");
 }
 
 TEST(PyTorchWorkerEnvTest, KeepsUserSettingsOfDefaultedVariables) {

@@ -41,6 +41,11 @@ absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
     if (node_rank_ == 0) {
       auto port = worker_store_->Serve("::", master_port_);
       if (!port.ok()) return port.status();
+      // Not cleared between attempts, unlike a one-node job's
+      // (StandaloneRendezvous::Next): the other nodes restart their workers
+      // when they see the failure, unsynchronised, so no moment is safe.
+      // The README sends restarting multi-node jobs to --rdzv-backend
+      // c10d, whose rounds clear it.
     }
     r.use_agent_store = true;
   }

@@ -21,6 +21,12 @@ absl::StatusOr<RendezvousResult> StandaloneRendezvous::Next(
   auto port = worker_store_ != nullptr ? worker_store_->Serve(master_addr_, 0)
                                        : FindFreePort(master_addr_);
   if (!port.ok()) return port.status();
+  // Every worker of the last attempt has exited, and 2.x clients put no
+  // per-attempt prefix on their keys (PyTorch 2.11's _create_c10d_store in
+  // torch/distributed/rendezvous.py): left, the last attempt's gloo
+  // addresses would be read as the new ranks' and init_process_group would
+  // hang on them.
+  if (worker_store_ != nullptr) worker_store_->Clear();
   RendezvousResult r;
   r.round = round_++;
   r.group_rank = 0;

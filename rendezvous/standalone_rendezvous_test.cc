@@ -1,5 +1,10 @@
 #include "rendezvous/standalone_rendezvous.h"
 
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -19,6 +24,32 @@ TEST(StandaloneRendezvousTest, OneNodeRoundsWithFreshPorts) {
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->round, 1);
   EXPECT_EQ(second->run_id, first->run_id);
+}
+
+// Counts what the rendezvous asks of the workers' store.
+class CountingWorkerStore : public WorkerStoreHost {
+ public:
+  absl::StatusOr<int> Serve(const std::string&, int) override { return 4242; }
+  void Stop() override {}
+  absl::Status AllowMembers(const std::vector<std::string>&, absl::Duration,
+                            const std::function<bool()>&,
+                            MemberAdmission*) override {
+    return absl::OkStatus();
+  }
+  void Clear() override { ++clears; }
+  int clears = 0;
+};
+
+TEST(StandaloneRendezvousTest, EachAttemptGetsAClearedStore) {
+  auto store = std::make_shared<CountingWorkerStore>();
+  StandaloneRendezvous rdzv("", "", store);
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    auto round = rdzv.Next(2);
+    ASSERT_TRUE(round.ok()) << round.status();
+    EXPECT_EQ(round->master_port, 4242);
+    EXPECT_TRUE(round->use_agent_store);
+    EXPECT_EQ(store->clears, attempt);
+  }
 }
 
 TEST(StandaloneRendezvousTest, RunIdsAreFresh) {

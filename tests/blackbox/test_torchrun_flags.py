@@ -17,6 +17,21 @@ def test_ambiguous_prefix_exits_2_listing_candidates(run_agent):
     assert "--rdzv-backend" in r.stderr and "--rdzv-endpoint" in r.stderr
 
 
+def test_workers_see_the_signals_to_handle(run_agent):
+    # 2.x torchrun exports its --signals-to-handle (as given) to the workers.
+    show = ["--", "sh", "-c", "echo $TORCHELASTIC_SIGNALS_TO_HANDLE"]
+    for args, env, want in (
+            ([], None, "SIGTERM,SIGINT,SIGHUP,SIGQUIT"),
+            (["--signals-to-handle", "SIGTERM,SIGUSR1"], None,
+             "SIGTERM,SIGUSR1"),
+            ([], {"PET_SIGNALS_TO_HANDLE": "SIGUSR2"}, "SIGUSR2"),
+            ([], {"TORCHELASTIC_SIGNALS_TO_HANDLE": "SIGINT"},
+             "SIGTERM,SIGINT,SIGHUP,SIGQUIT")):
+        r = run_agent(["run", *args, *show], env=env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == want + "\n", (args, env)
+
+
 def test_nproc_xpu_is_a_device_type(run_agent):
     # This machine has no Intel GPU: the value is understood and counted.
     r = run_agent(["run", "--nproc-per-node", "xpu", "--", "true"],

@@ -282,3 +282,30 @@ def test_status_shows_who_serves_the_workers_store(
         assert token not in r.stdout + r.stderr + text.stdout + text.stderr
     (tmp_path / "go").write_text("")
     assert agent.wait(timeout=30) == 0
+
+
+# Attempt 0 adds 5 to a key of the agent's store (1.13's ADD, 3, over a raw
+# socket) and fails; attempt 1 adds 0 and exits with what it read: 0 when
+# the store was cleared between the attempts.
+STALE = (
+    "import os, socket, struct, sys\n"
+    "e = os.environ\n"
+    "s = socket.create_connection((e['MASTER_ADDR'],"
+    " int(e['MASTER_PORT'])), timeout=10)\n"
+    "add = 5 if e['TORCHELASTIC_RESTART_COUNT'] == '0' else 0\n"
+    "s.sendall(bytes([3]) + struct.pack('=Q', 6) + b'/stale'"
+    " + struct.pack('=q', add))\n"
+    "got = struct.unpack('=q', s.recv(8))[0]\n"
+    "sys.exit(1 if add else got)\n")
+
+
+@pytest.mark.parametrize("launch", [["--standalone"], []],
+                         ids=["standalone", "static-one-node"])
+def test_each_attempt_starts_with_a_clean_store(run_agent, launch):
+    # 2.x clients use no per-attempt key prefix (PyTorch 2.11's
+    # _create_c10d_store): the last attempt's keys would meet the next's.
+    r = run_agent(["run", *launch, "--max-restarts", "1",
+                   "--restart-policy", "any",
+                   "--master-port", str(free_port()),
+                   "--no-python", PYTHON, "-c", STALE])
+    assert r.returncode == 0, r.stderr
