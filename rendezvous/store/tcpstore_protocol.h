@@ -31,9 +31,13 @@
 //   MULTI_GET 10, MULTI_SET 11, CANCEL_WAIT 12 (pytorch/pytorch@0278b21),
 //   PING 13 with a uint32 nonce echoed back (PR #129985, July 2024;
 //   cyyever/pytorch@c904705), QUEUE_PUSH 14, QUEUE_POP 15, QUEUE_LEN 16
-//   (ROCm/pytorch@4075646). LIST_KEYS 17 and BARRIER 18 (key, int64 world
-//   size) follow in the newest sources; no stored copy of PyTorch's
-//   header with them was found, so those two are unverified here.
+//   (ROCm/pytorch@4075646), LIST_KEYS 17. PyTorch 2.11's installed
+//   TCPStoreBackend.hpp (read by tests/device/check.sh's `sources` step,
+//   2026-11-27) has exactly VALIDATE 0 ... LIST_KEYS 17, the magic above
+//   and the one-byte CHECK and WAIT answers below, and its clients passed
+//   the method-by-method comparison with its own server. BARRIER 18 (key,
+//   int64 world size) is from newer sources not seen in a release; no 2.11
+//   client sends it.
 #ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_PROTOCOL_H_
 #define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_PROTOCOL_H_
 

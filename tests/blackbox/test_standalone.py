@@ -37,7 +37,8 @@ def test_issue_example_prints_ranks(run_agent):
 def test_worker_env_matches_torchrun_standalone(run_agent, tmp_path):
     r = run_agent(["run", "--standalone", "--nproc_per_node=3", "--"]
                   + dump_env_command(tmp_path),
-                  env={"OMP_NUM_THREADS": "", "MASTER_PORT": "1"})
+                  env={"OMP_NUM_THREADS": "", "MASTER_PORT": "1",
+                       "NCCL_ASYNC_ERROR_HANDLING": None})
     assert r.returncode == 0, r.stderr
     envs = [read_env(tmp_path / f"env.{i}") for i in range(3)]
     for i, env in enumerate(envs):
@@ -55,7 +56,8 @@ def test_worker_env_matches_torchrun_standalone(run_agent, tmp_path):
         # Current torchrun: the agent serves the workers' store.
         assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
         assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
-        assert env["NCCL_ASYNC_ERROR_HANDLING"] == "1"
+        # 1.13's name, deprecated in 2.x: not set, as current torchrun.
+        assert env["NCCL_ASYNC_ERROR_HANDLING"] == "UNSET"
         assert env["MASTER_ADDR"] == "127.0.0.1"
         assert re.fullmatch(r"[0-9a-f]{32}", env["TORCHELASTIC_RUN_ID"])
         # An empty OMP_NUM_THREADS is the user's setting: kept.
