@@ -1,6 +1,32 @@
 """Current torchrun's command-line conventions beyond 1.13: argparse's
 unique-prefix abbreviations, and the flags added since."""
 
+import re
+import subprocess
+
+import pytest
+
+from harness import PYTHON
+
+
+def test_every_flag_of_pythons_torchrun_is_the_agents(run_agent):
+    # The torchrun of PYTHON's PyTorch: 1.13's here, 2.x's where
+    # tests/device/check.sh runs this file.
+    help_text = subprocess.run([PYTHON, "-m", "torch.distributed.run",
+                                "--help"], capture_output=True, text=True)
+    if help_text.returncode != 0:
+        pytest.skip("PYTHON has no torch.distributed.run")
+    # Only the option entries' own spellings, not flags named in prose.
+    theirs = {flag for entry in re.findall(r"^  (-.*?)(?:  |$)",
+                                           help_text.stdout, re.M)
+              for flag in re.findall(r"--[a-z][a-z0-9_-]*", entry)}
+    theirs.discard("--help")
+    ours = run_agent(["completion", "bash"], timeout=10)
+    assert ours.returncode == 0, ours.stderr
+    known = set(re.findall(r"--[a-z][a-z0-9_-]*", ours.stdout))
+    assert len(theirs) > 15, help_text.stdout  # not a parse of nothing
+    assert not theirs - known, sorted(theirs - known)
+
 
 def test_unique_prefix_is_the_flag(run_agent):
     for args in (["--nproc", "2"], ["--nproc=2"], ["--nproc_per=2"]):
