@@ -71,7 +71,8 @@ class WorkerStoreHost {
                                     absl::Duration timeout,
                                     const std::function<bool()>& cancelled,
                                     MemberAdmission* admission) = 0;
-  // A new round closed: the last group's keys go (TcpStoreServer::Clear).
+  // A new round closed, or a one-node job starts its next attempt: the last
+  // group's keys go (TcpStoreServer::Clear).
   virtual void Clear() = 0;
 };
 

@@ -103,11 +103,12 @@ class TcpStoreServer {
   // TCPStore client cannot present one.
   void SetAllowedPeers(std::vector<std::string> ips);
   // Drops every key and queue, as a fresh store; returns once done. The
-  // agent calls it when a new round closes, before the round's workers
-  // learn the address: their prefix (/worker/attempt_<restart count>) is
-  // the same after a membership change, so the last group's keys (its
-  // barrier counters, its ranks' addresses) would otherwise meet the new
-  // group's. Connections and parked waits stay.
+  // agent calls it when a new round closes, and before each attempt of a
+  // one-node job, before the workers learn the address: 1.13's workers
+  // keep the same prefix (/worker/attempt_<restart count>) across a
+  // membership change, and PyTorch 2.11's use none at all, so the last
+  // group's keys (its barrier counters, its ranks' addresses) would
+  // otherwise meet the new group's. Connections and parked waits stay.
   void Clear();
 
   class Impl;
