@@ -1,10 +1,10 @@
 """`bench/run.sh --only worker_store`: the workers' TCPStore served by the
 agent (group rank 0's, here a --standalone agent) against one hosted by a
 Python process (worker rank 0's, TORCHELASTIC_USE_AGENT_STORE=False), both
-driven by Debian's torch 1.13 `torch.distributed.TCPStore` clients in the
-same run: get/set/add/wait throughput and p50/p99 at 1, 64 and 512
-clients, then the time N ranks' init_process_group (gloo, env://) takes
-against each. Bounded: about 3 minutes in all."""
+driven by Debian's torch 1.13 `torch.distributed.TCPStore` clients (or
+DISTJOB_PYTHON's) in the same run: get/set/add/wait throughput and p50/p99
+at 1, 64 and 512 clients, then the time N ranks' init_process_group (gloo,
+env://) takes against each. Bounded: about 3 minutes in all."""
 
 import json
 import os
@@ -356,8 +356,9 @@ class Rank0Store:
 
 def torch_version():
     """PYTHON's PyTorch, as the note names it: "torch 1.13.0a0"."""
-    out = subprocess.run([PYTHON, "-c", "import torch; print(torch.__version__)"],
-                         capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(
+        [PYTHON, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True, text=True).stdout.strip()
     return f"torch {out or '(unknown)'}"
 
 
@@ -502,7 +503,8 @@ def bench_worker_store(reps, agent, merged_ops):
         "its workers (MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True); "
         "column torchrun: a `torch.distributed.TCPStore(is_master=True)` in "
         "a Python process, as worker rank 0 hosts it. Clients: "
-        f"{torch_version()}'s TCPStore, {THREADS_PER_PROC} threads (each its own "
+        f"{torch_version()}'s TCPStore, {THREADS_PER_PROC} threads (each "
+        "its own "
         "connection) per process, the processes forked from one that "
         f"imported torch, {SECONDS:.0f} s per operation and client count, "
         "one sample each (min = max), each store measured first at every "
@@ -520,7 +522,8 @@ def bench_worker_store(reps, agent, merged_ops):
         f"{os.getloadavg()[0]:.1f} after this section (its own clients "
         f"and ranks), on {os.cpu_count()} CPUs"
         f"{': measured under load' if loaded else ''}"
-        ". `set` returns without an answer in TCPStore's client (1.13's and 2.x's), hence its "
+        ". `set` returns without an answer in TCPStore's client (1.13's "
+        "and 2.x's), hence its "
         "microsecond latencies, and its row is the client's own time to "
         "send: mostly its kernel's, per TCP segment. Its kernel sends a "
         "set's pieces (type, key, value) in segments of their own while "

@@ -17,11 +17,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from harness import Background, agent_binary  # noqa: E402
 
 # A suite started in the background by a shell without job control (`cmd &`)
-# inherits SIGQUIT (and SIGINT) ignored. The agent rightly hands inherited
-# dispositions on to its workers, so the tests that signal workers would
-# see them ignore SIGQUIT; start every agent from a default disposition.
-if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
-    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+# inherits SIGQUIT (and SIGINT) ignored, and one started under `nohup`
+# SIGHUP. The agent rightly hands inherited dispositions on to its workers,
+# so the tests that signal workers would see them ignore those; start every
+# agent from a default disposition.
+for _sig in (signal.SIGQUIT, signal.SIGHUP):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")
