@@ -421,6 +421,20 @@ void TcpStoreServer::Impl::ClearIfAsked() {
   total_bytes_ = 0;
   keys_.store(0, std::memory_order_relaxed);
   bytes_.store(0, std::memory_order_relaxed);
+  // Every connection open now is the last group's: its workers have exited
+  // or, on a node the round left out, may still run. Closed, neither the
+  // bytes a dead worker left unread nor a live stale worker's next request
+  // reach the new group's keys, and with an admission list the stale
+  // worker cannot come back.
+  std::vector<uint64_t> ids;
+  for (const auto& [id, conn] : conns_) ids.push_back(id);
+  for (uint64_t id : ids) CloseConn(id, "", false);
+  if (!ids.empty()) {
+    DJ_LOG_INFO(
+        "tcpstore: cleared for a new group; closed {} connection(s) "
+        "of the last",
+        ids.size());
+  }
   clear_done_ = clear_requested_;
 }
 

@@ -98,7 +98,8 @@ class TcpStoreServer {
   // Restricts which client addresses may connect (empty: anyone); the
   // addresses are numeric IPv4 or IPv6 (an IPv4-mapped IPv6 peer matches
   // its IPv4 form). Loopback is not implied: list "127.0.0.1" and "::1" to
-  // admit it. Connections already open stay. Thread-safe; the agent admits
+  // admit it. Connections already open stay (Clear closes them). Thread-safe;
+  // the agent admits
   // only the round's members when the job has a rendezvous token, since a
   // TCPStore client cannot present one.
   void SetAllowedPeers(std::vector<std::string> ips);
@@ -108,7 +109,9 @@ class TcpStoreServer {
   // keep the same prefix (/worker/attempt_<restart count>) across a
   // membership change, and PyTorch 2.11's use none at all, so the last
   // group's keys (its barrier counters, its ranks' addresses) would
-  // otherwise meet the new group's. Connections and parked waits stay.
+  // otherwise meet the new group's. Every connection open then is closed
+  // with its parked waits: the last group's workers have exited, or were
+  // left out of the round and must not write into the new group's keys.
   void Clear();
 
   class Impl;

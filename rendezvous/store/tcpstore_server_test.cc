@@ -260,24 +260,35 @@ TEST(TcpStoreServerTest, AnAnswerOverThePendingOutputBoundClosesTheClient) {
   EXPECT_EQ(again.Bytes().size(), size_t{20} << 10);
 }
 
-// A new round's group finds none of the last group's keys, on the same
-// connection and port, and the store serves on.
-TEST(TcpStoreServerTest, ClearDropsEveryKeyAndServesOn) {
+// A new round's group finds none of the last group's keys on the same
+// port, the last group's connections and parked waits are gone, and the
+// store serves on.
+TEST(TcpStoreServerTest, ClearDropsEveryKeyAndTheLastGroupsConnections) {
   auto server = StartServer();
   Client c(server->port(), /*validate=*/false);
+  Client waiter(server->port(), /*validate=*/false);
   c.Send(Legacy(Op::kSet) + Str("/init") + Str("4"));
   c.Send(Legacy(Op::kAdd) + Str("/count") + U64(4));
   EXPECT_EQ(c.Int(), 4);
+  waiter.Send(Legacy(Op::kWait) + Keys({"/never"}));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
   server->Clear();
   EXPECT_EQ(server->Stats().keys, 0);
   EXPECT_EQ(server->Stats().bytes, 0);
-  c.Send(Legacy(Op::kNumKeys));
-  EXPECT_EQ(c.Int(), 0);
-  c.Send(Legacy(Op::kAdd) + Str("/count") + U64(6));  // ADD starts again from 0
-  EXPECT_EQ(c.Int(), 6);
+  EXPECT_EQ(server->Stats().parked_waits, 0);
+  EXPECT_EQ(server->Stats().clients, 0);
+  EXPECT_TRUE(c.Closed());
+  EXPECT_TRUE(waiter.Closed());
+  Client next(server->port(), /*validate=*/false);
+  next.Send(Legacy(Op::kNumKeys));
+  EXPECT_EQ(next.Int(), 0);
+  next.Send(Legacy(Op::kAdd) + Str("/count") + U64(6));  // from 0 again
+  EXPECT_EQ(next.Int(), 6);
   server->Clear();  // the loop's wake-up is drained: a second one works
-  c.Send(Legacy(Op::kNumKeys));
-  EXPECT_EQ(c.Int(), 0);
+  EXPECT_TRUE(next.Closed());
+  Client last(server->port(), /*validate=*/false);
+  last.Send(Legacy(Op::kNumKeys));
+  EXPECT_EQ(last.Int(), 0);
 }
 
 TEST(TcpStoreServerTest, WaitAnswersOnceEveryKeyExistsAndCancelWaitEndsIt) {
