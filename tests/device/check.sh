@@ -20,7 +20,8 @@
 #             NCCL_ASYNC_ERROR_HANDLING draws 2.x's deprecation warning
 #   bench     bench.log, results.md, results.json: `bench/run.sh --only
 #             worker_store` with 2.x clients against 2.x's own TCPStore
-#   blackbox  blackbox.log: the black-box suite with 2.x workers
+#   blackbox  the black-box suite with 2.x workers, appended to pytest.log
+#             (a ninth file would not come back from the lent machine)
 set -u
 out=$(realpath "${1:?usage: tests/device/check.sh OUTDIR [STEP...]}")
 shift
@@ -110,9 +111,10 @@ bench() {
 }
 
 blackbox() {
+  echo "== blackbox" >> "$out/pytest.log"
   timeout 120 "$py" -m pytest -p no:cacheprovider -ra -q -n 4 \
-      --basetemp="$work/bb" tests/blackbox > "$out/blackbox.log" 2>&1
-  echo "exit $?" >> "$out/blackbox.log"
+      --basetemp="$work/bb" tests/blackbox >> "$out/pytest.log" 2>&1
+  echo "exit $?" >> "$out/pytest.log"
 }
 
 for step in $steps; do
