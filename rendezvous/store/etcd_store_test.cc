@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <deque>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/net.h"
@@ -190,19 +193,36 @@ class EtcdStoreTest : public ::testing::Test {
   // serves (`exited`: it exited instead).
   void Launch(bool* exited) {
     const std::string curl = absl::StrCat("http://", endpoint_);
+    const std::string log_path = dir_ + ".log";
+    const std::string cluster = "t=" + peer_url_;
+    // Built before fork: the child of a process with live gRPC threads may
+    // only make async-signal-safe calls (an allocation there can deadlock on
+    // a lock another thread held, leaving a child that never execs etcd).
+    const char* const argv[] = {"etcd",
+                                "--name",
+                                "t",
+                                "--data-dir",
+                                dir_.c_str(),
+                                "--listen-client-urls",
+                                curl.c_str(),
+                                "--advertise-client-urls",
+                                curl.c_str(),
+                                "--listen-peer-urls",
+                                peer_url_.c_str(),
+                                "--initial-advertise-peer-urls",
+                                peer_url_.c_str(),
+                                "--initial-cluster",
+                                cluster.c_str(),
+                                nullptr};
     pid_ = fork();
     ASSERT_GE(pid_, 0);
     if (pid_ == 0) {
       // etcd logs a lot; keep it beside the data dir for post-mortems.
       const int log =
-          open((dir_ + ".log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+          open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       dup2(log, 1);
       dup2(log, 2);
-      execl("/usr/bin/etcd", "etcd", "--name", "t", "--data-dir", dir_.c_str(),
-            "--listen-client-urls", curl.c_str(), "--advertise-client-urls",
-            curl.c_str(), "--listen-peer-urls", peer_url_.c_str(),
-            "--initial-advertise-peer-urls", peer_url_.c_str(),
-            "--initial-cluster", ("t=" + peer_url_).c_str(), nullptr);
+      execv("/usr/bin/etcd", const_cast<char* const*>(argv));
       _exit(127);
     }
     // One client from before etcd listens: it must get through once
@@ -218,7 +238,19 @@ class EtcdStoreTest : public ::testing::Test {
         return;
       }
     } while (!ready.ok() && absl::Now() < deadline);
-    ASSERT_TRUE(ready.ok()) << ready;
+    ASSERT_TRUE(ready.ok()) << ready << "\netcd's log ends:\n"
+                            << LogTail(log_path);
+  }
+  // The last lines of etcd's log, for a failure message.
+  static std::string LogTail(const std::string& path) {
+    std::ifstream in(path);
+    std::deque<std::string> lines;
+    for (std::string line; std::getline(in, line);) {
+      lines.push_back(line);
+      if (lines.size() > 20) lines.pop_front();
+    }
+    return lines.empty() ? "(empty or unreadable: " + path + ")"
+                         : absl::StrJoin(lines, "\n");
   }
   // Kills etcd and starts it again on the same ports and data.
   void Restart() {
