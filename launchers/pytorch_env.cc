@@ -56,9 +56,12 @@ EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,
   // torchrun sets these only when the user has not.
   if (group.local_world_size > 1) env.emplace("OMP_NUM_THREADS", "1");
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
-  // Not 1.13's NCCL_ASYNC_ERROR_HANDLING, as current torchrun: PyTorch
-  // 2.11's NCCL process group warns that it is deprecated (seen by
-  // tests/device/check.sh's probes step). A user's own setting passes.
+  // And 1.13's name, which current torchrun no longer sets: the only one a
+  // 1.13 NCCL process group reads (README, "Worker environment, 1.13 and
+  // current torchrun side by side").
+  // 2.11 warns once per process that it is deprecated (seen by
+  // tests/device/check.sh's probes step); a user's own setting passes.
+  env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   return env;
 }
 

@@ -35,7 +35,7 @@ struct PyTorchGroupInfo {
 
 // The full environment of local worker `local_rank`: the agent's own
 // environment `agent_env`, plus torchrun's variables. OMP_NUM_THREADS=1 and
-// TORCH_NCCL_ASYNC_ERROR_HANDLING=1 are added only when the agent's
+// the NCCL async-error-handling switches are added only when the agent's
 // environment does not set them. `error_file` becomes
 // TORCHELASTIC_ERROR_FILE (omitted when empty).
 EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,

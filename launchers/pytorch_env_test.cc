@@ -45,7 +45,7 @@ TEST(PyTorchWorkerEnvTest, SetsTorchrunContract) {
   EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/logs/attempt_1/1/error.json");
   EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
-  EXPECT_EQ(env.count("NCCL_ASYNC_ERROR_HANDLING"), 0u);
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
   EXPECT_EQ(env["PATH"], "/bin");
 }
 

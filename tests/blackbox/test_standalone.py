@@ -56,8 +56,8 @@ def test_worker_env_matches_torchrun_standalone(run_agent, tmp_path):
         # Current torchrun: the agent serves the workers' store.
         assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
         assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
-        # 1.13's name, deprecated in 2.x: not set, as current torchrun.
-        assert env["NCCL_ASYNC_ERROR_HANDLING"] == "UNSET"
+        # 1.13's name too, as the design's worker-environment contract.
+        assert env["NCCL_ASYNC_ERROR_HANDLING"] == "1"
         assert env["MASTER_ADDR"] == "127.0.0.1"
         assert re.fullmatch(r"[0-9a-f]{32}", env["TORCHELASTIC_RUN_ID"])
         # An empty OMP_NUM_THREADS is the user's setting: kept.

@@ -107,15 +107,11 @@ def test_same_worker_env_as_torchrun(agent, tmp_path):
         added = {n for n in t if os.environ.get(n) != t[n]} - {
             "DISTJOB_TERMINATION_LOG", "DISTJOB_WORKER_STORE"} | set(NAMES)
         # TORCHELASTIC_ERROR_FILE comes with the error-file reporting
-        # (the supervisor's work), not with the rendezvous. Where 1.13 and
-        # 2.x torchrun differ the agent is 2.x's: 1.13's
-        # NCCL_ASYNC_ERROR_HANDLING is deprecated there (README, "Worker
-        # environment, 1.13 and current torchrun side by side").
-        differs = {"NCCL_ASYNC_ERROR_HANDLING"} if major < 2 else set()
+        # (the supervisor's work), not with the rendezvous.
         missing = {n for n in added if n in t} - set(a) - {
-            "TORCHELASTIC_ERROR_FILE"} - differs
+            "TORCHELASTIC_ERROR_FILE"}
         assert not missing, (rank, missing)
-        for n in sorted(added - differs):
+        for n in sorted(added):
             if n in VARYING or n == "GROUP_RANK" or n not in t:
                 continue
             assert a[n] == t[n], (rank, n, a[n], t[n])
