@@ -52,23 +52,18 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const std::vector<int>& tees,
                                      const std::string& progress_file) {
   const LaunchOptions& launch = options.launch;
-  PyTorchGroupInfo group;
+  PyTorchGroupInfo group = LaunchGroupFields(launch);
   group.group_rank = round.group_rank;
   group.group_world_size = round.group_world_size;
   group.base_rank = round.base_rank;
   group.world_size = round.world_size;
   group.role_base_rank = round.base_rank;
   group.role_world_size = round.world_size;
-  group.local_world_size = launch.nproc;
-  group.role_name = launch.role;
   group.master_addr = round.master_addr;
   group.master_port = round.master_port;
   group.restart_count = restart_count;
-  group.max_restarts = launch.max_restarts;
   group.run_id = round.run_id;
   group.use_agent_store = round.use_agent_store;
-  group.virtual_local_rank = launch.virtual_local_rank;
-  group.signals_to_handle = launch.signals_to_handle;
 
   WorkerCommandOptions command;
   command.module = launch.module;

@@ -48,16 +48,22 @@ std::string WorkerStoreOffReason(const LaunchOptions& launch) {
   return "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1";
 }
 
-WorkerRound PlanRound(const LaunchOptions& launch) {
-  WorkerRound round;
-  PyTorchGroupInfo& g = round.group;
-  g.use_agent_store = WorkerStoreOnAgent(launch);
+PyTorchGroupInfo LaunchGroupFields(const LaunchOptions& launch) {
+  PyTorchGroupInfo g;
   g.local_world_size = launch.nproc;
   g.role_name = launch.role;
   g.max_restarts = launch.max_restarts;
-  g.run_id = launch.rdzv_id;
   g.virtual_local_rank = launch.virtual_local_rank;
   g.signals_to_handle = launch.signals_to_handle;
+  return g;
+}
+
+WorkerRound PlanRound(const LaunchOptions& launch) {
+  WorkerRound round;
+  round.group = LaunchGroupFields(launch);
+  PyTorchGroupInfo& g = round.group;
+  g.use_agent_store = WorkerStoreOnAgent(launch);
+  g.run_id = launch.rdzv_id;
   const RendezvousKind kind = ChooseRendezvous(
       launch.standalone, launch.max_nodes, launch.rdzv_backend);
   if (kind == RendezvousKind::kLocal) {

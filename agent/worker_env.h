@@ -40,6 +40,11 @@ bool WorkerStoreOnAgent(const LaunchOptions& launch);
 // serves it.
 std::string WorkerStoreOffReason(const LaunchOptions& launch);
 
+// The part of every round's group the launch options alone fix (local
+// world size, role, restarts allowed, virtual local ranks, signals to
+// handle): `run`'s rounds and `env`'s plan start from the same one.
+PyTorchGroupInfo LaunchGroupFields(const LaunchOptions& launch);
+
 // Where this node's workers stand in a round.
 struct WorkerRound {
   PyTorchGroupInfo group;

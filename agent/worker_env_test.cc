@@ -52,6 +52,26 @@ TEST(WorkerEnvTest, OneNodeLeavesOnlyThePortAndStandaloneTheRunId) {
   EXPECT_TRUE(round.undecided.count("TORCHELASTIC_RUN_ID"));
 }
 
+TEST(WorkerEnvTest, EveryRoundStartsFromTheLaunchsOwnFields) {
+  LaunchOptions launch;
+  launch.nproc = 3;
+  launch.role = "trainer";
+  launch.max_restarts = 5;
+  launch.virtual_local_rank = true;
+  launch.signals_to_handle = "SIGTERM,SIGUSR1";
+  const PyTorchGroupInfo g = LaunchGroupFields(launch);
+  EXPECT_EQ(g.local_world_size, 3);
+  EXPECT_EQ(g.role_name, "trainer");
+  EXPECT_EQ(g.max_restarts, 5);
+  EXPECT_TRUE(g.virtual_local_rank);
+  EXPECT_EQ(g.signals_to_handle, "SIGTERM,SIGUSR1");
+  // `env`'s plan carries the same.
+  const PyTorchGroupInfo planned = PlanRound(launch).group;
+  EXPECT_EQ(planned.role_name, "trainer");
+  EXPECT_EQ(planned.max_restarts, 5);
+  EXPECT_EQ(planned.signals_to_handle, "SIGTERM,SIGUSR1");
+}
+
 TEST(WorkerEnvTest, FrameworkVariablesAndFilesOnTopOfTheAgentEnv) {
   JobEnv job;
   job.extra.Set("TF_CONFIG", "{}", "test");
