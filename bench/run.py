@@ -418,7 +418,7 @@ def tree_cpu_s(procs):
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def merged_ops(argvs, rounds=None, probe=None):
+def merged_ops(argvs, rounds=None, probe=None, seconds=STORE_SECONDS):
     """Starts one client process per argv, lets them go together once all
     are connected, merges their latencies (ns, one JSON list each). With
     `rounds`, "go" starts each of that many rounds in turn (one process
@@ -426,7 +426,7 @@ def merged_ops(argvs, rounds=None, probe=None):
     With `probe` (a function returning {name: count}), each round's result
     also has "probed": how much each count grew over the round. Each
     round's result has "client_cpu_s": the CPU the client processes spent
-    over it."""
+    over it. `seconds`: each round's length, as the clients were given it."""
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
              for argv in argvs]
@@ -445,7 +445,7 @@ def merged_ops(argvs, rounds=None, probe=None):
                 lat += json.loads(p.stdout.readline())
             client_cpu = tree_cpu_s(procs) - client_cpu
             lat = sorted(x / 1e9 for x in lat)
-            results.append({"ops_per_s": len(lat) / STORE_SECONDS,
+            results.append({"ops_per_s": len(lat) / seconds,
                             "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
                             "n": len(lat), "client_cpu_s": client_cpu})
             if probe:

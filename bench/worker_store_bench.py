@@ -20,7 +20,12 @@ PYTHON = harness.PYTHON  # DISTJOB_PYTHON overrides Debian's
 OPS = ["get", "set", "set_get", "add", "wait"]
 OP_NAMES = {"set_get": "set-then-get"}
 CLIENTS = [1, 64, 512]
-SECONDS = 1.0  # run.py's merged_ops divides by its STORE_SECONDS, also 1 s
+# Each row's samples: OPS_REPS rounds of SECONDS per operation, the
+# operations taking turns (get, set, ..., get, set, ...), so that a row's
+# min-max says whether a ratio near 1.0 is one: single 1 s samples had
+# moved rows across 1.0 between runs.
+OPS_REPS = 3
+SECONDS = 0.5
 INIT_N = [8, 16, 32, 64, 128, 256]
 INIT_REPS = 2
 # Ranks of gloo's key pattern without gloo (CLIENT's mesh), one run per N
@@ -286,17 +291,21 @@ def tcp_segments():
 
 
 def ops(merged_ops, store, clients, tag):
-    """{op: {ops_per_s, p50, p99, probed}} for every op of OPS, `clients`
-    connections at once (run.py's merged_ops, one round per op); probed:
-    the store process's sleeps and CPU seconds and the machine's TCP
-    segments over the round."""
-    rounds = merged_ops([client_argv(store.port, OPS, clients,
+    """{op: [{ops_per_s, p50, p99, n, probed}, one per rep]} for every op of
+    OPS, `clients` connections at once (run.py's merged_ops, one round per
+    op and rep, OPS_REPS passes over OPS); probed: the store process's
+    sleeps and CPU seconds and the machine's TCP segments over the round."""
+    rounds = merged_ops([client_argv(store.port, OPS * OPS_REPS, clients,
                                      THREADS_PER_PROC, SECONDS, tag)],
-                        rounds=len(OPS),
+                        rounds=len(OPS) * OPS_REPS,
                         probe=lambda: {"sleeps": sleeps(store.proc.pid),
                                        "cpu": cpu_seconds(store.proc.pid),
-                                       "segments": tcp_segments()})
-    return dict(zip(OPS, rounds))
+                                       "segments": tcp_segments()},
+                        seconds=SECONDS)
+    by_op = {}
+    for op, r in zip(OPS * OPS_REPS, rounds):
+        by_op.setdefault(op, []).append(r)
+    return by_op
 
 
 class AgentStore:
@@ -401,7 +410,7 @@ def bench_worker_store(reps, agent, merged_ops):
     """Rows for docs/bench/results.md: the agent's worker store (column
     distjob-agent) vs worker rank 0's TCPStore (column torchrun), run.py's
     merged_ops driving the clients."""
-    del reps  # bounded: every ops row is one ~1 s sample of 10^3-10^5 ops
+    del reps  # bounded: OPS_REPS samples of 10^3-10^5 ops per ops row
     # The load before, not after: the section's own 512 clients and 128
     # gloo ranks raise the average it leaves behind.
     load_before = os.getloadavg()[0]
@@ -419,16 +428,20 @@ def bench_worker_store(reps, agent, merged_ops):
             order = list(stores.items())
             for who, store in order[::-1] if i % 2 else order:
                 by_op = ops(merged_ops, store, clients, f"{who[0]}{clients}")
-                for op, r in by_op.items():
+                for op, reps_of_op in by_op.items():
+                    # Per operation over all reps: totals over total ops.
+                    n = max(sum(r["n"] for r in reps_of_op), 1)
                     probed.setdefault((op, clients), {})[who] = {
-                        k: v / max(r["n"], 1)
-                        for k, v in r["probed"].items()}
-                    busy.setdefault((op, clients), {})[who] = (
-                        r["probed"]["cpu"] / SECONDS)
-                    for metric in ("ops_per_s", "p50", "p99"):
-                        data.setdefault((op, clients, metric), {
-                            "distjob-agent": [], "torchrun": []})[
-                                who].append(r[metric])
+                        k: sum(r["probed"][k] for r in reps_of_op) / n
+                        for k in reps_of_op[0]["probed"]}
+                    busy.setdefault((op, clients), {})[who] = sum(
+                        r["probed"]["cpu"] for r in reps_of_op) / (
+                            SECONDS * len(reps_of_op))
+                    for r in reps_of_op:
+                        for metric in ("ops_per_s", "p50", "p99"):
+                            data.setdefault((op, clients, metric), {
+                                "distjob-agent": [], "torchrun": []})[
+                                    who].append(r[metric])
         # The store's part of init_process_group at N ranks, without gloo.
         for n in MESH_N:
             for who, store in stores.items():
@@ -447,6 +460,8 @@ def bench_worker_store(reps, agent, merged_ops):
                 continue
             row = init.setdefault(n, {"distjob-agent": [], "torchrun": []})
             for _ in range(INIT_REPS):
+                if timed_out:  # each side ran this N once: enough to say
+                    break
                 for who in list(stores):
                     agent_side = who == "distjob-agent"
                     if agent_side:
@@ -506,9 +521,9 @@ def bench_worker_store(reps, agent, merged_ops):
         f"{torch_version()}'s TCPStore, {THREADS_PER_PROC} threads (each "
         "its own "
         "connection) per process, the processes forked from one that "
-        f"imported torch, {SECONDS:.0f} s per operation and client count, "
-        "one sample each (min = max), each store measured first at every "
-        "other client count. gloo's store requests without gloo: N "
+        f"imported torch; {OPS_REPS} samples of {SECONDS:g} s per "
+        "operation and client count (min–max), the operations taking "
+        "turns, each store measured first at every other client count. gloo's store requests without gloo: N "
         "connections, one per rank, make the requests a gloo rank makes of "
         "the store in init_process_group (set its address key of 40 bytes "
         "per rank, get every other rank's, add to a barrier counter and "
@@ -518,7 +533,8 @@ def bench_worker_store(reps, agent, merged_ops):
         "common go to the last return, rank 0 hosting the TCPStore in the "
         "torchrun column and a fresh agent serving it in the other; "
         f"{INIT_REPS} runs per N and side, alternating "
-        f"(min–max). 1-minute load average {load_before:.1f} before and "
+        "(min–max), one where a run of that N did not finish. "
+        f"1-minute load average {load_before:.1f} before and "
         f"{os.getloadavg()[0]:.1f} after this section (its own clients "
         f"and ranks), on {os.cpu_count()} CPUs"
         f"{': measured under load' if loaded else ''}"
@@ -547,7 +563,7 @@ def bench_worker_store(reps, agent, merged_ops):
             f"{w.get('torchrun', {}).get('sleeps', float('nan')):.2f} "
             "(TCPStore)"
             for (op, clients), w in sorted(probed.items()) if op == "set") +
-        ". The store process's CPU over each 1 s `get` round (a share of "
+        ". The store process's CPU over the `get` rounds (a share of "
         f"one core; the rest of the {os.cpu_count()} cores ran the "
         "clients): " + "; ".join(
             f"{clients} client{'s' if clients > 1 else ''} "
