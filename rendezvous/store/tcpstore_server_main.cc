@@ -5,7 +5,8 @@
 //
 //   tcpstore_server_main [--host H] [--port N] [--max-value-bytes N]
 //       [--max-frame-bytes N] [--max-waiters-per-peer N]
-//       [--max-connections-per-peer N] [--allow IP]...
+//       [--max-connections-per-peer N] [--set-stream-pause-us N]
+//       [--allow IP]...
 #include <signal.h>
 
 #include <cstdio>
@@ -38,6 +39,8 @@ int main(int argc, char** argv) {
       options.limits.max_waiters_per_peer = n;
     } else if (flag == "--max-connections-per-peer") {
       options.max_connections_per_peer = n;
+    } else if (flag == "--set-stream-pause-us") {
+      options.set_stream_pause = absl::Microseconds(n);
     } else if (flag == "--allow") {
       allowed.push_back(value);
     } else {
