@@ -361,6 +361,17 @@ class SharedStore : public StoreInterface {
   const bool one_request_join_;
 };
 
+// Renewing threads for `count` simulated nodes: each renews at most 16
+// nodes a second, one after another with blocking calls, so that a pass
+// stays well inside the interval as each real node's own heartbeat thread
+// does: with 8 threads a process, a pass over 2,048 nodes outlasted a 1 s
+// interval during a join, and over 128 a recovery's 3 s lease.
+int RenewingThreads(int count, absl::Duration interval) {
+  const int per_thread =
+      std::max(16, static_cast<int>(16 * absl::ToDoubleSeconds(interval)));
+  return std::max(8, (count + per_thread - 1) / per_thread);
+}
+
 // Renews the leases of many simulated nodes from a few threads, each when
 // its own heartbeat thread would (DynamicRendezvous::NextRenewal: an
 // interval after its last renewal, a join's included): a thread per node
@@ -480,7 +491,7 @@ int Scale(const std::string& endpoint, const std::string& run_id, int nodes,
   std::atomic<long> requests{0};
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
   const absl::Duration keep_alive = absl::Seconds(keep_alive_s);
-  Heartbeats heartbeats(keep_alive, 8);
+  Heartbeats heartbeats(keep_alive, RenewingThreads(count, keep_alive));
   for (int i = 0; i < count; ++i) {
     DynamicRendezvousOptions o;
     o.run_id = run_id;
@@ -626,12 +637,10 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
                                          &requests, &renewals));
   };
   std::vector<std::unique_ptr<DynamicRendezvous>> sims;
-  // A shard renews its nodes one after another with blocking calls: 8
-  // shards of 128 nodes took over a lease (3 s) per pass while the
+  // 8 shards of 128 nodes took over a lease (3 s) per pass while the
   // survivors re-joined, and whole shards of live nodes were seen lost
-  // (bench/recover_timeline.py). 16 nodes a shard keep a pass well inside
-  // one keep-alive interval, as each real node's own heartbeat thread is.
-  Heartbeats heartbeats(keep_alive, std::max(8, count / 16));
+  // (bench/recover_timeline.py).
+  Heartbeats heartbeats(keep_alive, RenewingThreads(count, keep_alive));
   Changes changes(count + 1);
   for (int i = 0; i < count; ++i) {
     sims.push_back(make(first + i, i));
