@@ -57,10 +57,9 @@ EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,
   if (group.local_world_size > 1) env.emplace("OMP_NUM_THREADS", "1");
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   // And 1.13's name, which current torchrun no longer sets: the only one a
-  // 1.13 NCCL process group reads (README, "Worker environment, 1.13 and
-  // current torchrun side by side").
-  // 2.11 warns once per process that it is deprecated (seen by
-  // tests/device/check.sh's probes step); a user's own setting passes.
+  // 1.13 NCCL process group reads. 2.11 warns once per process that it is
+  // deprecated (seen by tests/device/check.sh's probes step; README,
+  // "Worker environment, 1.13 and current torchrun side by side").
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   return env;
 }

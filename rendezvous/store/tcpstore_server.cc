@@ -195,6 +195,8 @@ class TcpStoreServer::Impl {
   void Flush(Conn& c);
   void UpdateEvents(Conn& c);
   void CloseConn(uint64_t id, const std::string& reason, bool error);
+  // Closes every open connection quietly; returns how many.
+  size_t CloseAllConns();
   bool Exists(absl::string_view key) const;
   void Put(absl::string_view key, std::string value);
   void Erase(absl::string_view key);
@@ -408,9 +410,14 @@ void TcpStoreServer::Impl::Loop() {
       ++unanswered_batches;
     }
   }
+  CloseAllConns();
+}
+
+size_t TcpStoreServer::Impl::CloseAllConns() {
   std::vector<uint64_t> ids;
   for (const auto& [id, conn] : conns_) ids.push_back(id);
   for (uint64_t id : ids) CloseConn(id, "", false);
+  return ids.size();
 }
 
 void TcpStoreServer::Impl::ClearIfAsked() {
@@ -426,14 +433,11 @@ void TcpStoreServer::Impl::ClearIfAsked() {
   // bytes a dead worker left unread nor a live stale worker's next request
   // reach the new group's keys, and with an admission list the stale
   // worker cannot come back.
-  std::vector<uint64_t> ids;
-  for (const auto& [id, conn] : conns_) ids.push_back(id);
-  for (uint64_t id : ids) CloseConn(id, "", false);
-  if (!ids.empty()) {
+  if (const size_t closed = CloseAllConns(); closed > 0) {
     DJ_LOG_INFO(
         "tcpstore: cleared for a new group; closed {} connection(s) "
         "of the last",
-        ids.size());
+        closed);
   }
   clear_done_ = clear_requested_;
 }

@@ -98,10 +98,9 @@ class TcpStoreServer {
   // Restricts which client addresses may connect (empty: anyone); the
   // addresses are numeric IPv4 or IPv6 (an IPv4-mapped IPv6 peer matches
   // its IPv4 form). Loopback is not implied: list "127.0.0.1" and "::1" to
-  // admit it. Connections already open stay (Clear closes them). Thread-safe;
-  // the agent admits
-  // only the round's members when the job has a rendezvous token, since a
-  // TCPStore client cannot present one.
+  // admit it. Connections already open stay (Clear closes them).
+  // Thread-safe; the agent admits only the round's members when the job has
+  // a rendezvous token, since a TCPStore client cannot present one.
   void SetAllowedPeers(std::vector<std::string> ips);
   // Drops every key and queue, as a fresh store; returns once done. The
   // agent calls it when a new round closes, and before each attempt of a
