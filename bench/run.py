@@ -692,37 +692,37 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
-    """One scale measurement: a store_bench server and N simulated nodes in
-    up to 8 store_bench scale processes, each node renewing its lease every
-    keep_alive_s seconds. Returns None past cap_s, else
-    (reports, join CPU s, steady requests, steady store CPU s).
-    around_join(server_pid) may return a context manager held while the
-    nodes join (bench/profile_scale.py profiles the store with it)."""
-    server, port = start_server([STORE_BENCH, "server", str(n)])
+def sims_join(n, endpoint, run_id, store_pid, nproc, cap_s, extra=(),
+              around_join=None):
+    """N simulated nodes in up to `nproc` store_bench scale processes
+    against `endpoint` form one round, then count a steady state's
+    requests; the store's CPU is read from `store_pid`. Returns None past
+    cap_s (None: no cap), else (reports, join CPU s, steady requests,
+    steady store CPU s). `extra`: the scale mode's arguments after
+    HB_SECONDS. around_join(store_pid) may return a context manager held
+    while the nodes join (bench/profile_scale.py profiles the store with
+    it)."""
     procs = []
     try:
-        nproc = min(8, n)
+        nproc = min(nproc, n)
         per = [n // nproc + (1 if i < n % nproc else 0)
                for i in range(nproc)]
         first = 0
         for count in per:
             procs.append(subprocess.Popen(
-                [STORE_BENCH, "scale", f"127.0.0.1:{port}",
-                 f"scale{n}", str(n), str(first), str(count),
-                 str(SCALE_HB_SECONDS), str(keep_alive_s)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                text=True))
+                [STORE_BENCH, "scale", endpoint, run_id, str(n), str(first),
+                 str(count), str(SCALE_HB_SECONDS), *extra],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
             first += count
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
-        held = (around_join(server.pid) if around_join
+        held = (around_join(store_pid) if around_join
                 else contextlib.nullcontext())
         with held:
             for p in procs:
                 p.stdin.write("go\n")
                 p.stdin.flush()
-            cpu_go = cpu_seconds(server.pid)
+            cpu_go = cpu_seconds(store_pid)
             reports = []
             deadline = time.monotonic() + (cap_s or 1e9)
             for p in procs:
@@ -730,17 +730,15 @@ def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
                     [p.stdout], [], [],
                     max(0, deadline - time.monotonic()))
                 if not ready:
-                    break
+                    return None
                 reports.append(json.loads(p.stdout.readline()))
-            if len(reports) < len(procs):
-                return None
-            join_cpu = cpu_seconds(server.pid) - cpu_go
+            join_cpu = cpu_seconds(store_pid) - cpu_go
         # Steady state: the clients count requests from 0.5 s after
         # their last node joined; sample the store's CPU alike.
         time.sleep(0.5)
-        cpu0 = cpu_seconds(server.pid)
+        cpu0 = cpu_seconds(store_pid)
         time.sleep(SCALE_HB_SECONDS)
-        server_cpu = cpu_seconds(server.pid) - cpu0
+        steady_cpu = cpu_seconds(store_pid) - cpu0
         steady = sum(json.loads(p.stdout.readline())["steady_requests"]
                      for p in procs)
     finally:
@@ -748,10 +746,21 @@ def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
             if p.poll() is None:
                 p.kill()
             p.wait()
-        stop_server(server)
     if any(r["joined"] == 0 for r in reports):
-        raise RuntimeError(f"scale {n}: a process joined nothing")
-    return reports, join_cpu, steady, server_cpu
+        raise RuntimeError(f"{endpoint} scale {n}: a process joined nothing")
+    return reports, join_cpu, steady, steady_cpu
+
+
+def scale_once(n, cap_s=None, around_join=None, keep_alive_s=1.0):
+    """One scale measurement: a store_bench server and N simulated nodes in
+    up to 8 store_bench scale processes, each node renewing its lease every
+    keep_alive_s seconds: sims_join's answer."""
+    server, port = start_server([STORE_BENCH, "server", str(n)])
+    try:
+        return sims_join(n, f"127.0.0.1:{port}", f"scale{n}", server.pid, 8,
+                         cap_s, [str(keep_alive_s)], around_join)
+    finally:
+        stop_server(server)
 
 
 def bench_scale(reps):
@@ -1312,46 +1321,10 @@ def sim_scale_once(n, endpoint, store_pid, run_id, cap_s):
     `endpoint` (the embedded store, or etcd:HOST:PORT); the store's CPU is
     read from `store_pid`. None past cap_s, else (close s, join CPU s,
     steady requests/s, steady store CPU % of a core)."""
-    procs = []
-    try:
-        nproc = min(4, n)
-        per = [n // nproc + (1 if i < n % nproc else 0)
-               for i in range(nproc)]
-        first = 0
-        for count in per:
-            procs.append(subprocess.Popen(
-                [STORE_BENCH, "scale", endpoint, run_id, str(n), str(first),
-                 str(count), str(SCALE_HB_SECONDS)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
-            first += count
-        for p in procs:
-            assert p.stdout.readline().strip() == "ready"
-        for p in procs:
-            p.stdin.write("go\n")
-            p.stdin.flush()
-        cpu_go = cpu_seconds(store_pid)
-        reports = []
-        deadline = time.monotonic() + cap_s
-        for p in procs:
-            ready, _, _ = select.select(
-                [p.stdout], [], [], max(0, deadline - time.monotonic()))
-            if not ready:
-                return None
-            reports.append(json.loads(p.stdout.readline()))
-        join_cpu = cpu_seconds(store_pid) - cpu_go
-        time.sleep(0.5)  # the clients count from 0.5 s after joining
-        cpu0 = cpu_seconds(store_pid)
-        time.sleep(SCALE_HB_SECONDS)
-        steady_cpu = cpu_seconds(store_pid) - cpu0
-        steady = sum(json.loads(p.stdout.readline())["steady_requests"]
-                     for p in procs)
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-    if any(r["joined"] == 0 for r in reports):
-        raise RuntimeError(f"{endpoint} scale {n}: a process joined nothing")
+    measured = sims_join(n, endpoint, run_id, store_pid, 4, cap_s)
+    if measured is None:
+        return None
+    reports, join_cpu, steady, steady_cpu = measured
     close = (max(r["done_ns"] for r in reports) -
              min(r["start_ns"] for r in reports)) / 1e9
     return (close, join_cpu, steady / SCALE_HB_SECONDS,

@@ -25,6 +25,27 @@ std::string LocalNodeAddress(const std::string& local_addr) {
   return fqdn.empty() ? "127.0.0.1" : fqdn;
 }
 
+namespace {
+
+// This node in an elastic rendezvous, whichever store it runs over.
+DynamicRendezvousOptions NodeOptions(const RendezvousParams& p,
+                                     const RdzvConfig& config) {
+  DynamicRendezvousOptions options;
+  options.run_id = p.run_id;
+  options.min_nodes = p.min_nodes;
+  options.max_nodes = p.max_nodes;
+  options.addr = LocalNodeAddress(p.local_addr);
+  options.node = absl::StrCat(options.addr, "-", getpid());
+  options.pod_index = p.pod_index;
+  options.order_key = p.order_key;
+  options.config = config;
+  options.worker_store = p.worker_store;
+  options.worker_store_off = p.worker_store_off;
+  return options;
+}
+
+}  // namespace
+
 absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
   RendezvousResult r;
   r.round = round_++;
@@ -76,20 +97,9 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     if (!etcd.ok()) return etcd.status();
     auto store = EtcdStore::Connect(*etcd);
     if (!store.ok()) return store.status();
-    DynamicRendezvousOptions options;
-    options.run_id = p.run_id;
-    options.min_nodes = p.min_nodes;
-    options.max_nodes = p.max_nodes;
-    options.addr = LocalNodeAddress(p.local_addr);
-    options.node = absl::StrCat(options.addr, "-", getpid());
-    options.pod_index = p.pod_index;
-    options.order_key = p.order_key;
-    options.config = *config;
-    options.worker_store = p.worker_store;
-    options.worker_store_off = p.worker_store_off;
     DJ_LOG_INFO("rendezvous over etcd at {}", p.endpoint);
     return std::unique_ptr<Rendezvous>(
-        new DynamicRendezvous(std::move(options), std::move(*store)));
+        new DynamicRendezvous(NodeOptions(p, *config), std::move(*store)));
   }
   if (p.backend != "c10d") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -104,18 +114,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
       p.config ? absl::StatusOr<RdzvConfig>(*p.config) : ParseRdzvConf(p.conf);
   if (!config.ok()) return config.status();
 
-  DynamicRendezvousOptions options;
-  options.run_id = p.run_id;
-  options.min_nodes = p.min_nodes;
-  options.max_nodes = p.max_nodes;
-  options.addr = LocalNodeAddress(p.local_addr);
-  options.node = absl::StrCat(options.addr, "-", getpid());
-  options.pod_index = p.pod_index;
-  options.order_key = p.order_key;
-  options.config = *config;
-  options.worker_store = p.worker_store;
-  options.worker_store_off = p.worker_store_off;
-
+  DynamicRendezvousOptions options = NodeOptions(p, *config);
   const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));
   std::shared_ptr<StoreServer> server;
   if (try_host) {
