@@ -21,11 +21,15 @@
 namespace distjob {
 namespace {
 
+// Where a store started on 127.0.0.1 listens.
+std::string Loopback(const StoreServer& server) {
+  return "127.0.0.1:" + std::to_string(server.port());
+}
+
 TEST(GrpcStoreTest, RoundTripsEveryOperation) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   ASSERT_TRUE(client->Set("a", "1").ok());
   EXPECT_EQ(*client->Get("a", absl::ZeroDuration()), "1");
@@ -39,8 +43,7 @@ TEST(GrpcStoreTest, RoundTripsEveryOperation) {
   EXPECT_EQ(listing->entries.size(), 2u);
   EXPECT_EQ(*client->Delete({"a"}), 1);
   std::thread setter([&] {
-    auto other = GrpcStoreClient::Connect(
-        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    auto other = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
     ASSERT_TRUE(other->Set("late", "v").ok());
   });
   EXPECT_EQ(*client->Get("late", absl::Seconds(10)), "v");
@@ -53,8 +56,7 @@ TEST(GrpcStoreTest, RoundTripsEveryOperation) {
 TEST(GrpcStoreTest, WatchAnyCarriesItsPrefixesAndTheChange) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   auto rev = client->Set("other/x", "1");
   ASSERT_TRUE(rev.ok());
@@ -75,8 +77,7 @@ TEST(GrpcStoreTest, WatchAnyCarriesItsPrefixesAndTheChange) {
     });
   };
   std::thread setter = once_parked([&] {
-    auto other = GrpcStoreClient::Connect(
-        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    auto other = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
     ASSERT_TRUE(other->Set("b/k", "v").ok());
   });
   // The second prefix's write answers it, and says what it was.
@@ -89,8 +90,7 @@ TEST(GrpcStoreTest, WatchAnyCarriesItsPrefixesAndTheChange) {
   EXPECT_EQ(w->change->value, "v");
   EXPECT_EQ(w->change->revision, w->revision);
   std::thread deleter = once_parked([&] {
-    auto other = GrpcStoreClient::Connect(
-        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    auto other = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
     ASSERT_TRUE(other->Delete({"b/k"}).ok());
   });
   auto gone = client->WatchAny({"a/", "b/"}, w->revision, absl::Seconds(30));
@@ -104,8 +104,7 @@ TEST(GrpcStoreTest, WatchAnyCarriesItsPrefixesAndTheChange) {
 TEST(GrpcStoreTest, WatchOfTooManyPrefixesIsRefusedNamingTheLimit) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   std::vector<std::string> prefixes;
   for (int i = 0; i < 9; ++i) prefixes.push_back("p" + std::to_string(i));
@@ -143,7 +142,7 @@ TEST(GrpcStoreTest, TokenIsRequiredOnEveryCallAndRefusalsChangeNothing) {
   security.token = "s3cret-token";
   auto server = StoreServer::Start("127.0.0.1", 0, {}, security);
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  const std::string endpoint = Loopback(**server);
   auto good = GrpcStoreClient::Connect(endpoint, absl::Seconds(5), security);
   ASSERT_TRUE(good->WaitUntilReachable(absl::Seconds(5)).ok());
   ASSERT_TRUE(good->Set("a", "1").ok());
@@ -173,8 +172,7 @@ TEST(GrpcStoreTest, TokenIsRequiredOnEveryCallAndRefusalsChangeNothing) {
 TEST(GrpcStoreTest, StatsCountRequestsByMethodAndCode) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   ASSERT_TRUE(client->Set("a", "1").ok());
   ASSERT_TRUE(client->Set("b", "2").ok());
@@ -199,8 +197,7 @@ TEST(GrpcStoreTest, StatsCountRequestsByMethodAndCode) {
 TEST(GrpcStoreTest, AddThenRecordIsOneRequest) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   ASSERT_TRUE(client->Set("joined", "4").ok());
   auto r = client->AddThenRecord("joined", 1, "join/", "me");
@@ -223,8 +220,7 @@ TEST(GrpcStoreTest, AddThenRecordIsOneRequest) {
 TEST(GrpcStoreTest, LeaseThenAddRecordIsOneRequest) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   auto r = client->LeaseThenAddRecord({{"alive/me", "1"}}, absl::Seconds(30),
                                       "joined", 1, "join/", "me");
@@ -253,8 +249,7 @@ TEST(GrpcStoreTest, LeaseThenAddRecordIsOneRequest) {
 TEST(GrpcStoreTest, AddRecordThenListIsOneRequest) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   ASSERT_TRUE(client->Set("ctl/state", "round 0").ok());
   auto r = client->AddRecordThenList({{"ctl/alive/me", "1"}}, absl::Seconds(30),
@@ -289,8 +284,7 @@ TEST(GrpcStoreTest, ARefusedListingAfterTheAddLeavesTheAdd) {
   limits.max_key_bytes = 16;
   auto server = StoreServer::Start("127.0.0.1", 0, limits);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   auto r = client->AddRecordThenList({}, absl::ZeroDuration(), "joined", 1,
                                      "join/", "me", std::string(32, 'p'));
@@ -308,8 +302,7 @@ TEST(GrpcStoreTest, ARefusedLeaseAddsNothing) {
   limits.max_key_bytes = 16;
   auto server = StoreServer::Start("127.0.0.1", 0, limits);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   auto r =
       client->LeaseThenAddRecord({{std::string(32, 'k'), "1"}},
                                  absl::Seconds(30), "joined", 1, "join/", "me");
@@ -327,8 +320,8 @@ TEST(GrpcStoreTest, TheQueueThreadStaysAwakeForBusyPollAfterACall) {
   {
     auto server = StoreServer::Start("127.0.0.1", 0, limits);
     ASSERT_TRUE(server.ok()) << server.status();
-    auto client = GrpcStoreClient::Connect(
-        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    auto client =
+        GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
     ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
     for (int i = 0; i < 10; ++i) {
       ASSERT_TRUE(WaitFor([&] { return queue_thread() == 'S'; }));
@@ -340,8 +333,7 @@ TEST(GrpcStoreTest, TheQueueThreadStaysAwakeForBusyPollAfterACall) {
   limits.busy_poll = absl::Seconds(2);
   auto server = StoreServer::Start("127.0.0.1", 0, limits);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
   ASSERT_TRUE(client->Add("n", 1).ok());
   const int64_t awake = (*server)->Sleeps();
@@ -366,8 +358,7 @@ TEST(GrpcStoreTest, OversizedValueGetsAClearStatus) {
   limits.max_value_bytes = 10;
   auto server = StoreServer::Start("127.0.0.1", 0, limits);
   ASSERT_TRUE(server.ok());
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   auto s = client->Set("k", std::string(100, 'x'));
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -387,7 +378,7 @@ bool AwaitParked(StoreServer* server, int64_t n) {
 TEST(GrpcStoreTest, AWaitIsFreedWhenItsCallIsCancelled) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  const std::string endpoint = Loopback(**server);
   for (int i = 0; i < 20; ++i) {
     auto client = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
     std::thread waiter([&] {
@@ -418,8 +409,7 @@ TEST(GrpcStoreTest, AWaitIsFreedWhenItsCallIsCancelled) {
 TEST(GrpcStoreTest, ServesWithoutTheCallbackApisHandOffThreads) {
   auto server = StoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   ASSERT_TRUE(client->Set("a", "1").ok());
   EXPECT_EQ(*client->Get("a", absl::Seconds(5)), "1");
   int threads = 0;
@@ -439,7 +429,7 @@ TEST(GrpcStoreTest, OnePeerParksAtMostItsShare) {
   limits.max_waiters_per_peer = 2;
   auto server = StoreServer::Start("127.0.0.1", 0, limits);
   ASSERT_TRUE(server.ok()) << server.status();
-  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  const std::string endpoint = Loopback(**server);
   auto first = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
   auto second = GrpcStoreClient::Connect(endpoint, absl::Seconds(5));
   std::thread a([&] { (void)first->Get("k", absl::Seconds(600)); });
@@ -488,7 +478,7 @@ TEST(GrpcStoreTest, AWaitOnOneQueueIsWokenByASetOnAnother) {
   auto server = StoreServer::Start("127.0.0.1", 0, limits);
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_EQ((*server)->QueueCalls().size(), 4u);
-  const std::string endpoint = "127.0.0.1:" + std::to_string((*server)->port());
+  const std::string endpoint = Loopback(**server);
   auto waiter = GrpcStoreClient::Connect(endpoint, absl::Seconds(5), {},
                                          /*own_connection=*/true);
   const int waiting_queue = QueueOf(server->get(), waiter.get());
@@ -519,8 +509,7 @@ TEST(GrpcStoreTest, ListingsArePagedOverTheWire) {
   limits.max_list_entries = 2;
   auto server = StoreServer::Start("127.0.0.1", 0, limits);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = GrpcStoreClient::Connect(
-      "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
   for (const char* k : {"p/a", "p/b", "p/c", "p/d", "p/e"}) {
     ASSERT_TRUE(client->Set(k, "v").ok());
   }
@@ -618,8 +607,8 @@ TEST(GrpcStoreTest, ConnectionsAreCappedAndCountedUntilTheyClose) {
   auto server = StoreServer::Start("127.0.0.1", 0, {}, {}, conns);
   ASSERT_TRUE(server.ok()) << server.status();
   {
-    auto client = GrpcStoreClient::Connect(
-        "127.0.0.1:" + std::to_string((*server)->port()), absl::Seconds(5));
+    auto client =
+        GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
     ASSERT_TRUE(client->Set("a", "1").ok());
     EXPECT_EQ((*server)->Stats().connections, 1);
   }
