@@ -1574,6 +1574,16 @@ def fmt(value, unit):
     return f"{value:.1f} {unit}"
 
 
+def took(meta):
+    """The sweep's wall time and its sections', when the run noted them."""
+    seconds = meta.get("seconds")
+    if not seconds:
+        return ""
+    parts = ", ".join(f"{name} {s} s" for name, s in seconds.items())
+    return (f" The run took {sum(seconds.values()) / 60:.1f} minutes "
+            f"({parts}).")
+
+
 def write_markdown(results, meta):
     lines = ["# distjob-agent vs torchrun: results", "",
              f"Measured {meta['date']} on {meta['machine']} by "
@@ -1582,7 +1592,7 @@ def write_markdown(results, meta):
              "benchmarks cap theirs, see the README's Benchmarks section). Median (min–max, stdev). Speed-up: torchrun median / agent "
              "median for times, agent / TCPStore for throughput (> 1: the "
              "agent is faster). Store rows: the torchrun column is "
-             "PyTorch's TCPStore.", "",
+             "PyTorch's TCPStore." + took(meta), "",
              "| benchmark | distjob-agent | torchrun | speed-up | target "
              "(agent) |", "|---|---|---|---|---|"]
     for result in results:
@@ -1715,14 +1725,20 @@ def main():
             sys.exit(f"{path} is not built: run bench/run.sh")
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
+    # Wall seconds per section, for the sweep's own budget (the README's
+    # Benchmarks section).
+    seconds = {}
     for name in args.only.split(","):
         print(f"running {name} ...", flush=True)
+        start = time.monotonic()
         results += BENCHMARKS[name](args.reps)
+        seconds[name] = round(time.monotonic() - start)
+        print(f"{name}: {seconds[name]} s", flush=True)
     meta = {"date": time.strftime("%Y-%m-%d"),
             "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, "
                        f"Linux {platform.release()}",
             "command": "bench/run.sh " + " ".join(sys.argv[1:]),
-            "reps": args.reps}
+            "reps": args.reps, "seconds": seconds}
     names = {r["name"] for r in results}
     previous = OUT / "results.json"
     if set(args.only.split(",")) != set(BENCHMARKS) and previous.exists():
@@ -1733,7 +1749,8 @@ def main():
         for r in results:
             if r["name"] in names:
                 r["note"] = (r.get("note", "") + f" (Measured {meta['date']} "
-                             f"by `{meta['command']}`.)").strip()
+                             f"by `{meta['command']}`, "
+                             f"{sum(seconds.values())} s.)").strip()
         meta = old["meta"]
     (OUT / "results.json").write_text(json.dumps(
         {"meta": meta, "results": results}, indent=1))
