@@ -28,6 +28,12 @@ OPS_REPS = 3
 SECONDS = 0.5
 INIT_N = [8, 16, 32, 64, 128, 256]
 INIT_REPS = 2
+# A run of N ranks that takes over INIT_ONCE_S is not repeated (once per
+# side says enough), and one past INIT_RUN_BUDGET_S is stopped and ends
+# the part: 128 ranks on 2 cores took 13-34 s against either
+# store, CPU-starved, and a 30 s budget cut off whichever side it fell on.
+INIT_ONCE_S = 10
+INIT_RUN_BUDGET_S = 45
 # Ranks of gloo's key pattern without gloo (CLIENT's mesh), one run per N
 # and side: the store's own part of init_process_group at the N where the
 # real one does not finish on 2 cores.
@@ -450,19 +456,25 @@ def bench_worker_store(reps, agent, merged_ops):
                                              f"{who[0]}{time.monotonic_ns()}"))
         # Started only now: its torch import does not share the CPU with
         # the rows above.
-        ranks = InitRanks(budget_s=30)
-        # N ranks at a time against each store in turn, INIT_REPS times;
-        # no larger N once the part's budget is spent.
+        ranks = InitRanks(budget_s=INIT_RUN_BUDGET_S)
+        # N ranks at a time against each store in turn, INIT_REPS times,
+        # each side first in every other run; no larger N once the part's
+        # budget is spent.
         deadline = time.monotonic() + INIT_BUDGET_S
+        turn = 0
         for n in INIT_N:
             if time.monotonic() > deadline or timed_out:
                 skipped.append(n)
                 continue
             row = init.setdefault(n, {"distjob-agent": [], "torchrun": []})
             for _ in range(INIT_REPS):
-                if timed_out:  # each side ran this N once: enough to say
+                # Each side ran this N once: enough to say.
+                if timed_out or any(t > INIT_ONCE_S
+                                    for ts in row.values() for t in ts):
                     break
-                for who in list(stores):
+                order = list(stores)
+                turn += 1
+                for who in order[::-1] if turn % 2 else order:
                     agent_side = who == "distjob-agent"
                     if agent_side:
                         # A fresh agent per run, as a fresh rank 0 on the
@@ -533,8 +545,9 @@ def bench_worker_store(reps, agent, merged_ops):
         "env://) forked from one process that imported torch, timed from a "
         "common go to the last return, rank 0 hosting the TCPStore in the "
         "torchrun column and a fresh agent serving it in the other; "
-        f"{INIT_REPS} runs per N and side, alternating "
-        "(min–max), one where a run of that N did not finish. "
+        f"{INIT_REPS} runs per N and side, each side first in every "
+        "other run (min–max), one where a run of that N took over "
+        f"{INIT_ONCE_S} s or did not finish. "
         f"1-minute load average {load_before:.1f} before and "
         f"{os.getloadavg()[0]:.1f} after this section (its own clients "
         f"and ranks), on {os.cpu_count()} CPUs"
@@ -575,7 +588,8 @@ def bench_worker_store(reps, agent, merged_ops):
         (f" N = {', '.join(map(str, skipped))} not run: the part's "
          f"{INIT_BUDGET_S} s budget was spent or a smaller N did not "
          "finish." if skipped else "") +
-        (f" Not finished within 30 s: {'; '.join(timed_out)}."
+        (f" Not finished within {INIT_RUN_BUDGET_S} s: "
+         f"{'; '.join(timed_out)}."
          if timed_out else "") +
         "".join(f" The agent's threads over its {n}-rank runs: "
                 f"{cpu:.2f} s on a CPU, {wait:.1f} s runnable but waiting "
