@@ -772,7 +772,7 @@ def bench_scale(reps):
     capped = None
     # The agent's default keep-alive first: its rows do not depend on how
     # far the sweep got.
-    default_close, default_req, default_cpu = [], [], []
+    default_close, default_req, default_cpu, default_busy = [], [], [], []
     for _ in range(SCALE_TARGET_REPS):
         measured = scale_once(SCALE_TARGET_N, SCALE_CAP_S,
                               keep_alive_s=SCALE_DEFAULT_KEEP_ALIVE_S)
@@ -789,6 +789,10 @@ def bench_scale(reps):
         default_cpu.append(
             (sum(r["cpu_ns"] for r in reports) / 1e3 / requests,
              measured[1] * 1e6 / requests))
+        # Both over the join, as a share of all the machine's CPUs.
+        default_busy.append(
+            (sum(r["cpu_ns"] for r in reports) / 1e9 + measured[1]) /
+            (default_close[-1] * os.cpu_count()))
     for _ in range(reps):
         for n in [m for m in SCALE_N for _ in range(
                 SCALE_TARGET_REPS if m == SCALE_TARGET_N else 1)]:
@@ -873,7 +877,9 @@ def bench_scale(reps):
             "`cpu_ns`), per run: "
             + ", ".join(f"{a:.0f} µs against {b:.0f} µs"
                         for a, b in default_cpu)
-            + "; the 2 cores are full for the whole join.")})
+            + f"; together they kept the machine's {os.cpu_count()} CPUs "
+            + ", ".join(f"{b:.0%}" for b in default_busy)
+            + " busy over the join.")})
     results[-2]["note"] = (
         "One `store_bench server` (the agent's store alone in a process); "
         "N simulated nodes, each a real `DynamicRendezvous` (the agent's "
