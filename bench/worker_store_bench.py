@@ -30,8 +30,9 @@ INIT_N = [8, 16, 32, 64, 128, 256]
 INIT_REPS = 2
 # A run of N ranks that takes over INIT_ONCE_S is not repeated (once per
 # side says enough), and one past INIT_RUN_BUDGET_S is stopped and ends
-# the part: 128 ranks on 2 cores took 13-34 s against either
-# store, CPU-starved, and a 30 s budget cut off whichever side it fell on.
+# the part: 128 ranks on 2 cores are CPU-starved on either side (24 s and
+# 44 s in docs/bench/results.md), and a 30 s budget cut off whichever
+# side it fell on.
 INIT_ONCE_S = 10
 INIT_RUN_BUDGET_S = 45
 # Ranks of gloo's key pattern without gloo (CLIENT's mesh), one run per N
