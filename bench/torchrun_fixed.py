@@ -4,7 +4,9 @@ On 3.11, iterating an IntFlag skips its zero member, so 1.13's
 Std.from_str("0") returns None and torchrun crashes with its default
 `-r 0 -t 0`. This wrapper fixes only that function and runs torchrun
 unchanged, so the benchmark measures torchrun as users run it (without
-the redirect/tee threads that `-r 1 -t 1` would add).
+the redirect/tee threads that `-r 1 -t 1` would add). A PyTorch whose
+module lacks the regexes the fix uses (a 2.x that parses these flags its
+own way) runs unpatched.
 """
 
 import re
@@ -23,7 +25,8 @@ def _from_str(cls, vm):
                      f"{api._MAPPING_REGEX}")
 
 
-api.Std.from_str = classmethod(_from_str)
+if hasattr(api, "_VALUE_REGEX") and hasattr(api, "_MAPPING_REGEX"):
+    api.Std.from_str = classmethod(_from_str)
 
 if __name__ == "__main__":
     from torch.distributed.run import main
