@@ -51,11 +51,11 @@ void WorkerStore::Stop() {
   DJ_LOG_INFO("stopped serving the workers' TCPStore");
 }
 
-void WorkerStore::Clear() {
+absl::Status WorkerStore::Clear() {
   // Under mu_ so that Stop() cannot free the server meanwhile; Clear()
-  // returns within one pass of the server's loop, or at its Shutdown.
+  // returns within one pass of the server's loop, or within its bound.
   absl::MutexLock lock(&mu_);
-  if (server_ != nullptr) server_->Clear();
+  return server_ != nullptr ? server_->Clear() : absl::OkStatus();
 }
 
 absl::Status WorkerStore::AllowMembers(const std::vector<std::string>& addrs,

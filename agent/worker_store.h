@@ -43,7 +43,7 @@ class WorkerStore : public WorkerStoreHost {
                             absl::Duration timeout,
                             const std::function<bool()>& cancelled,
                             MemberAdmission* admission) override;
-  void Clear() override;
+  absl::Status Clear() override;
 
   // nullopt while not serving.
   std::optional<TcpStoreStats> Stats();

@@ -880,7 +880,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       // Every member stopped its last workers before it joined this round,
       // and none learns the address before the master record below: a clean
       // store for the new group, whose key prefix may be the last one's.
-      if (port.ok()) options_.worker_store->Clear();
+      if (port.ok()) {
+        if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
+      }
     } else {
       port = FindFreePort(bind);
     }

@@ -72,8 +72,9 @@ class WorkerStoreHost {
                                     const std::function<bool()>& cancelled,
                                     MemberAdmission* admission) = 0;
   // A new round closed, or a one-node job starts its next attempt: the last
-  // group's keys go (TcpStoreServer::Clear).
-  virtual void Clear() = 0;
+  // group's keys go (TcpStoreServer::Clear). An error: they may go later,
+  // so no new group may be handed this store.
+  virtual absl::Status Clear() = 0;
 };
 
 class ElasticRendezvous;

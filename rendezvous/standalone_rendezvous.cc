@@ -26,7 +26,9 @@ absl::StatusOr<RendezvousResult> StandaloneRendezvous::Next(
   // torch/distributed/rendezvous.py): left, the last attempt's gloo
   // addresses would be read as the new ranks' and init_process_group would
   // hang on them.
-  if (worker_store_ != nullptr) worker_store_->Clear();
+  if (worker_store_ != nullptr) {
+    if (absl::Status s = worker_store_->Clear(); !s.ok()) return s;
+  }
   RendezvousResult r;
   r.round = round_++;
   r.group_rank = 0;

@@ -36,7 +36,10 @@ class CountingWorkerStore : public WorkerStoreHost {
                             MemberAdmission*) override {
     return absl::OkStatus();
   }
-  void Clear() override { ++clears; }
+  absl::Status Clear() override {
+    ++clears;
+    return absl::OkStatus();
+  }
   int clears = 0;
 };
 

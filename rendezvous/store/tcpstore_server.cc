@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -125,12 +126,12 @@ class TcpStoreServer::Impl {
     }
     return s;
   }
-  void Clear() {
+  absl::Status Clear() {
     {
       // Shutdown's join() writes thread_ under shutdown_mu_. Not held for
       // the wait below: Shutdown must be able to release it.
       absl::MutexLock lock(&shutdown_mu_);
-      if (!thread_.joinable() || stop_.load()) return;
+      if (!thread_.joinable() || stop_.load()) return absl::OkStatus();
     }
     absl::MutexLock lock(&clear_mu_);
     const uint64_t wanted = ++clear_requested_;
@@ -141,7 +142,16 @@ class TcpStoreServer::Impl {
     auto done = [this, wanted]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(clear_mu_) {
       return clear_done_ >= wanted || stop_.load();
     };
-    clear_mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(5));
+    if (clear_mu_.AwaitWithTimeout(absl::Condition(&done),
+                                   options_.clear_timeout)) {
+      return absl::OkStatus();
+    }
+    // The loop will still clear when it comes to it, maybe after the
+    // caller's next group has written its keys: the caller must not go on
+    // to hand this store to a new group (TcpStoreServer::Clear).
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the workers' TCPStore on port ", port_, " did not clear within ",
+        absl::FormatDuration(options_.clear_timeout), ": its loop is busy"));
   }
   void SetAllowedPeers(std::vector<std::string> ips) {
     std::set<std::string> allowed;
@@ -172,14 +182,14 @@ class TcpStoreServer::Impl {
     size_t need = 1;  // parse again once this many bytes are buffered
     std::string out;
     size_t out_off = 0;
-    bool reading = true;          // EPOLLIN registered
-    uint32_t events = EPOLLIN;    // registered with epoll
-    bool dirty = false;           // in dirty_ (output to flush)
-    std::vector<uint64_t> waits;  // parked waits
+    bool reading = true;                  // EPOLLIN registered
+    uint32_t events = EPOLLIN;            // registered with epoll
+    bool dirty = false;                   // in dirty_ (output to flush)
+    absl::flat_hash_set<uint64_t> waits;  // parked waits
   };
   struct Wait {
     uint64_t conn = 0;
-    std::vector<std::string> keys;  // the keys it still misses
+    std::vector<std::string> keys;  // the keys it misses, each once
     size_t missing = 0;
     size_t bytes = 0;
   };
@@ -266,7 +276,12 @@ class TcpStoreServer::Impl {
   size_t total_bytes_ = 0;
   uint64_t next_wait_id_ = 1;
   absl::flat_hash_map<uint64_t, Wait> waits_;
-  absl::flat_hash_map<std::string, std::vector<uint64_t>> waiting_;
+  // The parked waits on each missing key, in arrival order (wait ids
+  // grow). A set, not a list: a client may park thousands of waits on one
+  // key, and dropping each (its connection closed, CANCEL_WAIT) must not
+  // cost a scan of the others, which made closing such a connection
+  // quadratic on the loop's one thread.
+  absl::flat_hash_map<std::string, std::set<uint64_t>> waiting_;
   size_t waiter_bytes_ = 0;
   tcpstore::Request request_;
 
@@ -745,6 +760,9 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
       for (absl::string_view k : r.keys) {
         if (!Exists(k)) w.keys.emplace_back(k);
       }
+      // A key named twice is waited for once, and held once.
+      std::sort(w.keys.begin(), w.keys.end());
+      w.keys.erase(std::unique(w.keys.begin(), w.keys.end()), w.keys.end());
       if (w.keys.empty()) {
         tcpstore::AppendU8(&c.out, tcpstore::kStopWaiting);
         return true;
@@ -766,16 +784,16 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
       }
       w.missing = w.keys.size();
       const uint64_t wid = next_wait_id_++;
-      for (const std::string& k : w.keys) waiting_[k].push_back(wid);
+      for (const std::string& k : w.keys) waiting_[k].insert(wid);
       waiter_bytes_ += w.bytes;
-      c.waits.push_back(wid);
+      c.waits.insert(wid);
       waits_.emplace(wid, std::move(w));
       parked_.store(static_cast<int64_t>(waits_.size()),
                     std::memory_order_relaxed);
       return true;
     }
     case Op::kCancelWait: {
-      std::vector<uint64_t> ids;
+      absl::flat_hash_set<uint64_t> ids;
       ids.swap(c.waits);
       for (uint64_t wid : ids) DropWait(wid);
       tcpstore::AppendU8(&c.out, tcpstore::kWaitCanceled);
@@ -891,17 +909,17 @@ void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
   if (one) {
     // A queue item: only the first wait it completes is answered; the
     // others stay parked on the key.
-    for (size_t i = 0; i < it->second.size(); ++i) {
-      auto w = waits_.find(it->second[i]);
+    for (auto id = it->second.begin(); id != it->second.end(); ++id) {
+      auto w = waits_.find(*id);
       if (w != waits_.end() && w->second.missing == 1) {
-        ids.push_back(it->second[i]);
-        it->second.erase(it->second.begin() + static_cast<ptrdiff_t>(i));
+        ids.push_back(*id);
+        it->second.erase(id);
         break;
       }
     }
     if (it->second.empty()) waiting_.erase(it);
   } else {
-    ids.swap(it->second);
+    ids.assign(it->second.begin(), it->second.end());
     waiting_.erase(it);
   }
   for (uint64_t wid : ids) {
@@ -912,7 +930,7 @@ void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
     auto c = conns_.find(conn_id);
     if (c == conns_.end()) continue;
     Conn& conn = *c->second;
-    conn.waits.erase(std::find(conn.waits.begin(), conn.waits.end(), wid));
+    conn.waits.erase(wid);
     tcpstore::AppendU8(&conn.out, tcpstore::kStopWaiting);
     MarkDirty(conn);
   }
@@ -924,8 +942,7 @@ void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
   for (const std::string& k : w->second.keys) {
     auto it = waiting_.find(k);
     if (it == waiting_.end()) continue;
-    auto pos = std::find(it->second.begin(), it->second.end(), wait_id);
-    if (pos != it->second.end()) it->second.erase(pos);
+    it->second.erase(wait_id);
     if (it->second.empty()) waiting_.erase(it);
   }
   waiter_bytes_ -= w->second.bytes;
@@ -1039,6 +1056,6 @@ void TcpStoreServer::SetAllowedPeers(std::vector<std::string> ips) {
   impl_->SetAllowedPeers(std::move(ips));
 }
 
-void TcpStoreServer::Clear() { impl_->Clear(); }
+absl::Status TcpStoreServer::Clear() { return impl_->Clear(); }
 
 }  // namespace distjob

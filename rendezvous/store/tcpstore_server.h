@@ -60,6 +60,10 @@ struct TcpStoreServerOptions {
   // leaves ~0.1 (README, *The workers' store*). A request that needs an
   // answer and arrives during the pause waits for its end. Zero: no pause.
   absl::Duration set_stream_pause = absl::Microseconds(50);
+  // How long Clear() waits for the loop to come to it. A pass of the loop
+  // serves one batch of events, so a clear takes milliseconds unless the
+  // loop is starved of CPU; the bound keeps a stop signal's wait short.
+  absl::Duration clear_timeout = absl::Seconds(5);
 };
 
 struct TcpStoreStats {
@@ -102,16 +106,19 @@ class TcpStoreServer {
   // Thread-safe; the agent admits only the round's members when the job has
   // a rendezvous token, since a TCPStore client cannot present one.
   void SetAllowedPeers(std::vector<std::string> ips);
-  // Drops every key and queue, as a fresh store; returns once done. The
-  // agent calls it when a new round closes, and before each attempt of a
-  // one-node job, before the workers learn the address: 1.13's workers
-  // keep the same prefix (/worker/attempt_<restart count>) across a
-  // membership change, and PyTorch 2.11's use none at all, so the last
+  // Drops every key and queue, as a fresh store; returns once done, or
+  // DeadlineExceeded when the loop has not come to it within clear_timeout
+  // (it still clears when it does, so the caller must not hand this store
+  // to a new group then). The agent calls it when a new round closes, and
+  // before each attempt of a one-node job, before the workers learn the
+  // address: 1.13's workers keep the same prefix (/worker/attempt_<restart
+  // count>) across a membership change, and PyTorch 2.11's use none at
+  // all, so the last
   // group's keys (its barrier counters, its ranks' addresses) would
   // otherwise meet the new group's. Every connection open then is closed
   // with its parked waits: the last group's workers have exited, or were
   // left out of the round and must not write into the new group's keys.
-  void Clear();
+  absl::Status Clear();
 
   class Impl;
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/thread_state_testing.h"
@@ -272,7 +273,7 @@ TEST(TcpStoreServerTest, ClearDropsEveryKeyAndTheLastGroupsConnections) {
   EXPECT_EQ(c.Int(), 4);
   waiter.Send(Legacy(Op::kWait) + Keys({"/never"}));
   ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
-  server->Clear();
+  ASSERT_TRUE(server->Clear().ok());
   EXPECT_EQ(server->Stats().keys, 0);
   EXPECT_EQ(server->Stats().bytes, 0);
   EXPECT_EQ(server->Stats().parked_waits, 0);
@@ -284,11 +285,43 @@ TEST(TcpStoreServerTest, ClearDropsEveryKeyAndTheLastGroupsConnections) {
   EXPECT_EQ(next.Int(), 0);
   next.Send(Legacy(Op::kAdd) + Str("/count") + U64(6));  // from 0 again
   EXPECT_EQ(next.Int(), 6);
-  server->Clear();  // the loop's wake-up is drained: a second one works
+  // The loop's wake-up is drained: a second one works.
+  ASSERT_TRUE(server->Clear().ok());
   EXPECT_TRUE(next.Closed());
   Client last(server->port(), /*validate=*/false);
   last.Send(Legacy(Op::kNumKeys));
   EXPECT_EQ(last.Int(), 0);
+}
+
+// A loop that does not come to a clear in time (here: asleep in a long
+// stream pause) makes Clear() say so rather than return as if done; the
+// clear still happens when the loop comes to it.
+TEST(TcpStoreServerTest, AClearTheLoopDoesNotComeToInTimeIsAnError) {
+  TcpStoreServerOptions o;
+  o.set_stream_pause = absl::Seconds(2);
+  o.clear_timeout = absl::Milliseconds(100);
+  // No poll: an empty poll between the two batches would end the stream.
+  o.busy_poll = absl::ZeroDuration();
+  auto server = StartServer(o);
+  Client c(server->port());
+  auto sets = [&] {
+    const auto r = server->Stats().requests;
+    return r.count("set") ? r.at("set") : int64_t{0};
+  };
+  // Two batches of one unanswered set each: the loop then pauses.
+  for (int i = 0; i < 2; ++i) {
+    c.Send(Q(Op::kSet) + Str("/k") + Str("x"));
+    ASSERT_TRUE(WaitFor([&] { return sets() == i + 1; }));
+  }
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().stream_pauses == 1; }));
+  const absl::Status cleared = server->Clear();
+  EXPECT_EQ(cleared.code(), absl::StatusCode::kDeadlineExceeded) << cleared;
+  EXPECT_TRUE(absl::StrContains(cleared.message(), "did not clear"));
+  EXPECT_TRUE(WaitFor([&] {
+    const TcpStoreStats st = server->Stats();
+    return st.keys == 0 && st.clients == 0;
+  }));
+  EXPECT_TRUE(c.Closed());
 }
 
 TEST(TcpStoreServerTest, WaitAnswersOnceEveryKeyExistsAndCancelWaitEndsIt) {
@@ -333,6 +366,30 @@ TEST(TcpStoreServerTest, OneSetAnswersEveryClientWaitingOnTheKey) {
   writer.Send(Q(Op::kSet) + Str("/go") + Str("1"));
   for (auto& w : waiters) EXPECT_EQ(w->Recv(1), Byte(tcpstore::kStopWaiting));
   EXPECT_EQ(server->Stats().parked_waits, 0);
+}
+
+// A key named many times in one wait is held, and answered, once: counted
+// a thousand times it would be over max_waiter_bytes (and each copy an
+// entry to drop one by one when the connection closes).
+TEST(TcpStoreServerTest, AKeyNamedTwiceInAWaitIsHeldOnce) {
+  TcpStoreServerOptions o;
+  o.limits.max_waiter_bytes = StoreCore::kWaiterOverhead + 100;
+  auto server = StartServer(o);
+  Client waiter(server->port()), writer(server->port());
+  std::string frame = Q(Op::kWait) + U64(1001) + Str("/a");
+  for (int i = 0; i < 1000; ++i) frame += Str("/k");
+  waiter.Send(frame);
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
+  writer.Send(Q(Op::kSet) + Str("/k") + Str("1"));
+  writer.Send(Q(Op::kPing) + U32(1));
+  ASSERT_EQ(writer.Recv(4), U32(1));
+  EXPECT_EQ(server->Stats().parked_waits, 1);  // /a is still missing
+  writer.Send(Q(Op::kSet) + Str("/a") + Str("1"));
+  EXPECT_EQ(waiter.Recv(1), Byte(tcpstore::kStopWaiting));
+  // One answer only: the next byte is the ping's.
+  waiter.Send(Q(Op::kPing) + U32(5));
+  EXPECT_EQ(waiter.Recv(4), U32(5));
+  EXPECT_EQ(server->Stats().protocol_errors, 0);
 }
 
 TEST(TcpStoreServerTest, ADisconnectedClientsParkedWaitIsFreed) {
