@@ -6,7 +6,6 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "rendezvous/store/fd_budget.h"
 #include "rendezvous/store/h2_first_bytes.h"
 
 namespace distjob {
@@ -47,9 +47,6 @@ struct Conn {
 constexpr size_t kMaxMismatchBytes = 64 << 10;
 constexpr absl::Duration kDrainTime = absl::Seconds(2);
 constexpr absl::Duration kLogEvery = absl::Seconds(10);
-// Fds the process keeps for everything else (logs, workers' pipes, the
-// agent's own channels) when the caps are cut to the fd limit.
-constexpr rlim_t kOtherFds = 256;
 
 std::string FlagsHint(bool tls) {
   return tls ? "set --rdzv-tls-cert and --rdzv-tls-key (and --rdzv-tls-ca "
@@ -231,26 +228,14 @@ absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
                        ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 
-  rlimit nofile = {};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
-    if (nofile.rlim_cur < nofile.rlim_max) {
-      nofile.rlim_cur = nofile.rlim_max;
-      setrlimit(RLIMIT_NOFILE, &nofile);
-      getrlimit(RLIMIT_NOFILE, &nofile);
-    }
-    if (nofile.rlim_cur != RLIM_INFINITY) {
-      const size_t fit =
-          nofile.rlim_cur > 2 * kOtherFds
-              ? static_cast<size_t>((nofile.rlim_cur - kOtherFds) / 2)
-              : 16;
-      if (limits.max_conns > fit) {
-        DJ_LOG_WARNING(
-            "rendezvous store: store_max_conns={} cut to {} by the open-file "
-            "limit ({}; each connection holds two)",
-            limits.max_conns, fit, static_cast<uint64_t>(nofile.rlim_cur));
-        limits.max_conns = fit;
-      }
-    }
+  // Each connection holds two descriptors (ours and gRPC's).
+  const size_t fit = ConnectionsThatFit(2);
+  if (limits.max_conns > fit) {
+    DJ_LOG_WARNING(
+        "rendezvous store: store_max_conns={} cut to {} by the open-file "
+        "limit (half of it, two descriptors a connection)",
+        limits.max_conns, fit);
+    limits.max_conns = fit;
   }
   limits.max_conns_per_peer =
       std::min(limits.max_conns_per_peer, limits.max_conns);

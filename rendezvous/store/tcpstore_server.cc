@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "common/busy_poll.h"
 #include "common/logging.h"
+#include "rendezvous/store/fd_budget.h"
 #include "rendezvous/store/tcpstore_protocol.h"
 
 namespace distjob {
@@ -73,11 +74,28 @@ std::string NormalizeText(const std::string& ip) {
   return NormalizeAddress(ss);
 }
 
+// The connection caps cut to what the open-file limit holds (one
+// descriptor a connection): past it, accept() fails for the whole agent,
+// not only for this store.
+TcpStoreServerOptions FitToFds(TcpStoreServerOptions o) {
+  const size_t fit = ConnectionsThatFit(1);
+  if (o.max_connections > fit) {
+    DJ_LOG_WARNING(
+        "tcpstore: max_connections {} cut to {} by the open-file limit (half "
+        "of it)",
+        o.max_connections, fit);
+    o.max_connections = fit;
+  }
+  o.max_connections_per_peer =
+      std::min(o.max_connections_per_peer, o.max_connections);
+  return o;
+}
+
 }  // namespace
 
 class TcpStoreServer::Impl {
  public:
-  explicit Impl(const TcpStoreServerOptions& o) : options_(o) {
+  explicit Impl(const TcpStoreServerOptions& o) : options_(FitToFds(o)) {
     parse_limits_.max_key_bytes = o.limits.max_key_bytes;
     parse_limits_.max_value_bytes = o.limits.max_value_bytes;
     parse_limits_.max_keys_per_request = o.limits.max_keys_per_request;
@@ -196,6 +214,8 @@ class TcpStoreServer::Impl {
 
   void Loop();
   void Accept();
+  // Listens again after Accept() ran out of descriptors.
+  void ResumeAccept();
   void OnReadable(Conn& c);
   void OnWritable(Conn& c);
   // Parses and serves what `c` has buffered; false when `c` was closed.
@@ -266,6 +286,7 @@ class TcpStoreServer::Impl {
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
   bool accept_paused_ = false;  // out of file descriptors
+  absl::Time accept_paused_at_;
   std::chrono::steady_clock::time_point last_refusal_log_;
   int64_t refusals_unlogged_ = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
@@ -407,6 +428,10 @@ void TcpStoreServer::Impl::Loop() {
       if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) OnReadable(c);
     }
     ClearIfAsked();
+    // The loop wakes at least once a second (epoll_wait's timeout above).
+    if (accept_paused_ && absl::Now() - accept_paused_at_ >= absl::Seconds(1)) {
+      ResumeAccept();
+    }
     // Answers to other connections (wake-ups) go out once per batch.
     std::vector<uint64_t> dirty;
     dirty.swap(dirty_);
@@ -457,6 +482,15 @@ void TcpStoreServer::Impl::ClearIfAsked() {
   clear_done_ = clear_requested_;
 }
 
+void TcpStoreServer::Impl::ResumeAccept() {
+  if (!accept_paused_) return;
+  accept_paused_ = false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerId;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+}
+
 void TcpStoreServer::Impl::Accept() {
   for (int i = 0; i < 64; ++i) {
     sockaddr_storage ss{};
@@ -466,12 +500,15 @@ void TcpStoreServer::Impl::Accept() {
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) {
         // The listener would stay readable and spin the loop: stop
-        // accepting until a connection closes.
+        // accepting until a connection closes, or for a second (the
+        // descriptors may be the rest of the agent's).
         DJ_LOG_WARNING(
-            "tcpstore: accept: {}; accepting again once a client leaves",
+            "tcpstore: accept: {}; accepting again once a client leaves, or "
+            "in a second",
             std::strerror(errno));
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
         accept_paused_ = true;
+        accept_paused_at_ = absl::Now();
       }
       return;
     }
@@ -1021,13 +1058,7 @@ void TcpStoreServer::Impl::CloseConn(uint64_t id, const std::string& reason,
     conns_per_ip_.erase(per_ip);
   }
   conns_.erase(it);
-  if (accept_paused_) {
-    accept_paused_ = false;
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = kListenerId;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
-  }
+  ResumeAccept();
   clients_.store(static_cast<int64_t>(conns_.size()),
                  std::memory_order_relaxed);
 }

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -621,6 +622,30 @@ TEST(TcpStoreServerTest, ATakenPortIsUnavailableNamingIt) {
   o.host = "not-an-address";
   EXPECT_EQ(TcpStoreServer::Start(o).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Out of descriptors, the loop stops accepting; it accepts again within
+// about a second even when no client of its own leaves (the descriptors
+// were the rest of the process's).
+TEST(TcpStoreServerTest, AcceptingResumesAfterTheProcessRanOutOfDescriptors) {
+  auto server = StartServer();  // raises the soft limit to the hard one
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 512;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (int fd; (fd = dup(0)) >= 0;) filler.push_back(fd);
+  ASSERT_FALSE(filler.empty());
+  close(filler.back());  // one descriptor: the client's socket
+  filler.pop_back();
+  Client c(server->port());
+  c.Send(Q(Op::kPing) + U32(1));
+  // Not accepted: the server has no descriptor for it.
+  EXPECT_EQ(c.Recv(4, absl::Milliseconds(300)), "");
+  for (int fd : filler) close(fd);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(c.Recv(4), U32(1));
 }
 
 TEST(TcpStoreServerTest, ShutdownClosesEveryClientAtOnce) {

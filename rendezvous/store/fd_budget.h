@@ -1,0 +1,26 @@
+// How many connections a server of the agent may hold open within the
+// process's open-file limit. One agent can host both stores at once (the
+// rendezvous store, two descriptors a connection: conn_limiter.h; the
+// workers' TCPStore, one: tcpstore_server.h) beside its own pipes and
+// files, so each store gets half of what the limit leaves after those.
+#ifndef DISTJOB_RENDEZVOUS_STORE_FD_BUDGET_H_
+#define DISTJOB_RENDEZVOUS_STORE_FD_BUDGET_H_
+
+#include <cstddef>
+
+namespace distjob {
+
+// Descriptors kept for everything else (logs, workers' pipes, the agent's
+// own channels).
+constexpr size_t kOtherFds = 256;
+
+// Raises the soft RLIMIT_NOFILE to the hard limit (once is enough; the
+// workers inherit it), then answers how many connections of
+// `fds_per_connection` descriptors fit in half of what the limit leaves
+// after kOtherFds: at least 16; SIZE_MAX when the limit is infinite or
+// cannot be read.
+size_t ConnectionsThatFit(size_t fds_per_connection);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_RENDEZVOUS_STORE_FD_BUDGET_H_
