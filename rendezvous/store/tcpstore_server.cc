@@ -204,6 +204,7 @@ class TcpStoreServer::Impl {
     uint32_t events = EPOLLIN;            // registered with epoll
     bool dirty = false;                   // in dirty_ (output to flush)
     absl::flat_hash_set<uint64_t> waits;  // parked waits
+    size_t accounted = 0;  // its buffers, as counted in buffered_
   };
   struct Wait {
     uint64_t conn = 0;
@@ -223,6 +224,11 @@ class TcpStoreServer::Impl {
   // Serves one request; false when `c` must be closed (reason logged).
   bool Execute(Conn& c, const tcpstore::Request& r);
   void Flush(Conn& c);
+  // Counts c's buffers (input and output, their capacity) in buffered_.
+  void Account(Conn& c);
+  // While buffered_ is over max_buffered_bytes, closes the connection that
+  // holds the most (logged). Called where no Conn& is held.
+  void ShedBuffers();
   void UpdateEvents(Conn& c);
   void CloseConn(uint64_t id, const std::string& reason, bool error);
   // Closes every open connection quietly; returns how many.
@@ -285,6 +291,9 @@ class TcpStoreServer::Impl {
 
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
+  // Every connection's buffers as last counted (Account): bounded by
+  // max_buffered_bytes, plus what one connection's event adds.
+  size_t buffered_ = 0;
   bool accept_paused_ = false;  // out of file descriptors
   absl::Time accept_paused_at_;
   std::chrono::steady_clock::time_point last_refusal_log_;
@@ -426,6 +435,9 @@ void TcpStoreServer::Impl::Loop() {
         if (conns_.find(id) == conns_.end()) continue;
       }
       if (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) OnReadable(c);
+      auto still = conns_.find(id);
+      if (still != conns_.end()) Account(*still->second);
+      ShedBuffers();
     }
     ClearIfAsked();
     // The loop wakes at least once a second (epoll_wait's timeout above).
@@ -440,7 +452,9 @@ void TcpStoreServer::Impl::Loop() {
       if (it == conns_.end()) continue;
       it->second->dirty = false;
       Flush(*it->second);
+      Account(*it->second);
     }
+    ShedBuffers();
     if (n > 0) poll.Idle();
     // The stream stopped (nothing came) or someone was answered: no pause.
     // A batch of neither (accepts, a validation, a wake-up) leaves it be.
@@ -1013,6 +1027,27 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
   UpdateEvents(c);
 }
 
+void TcpStoreServer::Impl::Account(Conn& c) {
+  const size_t now = c.in.size() + c.out.capacity();
+  buffered_ = buffered_ - c.accounted + now;
+  c.accounted = now;
+}
+
+void TcpStoreServer::Impl::ShedBuffers() {
+  while (buffered_ > options_.max_buffered_bytes && !conns_.empty()) {
+    auto largest = std::max_element(
+        conns_.begin(), conns_.end(), [](const auto& a, const auto& b) {
+          return a.second->accounted < b.second->accounted;
+        });
+    CloseConn(largest->first,
+              absl::StrCat("holds ", largest->second->accounted,
+                           " bytes of buffers, the most while all "
+                           "connections' are over max_buffered_bytes ",
+                           options_.max_buffered_bytes),
+              true);
+  }
+}
+
 void TcpStoreServer::Impl::OnWritable(Conn& c) {
   Flush(c);
   if (!c.reading &&
@@ -1051,6 +1086,7 @@ void TcpStoreServer::Impl::CloseConn(uint64_t id, const std::string& reason,
     protocol_errors_.fetch_add(1, std::memory_order_relaxed);
   }
   for (uint64_t wid : c.waits) DropWait(wid);
+  buffered_ -= c.accounted;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   close(c.fd);
   auto per_ip = conns_per_ip_.find(c.ip);

@@ -577,6 +577,28 @@ TEST(TcpStoreServerTest, ReadingPausesPastThePendingOutputBoundAndResumes) {
   sender.join();
 }
 
+// Each connection's buffers are bounded on their own; together they are
+// bounded too: past max_buffered_bytes the connection holding the most
+// (here: a request received in part) is closed, and the others are served.
+TEST(TcpStoreServerTest, AllConnectionsBuffersTogetherAreBounded) {
+  TcpStoreServerOptions o;
+  o.max_buffered_bytes = 2 << 20;
+  auto server = StartServer(o);
+  std::vector<std::unique_ptr<Client>> partial;
+  for (int i = 0; i < 3; ++i) {
+    partial.push_back(std::make_unique<Client>(server->port()));
+    // A set of a 900 KiB value, 700 KiB of it sent.
+    partial.back()->Send(Q(Op::kSet) + Str("/big") + U64(900 << 10) +
+                         std::string(700 << 10, 'x'));
+  }
+  EXPECT_TRUE(WaitFor([&] { return server->Stats().protocol_errors >= 1; }));
+  EXPECT_LT(server->Stats().protocol_errors, 3);
+  Client c(server->port());
+  c.Send(Q(Op::kSet) + Str("/ok") + Str("1"));
+  c.Send(Q(Op::kGet) + Str("/ok"));
+  EXPECT_EQ(c.Bytes(), "1");
+}
+
 TEST(TcpStoreServerTest, AllowedPeersAreCheckedAtAccept) {
   auto server = StartServer();
   server->SetAllowedPeers({"10.1.2.3", "::1"});
