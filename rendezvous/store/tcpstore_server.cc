@@ -291,11 +291,12 @@ class TcpStoreServer::Impl {
 
   // Loop thread only.
   uint64_t next_conn_id_ = 2;
-  // Every connection's buffers as last counted (Account): bounded by
-  // max_buffered_bytes, plus what one connection's event adds.
+  // Every connection's buffers that hold something, as last counted
+  // (Account): bounded by max_buffered_bytes, plus what one connection's
+  // event adds.
   size_t buffered_ = 0;
   bool accept_paused_ = false;  // out of file descriptors
-  absl::Time accept_paused_at_;
+  std::chrono::steady_clock::time_point accept_paused_at_;
   std::chrono::steady_clock::time_point last_refusal_log_;
   int64_t refusals_unlogged_ = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
@@ -441,7 +442,9 @@ void TcpStoreServer::Impl::Loop() {
     }
     ClearIfAsked();
     // The loop wakes at least once a second (epoll_wait's timeout above).
-    if (accept_paused_ && absl::Now() - accept_paused_at_ >= absl::Seconds(1)) {
+    if (accept_paused_ &&
+        std::chrono::steady_clock::now() - accept_paused_at_ >=
+            std::chrono::seconds(1)) {
       ResumeAccept();
     }
     // Answers to other connections (wake-ups) go out once per batch.
@@ -522,7 +525,7 @@ void TcpStoreServer::Impl::Accept() {
             std::strerror(errno));
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
         accept_paused_ = true;
-        accept_paused_at_ = absl::Now();
+        accept_paused_at_ = std::chrono::steady_clock::now();
       }
       return;
     }
@@ -637,8 +640,9 @@ void TcpStoreServer::Impl::OnReadable(Conn& c) {
     if (!c.reading || static_cast<size_t>(n) < space) break;
   }
   Flush(c);
-  // A shrunk connection keeps no large buffer it no longer needs.
-  if (c.in_off == c.in_len && c.in.size() > 4 * kReadChunk) {
+  // A drained connection keeps one chunk at most: idle buffers are not
+  // counted against max_buffered_bytes (Account).
+  if (c.in_off == c.in_len && c.in.size() > kReadChunk) {
     std::string().swap(c.in);
     c.in_off = c.in_len = 0;
   }
@@ -1019,7 +1023,7 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
   if (c.out_off == c.out.size()) {
     c.out.clear();
     c.out_off = 0;
-    if (c.out.capacity() > 4 * kReadChunk) std::string().swap(c.out);
+    if (c.out.capacity() > kReadChunk) std::string().swap(c.out);
   } else if (c.out_off > c.out.size() / 2) {
     c.out.erase(0, c.out_off);
     c.out_off = 0;
@@ -1028,7 +1032,11 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
 }
 
 void TcpStoreServer::Impl::Account(Conn& c) {
-  const size_t now = c.in.size() + c.out.capacity();
+  // A buffer counts while it holds something (a request in part, answers
+  // not yet sent): an idle connection keeps at most a chunk of each for
+  // reuse (OnReadable, Flush), which thousands of healthy workers hold.
+  const size_t now = (c.in_len > c.in_off ? c.in.size() : 0) +
+                     (c.out_off < c.out.size() ? c.out.capacity() : 0);
   buffered_ = buffered_ - c.accounted + now;
   c.accounted = now;
 }

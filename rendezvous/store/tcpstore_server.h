@@ -43,10 +43,12 @@ struct TcpStoreServerOptions {
   // Answers queued for a client that does not read them; past this the
   // server stops reading that client's requests until it drains.
   size_t max_pending_output_bytes = size_t{16} << 20;
-  // Every connection's buffers together (requests received in part, answers
-  // not yet read): past it, the connection holding the most is closed,
-  // until they are back under it. Without it each connection's own bounds
-  // (a frame, the pending output) multiplied by max_connections.
+  // Every connection's buffers that hold something, together (requests
+  // received in part, answers not yet sent): past it, the connection
+  // holding the most is closed, until they are back under it. Without it
+  // each connection's own bounds (a frame, the pending output) multiplied
+  // by max_connections. An idle connection keeps at most 64 KiB of each
+  // for reuse, not counted here.
   size_t max_buffered_bytes = size_t{256} << 20;
   // How long the loop polls for the next request, rather than sleep, after
   // its last work: a request that finds the loop asleep waits for its
