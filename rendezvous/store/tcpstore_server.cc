@@ -224,7 +224,7 @@ class TcpStoreServer::Impl {
   // Serves one request; false when `c` must be closed (reason logged).
   bool Execute(Conn& c, const tcpstore::Request& r);
   void Flush(Conn& c);
-  // Counts c's buffers (input and output, their capacity) in buffered_.
+  // Counts c's buffers that hold something (their capacity) in buffered_.
   void Account(Conn& c);
   // While buffered_ is over max_buffered_bytes, closes the connection that
   // holds the most (logged). Called where no Conn& is held.
