@@ -229,16 +229,8 @@ absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 
   // Each connection holds two descriptors (ours and gRPC's).
-  const size_t fit = ConnectionsThatFit(2);
-  if (limits.max_conns > fit) {
-    DJ_LOG_WARNING(
-        "rendezvous store: store_max_conns={} cut to {} by the open-file "
-        "limit (half of it, two descriptors a connection)",
-        limits.max_conns, fit);
-    limits.max_conns = fit;
-  }
-  limits.max_conns_per_peer =
-      std::min(limits.max_conns_per_peer, limits.max_conns);
+  FitConnections(2, "rendezvous store: store_max_conns", &limits.max_conns,
+                 &limits.max_conns_per_peer);
   l->limits_ = limits;
   l->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (l->wake_fd_ < 0) {

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 
+#include "absl/strings/string_view.h"
+
 namespace distjob {
 
 // Descriptors kept for everything else (logs, workers' pipes, the agent's
@@ -20,6 +22,12 @@ constexpr size_t kOtherFds = 256;
 // after kOtherFds: at least 16; SIZE_MAX when the limit is infinite or
 // cannot be read.
 size_t ConnectionsThatFit(size_t fds_per_connection);
+
+// A store's caps cut to that: *total to ConnectionsThatFit, logged once
+// naming the cap (`what`: "tcpstore: max_connections"), and *per_peer to
+// *total.
+void FitConnections(size_t fds_per_connection, absl::string_view what,
+                    size_t* total, size_t* per_peer);
 
 }  // namespace distjob
 

@@ -14,6 +14,14 @@ TEST(FdBudgetTest, EachStoreGetsHalfOfWhatTheLimitLeaves) {
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
   EXPECT_EQ(ConnectionsThatFit(1), (1280 - kOtherFds) / 2);
   EXPECT_EQ(ConnectionsThatFit(2), (1280 - kOtherFds) / 4);
+  size_t total = 65536, per_peer = 4096;
+  FitConnections(1, "test: max_connections", &total, &per_peer);
+  EXPECT_EQ(total, (1280 - kOtherFds) / 2);
+  EXPECT_EQ(per_peer, total);
+  size_t few = 100, few_per_peer = 10;
+  FitConnections(1, "test: max_connections", &few, &few_per_peer);
+  EXPECT_EQ(few, 100u);
+  EXPECT_EQ(few_per_peer, 10u);
 }
 
 TEST(FdBudgetTest, TheSoftLimitIsRaisedToTheHardOne) {

@@ -78,16 +78,8 @@ std::string NormalizeText(const std::string& ip) {
 // descriptor a connection): past it, accept() fails for the whole agent,
 // not only for this store.
 TcpStoreServerOptions FitToFds(TcpStoreServerOptions o) {
-  const size_t fit = ConnectionsThatFit(1);
-  if (o.max_connections > fit) {
-    DJ_LOG_WARNING(
-        "tcpstore: max_connections {} cut to {} by the open-file limit (half "
-        "of it)",
-        o.max_connections, fit);
-    o.max_connections = fit;
-  }
-  o.max_connections_per_peer =
-      std::min(o.max_connections_per_peer, o.max_connections);
+  FitConnections(1, "tcpstore: max_connections", &o.max_connections,
+                 &o.max_connections_per_peer);
   return o;
 }
 
