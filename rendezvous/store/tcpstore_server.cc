@@ -29,6 +29,7 @@
 #include "common/logging.h"
 #include "rendezvous/store/fd_budget.h"
 #include "rendezvous/store/tcpstore_protocol.h"
+#include "rendezvous/store/tcpstore_waits.h"
 
 namespace distjob {
 namespace {
@@ -198,12 +199,6 @@ class TcpStoreServer::Impl {
     absl::flat_hash_set<uint64_t> waits;  // parked waits
     size_t accounted = 0;  // its buffers, as counted in buffered_
   };
-  struct Wait {
-    uint64_t conn = 0;
-    std::vector<std::string> keys;  // the keys it misses, each once
-    size_t missing = 0;
-    size_t bytes = 0;
-  };
 
   void Loop();
   void Accept();
@@ -231,6 +226,7 @@ class TcpStoreServer::Impl {
   // Answers parked waits that `key` (now present) completes; `one`: only
   // the first (a queue item is for one popper).
   void Wake(absl::string_view key, bool one = false);
+  void Answer(const TcpStoreWaits::Woken& woken);
   void DropWait(uint64_t wait_id);
   void MarkDirty(Conn& c) {
     if (!c.dirty) {
@@ -298,14 +294,7 @@ class TcpStoreServer::Impl {
   absl::flat_hash_map<std::string, std::deque<std::string>> queues_;
   size_t total_bytes_ = 0;
   uint64_t next_wait_id_ = 1;
-  absl::flat_hash_map<uint64_t, Wait> waits_;
-  // The parked waits on each missing key, in arrival order (wait ids
-  // grow). A set, not a list: a client may park thousands of waits on one
-  // key, and dropping each (its connection closed, CANCEL_WAIT) must not
-  // cost a scan of the others, which made closing such a connection
-  // quadratic on the loop's one thread.
-  absl::flat_hash_map<std::string, std::set<uint64_t>> waiting_;
-  size_t waiter_bytes_ = 0;
+  TcpStoreWaits waits_;
   tcpstore::Request request_;
 
   std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
@@ -802,15 +791,14 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
       return true;
     }
     case Op::kWait: {
-      Wait w;
-      w.conn = c.id;
+      std::vector<std::string> keys;
       for (absl::string_view k : r.keys) {
-        if (!Exists(k)) w.keys.emplace_back(k);
+        if (!Exists(k)) keys.emplace_back(k);
       }
       // A key named twice is waited for once, and held once.
-      std::sort(w.keys.begin(), w.keys.end());
-      w.keys.erase(std::unique(w.keys.begin(), w.keys.end()), w.keys.end());
-      if (w.keys.empty()) {
+      std::sort(keys.begin(), keys.end());
+      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+      if (keys.empty()) {
         tcpstore::AppendU8(&c.out, tcpstore::kStopWaiting);
         return true;
       }
@@ -823,18 +811,14 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
                                          limits.max_waiters_per_peer,
                                          " parked waits on one connection"));
       }
-      w.bytes = StoreCore::kWaiterOverhead;
-      for (const std::string& k : w.keys) w.bytes += 2 * k.size();
-      if (waiter_bytes_ + w.bytes > limits.max_waiter_bytes) {
+      if (waits_.bytes() + TcpStoreWaits::Bytes(keys) >
+          limits.max_waiter_bytes) {
         return Violation(
             c, absl::StrCat("max_waiter_bytes ", limits.max_waiter_bytes));
       }
-      w.missing = w.keys.size();
       const uint64_t wid = next_wait_id_++;
-      for (const std::string& k : w.keys) waiting_[k].insert(wid);
-      waiter_bytes_ += w.bytes;
+      waits_.Park(wid, c.id, std::move(keys));
       c.waits.insert(wid);
-      waits_.emplace(wid, std::move(w));
       parked_.store(static_cast<int64_t>(waits_.size()),
                     std::memory_order_relaxed);
       return true;
@@ -950,50 +934,27 @@ void TcpStoreServer::Impl::Erase(absl::string_view key) {
 }
 
 void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
-  auto it = waiting_.find(key);
-  if (it == waiting_.end()) return;
-  std::vector<uint64_t> ids;
   if (one) {
-    // A queue item: only the first wait it completes is answered; the
-    // others stay parked on the key.
-    for (auto id = it->second.begin(); id != it->second.end(); ++id) {
-      auto w = waits_.find(*id);
-      if (w != waits_.end() && w->second.missing == 1) {
-        ids.push_back(*id);
-        it->second.erase(id);
-        break;
-      }
-    }
-    if (it->second.empty()) waiting_.erase(it);
+    if (auto woken = waits_.ArrivedOnce(key)) Answer(*woken);
   } else {
-    ids.assign(it->second.begin(), it->second.end());
-    waiting_.erase(it);
+    for (const TcpStoreWaits::Woken& woken : waits_.Arrived(key)) {
+      Answer(woken);
+    }
   }
-  for (uint64_t wid : ids) {
-    auto w = waits_.find(wid);
-    if (w == waits_.end() || --w->second.missing > 0) continue;
-    const uint64_t conn_id = w->second.conn;
-    DropWait(wid);
-    auto c = conns_.find(conn_id);
-    if (c == conns_.end()) continue;
-    Conn& conn = *c->second;
-    conn.waits.erase(wid);
-    tcpstore::AppendU8(&conn.out, tcpstore::kStopWaiting);
-    MarkDirty(conn);
-  }
+  parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
+}
+
+void TcpStoreServer::Impl::Answer(const TcpStoreWaits::Woken& woken) {
+  auto c = conns_.find(woken.conn);
+  if (c == conns_.end()) return;
+  Conn& conn = *c->second;
+  conn.waits.erase(woken.id);
+  tcpstore::AppendU8(&conn.out, tcpstore::kStopWaiting);
+  MarkDirty(conn);
 }
 
 void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
-  auto w = waits_.find(wait_id);
-  if (w == waits_.end()) return;
-  for (const std::string& k : w->second.keys) {
-    auto it = waiting_.find(k);
-    if (it == waiting_.end()) continue;
-    it->second.erase(wait_id);
-    if (it->second.empty()) waiting_.erase(it);
-  }
-  waiter_bytes_ -= w->second.bytes;
-  waits_.erase(w);
+  waits_.Drop(wait_id);
   parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
 }
 
