@@ -566,16 +566,21 @@ def bench_worker_store(reps, agent, merged_ops):
         "with the get of the same key "
         "that follows) is the time of a set that someone reads. `get` is "
         "a wait and a get, two round trips. TCP segments sent per set (the "
-        "machine's, /proc/net/snmp, data and acknowledgements) and the "
+        "machine's, /proc/net/snmp, data and acknowledgements), the "
         "store process's sleeps per set (voluntary context switches of its "
-        "threads, /proc): " + "; ".join(
+        "threads, /proc) and its CPU per set (/proc, all its threads; the "
+        "store's own share of a set, which the rows do not show): " +
+        "; ".join(
             f"{clients} client{'s' if clients > 1 else ''} "
             f"{w.get('distjob-agent', {}).get('segments', float('nan')):.2f}"
-            " segments and "
+            " segments, "
             f"{w.get('distjob-agent', {}).get('sleeps', float('nan')):.2f}"
-            " sleeps (agent) against "
-            f"{w.get('torchrun', {}).get('segments', float('nan')):.2f} and "
-            f"{w.get('torchrun', {}).get('sleeps', float('nan')):.2f} "
+            " sleeps and "
+            f"{w.get('distjob-agent', {}).get('cpu', float('nan')) * 1e6:.2f}"
+            " µs (agent) against "
+            f"{w.get('torchrun', {}).get('segments', float('nan')):.2f}, "
+            f"{w.get('torchrun', {}).get('sleeps', float('nan')):.2f} and "
+            f"{w.get('torchrun', {}).get('cpu', float('nan')) * 1e6:.2f} µs "
             "(TCPStore)"
             for (op, clients), w in sorted(probed.items()) if op == "set") +
         ". The store process's CPU over the `get` rounds (a share of "

@@ -934,6 +934,7 @@ void TcpStoreServer::Impl::Erase(absl::string_view key) {
 }
 
 void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
+  const size_t parked = waits_.size();
   if (one) {
     if (auto woken = waits_.ArrivedOnce(key)) Answer(*woken);
   } else {
@@ -941,7 +942,10 @@ void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
       Answer(woken);
     }
   }
-  parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
+  if (waits_.size() != parked) {
+    parked_.store(static_cast<int64_t>(waits_.size()),
+                  std::memory_order_relaxed);
+  }
 }
 
 void TcpStoreServer::Impl::Answer(const TcpStoreWaits::Woken& woken) {
