@@ -22,7 +22,6 @@ std::string Key(int k) { return "/k" + std::to_string(k % kKeys); }
 
 struct Model {
   struct Wait {
-    uint64_t conn;
     std::vector<std::string> keys;
     std::set<std::string> missing;
   };
@@ -69,8 +68,8 @@ void Fuzz(const uint8_t* data, size_t size) {
       for (int b = 0; b <= op; ++b) keys.insert(Key(arg >> b));
       const std::vector<std::string> list(keys.begin(), keys.end());
       conn_of[next_id] = arg % 3u;
-      model.waits[next_id] = {arg % 3u, list, keys};
-      waits.Park(next_id, arg % 3u, list);
+      model.waits[next_id] = {list, keys};
+      waits.Park(next_id, conn_of[next_id], list);
       ++next_id;
     } else if (op <= 4) {
       std::vector<uint64_t> got;
