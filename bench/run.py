@@ -426,7 +426,11 @@ def merged_ops(argvs, rounds=None, probe=None, seconds=STORE_SECONDS):
     With `probe` (a function returning {name: count}), each round's result
     also has "probed": how much each count grew over the round. Each
     round's result has "client_cpu_s": the CPU the client processes spent
-    over it. `seconds`: each round's length, as the clients were given it."""
+    over it. `seconds`: each round's length, as the clients were given it.
+    "mean": the mean latency, which percentiles over operations do not
+    show when a store serves some clients many times while others wait
+    (each client's operation in flight at the end is finished and
+    counted, so a starved client's long wait is in the mean)."""
     procs = [subprocess.Popen(argv, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
              for argv in argvs]
@@ -447,6 +451,7 @@ def merged_ops(argvs, rounds=None, probe=None, seconds=STORE_SECONDS):
             lat = sorted(x / 1e9 for x in lat)
             results.append({"ops_per_s": len(lat) / seconds,
                             "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
+                            "mean": sum(lat) / max(len(lat), 1),
                             "n": len(lat), "client_cpu_s": client_cpu})
             if probe:
                 after = probe()

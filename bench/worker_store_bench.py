@@ -2,8 +2,8 @@
 agent (group rank 0's, here a --standalone agent) against one hosted by a
 Python process (worker rank 0's, TORCHELASTIC_USE_AGENT_STORE=False), both
 driven by Debian's torch 1.13 `torch.distributed.TCPStore` clients (or
-DISTJOB_PYTHON's) in the same run: get/set/add/wait throughput and p50/p99
-at 1, 64 and 512 clients, then the time N ranks' init_process_group (gloo,
+DISTJOB_PYTHON's) in the same run: get/set/add/wait throughput, p50/p99
+and mean latency at 1, 64 and 512 clients, then the time N ranks' init_process_group (gloo,
 env://) takes against each. Bounded: about 3 minutes in all."""
 
 import json
@@ -297,6 +297,15 @@ def tcp_segments():
     return int(rows[1][rows[0].index("OutSegs")])
 
 
+def tcp_data_segments():
+    """Of tcp_segments, those that carried data (/proc/net/netstat, TcpExt
+    TCPOrigDataSent): in a `set` round, the clients' sends; the rest are
+    acknowledgements."""
+    with open("/proc/net/netstat") as f:
+        rows = [line.split() for line in f if line.startswith("TcpExt:")]
+    return int(rows[1][rows[0].index("TCPOrigDataSent")])
+
+
 def ops(merged_ops, store, clients, tag):
     """{op: [{ops_per_s, p50, p99, n, probed}, one per rep]} for every op of
     OPS, `clients` connections at once (run.py's merged_ops, one round per
@@ -307,7 +316,8 @@ def ops(merged_ops, store, clients, tag):
                         rounds=len(OPS) * OPS_REPS,
                         probe=lambda: {"sleeps": sleeps(store.proc.pid),
                                        "cpu": cpu_seconds(store.proc.pid),
-                                       "segments": tcp_segments()},
+                                       "segments": tcp_segments(),
+                                       "data_segments": tcp_data_segments()},
                         seconds=SECONDS)
     by_op = {}
     for op, r in zip(OPS * OPS_REPS, rounds):
@@ -413,6 +423,11 @@ class InitRanks:
             self.proc.wait()
 
 
+def per_set(probed, who, key):
+    """One side's probed count per operation, NaN where it is missing."""
+    return probed.get(who, {}).get(key, float("nan"))
+
+
 def bench_worker_store(reps, agent, merged_ops):
     """Rows for docs/bench/results.md: the agent's worker store (column
     distjob-agent) vs worker rank 0's TCPStore (column torchrun), run.py's
@@ -422,7 +437,7 @@ def bench_worker_store(reps, agent, merged_ops):
     # gloo ranks raise the average it leaves behind.
     load_before = os.getloadavg()[0]
     data, init, mesh, skipped, timed_out = {}, {}, {}, [], []
-    # (op, clients): {side: {"sleeps"/"segments": per operation}}
+    # (op, clients): {side: {"sleeps"/"segments"/...: per operation}}
     probed = {}
     busy = {}  # (op, clients): {side: the store's CPU seconds per second}
     starved = {}  # N: the agent's (CPU, run-queue wait) over its init runs
@@ -445,7 +460,8 @@ def bench_worker_store(reps, agent, merged_ops):
                         r["probed"]["cpu"] for r in reps_of_op) / (
                             SECONDS * len(reps_of_op))
                     for r in reps_of_op:
-                        for metric in ("ops_per_s", "p50", "p99"):
+                        for metric in ("ops_per_s", "p50", "p99",
+                                       "mean"):
                             data.setdefault((op, clients, metric), {
                                 "distjob-agent": [], "torchrun": []})[
                                     who].append(r[metric])
@@ -506,7 +522,7 @@ def bench_worker_store(reps, agent, merged_ops):
     results = []
     for (op, clients, metric), samples in data.items():
         what = {"ops_per_s": "throughput", "p50": "p50 latency",
-                "p99": "p99 latency"}[metric]
+                "p99": "p99 latency", "mean": "mean latency"}[metric]
         r = {"name": f"worker store {OP_NAMES.get(op, op)} {what}, "
                      f"{clients} client"
                      f"{'s' if clients > 1 else ''} (vs rank-0 TCPStore)",
@@ -556,32 +572,38 @@ def bench_worker_store(reps, agent, merged_ops):
         ". `set` returns without an answer in TCPStore's client (1.13's "
         "and 2.x's), hence its "
         "microsecond latencies, and its row is the client's own time to "
-        "send: mostly its kernel's, per TCP segment. Its kernel sends a "
-        "set's pieces (type, key, value) in segments of their own while "
-        "the store acknowledges each at once, and merges the sets of a "
-        "burst into fewer segments while an acknowledgement is still "
-        "owed (the agent's store pauses 50 µs before reading a stream of "
-        "sets that answered no one, `set_stream_pause`, so that one read "
-        "and one acknowledgement take many): set-then-get (a set timed "
-        "with the get of the same key "
-        "that follows) is the time of a set that someone reads. `get` is "
-        "a wait and a get, two round trips. TCP segments sent per set (the "
-        "machine's, /proc/net/snmp, data and acknowledgements), the "
-        "store process's sleeps per set (voluntary context switches of its "
-        "threads, /proc) and its CPU per set (/proc, all its threads; the "
-        "store's own share of a set, which the rows do not show): " +
-        "; ".join(
+        "send: mostly its kernel's, per TCP segment. The client sends a "
+        "set's type byte on its own and the rest (key, value) corked, so a "
+        "set is up to two segments, but only while its congestion window "
+        "has room: with the window full of segments the store has not yet "
+        "acknowledged, the set stays in the kernel's send queue, merged "
+        "with the sets after it, and the call returns at once. The "
+        "store acknowledges when it reads, so the sooner it reads the "
+        "more of the client's sets pay for a segment (the agent's store "
+        "pauses 50 µs before reading a stream of sets that answered no "
+        "one, `set_stream_pause`, so that one read and one acknowledgement "
+        "take many): set-then-get (a set timed with the get of the same "
+        "key that follows) is the time of a set that someone reads. `get` "
+        "is a wait and a get, two round trips. The mean latency rows: "
+        "each client's operation still running at a round's end finishes "
+        "and counts, so a client the store kept waiting weighs in the "
+        "mean by its time, where a percentile over operations counts its "
+        "one operation like a busy client's many. TCP segments sent per "
+        "set (the machine's, /proc/net/snmp, data and acknowledgements; of "
+        "them with data, the clients' sends: /proc/net/netstat "
+        "TCPOrigDataSent), the store process's sleeps per set (voluntary "
+        "context switches of its threads, /proc) and its CPU per set "
+        "(/proc, all its threads; the store's own share of a set, which "
+        "the rows do not show): " + "; ".join(
             f"{clients} client{'s' if clients > 1 else ''} "
-            f"{w.get('distjob-agent', {}).get('segments', float('nan')):.2f}"
-            " segments, "
-            f"{w.get('distjob-agent', {}).get('sleeps', float('nan')):.2f}"
-            " sleeps and "
-            f"{w.get('distjob-agent', {}).get('cpu', float('nan')) * 1e6:.2f}"
-            " µs (agent) against "
-            f"{w.get('torchrun', {}).get('segments', float('nan')):.2f}, "
-            f"{w.get('torchrun', {}).get('sleeps', float('nan')):.2f} and "
-            f"{w.get('torchrun', {}).get('cpu', float('nan')) * 1e6:.2f} µs "
-            "(TCPStore)"
+            f"{per_set(w, 'distjob-agent', 'segments'):.2f} segments "
+            f"({per_set(w, 'distjob-agent', 'data_segments'):.2f} with "
+            f"data), {per_set(w, 'distjob-agent', 'sleeps'):.2f} sleeps and "
+            f"{per_set(w, 'distjob-agent', 'cpu') * 1e6:.2f} µs (agent) "
+            f"against {per_set(w, 'torchrun', 'segments'):.2f} "
+            f"({per_set(w, 'torchrun', 'data_segments'):.2f}), "
+            f"{per_set(w, 'torchrun', 'sleeps'):.2f} and "
+            f"{per_set(w, 'torchrun', 'cpu') * 1e6:.2f} µs (TCPStore)"
             for (op, clients), w in sorted(probed.items()) if op == "set") +
         ". The store process's CPU over the `get` rounds (a share of "
         f"one core; the rest of the {os.cpu_count()} cores ran the "
