@@ -140,6 +140,12 @@ constexpr Definition kDefinitions[] = {
      "TCPStore connections refused at accept (not a round member while the "
      "job has a token, or over the connection limits).",
      {nullptr}},
+    {"distjob_worker_store_accept_pauses_total",
+     Kind::kCounter,
+     "Times the workers' TCPStore stopped accepting connections because the "
+     "agent was out of file descriptors (it accepts again once a client "
+     "leaves, or after a second).",
+     {nullptr}},
     {"distjob_rendezvous_duration_seconds",
      Kind::kHistogram,
      "Time from joining a round to its close, waiting for peers included.",

@@ -134,6 +134,8 @@ void Observer::InstallCollector() {
                 static_cast<double>(w->protocol_errors));
     metrics.Set("distjob_worker_store_refused_connections_total",
                 static_cast<double>(w->refused_connections));
+    metrics.Set("distjob_worker_store_accept_pauses_total",
+                static_cast<double>(w->accept_pauses));
     for (const auto& [op, count] : w->requests) {
       metrics.Set("distjob_worker_store_requests_total",
                   static_cast<double>(count),

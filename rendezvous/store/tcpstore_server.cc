@@ -129,6 +129,7 @@ class TcpStoreServer::Impl {
     s.parked_waits = parked_.load(std::memory_order_relaxed);
     s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
     s.refused_connections = refused_.load(std::memory_order_relaxed);
+    s.accept_pauses = accept_pauses_.load(std::memory_order_relaxed);
     s.sleeps = sleeps_.load(std::memory_order_relaxed);
     s.stream_pauses = stream_pauses_.load(std::memory_order_relaxed);
     for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
@@ -299,7 +300,7 @@ class TcpStoreServer::Impl {
 
   std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
   std::atomic<int64_t> protocol_errors_{0}, refused_{0}, sleeps_{0},
-      stream_pauses_{0};
+      stream_pauses_{0}, accept_pauses_{0};
   // Whether the loop's current batch sent anything (Flush), and whether it
   // served a set (which has no answer): a batch of sets that answered no
   // one is a stream's (Loop).
@@ -507,6 +508,7 @@ void TcpStoreServer::Impl::Accept() {
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
         accept_paused_ = true;
         accept_paused_at_ = std::chrono::steady_clock::now();
+        accept_pauses_.fetch_add(1, std::memory_order_relaxed);
       }
       return;
     }

@@ -84,6 +84,9 @@ struct TcpStoreStats {
   int64_t protocol_errors = 0;
   // Connections refused at accept (SetAllowedPeers, connection limits).
   int64_t refused_connections = 0;
+  // Times accepting stopped because the process was out of file
+  // descriptors (it resumes once a client leaves, or after a second).
+  int64_t accept_pauses = 0;
   // Times the loop waited for work outside a poll (blocking) and got some:
   // each found it asleep, or about to sleep.
   int64_t sleeps = 0;

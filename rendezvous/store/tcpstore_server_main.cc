@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
           {"parked_waits", s.parked_waits},
           {"protocol_errors", s.protocol_errors},
           {"refused_connections", s.refused_connections},
+          {"accept_pauses", s.accept_pauses},
           {"sleeps", s.sleeps},
           {"stream_pauses", s.stream_pauses},
           {"requests", std::move(requests)}};

@@ -217,6 +217,7 @@ def test_metrics_show_the_served_store(start_agent, tmp_path):
     text = wait_for(scrape, timeout=30, interval=0.1,
                     what="a worker store client in /metrics")
     assert series(text, "distjob_worker_store_serving") == ["1"]
+    assert series(text, "distjob_worker_store_accept_pauses_total") == ["0"]
     go.write_text("")
     assert agent.wait(timeout=30) == 0
 
