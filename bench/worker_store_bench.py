@@ -2,8 +2,8 @@
 agent (group rank 0's, here a --standalone agent) against one hosted by a
 Python process (worker rank 0's, TORCHELASTIC_USE_AGENT_STORE=False), both
 driven by Debian's torch 1.13 `torch.distributed.TCPStore` clients (or
-DISTJOB_PYTHON's) in the same run: get/set/add/wait throughput, p50/p99
-and mean latency at 1, 64 and 512 clients, then the time N ranks' init_process_group (gloo,
+DISTJOB_PYTHON's) in the same run: get/set/add/wait throughput,
+p50/p99 and mean latency at 1, 64 and 512 clients, then the time N ranks' init_process_group (gloo,
 env://) takes against each. Bounded: about 3 minutes in all."""
 
 import json
@@ -30,9 +30,9 @@ INIT_N = [8, 16, 32, 64, 128, 256]
 INIT_REPS = 2
 # A run of N ranks that takes over INIT_ONCE_S is not repeated (once per
 # side says enough), and one past INIT_RUN_BUDGET_S is stopped and ends
-# the part: 128 ranks on 2 cores are CPU-starved on either side (24 s and
-# 44 s in docs/bench/results.md), and a 30 s budget cut off whichever
-# side it fell on.
+# the part: 128 ranks on 2 cores are CPU-starved on either side (23-27 s
+# against 27-44 s in the committed runs of docs/bench/results.md), and a
+# 30 s budget cut off whichever side it fell on.
 INIT_ONCE_S = 10
 INIT_RUN_BUDGET_S = 45
 # Ranks of gloo's key pattern without gloo (CLIENT's mesh), one run per N
@@ -299,18 +299,22 @@ def tcp_segments():
 
 def tcp_data_segments():
     """Of tcp_segments, those that carried data (/proc/net/netstat, TcpExt
-    TCPOrigDataSent): in a `set` round, the clients' sends; the rest are
-    acknowledgements."""
+    TCPOrigDataSent): in a `set` round on a quiet machine, the clients'
+    sends; the rest are acknowledgements. NaN where the kernel does not
+    count them."""
     with open("/proc/net/netstat") as f:
         rows = [line.split() for line in f if line.startswith("TcpExt:")]
+    if len(rows) < 2 or "TCPOrigDataSent" not in rows[0]:
+        return float("nan")
     return int(rows[1][rows[0].index("TCPOrigDataSent")])
 
 
 def ops(merged_ops, store, clients, tag):
-    """{op: [{ops_per_s, p50, p99, n, probed}, one per rep]} for every op of
-    OPS, `clients` connections at once (run.py's merged_ops, one round per
-    op and rep, OPS_REPS passes over OPS); probed: the store process's
-    sleeps and CPU seconds and the machine's TCP segments over the round."""
+    """{op: [{ops_per_s, p50, p99, mean, n, probed}, one per rep]} for every
+    op of OPS, `clients` connections at once (run.py's merged_ops, one
+    round per op and rep, OPS_REPS passes over OPS); probed: the store
+    process's sleeps and CPU seconds and the machine's TCP segments (all,
+    and those with data) over the round."""
     rounds = merged_ops([client_argv(store.port, OPS * OPS_REPS, clients,
                                      THREADS_PER_PROC, SECONDS, tag)],
                         rounds=len(OPS) * OPS_REPS,
@@ -590,8 +594,8 @@ def bench_worker_store(reps, agent, merged_ops):
         "mean by its time, where a percentile over operations counts its "
         "one operation like a busy client's many. TCP segments sent per "
         "set (the machine's, /proc/net/snmp, data and acknowledgements; of "
-        "them with data, the clients' sends: /proc/net/netstat "
-        "TCPOrigDataSent), the store process's sleeps per set (voluntary "
+        "them with data, on a quiet machine the clients' sends: "
+        "/proc/net/netstat TCPOrigDataSent), the store process's sleeps per set (voluntary "
         "context switches of its threads, /proc) and its CPU per set "
         "(/proc, all its threads; the store's own share of a set, which "
         "the rows do not show): " + "; ".join(

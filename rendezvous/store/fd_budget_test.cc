@@ -19,6 +19,22 @@ rlim_t Hard() {
   return now.rlim_max;
 }
 
+// In a death test's child gtest reports no failure itself: each goes to
+// stderr, which the parent shows when the child's exit code is not 0.
+[[noreturn]] void ExitWithFailures() {
+  const ::testing::TestResult* result =
+      ::testing::UnitTest::GetInstance()->current_test_info()->result();
+  for (int i = 0; i < result->total_part_count(); ++i) {
+    const ::testing::TestPartResult& part = result->GetTestPartResult(i);
+    if (part.failed()) {
+      std::fprintf(stderr, "%s:%d: %s\n",
+                   part.file_name() ? part.file_name() : "?",
+                   part.line_number(), part.message());
+    }
+  }
+  _exit(result->Failed() ? 1 : 0);
+}
+
 // Runs `check` in a child process under `limit`: a hard limit, once
 // lowered, cannot be raised back, so no test's limit may reach the next
 // test, whatever their order. The child exits 0 when `check` passed.
@@ -30,7 +46,7 @@ void UnderLimit(rlimit limit, const std::function<void()>& check) {
           _exit(2);
         }
         check();
-        _exit(::testing::Test::HasFailure() ? 1 : 0);
+        ExitWithFailures();
       },
       ::testing::ExitedWithCode(0), "");
 }

@@ -687,12 +687,12 @@ TEST(TcpStoreServerTest, AcceptingResumesAfterTheProcessRanOutOfDescriptors) {
   filler.pop_back();
   Client c(server->port());
   c.Send(Q(Op::kPing) + U32(1));
-  // Not accepted: the server has no descriptor for it, and says so.
-  ASSERT_TRUE(WaitFor([&] { return server->Stats().accept_pauses == 1; }));
+  // Not accepted: the server has no descriptor for it, and says so (once
+  // a second while it lasts: a slow machine may see more than one).
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().accept_pauses >= 1; }));
   EXPECT_EQ(server->Stats().clients, 0);
   std::move(restore).Invoke();
   EXPECT_EQ(c.Recv(4), U32(1));
-  EXPECT_EQ(server->Stats().accept_pauses, 1);
 }
 
 TEST(TcpStoreServerTest, ShutdownClosesEveryClientAtOnce) {
