@@ -2,9 +2,10 @@
 agent (group rank 0's, here a --standalone agent) against one hosted by a
 Python process (worker rank 0's, TORCHELASTIC_USE_AGENT_STORE=False), both
 driven by Debian's torch 1.13 `torch.distributed.TCPStore` clients (or
-DISTJOB_PYTHON's) in the same run: get/set/add/wait throughput,
-p50/p99 and mean latency at 1, 64 and 512 clients, then the time N ranks' init_process_group (gloo,
-env://) takes against each. Bounded: about 3 minutes in all."""
+DISTJOB_PYTHON's) in the same run: get/set/add/wait throughput, p50/p99
+and mean latency at 1, 64 and 512 clients, then the time N ranks'
+init_process_group (gloo, env://) takes against each. Bounded: about 3
+minutes in all."""
 
 import json
 import os
@@ -595,10 +596,10 @@ def bench_worker_store(reps, agent, merged_ops):
         "one operation like a busy client's many. TCP segments sent per "
         "set (the machine's, /proc/net/snmp, data and acknowledgements; of "
         "them with data, on a quiet machine the clients' sends: "
-        "/proc/net/netstat TCPOrigDataSent), the store process's sleeps per set (voluntary "
-        "context switches of its threads, /proc) and its CPU per set "
-        "(/proc, all its threads; the store's own share of a set, which "
-        "the rows do not show): " + "; ".join(
+        "/proc/net/netstat TCPOrigDataSent), the store process's sleeps "
+        "per set (voluntary context switches of its threads, /proc) and "
+        "its CPU per set (/proc, all its threads; the store's own share of "
+        "a set, which the rows do not show): " + "; ".join(
             f"{clients} client{'s' if clients > 1 else ''} "
             f"{per_set(w, 'distjob-agent', 'segments'):.2f} segments "
             f"({per_set(w, 'distjob-agent', 'data_segments'):.2f} with "
