@@ -1,6 +1,6 @@
 // The TCPStore server's parked waits (rendezvous/store/tcpstore_waits.h)
 // against a model that keeps each wait's missing keys and scans every
-// wait, as the server did before the per-key index: each byte is an
+// wait (the server's way before the per-key index): each byte is an
 // operation (park, a key arriving, a queue item, a drop), and every answer,
 // the count and the bytes must be the model's.
 #include <cstdint>
@@ -39,15 +39,21 @@ struct Model {
     }
     return woken;
   }
+  // The item goes to the oldest wait that misses only `key`; the waits
+  // that miss other keys too no longer miss it.
   std::optional<uint64_t> ArrivedOnce(const std::string& key) {
-    for (auto it = waits.begin(); it != waits.end(); ++it) {
-      if (it->second.missing == std::set<std::string>{key}) {
-        const uint64_t id = it->first;
-        waits.erase(it);
-        return id;
+    std::optional<uint64_t> woken;
+    for (const auto& [id, w] : waits) {
+      if (w.missing == std::set<std::string>{key}) {
+        woken = id;
+        break;
       }
     }
-    return std::nullopt;
+    for (auto& [id, w] : waits) {
+      if (w.missing.size() > 1) w.missing.erase(key);
+    }
+    if (woken) waits.erase(*woken);
+    return woken;
   }
   size_t Bytes() const {
     size_t bytes = 0;

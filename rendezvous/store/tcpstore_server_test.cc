@@ -356,6 +356,23 @@ TEST(TcpStoreServerTest, WaitAnswersOnceEveryKeyExistsAndCancelWaitEndsIt) {
   EXPECT_EQ(waiter.Recv(4), U32(9));
 }
 
+// A wait on a queue and a key: the item that came first counts (the
+// blocking queue_pop that the waiter makes next may find it popped, as
+// with any wait on a queue).
+TEST(TcpStoreServerTest, AWaitOnAQueueAndAKeyIsAnsweredWhenBothHaveCome) {
+  auto server = StartServer();
+  Client waiter(server->port()), writer(server->port());
+  waiter.Send(Q(Op::kWait) + Keys({"/q", "/a"}));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
+  writer.Send(Q(Op::kQueuePush) + Str("/q") + Str("i1"));
+  writer.Send(Q(Op::kPing) + U32(1));
+  ASSERT_EQ(writer.Recv(4), U32(1));
+  EXPECT_EQ(server->Stats().parked_waits, 1);  // /a is still missing
+  writer.Send(Q(Op::kSet) + Str("/a") + Str("1"));
+  EXPECT_EQ(waiter.Recv(1), Byte(tcpstore::kStopWaiting));
+  EXPECT_EQ(server->Stats().parked_waits, 0);
+}
+
 TEST(TcpStoreServerTest, OneSetAnswersEveryClientWaitingOnTheKey) {
   auto server = StartServer();
   std::vector<std::unique_ptr<Client>> waiters;

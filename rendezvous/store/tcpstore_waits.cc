@@ -19,8 +19,10 @@ void TcpStoreWaits::Park(uint64_t id, uint64_t conn,
   w.keys = std::move(keys);
   w.missing = w.keys.size();
   bytes_ += Bytes(w.keys);
-  for (const std::string& k : w.keys) by_key_[k].all.insert(id);
-  if (w.missing == 1) by_key_[w.keys[0]].last.insert(id);
+  for (const std::string& k : w.keys) {
+    KeyWaits& kw = by_key_[k];
+    (w.missing == 1 ? kw.last : kw.multi).insert(id);
+  }
 }
 
 std::vector<TcpStoreWaits::Woken> TcpStoreWaits::Arrived(
@@ -28,13 +30,12 @@ std::vector<TcpStoreWaits::Woken> TcpStoreWaits::Arrived(
   std::vector<Woken> woken;
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return woken;
-  const std::set<uint64_t> ids = std::move(it->second.all);
+  KeyWaits arrived = std::move(it->second);
   by_key_.erase(it);
-  for (uint64_t id : ids) {
+  ArrivedFor(arrived.multi);
+  for (uint64_t id : arrived.last) {
     auto w = waits_.find(id);
     if (w == waits_.end()) continue;
-    if (--w->second.missing == 1) OneMissing(id, w->second);
-    if (w->second.missing > 0) continue;
     woken.push_back({id, w->second.conn});
     Drop(id);
   }
@@ -44,11 +45,19 @@ std::vector<TcpStoreWaits::Woken> TcpStoreWaits::Arrived(
 std::optional<TcpStoreWaits::Woken> TcpStoreWaits::ArrivedOnce(
     absl::string_view key) {
   auto it = by_key_.find(key);
-  if (it == by_key_.end() || it->second.last.empty()) return std::nullopt;
-  const uint64_t id = *it->second.last.begin();
-  auto w = waits_.find(id);
-  const Woken woken{id, w->second.conn};
-  Drop(id);
+  if (it == by_key_.end()) return std::nullopt;
+  const std::set<uint64_t> multi = std::move(it->second.multi);
+  it->second.multi.clear();
+  std::optional<Woken> woken;
+  if (it->second.last.empty()) {
+    by_key_.erase(it);
+  } else {
+    const uint64_t id = *it->second.last.begin();
+    woken = Woken{id, waits_.find(id)->second.conn};
+    Drop(id);  // and the key's entry with it if that was its last wait
+  }
+  // None of these can be filed under this key again: it no longer misses.
+  ArrivedFor(multi);
   return woken;
 }
 
@@ -58,12 +67,20 @@ void TcpStoreWaits::Drop(uint64_t id) {
   for (const std::string& k : w->second.keys) {
     auto it = by_key_.find(k);
     if (it == by_key_.end()) continue;
-    it->second.all.erase(id);
+    it->second.multi.erase(id);
     it->second.last.erase(id);
-    if (it->second.all.empty()) by_key_.erase(it);
+    if (it->second.multi.empty() && it->second.last.empty()) by_key_.erase(it);
   }
   bytes_ -= Bytes(w->second.keys);
   waits_.erase(w);
+}
+
+void TcpStoreWaits::ArrivedFor(const std::set<uint64_t>& ids) {
+  for (uint64_t id : ids) {
+    auto w = waits_.find(id);
+    if (w == waits_.end()) continue;
+    if (--w->second.missing == 1) OneMissing(id, w->second);
+  }
 }
 
 void TcpStoreWaits::OneMissing(uint64_t id, const Wait& wait) {
@@ -71,7 +88,7 @@ void TcpStoreWaits::OneMissing(uint64_t id, const Wait& wait) {
   // (an arrived key's index no longer does); found once per wait.
   for (const std::string& k : wait.keys) {
     auto it = by_key_.find(k);
-    if (it != by_key_.end() && it->second.all.count(id) > 0) {
+    if (it != by_key_.end() && it->second.multi.erase(id) > 0) {
       it->second.last.insert(id);
       return;
     }

@@ -1,7 +1,8 @@
 // The parked WAITs of the TCPStore server (tcpstore_server.h): which waits
 // miss which keys, so that a write answers exactly the waits it completes
-// at a cost in the waits it touches, never in all the waits parked on a
-// key. Not thread-safe: the server's one loop thread owns it.
+// and visits each parked wait at most once per key it names, never all the
+// waits parked on a key at every write. Not thread-safe: the server's one
+// loop thread owns it.
 #ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_WAITS_H_
 #define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_WAITS_H_
 
@@ -35,9 +36,10 @@ class TcpStoreWaits {
   // `key` now exists (a set, add, ...): no wait misses it any more; the
   // waits that miss nothing now are removed and returned, oldest first.
   std::vector<Woken> Arrived(absl::string_view key);
-  // One queue item under `key`, for one popper: the oldest wait whose last
-  // missing key it is, removed; the waits that also miss other keys still
-  // miss this one (the item may be popped before they complete).
+  // One queue item under `key`: the waits that also miss other keys no
+  // longer miss this one (a wait on a queue and a key completes once both
+  // have come, in either order); then the item goes to one popper, the
+  // oldest wait whose last missing key it is, removed and returned.
   std::optional<Woken> ArrivedOnce(absl::string_view key);
   // Forgets wait `id` (canceled, or its connection closed); unknown ids
   // are ignored.
@@ -52,17 +54,23 @@ class TcpStoreWaits {
     std::vector<std::string> keys;  // as parked; see missing
     size_t missing = 0;             // of keys, not yet arrived
   };
-  // A key's waits, in arrival order (ids grow). Sets, not lists: a client
-  // may park thousands of waits on one key, and dropping one must not scan
-  // the others. `last` is the subset that miss only this key, so that a
-  // queue item finds the wait it completes without scanning the waits
-  // that also miss other keys.
+  // A key's waits, in arrival order (ids grow), split by what its arrival
+  // does to them: `last` miss only this key (it completes them), `multi`
+  // miss others too. Disjoint, so that a queue item takes the oldest of
+  // `last` without passing the others. Sets, not lists: a client may park
+  // thousands of waits on one key, and dropping one must not scan the
+  // others.
   struct KeyWaits {
-    std::set<uint64_t> all;
+    std::set<uint64_t> multi;
     std::set<uint64_t> last;
   };
 
-  // `wait` (id `id`) now misses one key: files it under that key's `last`.
+  // `key` arrived for the waits in `ids` (its `multi`, out of the index):
+  // each misses one key fewer, and one left with a single missing key is
+  // filed under that key's `last`.
+  void ArrivedFor(const std::set<uint64_t>& ids);
+  // `wait` (id `id`) now misses one key: moves it from that key's `multi`
+  // to its `last`.
   void OneMissing(uint64_t id, const Wait& wait);
 
   absl::flat_hash_map<uint64_t, Wait> waits_;
