@@ -56,10 +56,10 @@ class TcpStoreWaits {
   };
   // A key's waits, in arrival order (ids grow), split by what its arrival
   // does to them: `last` miss only this key (it completes them), `multi`
-  // miss others too. Disjoint, so that a queue item takes the oldest of
-  // `last` without passing the others. Sets, not lists: a client may park
-  // thousands of waits on one key, and dropping one must not scan the
-  // others.
+  // miss others too. Disjoint, so that a queue item takes all of `multi`
+  // and the oldest of `last` without passing the poppers still parked.
+  // Sets, not lists: a client may park thousands of waits on one key, and
+  // dropping one must not scan the others.
   struct KeyWaits {
     std::set<uint64_t> multi;
     std::set<uint64_t> last;
