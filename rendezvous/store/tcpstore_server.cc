@@ -224,8 +224,8 @@ class TcpStoreServer::Impl {
   bool Exists(absl::string_view key) const;
   void Put(absl::string_view key, std::string value);
   void Erase(absl::string_view key);
-  // Answers parked waits that `key` (now present) completes; `one`: only
-  // the first (a queue item is for one popper).
+  // Answers parked waits that `key` (now present) completes; `one`: a
+  // queue item, for one popper (TcpStoreWaits::ArrivedOnce).
   void Wake(absl::string_view key, bool one = false);
   void Answer(const TcpStoreWaits::Woken& woken);
   void DropWait(uint64_t wait_id);
