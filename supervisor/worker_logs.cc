@@ -21,6 +21,7 @@ namespace distjob {
 namespace {
 
 constexpr size_t kCopyBufferSize = 1 << 20;
+constexpr size_t kStderrTailBytes = 64 << 10;
 
 absl::Status MakeDirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i) {
@@ -142,6 +143,68 @@ void CopyStream(int in, int file, const std::string& path,
   if (file >= 0) close(file);
 }
 
+// A stderr that no --redirects/--tee routes: copied to the console as it
+// comes (or dropped, for a rank --local-ranks-filter hides) while its last
+// kStderrTailBytes are kept and, at its end, written to `path`: the
+// traceback that says why a worker failed, for the restart policy and the
+// root-cause report.
+void CopyStderrTail(int in, const std::string& path, ConsoleWriter* console,
+                    bool to_console) {
+  std::string tail;
+  std::vector<char> buf(kCopyBufferSize);
+  bool console_reported = false;
+  for (;;) {
+    const ssize_t n = read(in, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    const absl::string_view chunk(buf.data(), static_cast<size_t>(n));
+    if (to_console &&
+        console->Write(chunk) == ConsoleWriter::Result::kStalled &&
+        !console_reported) {
+      console_reported = true;
+      DJ_LOG_WARNING(
+          "the console is not being read: worker stderr is dropped from it "
+          "while it stays full ({} keeps its end)",
+          path);
+    }
+    tail.append(chunk.data(), chunk.size());
+    if (tail.size() > 2 * kStderrTailBytes) {
+      tail.erase(0, tail.size() - kStderrTailBytes);
+    }
+  }
+  close(in);
+  if (tail.size() > kStderrTailBytes) {
+    tail.erase(0, tail.size() - kStderrTailBytes);
+  }
+  if (tail.empty()) return;
+  const int file =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (file < 0) return;
+  if (const int err = WriteFile(file, tail); err != 0) {
+    DJ_LOG_DEBUG("write {}: {}", path, std::strerror(err));
+  }
+  close(file);
+}
+
+// The last `limit` bytes of the regular file at `path`; "" when there is
+// none (or it is not a regular file: a worker may have put anything there).
+std::string ReadFileTail(const std::string& path, size_t limit) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st;
+  std::string out;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const off_t size = st.st_size;
+    const off_t start =
+        size > static_cast<off_t>(limit) ? size - static_cast<off_t>(limit) : 0;
+    out.resize(static_cast<size_t>(size - start));
+    const ssize_t n = pread(fd, out.data(), out.size(), start);
+    out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  close(fd);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<int>> ParseStreamMask(const std::string& text,
@@ -182,6 +245,21 @@ absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
   if (dir_.empty()) return streams;
   const int redirect = plan.redirect;
   const int tee = plan.tee;
+  if (((redirect | tee) & 2) == 0) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe2 for stderr");
+    if (streams.stderr_fd >= 0) {
+      // Hidden from the console, still kept for the report.
+      close(streams.stderr_fd);
+      open_fds_.pop_back();
+    }
+    copiers_.emplace_back(
+        CopyStderrTail, p[0],
+        absl::StrCat(AttemptDir(attempt, local_rank), "/stderr_tail.log"),
+        &ConsoleWriter::Stderr(), (plan.discard & 2) == 0);
+    open_fds_.push_back(p[1]);
+    streams.stderr_fd = p[1];
+  }
   for (int bit : {1, 2}) {
     if (((redirect | tee) & bit) == 0) continue;
     const std::string path =
@@ -264,6 +342,7 @@ absl::StatusOr<WorkerLogs> WorkerLogs::Create(const std::string& log_dir) {
 WorkerLogs::WorkerLogs(WorkerLogs&& other) noexcept
     : dir_(std::move(other.dir_)),
       temporary_(other.temporary_),
+      keep_(other.keep_),
       open_fds_(std::move(other.open_fds_)),
       copiers_(std::move(other.copiers_)) {
   for (int i : {0, 1}) {
@@ -275,7 +354,7 @@ WorkerLogs::WorkerLogs(WorkerLogs&& other) noexcept
 
 WorkerLogs::~WorkerLogs() {
   FinishAttempt();
-  if (temporary_) {
+  if (temporary_ && !keep_) {
     nftw(dir_.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
   }
 }
@@ -288,6 +367,26 @@ std::string WorkerLogs::AttemptDir(int attempt, int local_rank) const {
 std::string WorkerLogs::ErrorFile(int attempt, int local_rank) const {
   if (dir_.empty()) return "";
   return AttemptDir(attempt, local_rank) + "/error.json";
+}
+
+std::string WorkerLogs::StderrTail(int attempt, int local_rank) const {
+  if (dir_.empty()) return "";
+  const std::string dir = AttemptDir(attempt, local_rank);
+  std::string tail = ReadFileTail(dir + "/stderr.log", kStderrTailBytes);
+  if (tail.empty())
+    tail = ReadFileTail(dir + "/stderr_tail.log", kStderrTailBytes);
+  return tail;
+}
+
+std::string WorkerLogs::StderrFile(int attempt, int local_rank) const {
+  if (dir_.empty()) return "";
+  const std::string dir = AttemptDir(attempt, local_rank);
+  struct stat st;
+  if (stat((dir + "/stderr.log").c_str(), &st) == 0) return dir + "/stderr.log";
+  if (stat((dir + "/stderr_tail.log").c_str(), &st) == 0) {
+    return dir + "/stderr_tail.log";
+  }
+  return "";
 }
 
 std::string WorkerLogs::HeartbeatFile(int attempt, int local_rank) const {

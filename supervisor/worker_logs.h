@@ -45,8 +45,11 @@ class WorkerLogs {
   // `stdout_policy` / `stderr_policy` say (console prefix, duplicates into
   // attempt_<n>/filtered_std{out,err}.log when they have filters):
   // attempt_<n>/<rank>/stdout.log|stderr.log. Streams in `plan.discard` go
-  // to /dev/null, with or without a log directory. The fds are the agent's
-  // until FinishAttempt.
+  // to /dev/null, with or without a log directory. A stderr neither
+  // redirected nor tee'd still goes through the agent (with a log
+  // directory): to the console byte for byte (not when discarded), its last
+  // 64 KiB kept in attempt_<n>/<rank>/stderr_tail.log (StderrTail). The
+  // fds are the agent's until FinishAttempt.
   absl::StatusOr<WorkerStreams> OpenStreams(int attempt, int local_rank,
                                             const StreamPlan& plan,
                                             const LinePolicy& stdout_policy,
@@ -55,6 +58,17 @@ class WorkerLogs {
   // copiers to reach end of file (every writer of the attempt is gone).
   // These are "" when !enabled().
   void FinishAttempt();
+
+  // The last 64 KiB of a worker's stderr in attempt `attempt` (its
+  // stderr.log under --redirects/--tee, else what the agent kept of it),
+  // "" when none was kept. Read after FinishAttempt.
+  std::string StderrTail(int attempt, int local_rank) const;
+  // The file StderrTail reads, "" when there is none.
+  std::string StderrFile(int attempt, int local_rank) const;
+  // The directory stays when the agent exits, though it is temporary: a
+  // failed job's files are evidence.
+  void Keep() { keep_ = true; }
+  const std::string& dir() const { return dir_; }
 
   std::string AttemptDir(int attempt, int local_rank) const;
   std::string ErrorFile(int attempt, int local_rank) const;
@@ -67,6 +81,7 @@ class WorkerLogs {
 
   std::string dir_;
   bool temporary_ = false;
+  bool keep_ = false;
   std::vector<int> open_fds_;
   // attempt_<n>/filtered_stdout.log and filtered_stderr.log, shared by the
   // attempt's copiers (O_APPEND, one write per line); -1 until needed.
