@@ -20,6 +20,7 @@
 #include "agent/barrier.h"
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
+#include "agent/failure_report.h"
 #include "agent/health.h"
 #include "agent/observer.h"
 #include "agent/report.h"
@@ -28,6 +29,7 @@
 #include "agent/trainer_status.h"
 #include "agent/worker_env.h"
 #include "agent/worker_store.h"
+#include "common/console_writer.h"
 #include "common/environment.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
@@ -90,7 +92,9 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
         PlanStreams(redirects[static_cast<size_t>(local_rank)],
                     tees[static_cast<size_t>(local_rank)],
                     RankShown(launch.local_ranks_filter, local_rank));
-    if ((plan.redirect | plan.tee | plan.discard) != 0) {
+    // With a log directory stderr always goes through the agent, which
+    // keeps its tail: why a worker failed (WorkerLogs::StderrTail).
+    if ((plan.redirect | plan.tee | plan.discard) != 0 || files.enabled()) {
       auto policy = [&](int bit) {
         const int rank = round.base_rank + local_rank;
         LinePolicy p = MakeLinePolicy(launch, local_rank, rank, bit);
@@ -192,7 +196,9 @@ std::string EndReason(const RunReport& report) {
   std::string reason = FormatTerminationMessage(report);
   absl::StrReplaceAll({{"\n", "; "}}, &reason);
   while (absl::EndsWith(reason, "; ")) reason.resize(reason.size() - 2);
-  constexpr size_t kLimit = 512;
+  // The root cause's rank, host, exception and decision fit; its
+  // traceback may be cut.
+  constexpr size_t kLimit = 1024;
   return reason.size() > kLimit ? Utf8Truncate(reason, kLimit) + "..." : reason;
 }
 
@@ -403,9 +409,13 @@ class AgentRun {
           "no cgroup OOM-kill counter found: OOM kills are not "
           "reported");
     }
-    policy_.permanent_overrides = options_.outcome.permanent_exit_codes;
-    policy_.retryable_overrides = options_.outcome.retryable_exit_codes;
-    policy_.restart_on_any_failure = options_.outcome.restart_on_any_failure;
+    cause_policy_.policy = options_.outcome.restart_policy.value_or(
+        options_.launch.as_torchrun ? RestartPolicy::kAny
+                                    : RestartPolicy::kAuto);
+    cause_policy_.permanent_exit_codes = options_.outcome.permanent_exit_codes;
+    cause_policy_.retryable_exit_codes = options_.outcome.retryable_exit_codes;
+    cause_policy_.retryable_patterns =
+        options_.outcome.retryable_error_patterns;
     return std::nullopt;
   }
 
@@ -415,8 +425,10 @@ class AgentRun {
     absl::Duration backoff = options_.outcome.restart_backoff;
     // This node's own failure, left to the job's decision (another node's
     // worker failed first, or the membership changed).
-    std::optional<std::pair<GroupResult, bool>> deferred;
+    std::optional<FailureReport> deferred;
     for (;;) {
+      // An interrupt no group consumed was meant for the round just left.
+      supervisor_->ClearInterrupt();
       const absl::Time joined = absl::Now();
       absl::StatusOr<RendezvousResult> round =
           absl::UnknownError("the rendezvous did not run");
@@ -443,9 +455,7 @@ class AgentRun {
         // too: this pod's status tells its own failure (the raising rank's
         // traceback), not only that a peer ended the job.
         DJ_LOG_ERROR("rendezvous ended: {}", round.status());
-        RecordFailure(deferred->first, deferred->second);
-        report_.detail = std::string(round.status().message());
-        return report_.exit_code;
+        return FollowEndedJob(*deferred, round.status().message());
       }
       deferred.reset();
       if (!round.ok()) {
@@ -512,13 +522,27 @@ class AgentRun {
         case GroupOutcome::kFailed:
           break;
       }
+      FailureReport failure = Examine(*group, oom, round->base_rank);
       // A fixed round (standalone, static) has no peers to defer to: this
       // node's failure is the job's, decided here.
-      if (elastic_ != nullptr && !OwnsFailure(*group, first_to_fail)) {
-        deferred.emplace(*group, oom);
-        continue;
+      if (elastic_ != nullptr) {
+        if (!OwnsFailure(*group, first_to_fail)) {
+          deferred = std::move(failure);
+          continue;
+        }
+        if (failure.cause.peer_communication) {
+          const PeerLoss loss = AwaitPeerLoss(failure);
+          if (loss == PeerLoss::kStopped) {
+            return Ended("stopped",
+                         ExitCodeForSignal(supervisor_->stop_signal()));
+          }
+          if (loss == PeerLoss::kLost) {
+            observer_.MembershipChange();
+            continue;  // a consequence: the next round, no restart
+          }
+        }
       }
-      if (!RecordFailure(*group, oom)) return report_.exit_code;
+      if (!RecordFailure(failure, group->hang, oom)) return report_.exit_code;
       ++restart_count_;
       observer_.Restart(group->hang ? "hang"
                         : oom       ? "oom"
@@ -584,31 +608,140 @@ class AgentRun {
     return std::nullopt;
   }
 
-  // Classifies a failed attempt into report_; returns whether to restart.
-  bool RecordFailure(const GroupResult& group, bool oom) {
-    const WorkerExit& failure = *group.first_failure;
-    int exit_code = failure.exit_code;
+  // The failure of `group` as the restart policy reads it.
+  FailureReport Examine(const GroupResult& group, bool oom, int base_rank) {
+    int exit_code = group.first_failure->exit_code;
     // A hung worker may exit 0 on SIGTERM: it still failed, retryably.
     if (group.hang && exit_code == 0) exit_code = ExitCodeForSignal(SIGTERM);
-    const ExitClass exit_class =
-        group.hang ? ExitClass::kRetryable : policy_.Classify(exit_code);
-    DJ_LOG_ERROR("worker local_rank={} (pid {}) failed with exit code {} ({})",
-                 failure.local_rank, failure.pid, exit_code,
-                 ExitClassName(exit_class));
-    observer_.WorkerFailed(failure, exit_code, ExitClassName(exit_class));
-    Ended(failure.exec_errno != 0 ? "exec-failed" : ExitClassName(exit_class),
-          exit_code);
+    return ExamineFailure(group, exit_code, oom, *files_, restart_count_,
+                          base_rank, cause_policy_);
+  }
+
+  enum class PeerLoss { kLost, kNotLost, kStopped };
+
+  // A worker whose error says a peer went away failed before the
+  // rendezvous could see that peer's lease run out: wait (at most
+  // PeerLossWindow) for it to, rather than charge this node with a failure
+  // that is another's. Logs progress while it waits.
+  PeerLoss AwaitPeerLoss(const FailureReport& failure) {
+    const absl::Duration window = elastic_->PeerLossWindow();
+    const absl::Time until = absl::Now() + window;
+    DJ_LOG_INFO(
+        "rank {} failed with {}: waiting up to {} for the rendezvous to see "
+        "whether a peer was lost before deciding",
+        failure.rank, failure.cause.rule, absl::FormatDuration(window));
+    absl::Time next_note = absl::Now() + absl::Seconds(10);
+    while (!elastic_->MembershipChanged()) {
+      const absl::Time now = absl::Now();
+      if (now >= until) {
+        DJ_LOG_INFO("no peer was lost within {}: the failure is this node's",
+                    absl::FormatDuration(window));
+        return PeerLoss::kNotLost;
+      }
+      if (now >= next_note) {
+        DJ_LOG_INFO(
+            "still waiting for a lost peer ({} left)",
+            absl::FormatDuration(absl::Trunc(until - now, absl::Seconds(1))));
+        next_note = now + absl::Seconds(10);
+      }
+      if (!supervisor_->Sleep(std::min(absl::Milliseconds(100), until - now))) {
+        return PeerLoss::kStopped;
+      }
+    }
+    DJ_LOG_INFO(
+        "rank {}'s failure follows a lost peer: re-forming without a restart",
+        failure.rank);
+    return PeerLoss::kLost;
+  }
+
+  // Whether `failure` repeats the job's last root cause (auto only): the
+  // same rank, exception and message again is deterministic.
+  bool Repeated(const FailureReport& failure) {
+    if (cause_policy_.policy != RestartPolicy::kAuto) return false;
+    const std::string previous =
+        elastic_ != nullptr ? elastic_->SwapRootCause(failure.signature)
+                            : std::exchange(last_signature_, failure.signature);
+    return !failure.signature.empty() && previous == failure.signature;
+  }
+
+  // Decides on a failure this node owns, into report_; returns whether to
+  // restart.
+  bool RecordFailure(const FailureReport& failure, bool hang, bool oom) {
+    const int worker_code = failure.exit_code;
+    bool restart = failure.cause.restart;
+    const bool repeated = Repeated(failure);
+    const bool budget_left = restart_count_ < options_.launch.max_restarts;
+    std::string outcome;
+    int code = worker_code;
+    if (restart && repeated) {
+      restart = false;
+      outcome =
+          "the same root cause as the failure before it: not restarting (a "
+          "deterministic failure)";
+      if (code >= 128 || code <= 0) code = 1;
+    } else if (restart && budget_left) {
+      outcome = absl::StrCat("restarting (", restart_count_ + 1, "/",
+                             options_.launch.max_restarts, ")");
+    } else if (restart) {
+      outcome =
+          absl::StrCat("restartable, but the job's restarts are spent (",
+                       restart_count_, "/", options_.launch.max_restarts, ")");
+      // Infrastructure: another pod may succeed (the operator's retry).
+      if (cause_policy_.policy == RestartPolicy::kAuto && code < 128) {
+        code = kExitRetryElsewhere;
+      }
+    } else {
+      outcome = cause_policy_.policy == RestartPolicy::kAuto
+                    ? "not restarting (--restart-policy any restarts every "
+                      "failure, as torchrun)"
+                    : "not restarting";
+    }
+    const std::string decision = DecisionLine(failure, outcome);
+    if (restart && budget_left) {
+      DJ_LOG_WARNING("{}", decision);
+    } else {
+      DJ_LOG_ERROR("{}", decision);
+    }
+    const std::string class_name = code >= 128 ? "retryable"
+                                   : code == 0 ? "success"
+                                               : "permanent";
+    observer_.WorkerFailed(failure.exit, code, class_name);
+    Ended(failure.exit.exec_errno != 0 ? "exec-failed" : class_name, code);
     report_.oom = oom;
-    report_.hang = group.hang;
-    report_.root_cause = MakeRootCause(
-        failure, *files_, restart_count_,
-        options_.command.empty() ? std::string() : options_.command[0]);
-    if (oom && failure.term_signal == SIGKILL &&
+    report_.hang = hang;
+    report_.root_cause = MakeRootCause(failure, decision);
+    if (oom && failure.exit.term_signal == SIGKILL &&
         report_.root_cause->reason.empty()) {
       report_.root_cause->reason = "killed by the kernel's OOM killer";
     }
-    return exit_class == ExitClass::kRetryable &&
-           restart_count_ < options_.launch.max_restarts;
+    return restart && budget_left;
+  }
+
+  // This node's workers failed after another node's did, and that node
+  // ended the job (`why`): this node exits as the job's root cause says
+  // (its code), and its report names its own failure too.
+  int FollowEndedJob(const FailureReport& own, absl::string_view why) {
+    const int code = EndedJobExitCode(why).value_or(
+        own.exit.exit_code > 0 ? own.exit.exit_code : kExitRetryElsewhere);
+    DJ_LOG_INFO("{}", DecisionLine(own, "the job already ended"));
+    Ended(code >= 128 ? "retryable" : "permanent", code);
+    report_.root_cause = MakeRootCause(own, "the job already ended");
+    report_.detail = std::string(why);
+    return code;
+  }
+
+  RootCause MakeRootCause(const FailureReport& failure,
+                          const std::string& decision) const {
+    RootCause cause = distjob::MakeRootCause(
+        failure.exit, *files_, restart_count_,
+        options_.command.empty() ? std::string() : options_.command[0]);
+    cause.rank = failure.rank;
+    cause.host = failure.host;
+    cause.exception = failure.cause.exception.line;
+    cause.traceback = failure.cause.exception.excerpt;
+    cause.decision = decision;
+    cause.logs = failure.logs;
+    return cause;
   }
 
   // Leaves the rendezvous, lets every descendant go, reports.
@@ -637,8 +770,25 @@ class AgentRun {
           report_.detail.empty() ? line : report_.detail + "\n" + line;
     }
     report_.stop_signal = supervisor_->stop_signal();
+    if (exit_code != 0) ShowRootCause();
     Report(report_, options_.outcome);
     return exit_code;
+  }
+
+  // A failed job's console ends with its root cause, whatever
+  // --local-ranks-filter hid: this node's failed worker, or what the node
+  // that ended the job said. The failed attempt's files stay.
+  void ShowRootCause() {
+    std::string block;
+    if (report_.root_cause.has_value() &&
+        report_.root_cause->decision != "the job already ended") {
+      block = FormatRootCauseBlock(*report_.root_cause);
+    } else if (absl::StartsWith(report_.detail, "the job ended: ")) {
+      block = absl::StrCat("=== distjob-agent: root cause (", report_.detail,
+                           ") ===\n=================================\n");
+    }
+    if (files_.has_value() && report_.root_cause.has_value()) files_->Keep();
+    if (!block.empty()) ConsoleWriter::Stderr().Write(block);
   }
 
   // Sets report_ for an ending of the loop; returns `exit_code`.
@@ -708,7 +858,10 @@ class AgentRun {
   std::optional<WorkerLogs> files_;
   std::vector<int> redirects_, tees_;
   const OomCounter oom_counter_ = OomCounter::ForSelf();
-  ExitPolicy policy_;
+  CausePolicy cause_policy_;
+  // The last root cause decided here (one-node jobs; an elastic job keeps
+  // it in the store).
+  std::string last_signature_;
   int restart_count_ = 0;
   RunReport report_;
 };

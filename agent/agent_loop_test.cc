@@ -111,6 +111,16 @@ class AgentLoopTest : public ::testing::Test {
   void Then(GroupOutcome outcome, std::function<void()> during = nullptr) {
     supervisor_.groups.push_back({GroupWith(outcome), std::move(during)});
   }
+  // A failure of local rank 0 in attempt `attempt` whose stderr ends with
+  // `text` (options_.launch.log_dir must be set).
+  void FailWithStderr(int exit_code, int attempt, const std::string& text) {
+    const std::string path = options_.launch.log_dir + "/attempt_" +
+                             std::to_string(attempt) + "/0/stderr_tail.log";
+    Fail(exit_code, [path, text] { std::ofstream(path) << text; });
+  }
+  void UseLogDir(const std::string& name) {
+    options_.launch.log_dir = ::testing::TempDir() + "/" + name;
+  }
   void Rounds(int count) {
     for (int i = 0; i < count; ++i) rdzv_.rounds.push_back(FakeRound(i));
   }
@@ -321,6 +331,148 @@ TEST_F(AgentLoopTest, RendezvousSetUpErrorsMapToTheirClass) {
   EXPECT_EQ(Run(), kExitBadConfig);
   rendezvous_error_ = absl::UnavailableError("cannot bind the store");
   EXPECT_EQ(Run(), kExitRendezvousUnavailable);
+}
+
+constexpr char kKeyError[] =
+    "Traceback (most recent call last):\n"
+    "  File \"train.py\", line 30, in <module>\n"
+    "    lr = config['lr']\n"
+    "KeyError: 'lr'\n";
+constexpr char kGlooClosed[] =
+    "Traceback (most recent call last):\n"
+    "  File \"train.py\", line 41, in <module>\n"
+    "    dist.all_reduce(t)\n"
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+    "Connection closed by peer [127.0.0.1]:41772\n";
+constexpr char kNcclAborted[] =
+    "Traceback (most recent call last):\n"
+    "  File \"train.py\", line 12, in <module>\n"
+    "    step()\n"
+    "RuntimeError: NCCL communicator was aborted on rank 1.\n";
+
+TEST_F(AgentLoopTest, ProgrammingErrorStopsAtOnceNamingTheRule) {
+  UseLogDir("programming-error");
+  elastic_ = false;
+  options_.launch.max_restarts = 3;
+  Rounds(2);
+  FailWithStderr(1, 0, kKeyError);
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(supervisor_.groups_run.size(), 1u);
+  const std::string message = TerminationMessage();
+  EXPECT_NE(message.find("exception: KeyError: 'lr'"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("KeyError is a programming error: not restarting"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(AgentLoopTest, AnyRestartsEveryFailureAsTorchrun) {
+  UseLogDir("any");
+  elastic_ = false;
+  options_.launch.max_restarts = 1;
+  options_.outcome.restart_policy = RestartPolicy::kAny;
+  Rounds(2);
+  FailWithStderr(1, 0, kKeyError);
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(supervisor_.groups_run.size(), 2u);
+}
+
+TEST_F(AgentLoopTest, InvokedAsTorchrunTheDefaultIsAny) {
+  UseLogDir("as-torchrun");
+  elastic_ = false;
+  options_.launch.max_restarts = 2;
+  options_.launch.as_torchrun = true;
+  Rounds(2);
+  FailWithStderr(1, 0, kKeyError);
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(RestartCountOf(1), "1");
+}
+
+TEST_F(AgentLoopTest, PeerLostWhileDecidingIsAConsequenceNotARestart) {
+  UseLogDir("peer-lost");
+  elastic_ = true;
+  options_.launch.max_restarts = 3;
+  rdzv_.peer_loss_window = absl::Seconds(30);
+  rdzv_.rounds = {FakeRound(0), FakeRound(1)};
+  rdzv_.claims = {true};
+  FailWithStderr(1, 0, kGlooClosed);
+  Then(GroupOutcome::kSucceeded);
+  // The peer's lease runs out while the agent waits: after its claim won.
+  supervisor_.on_sleep = [this](int index) {
+    if (index == 2) rdzv_.FireMembershipChange();
+  };
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(supervisor_.groups_run.size(), 2u);
+  EXPECT_TRUE(rdzv_.noted_restarts.empty());
+  EXPECT_EQ(RestartCountOf(1), "0");
+}
+
+TEST_F(AgentLoopTest, NoPeerLostWithinTheWindowIsThisNodesFailure) {
+  UseLogDir("no-peer-lost");
+  elastic_ = true;
+  options_.launch.max_restarts = 3;
+  rdzv_.peer_loss_window = absl::Milliseconds(50);
+  rdzv_.rounds = {FakeRound(0), FakeRound(1, 1)};
+  rdzv_.claims = {true};
+  FailWithStderr(1, 0, kGlooClosed);
+  Then(GroupOutcome::kSucceeded);
+  EXPECT_EQ(Run(), 0);
+  EXPECT_EQ(rdzv_.noted_restarts, (std::vector<int>{1}));
+}
+
+TEST_F(AgentLoopTest, ProgrammingErrorIsNotHeldForAPeerLoss) {
+  UseLogDir("programming-no-window");
+  elastic_ = true;
+  options_.launch.max_restarts = 3;
+  rdzv_.peer_loss_window = absl::Seconds(600);
+  rdzv_.rounds = {FakeRound(0)};
+  rdzv_.claims = {true};
+  FailWithStderr(1, 0, kKeyError);
+  EXPECT_EQ(Run(), 1);
+  EXPECT_TRUE(supervisor_.sleeps.empty());
+}
+
+TEST_F(AgentLoopTest, SameRootCauseTwiceInARowStops) {
+  UseLogDir("same-twice");
+  elastic_ = true;
+  options_.launch.max_restarts = 5;
+  rdzv_.rounds = {FakeRound(0), FakeRound(1, 1), FakeRound(2, 2)};
+  rdzv_.claims = {true, true};
+  FailWithStderr(1, 0, kNcclAborted);
+  FailWithStderr(1, 1, kNcclAborted);
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(supervisor_.groups_run.size(), 2u);
+  EXPECT_EQ(rdzv_.root_cause,
+            "rank 0 RuntimeError: NCCL communicator was "
+            "aborted on rank 1.");
+  EXPECT_NE(TerminationMessage().find("the same root cause"),
+            std::string::npos);
+}
+
+TEST_F(AgentLoopTest, InfrastructureFailuresThatSpendTheBudgetAreRetryable) {
+  UseLogDir("budget-spent");
+  elastic_ = false;
+  options_.launch.max_restarts = 1;
+  Rounds(2);
+  FailWithStderr(1, 0, kNcclAborted);
+  FailWithStderr(1, 1, kGlooClosed);
+  EXPECT_EQ(Run(), kExitRetryElsewhere);
+  EXPECT_NE(TerminationMessage().find("restarts are spent"), std::string::npos);
+}
+
+TEST_F(AgentLoopTest, FollowerOfAnEndedJobExitsWithTheJobsCode) {
+  UseLogDir("follower");
+  elastic_ = true;
+  rdzv_.rounds = {FakeRound(0),
+                  absl::AbortedError("the job ended: node b exited: "
+                                     "distjob-agent: permanent exit_code=1 "
+                                     "restarts=0/3 oom=false hang=false")};
+  rdzv_.claims = {false};
+  FailWithStderr(1, 0, kGlooClosed);
+  EXPECT_EQ(Run(), 1);
+  EXPECT_NE(TerminationMessage().find("node b exited"), std::string::npos);
 }
 
 }  // namespace

@@ -29,6 +29,10 @@ inline constexpr int kExitSignalBase = 128;
 // timeout, or another node ended the job: retryable, and the one code every
 // Kubeflow training-operator version retries.
 inline constexpr int kExitRendezvousUnavailable = 138;
+// The job's restarts are spent on failures another pod may not meet
+// (communication, network, CUDA errors) whose worker exited 1..127: the
+// same retryable code, for the same reason.
+inline constexpr int kExitRetryElsewhere = 138;
 
 // 128 + `signal_number`.
 int ExitCodeForSignal(int signal_number);

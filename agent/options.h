@@ -14,6 +14,7 @@
 #include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/store/store_credentials.h"
+#include "supervisor/failure_cause.h"
 #include "supervisor/supervisor_options.h"
 
 namespace distjob {
@@ -102,10 +103,14 @@ struct OutcomeOptions {
   // to restart_backoff_max.
   absl::Duration restart_backoff = absl::ZeroDuration();
   absl::Duration restart_backoff_max = absl::Seconds(60);
-  // Exit-code class overrides (supervisor/exit_policy.h).
+  // Exit-code overrides (supervisor/failure_cause.h).
   std::set<int> permanent_exit_codes;
   std::set<int> retryable_exit_codes;
-  bool restart_on_any_failure = false;  // --restart-policy any
+  // --restart-policy; unset: any when invoked as torchrun (its semantics),
+  // else auto (EffectiveRestartPolicy).
+  std::optional<RestartPolicy> restart_policy;
+  // --retryable-error-pattern, each compiled once.
+  std::vector<ErrorPattern> retryable_error_patterns;
   // grpc.health.v1 port on all interfaces; 0 = no health server.
   int health_port = 0;
   // --health-tls: serve it with the store's TLS certificate.

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/errno_status.h"
@@ -95,12 +96,22 @@ std::string FormatTerminationMessage(const RunReport& r) {
     if (c.term_signal != 0) {
       absl::StrAppend(&body, " signal=", SignalText(c.term_signal));
     }
-    absl::StrAppend(&body, " at ", absl::FormatTime(c.time), "\n");
+    absl::StrAppend(&body, " at ", absl::FormatTime(c.time));
+    if (c.rank >= 0) absl::StrAppend(&body, " rank=", c.rank);
+    if (!c.host.empty()) absl::StrAppend(&body, " host=", c.host);
+    absl::StrAppend(&body, "\n");
     if (!c.reason.empty()) absl::StrAppend(&body, c.reason, "\n");
+    if (!c.exception.empty()) {
+      absl::StrAppend(&body, "exception: ", c.exception, "\n");
+    }
+    if (!c.decision.empty())
+      absl::StrAppend(&body, "decision: ", c.decision, "\n");
+    if (!c.logs.empty()) absl::StrAppend(&body, "logs: ", c.logs, "\n");
     // Who failed always fits; only the error text is cut.
     absl::StrAppend(&head, body);
     body.clear();
-    const std::string error = ReadWorkerErrorMessage(c.error_file);
+    std::string error = ReadWorkerErrorMessage(c.error_file);
+    if (error.empty()) error = c.traceback;
     if (!error.empty()) absl::StrAppend(&body, "error: ", error, "\n");
   }
   const std::string safe_head = Utf8Truncate(head, kTerminationMessageLimit);
@@ -119,6 +130,48 @@ std::string FormatTerminationMessage(const RunReport& r) {
     clean_body = absl::StrCat(kCut, clean_body.substr(start));
   }
   return safe_head + clean_body;
+}
+
+std::string FormatRootCauseBlock(const RootCause& c) {
+  std::string block = "=== distjob-agent: root cause ===\n";
+  absl::StrAppend(&block, c.rank >= 0 ? absl::StrCat("rank ", c.rank, " ") : "",
+                  "(local_rank ", c.local_rank, ")",
+                  c.host.empty() ? "" : absl::StrCat(" on host ", c.host),
+                  ", pid ", c.pid, ": ");
+  if (c.term_signal != 0) {
+    absl::StrAppend(&block, "killed by ", SignalText(c.term_signal), "\n");
+  } else {
+    absl::StrAppend(&block, "exit code ", c.exit_code, "\n");
+  }
+  if (!c.reason.empty()) absl::StrAppend(&block, c.reason, "\n");
+  if (!c.traceback.empty()) {
+    absl::StrAppend(&block, c.traceback, "\n");
+  } else if (!c.exception.empty()) {
+    absl::StrAppend(&block, c.exception, "\n");
+  }
+  if (!c.decision.empty())
+    absl::StrAppend(&block, "decision: ", c.decision, "\n");
+  if (!c.logs.empty()) absl::StrAppend(&block, "logs: ", c.logs, "\n");
+  absl::StrAppend(&block, "=================================\n");
+  return ValidUtf8(block);
+}
+
+std::optional<int> EndedJobExitCode(absl::string_view message) {
+  constexpr absl::string_view kHead = "distjob-agent: ";
+  const size_t head = message.find(kHead);
+  if (head == absl::string_view::npos) return std::nullopt;
+  absl::string_view rest = message.substr(head + kHead.size());
+  rest = rest.substr(0, rest.find('\n'));
+  constexpr absl::string_view kCode = " exit_code=";
+  const size_t at = rest.find(kCode);
+  if (at == absl::string_view::npos) return std::nullopt;
+  rest.remove_prefix(at + kCode.size());
+  int code = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &code) || code < 0 ||
+      code > 255) {
+    return std::nullopt;
+  }
+  return code;
 }
 
 absl::Status WriteTerminationMessage(const std::string& path,
@@ -183,7 +236,8 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
   }
   if (root.is_null()) {
     std::string text =
-        cause.reason.empty()
+        !cause.exception.empty() ? cause.exception
+        : cause.reason.empty()
             ? (cause.term_signal != 0
                    ? absl::StrCat("Signal ", cause.term_signal, " (",
                                   SignalName(cause.term_signal),
@@ -196,7 +250,7 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
         {"message",
          {{"message", std::move(text)},
           {"extraInfo",
-           {{"py_callstack", ""},
+           {{"py_callstack", cause.traceback},
             {"timestamp", absl::StrCat(absl::ToUnixSeconds(cause.time))}}}}}};
   }
   root["message"]["errorCode"] = cause.exit_code;

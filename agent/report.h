@@ -24,6 +24,16 @@ struct RootCause {
   absl::Time time;
   std::string error_file;  // the worker's TORCHELASTIC_ERROR_FILE
   std::string reason;      // e.g. "cannot execute 'x': No such file"
+  int rank = -1;           // global rank; -1: not known
+  std::string host;        // this node's hostname
+  // The exception that ended the worker ("KeyError: 'lr'") and the last
+  // lines of its traceback, from its error file, else its stderr.
+  std::string exception;
+  std::string traceback;
+  // The restart policy's decision, as the agent logged it.
+  std::string decision;
+  // The failed attempt's files, kept after the agent exits.
+  std::string logs;
 };
 
 struct RunReport {
@@ -55,6 +65,16 @@ std::string StoppedWhileWaiting(int signal_number, absl::string_view what);
 // The human-readable message: one summary line, then the root cause and
 // the tail of its error, at most kTerminationMessageLimit bytes.
 std::string FormatTerminationMessage(const RunReport& report);
+
+// The block that ends a failed job's console on every node: who failed
+// (rank, host, code or signal), its exception and traceback, the decision
+// and where its files are.
+std::string FormatRootCauseBlock(const RootCause& cause);
+
+// The exit code in the message of a job another node ended ("the job
+// ended: node N exited: distjob-agent: permanent exit_code=1 ..."), as
+// that node's termination message put it; nullopt when it says none.
+std::optional<int> EndedJobExitCode(absl::string_view message);
 
 // Writes `message` to `path`, replacing it. Errors name the path.
 absl::Status WriteTerminationMessage(const std::string& path,

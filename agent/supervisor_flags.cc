@@ -8,6 +8,7 @@
 #include "common/duration.h"
 #include "common/logging.h"
 #include "supervisor/exit_policy.h"
+#include "supervisor/failure_cause.h"
 #include "supervisor/signal_names.h"
 
 namespace distjob {
@@ -42,18 +43,27 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                        "Exit codes restarted, whatever their class.",
                        SetParsed(&o->retryable_exit_codes, ParseExitCodeList)));
   flags->Add(AgentFlag(
-      "restart-policy", "classes|any",
-      "classes (default): restart only retryable exits (128-255); any: "
-      "restart on any failure, as torchrun does.",
-      [o](absl::string_view v, absl::string_view) {
-        if (v == "classes") {
-          o->restart_on_any_failure = false;
-        } else if (v == "any") {
-          o->restart_on_any_failure = true;
-        } else {
-          return absl::InvalidArgumentError(
-              absl::StrCat("'", v, "' is not one of classes, any"));
-        }
+      "restart-policy", "auto|any|classes",
+      "auto (default; any when invoked as torchrun): restart by cause "
+      "(signals, OOM kills, hangs, communication, network and CUDA errors "
+      "restart; programming errors and the same cause twice in a row stop); "
+      "any: restart every failure, as torchrun does; classes: by exit code "
+      "alone (128-255 restart).",
+      [o](absl::string_view v, absl::string_view) -> absl::Status {
+        auto policy = ParseRestartPolicy(v);
+        if (!policy.ok()) return policy.status();
+        o->restart_policy = *policy;
+        return absl::OkStatus();
+      }));
+  flags->Add(AgentFlag(
+      "retryable-error-pattern", "REGEX",
+      "Repeatable: a worker failure whose error (error file, else the end of "
+      "its stderr) matches this RE2 pattern restarts under "
+      "--restart-policy auto.",
+      [o](absl::string_view v, absl::string_view) -> absl::Status {
+        auto pattern = ErrorPattern::Compile(v);
+        if (!pattern.ok()) return pattern.status();
+        o->retryable_error_patterns.push_back(*std::move(pattern));
         return absl::OkStatus();
       }));
   flags->Add(AgentFlag(

@@ -10,7 +10,8 @@ TEST(SupervisorFlagsTest, Defaults) {
   auto o = ParseRunOptions({"x"}, {});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->outcome.restart_backoff, absl::ZeroDuration());
-  EXPECT_FALSE(o->outcome.restart_on_any_failure);
+  EXPECT_FALSE(o->outcome.restart_policy.has_value());
+  EXPECT_TRUE(o->outcome.retryable_error_patterns.empty());
   EXPECT_TRUE(o->outcome.permanent_exit_codes.empty());
   EXPECT_EQ(o->outcome.health_port, 0);
   EXPECT_EQ(o->outcome.error_file, "");
@@ -23,11 +24,21 @@ TEST(SupervisorFlagsTest, RestartPolicyAndOverrides) {
        "--retryable_exit_codes=1", "--restart-backoff", "1.5", "x"},
       {{"DISTJOB_HEALTH_PORT", "8081"}});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_TRUE(o->outcome.restart_on_any_failure);
+  EXPECT_EQ(o->outcome.restart_policy, RestartPolicy::kAny);
   EXPECT_EQ(o->outcome.permanent_exit_codes, (std::set<int>{139, 200, 201}));
   EXPECT_EQ(o->outcome.retryable_exit_codes, std::set<int>{1});
   EXPECT_EQ(o->outcome.restart_backoff, absl::Milliseconds(1500));
   EXPECT_EQ(o->outcome.health_port, 8081);
+}
+
+TEST(SupervisorFlagsTest, RetryableErrorPatternsRepeat) {
+  auto o = ParseRunOptions({"--retryable-error-pattern", "NCCL timeout",
+                            "--retryable-error-pattern=Xid [0-9]+", "x"},
+                           {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->outcome.retryable_error_patterns.size(), 2u);
+  EXPECT_EQ(o->outcome.retryable_error_patterns[1].pattern(), "Xid [0-9]+");
+  EXPECT_TRUE(o->outcome.retryable_error_patterns[1].Matches("GPU Xid 79"));
 }
 
 TEST(SupervisorFlagsTest, ErrorFileDefaultsFromTorchelasticVariable) {
@@ -39,6 +50,7 @@ TEST(SupervisorFlagsTest, ErrorFileDefaultsFromTorchelasticVariable) {
 TEST(SupervisorFlagsTest, BadValuesNameTheFlag) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--restart-policy", "sometimes", "x"},
+           {"--retryable-error-pattern", "(unclosed", "x"},
            {"--permanent-exit-codes", "0", "x"},
            {"--restart-backoff", "-1", "x"},
            {"--health-port", "70000", "x"}}) {

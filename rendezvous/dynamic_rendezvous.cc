@@ -72,6 +72,22 @@ bool DynamicRendezvous::ClaimFailure() {
   return false;
 }
 
+absl::Duration DynamicRendezvous::PeerLossWindow() const {
+  // The lease, then the watch of the next member's lease and its new round:
+  // one keep-alive interval is ample for that.
+  return lease_ + options_.config.keep_alive_interval;
+}
+
+std::string DynamicRendezvous::SwapRootCause(const std::string& signature) {
+  // One decider a round writes it, so a read then a write is enough.
+  auto previous = store_->Get(keys_.RootCause(), absl::ZeroDuration());
+  if (absl::Status s = store_->Set(keys_.RootCause(), signature).status();
+      !s.ok()) {
+    DJ_LOG_DEBUG("cannot record the root cause: {}", s.message());
+  }
+  return previous.ok() ? *previous : "";
+}
+
 void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
   absl::MutexLock lock(&mu_);
   on_change_ = std::move(callback);

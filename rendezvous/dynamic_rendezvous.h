@@ -73,6 +73,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::string WaitingFor() override;
   void Shutdown(bool succeeded) override;
   bool ClaimFailure() override;
+  absl::Duration PeerLossWindow() const override;
+  std::string SwapRootCause(const std::string& signature) override;
   void SetEndReason(const std::string& reason) override {
     end_reason_ = reason;
   }

@@ -29,6 +29,11 @@ struct FakeRendezvousScript {
   // MembershipChanged() is then true until the next Next.
   void FireMembershipChange();
 
+  // PeerLossWindow's answer.
+  absl::Duration peer_loss_window = absl::ZeroDuration();
+  // The job's latest root cause (SwapRootCause), as the store keeps it.
+  std::string root_cause;
+
   // Recorded.
   int next_calls = 0;
   int claim_calls = 0;
@@ -77,6 +82,14 @@ class FakeElasticRendezvous : public ElasticRendezvous {
   }
   bool MembershipChanged() const override { return script_->changed; }
   bool ClaimFailure() override;
+  absl::Duration PeerLossWindow() const override {
+    return script_->peer_loss_window;
+  }
+  std::string SwapRootCause(const std::string& signature) override {
+    std::string previous = script_->root_cause;
+    script_->root_cause = signature;
+    return previous;
+  }
 
  private:
   FakeRendezvous base_;

@@ -81,6 +81,8 @@ class RdzvKeys {
   std::string Left(int64_t round) const;
   std::string SeenEndPrefix() const { return prefix_ + "seen-end/"; }
   std::string WorkerStore() const { return prefix_ + "worker-store"; }
+  // The job's latest root cause (ElasticRendezvous::SwapRootCause).
+  std::string RootCause() const { return prefix_ + "root-cause"; }
   std::string SeenEnd(absl::string_view node) const;
 
   // The node of an Alive / Waiting / Done / SeenEnd key of this job, or

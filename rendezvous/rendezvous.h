@@ -158,6 +158,20 @@ class ElasticRendezvous : public Rendezvous {
   // (gloo's "connection closed by peer") is collateral, and the node
   // re-rendezvouses to follow what the failing node decided.
   virtual bool ClaimFailure() = 0;
+
+  // How long after a local failure a lost peer is certain to be seen
+  // (MembershipChanged): its lease runs out, then the next member notices.
+  // A worker whose error says a peer went away (gloo's "connection closed
+  // by peer") fails before that: the agent waits this long before it takes
+  // the failure for its own.
+  virtual absl::Duration PeerLossWindow() const = 0;
+
+  // Records `signature` (rank, exception type and message) as the job's
+  // latest root cause, for every node that decides after it; returns the
+  // one recorded before ("" for none, or when the store cannot say). The
+  // same cause twice in a row is deterministic: restarting again wastes
+  // the budget.
+  virtual std::string SwapRootCause(const std::string& signature) = 0;
 };
 
 }  // namespace distjob

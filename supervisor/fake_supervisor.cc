@@ -48,6 +48,7 @@ absl::StatusOr<GroupResult> FakeSupervisor::RunGroup(
 bool FakeSupervisor::Sleep(absl::Duration duration) {
   const int index = static_cast<int>(script_->sleeps.size());
   script_->sleeps.push_back(duration);
+  if (script_->on_sleep) script_->on_sleep(index);
   if (index == script_->stop_in_sleep) {
     script_->stop_signal = script_->stop_signal_number;
   }

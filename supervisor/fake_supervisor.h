@@ -34,6 +34,9 @@ struct FakeSupervisorScript {
   // (0-based; -1: none): that Sleep returns false.
   int stop_in_sleep = -1;
   int stop_signal_number = SIGTERM;
+  // Runs at every Sleep, with its index (e.g. to fire a membership change
+  // while the loop waits for one).
+  std::function<void(int)> on_sleep;
 
   // Recorded.
   std::vector<std::vector<WorkerSpec>> groups_run;
@@ -59,6 +62,7 @@ class FakeSupervisor : public SupervisorInterface {
       const std::vector<WorkerSpec>& workers) override;
   bool Sleep(absl::Duration duration) override;
   void Interrupt() override { ++script_->interrupts; }
+  void ClearInterrupt() override {}
   void DrainDescendants() override { ++script_->drains; }
   void set_on_group_running(std::function<void(bool)> callback) override {
     on_group_running_ = std::move(callback);

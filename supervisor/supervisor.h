@@ -91,6 +91,10 @@ class SupervisorInterface {
   // its group at once) or Sleep. The next RunGroup consumes it.
   virtual void Interrupt() = 0;
 
+  // Drops an Interrupt() that no RunGroup consumed: it was meant for a
+  // round the loop has already left.
+  virtual void ClearInterrupt() = 0;
+
   // SIGTERM to every remaining descendant, wait up to the grace period while
   // reaping, then SIGKILL and reap. Called before the agent exits.
   virtual void DrainDescendants() = 0;
@@ -129,6 +133,7 @@ class Supervisor : public SupervisorInterface {
       const std::vector<WorkerSpec>& workers) override;
   bool Sleep(absl::Duration duration) override;
   void Interrupt() override;
+  void ClearInterrupt() override { interrupted_ = false; }
   void DrainDescendants() override;
   void set_on_group_running(std::function<void(bool)> callback) override {
     on_group_running_ = std::move(callback);
