@@ -159,7 +159,7 @@ FailureCause ClassifyException(const FailureEvidence& evidence,
   const std::string type = cause.exception.type;
   // The exception's own lines, not the whole stderr: a start-up warning
   // about a refused connection must not make a KeyError retryable.
-  const absl::string_view message = cause.exception.excerpt.substr(
+  const std::string message = cause.exception.excerpt.substr(
       std::min(cause.exception.excerpt.size(),
                cause.exception.excerpt.rfind(cause.exception.line)));
   for (const ErrorPattern& p : policy.retryable_patterns) {
