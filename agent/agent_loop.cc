@@ -687,7 +687,8 @@ class AgentRun {
           absl::StrCat("restartable, but the job's restarts are spent (",
                        restart_count_, "/", options_.launch.max_restarts, ")");
       // Infrastructure: another pod may succeed (the operator's retry).
-      if (cause_policy_.policy == RestartPolicy::kAuto && code < 128) {
+      if (cause_policy_.policy == RestartPolicy::kAuto &&
+          failure.cause.infrastructure && code < 128) {
         code = kExitRetryElsewhere;
       }
     } else {
@@ -697,14 +698,11 @@ class AgentRun {
                     : "not restarting";
     }
     const std::string decision = DecisionLine(failure, outcome);
-    if (restart && budget_left) {
-      DJ_LOG_WARNING("{}", decision);
-    } else {
-      DJ_LOG_ERROR("{}", decision);
-    }
-    const std::string class_name = code >= 128 ? "retryable"
-                                   : code == 0 ? "success"
-                                               : "permanent";
+    DJ_LOG_ERROR("{}", decision);
+    // The class the policy gave the failure (an exit-code override
+    // included), as the exit-code table reads a code it did not override.
+    const std::string class_name =
+        code >= 128 || restart ? "retryable" : "permanent";
     observer_.WorkerFailed(failure.exit, code, class_name);
     Ended(failure.exit.exec_errno != 0 ? "exec-failed" : class_name, code);
     report_.oom = oom;

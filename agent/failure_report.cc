@@ -39,12 +39,14 @@ FailureReport ExamineFailure(const GroupResult& group, int exit_code, bool oom,
 
 std::string DecisionLine(const FailureReport& report,
                          const std::string& outcome) {
-  const std::string what = !report.cause.exception.line.empty()
-                               ? report.cause.exception.line
-                               : absl::StrCat("exit code ", report.exit_code);
-  return absl::StrCat("rank ", report.rank, " (local_rank ",
-                      report.exit.local_rank, ") ", what, ": ",
-                      report.cause.rule, ": ", outcome);
+  std::string line = absl::StrCat(
+      "rank ", report.rank, " (local_rank ", report.exit.local_rank, ", pid ",
+      report.exit.pid, ") failed with exit code ", report.exit_code, ": ");
+  if (!report.cause.exception.line.empty()) {
+    absl::StrAppend(&line, report.cause.exception.line, ": ");
+  }
+  absl::StrAppend(&line, report.cause.rule, ": ", outcome);
+  return line;
 }
 
 }  // namespace distjob

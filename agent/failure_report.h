@@ -35,8 +35,9 @@ FailureReport ExamineFailure(const GroupResult& group, int exit_code, bool oom,
                              const WorkerLogs& files, int attempt,
                              int base_rank, const CausePolicy& policy);
 
-// The decision's log line: "rank 3 KeyError: 'lr': KeyError is a
-// programming error: not restarting (...)". `outcome` says what the agent
+// The decision's log line: "rank 3 (local_rank 1, pid 42) failed with exit
+// code 1: KeyError: 'lr': KeyError is a programming error: not restarting
+// (...)". `outcome` says what the agent
 // does ("restarting (1/3)", "not restarting ...").
 std::string DecisionLine(const FailureReport& report,
                          const std::string& outcome);

@@ -176,11 +176,13 @@ FailureCause ClassifyException(const FailureEvidence& evidence,
   }
   if (const TextRule* rule = MatchTextRule(message)) {
     cause.peer_communication = rule->peer;
+    cause.infrastructure = true;
     return Decide(true, absl::StrCat(type, " is ", rule->name),
                   std::move(cause));
   }
   if (Contains(kConnectionErrors, ShortType(type))) {
     cause.peer_communication = true;
+    cause.infrastructure = true;
     return Decide(true, absl::StrCat(type, " is a connection or timeout error"),
                   std::move(cause));
   }
@@ -209,6 +211,7 @@ FailureCause ClassifyExit(const FailureEvidence& evidence,
   // NCCL's watchdog aborts the process after saying why.
   if (const TextRule* rule = MatchTextRule(evidence.error_text)) {
     cause.peer_communication = rule->peer;
+    cause.infrastructure = true;
   }
   if (evidence.term_signal != 0) {
     return Decide(true,

@@ -96,6 +96,9 @@ struct FailureCause {
   // consequence of another node's failure, to be checked before it is
   // charged to this node.
   bool peer_communication = false;
+  // Decided from what the error says of the infrastructure (a text rule
+  // or a connection error's type): another pod may not meet it.
+  bool infrastructure = false;
   PythonException exception;
 };
 

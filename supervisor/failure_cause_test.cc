@@ -109,6 +109,9 @@ TEST_P(ClassifyAuto, DecidesByCause) {
   const FailureCause cause = ClassifyFailure(c.evidence, CausePolicy());
   EXPECT_EQ(cause.restart, c.restart) << cause.rule;
   EXPECT_EQ(cause.peer_communication, c.peer) << cause.rule;
+  if (c.peer) {
+    EXPECT_TRUE(cause.infrastructure) << cause.rule;
+  }
   EXPECT_EQ(cause.exception.type, c.type);
   EXPECT_NE(cause.rule.find(c.rule_has), std::string::npos) << cause.rule;
 }
