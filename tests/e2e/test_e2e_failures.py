@@ -33,6 +33,13 @@ FAULT_RANK = 1
 # Rendezvous of a few seconds, attempts of a few seconds: every case ends
 # well within this, torchrun's 15 s keep-alive included.
 DEADLINE = 150
+# The lost-peer cases keep the default lease (5 s x 3, torchrun 1.13's
+# too) as real jobs do: the survivors' workers then fail in their
+# collective (a reset, or gloo's timeout) before any agent sees the peer
+# gone, the order the issue is about. multinode.RDZV_CONF's 2 s lease would
+# let the agent see the loss first, in a race with the workers' exit.
+DEFAULT_LEASE_CONF = ",".join(kv for kv in RDZV_CONF.split(",")
+                              if not kv.startswith("keep_alive"))
 
 pytestmark = pytest.mark.skipif(not torch_available(),
                                 reason="Debian's python3-torch is missing")
@@ -43,8 +50,8 @@ class Job:
     environment, command line, and the records they leave in `dir`."""
 
     def __init__(self, cluster, artifacts, launcher, nnodes, nproc=1,
-                 max_restarts=0, flags=(), **ft):
-        self.cluster, self.launcher = cluster, launcher
+                 max_restarts=0, flags=(), conf=RDZV_CONF, **ft):
+        self.cluster, self.launcher, self.conf = cluster, launcher, conf
         self.nnodes, self.nproc, self.max_restarts = nnodes, nproc, \
             max_restarts
         self.flags = list(flags)
@@ -64,7 +71,7 @@ class Job:
         # endpoint's name or address matching its own, which a service
         # name never does.
         host = 1 if pod is self.host else 0
-        env["PET_RDZV_CONF"] = f"{RDZV_CONF},is_host={host}"
+        env["PET_RDZV_CONF"] = f"{self.conf},is_host={host}"
         env.update(self.ft)
         return env
 
@@ -159,10 +166,11 @@ def test_elastic_pod_lost_mid_collective_others_reform_and_finish(
     a failure of theirs (at most one restart, counted job-wide)."""
     c = make_cluster("lose", {"worker": 3})
     # A cut peer sends no reset: a collective waits for it until gloo's
-    # timeout, the only way torchrun 1.13 learns of it.
-    extra = {"pg_timeout": 15} if loss == "cut" else {}
+    # timeout, the only way torchrun 1.13 learns of it; shorter than the
+    # lease, so the agent too hears of the cut from its workers first.
+    extra = {"pg_timeout": 10} if loss == "cut" else {}
     job = Job(c, artifacts, launcher, nnodes="1:3", max_restarts=3,
-              steps=80, **extra)
+              steps=80, conf=DEFAULT_LEASE_CONF, **extra)
     pods = job.start()
     wait_for(lambda: job.at_step(3, FAULT_STEP), 120, interval=0.02,
              what="3 pods to train together")
