@@ -368,6 +368,100 @@ def bench_peer_loss(reps, n=4):
                  "never restarts on a lost peer whose workers keep running.")}]
 
 
+FAULT_TRAIN = str(ROOT / "bench" / "fault_train.py")
+RECOVERY_CAP_S = 90.0
+
+
+def train_records(tmp):
+    out = []
+    for path in pathlib.Path(tmp).glob("attempt-*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            out.append(json.loads(path.read_text()))
+    return out
+
+
+def group_at(tmp, world, after=0.0, step=0):
+    """When every rank of a `world`-rank group started after `after`
+    completed `step` steps (wall clock), or None."""
+    done = {}
+    for r in train_records(tmp):
+        if r["world"] == world and r["started"] > after and \
+                r["steps_done"] > step:
+            t = r["steps"][step][1]
+            done[r["rank"]] = min(done.get(r["rank"], t), t)
+    return max(done.values()) if len(done) == world else None
+
+
+def collectives_recovery_once(launcher, n):
+    """--nnodes 2:N of bench/fault_train.py (gloo DDP, an all_reduce every
+    50 ms); node N-1 and its worker are SIGKILLed while the group trains:
+    seconds from the kill to the first step the re-formed group completes,
+    inf when the survivors gave up (exited) or took over RECOVERY_CAP_S."""
+    with tempfile.TemporaryDirectory() as tmp:
+        port = harness.free_port()
+        procs = []
+        with harness.Background() as background:
+            for i in range(n):
+                conf = f"is_host={int(i == 0)},last_call_timeout=1"
+                if launcher == "torchrun":
+                    argv = TORCHRUN + [
+                        "--nnodes", f"2:{n}", "--nproc_per_node", "1",
+                        "--rdzv_backend", "c10d", "--rdzv_endpoint",
+                        f"127.0.0.1:{port}", "--rdzv_id", "bench",
+                        "--rdzv_conf", conf, "--max_restarts", "3",
+                        "--monitor_interval", "0.1", FAULT_TRAIN]
+                else:
+                    argv = [AGENT, "run", "--nnodes", f"2:{n}",
+                            "--nproc-per-node", "1", "--rdzv-backend",
+                            "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+                            "--rdzv-id", "bench", "--rdzv-conf", conf,
+                            "--local-addr", f"127.0.0.{i + 1}",
+                            "--max-restarts", "3", PYTHON, FAULT_TRAIN]
+                env = dict(os.environ, FT_DIR=tmp, FT_STEPS="100000",
+                           FT_STEP_S="0.05")
+                env["DISTJOB_TERMINATION_LOG"] = os.path.join(tmp, f"term{i}")
+                procs.append(background.start(
+                    argv, env=env, stdout=subprocess.DEVNULL,
+                    log=os.path.join(tmp, f"log{i}")))
+            # Polled every 20 ms: reading the records is not free on 2 cores.
+            harness.wait_for(lambda: group_at(tmp, n, step=10), 120, 0.02,
+                             f"{launcher}: {n} nodes training")
+            killed = time.time()
+            harness.kill_tree(procs[-1])
+
+            def back():
+                t = group_at(tmp, n - 1, after=killed)
+                if t is not None:
+                    return t - killed
+                if all(p.poll() is not None for p in procs[:-1]):
+                    return math.inf  # the survivors gave up
+                if time.time() - killed > RECOVERY_CAP_S:
+                    return math.inf
+                return None
+            return harness.wait_for(back, RECOVERY_CAP_S + 10, 0.02,
+                                    f"{launcher}: survivors training again")
+
+
+def bench_recovery_collectives(reps, n=3):
+    """Recovery with real collectives: a peer lost mid-all_reduce; from
+    the kill to the re-formed group's first completed step."""
+    samples = {"distjob-agent": [], "torchrun": []}
+    for _ in range(min(reps, 3)):  # torchrun: ~20 s a repetition
+        for launcher in samples:
+            samples[launcher].append(collectives_recovery_once(launcher, n))
+    return [{"name": f"recovery with real collectives, {n} nodes (2:{n})",
+             "unit": "s", "samples": samples, "note": (
+                 "bench/fault_train.py: gloo DDP, one worker a node, an "
+                 "all_reduce every 50 ms, a checkpoint every step. One "
+                 "node's launcher and worker are SIGKILLed while the others "
+                 "wait in the collective; the sample ends when the two left "
+                 "complete their first step together (∞: they exited "
+                 "instead, or took over "
+                 f"{RECOVERY_CAP_S:.0f} s). `last_call_timeout=1`, "
+                 "`--max-restarts 3`; torchrun 1.13 with "
+                 "`--monitor_interval 0.1`.")}]
+
+
 # TCPStore's set does not wait for an answer, so the two are compared on a
 # set followed by a get of the same key (set_get); wait: a blocking wait on
 # a key that exists (the agent's blocking get).
@@ -1546,6 +1640,7 @@ BENCHMARKS = {
     "rdzv": bench_rdzv,
     "restart4": bench_restart_multi,
     "peerloss": bench_peer_loss,
+    "recovery": bench_recovery_collectives,
     "store": bench_store,
     "scale": bench_scale,
     "recover": bench_recover,

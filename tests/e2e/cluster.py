@@ -35,6 +35,10 @@ Notes for new scenarios:
   for yet, like a container's PID 1: wait for the workers to be up before
   `kill_agent`. SIGKILL to the agent (`kill_agent(pod, SIGKILL)`) ends the
   whole pod, like a container dying; `kill_pod` also withdraws its record.
+- `cut_network(pod)` takes the pod off the network (its eth0 down) while
+  its agent and workers run on: a partition, not a death.
+- `start_pod(..., entrypoint=[...])` runs another launcher as the pod's
+  PID 1 (torchrun as the reference in the same pods).
 - Pods of every task exist (namespaces, /etc/volcano) from the start, as the
   Volcano ConfigMap lists every replica; a pod joins later by being started
   later (elastic scale-up).
@@ -200,6 +204,7 @@ class Pod:
         self.error_file = self.artifacts / "error.json"
         self.ready = False
         self.proc = None  # `unshare`, the pod's "container runtime"
+        self.entrypoint = None  # argv prefix the pod runs, agent by default
         self.started = None
         self._result = None
 
@@ -208,7 +213,7 @@ class Pod:
     def agent_pid(self, timeout=10):
         """Host pid of the agent (PID 1 inside the pod), once the pod's setup
         shell has exec'd it."""
-        agent = os.path.realpath(self.cluster.agent)
+        agent = os.path.realpath(self.entrypoint[0])
 
         def find():
             for pid in _children(self.proc.pid):
@@ -475,8 +480,11 @@ class Cluster:
             f"{pod.ip}\t{pod.fqdn}\t{pod.name}\n")
         (etc / "hostname").write_text(pod.name + "\n")
 
-    def start_pod(self, task, index, args, env=None, stdin=None):
+    def start_pod(self, task, index, args, env=None, stdin=None,
+                  entrypoint=None):
         """Starts the agent as the pod's entrypoint: `distjob-agent ARGS`.
+        `entrypoint` (an argv prefix) replaces the agent, e.g. torchrun as
+        the reference in the same pod; its first word is the pod's PID 1.
 
         The agent's environment is what Volcano injects plus `env` (a None
         value removes a name), a minimal PATH, the termination log and error
@@ -496,8 +504,9 @@ class Cluster:
                 full_env.pop(name, None)
             else:
                 full_env[name] = value
+        pod.entrypoint = list(entrypoint or [self.agent])
         (pod.artifacts / "command").write_text(
-            shlex.join([self.agent] + list(args)) + "\n")
+            shlex.join(pod.entrypoint + list(args)) + "\n")
         (pod.artifacts / "env").write_text(
             "".join(f"{k}={v}\n" for k, v in sorted(full_env.items())))
         upper = shlex.quote(str(pod.artifacts / "etc"))
@@ -513,7 +522,8 @@ class Cluster:
         else:
             unshare += ["--fork"]
         argv = (["nsenter", f"--net={NETNS_DIR / pod.netns}", "--"] + unshare
-                + ["sh", "-c", setup, "pod-setup", self.agent] + list(args))
+                + ["sh", "-c", setup, "pod-setup"] + pod.entrypoint
+                + list(args))
         out = open(pod.artifacts / "stdout", "w")
         err = open(pod.artifacts / "stderr", "w")
         try:
@@ -527,12 +537,13 @@ class Cluster:
             err.close()
         return pod
 
-    def start_all(self, args, env=None):
+    def start_all(self, args, env=None, entrypoint=None):
         """Starts every pod; `args` and `env` may be callables of the Pod."""
         for pod in self.pods.values():
             self.start_pod(pod.task, pod.index,
                            args(pod) if callable(args) else args,
-                           env=env(pod) if callable(env) else env)
+                           env=env(pod) if callable(env) else env,
+                           entrypoint=entrypoint)
         return list(self.pods.values())
 
     def kill_agent(self, pod, sig):
@@ -560,6 +571,12 @@ class Cluster:
         _kill_in_netns(self._inodes.get(pod.netns))
         if pod.ready:
             self.mark_not_ready(pod)
+
+    def cut_network(self, pod):
+        """The pod's node drops off the network while everything in it runs
+        on: its interface goes down inside its namespace, so its peers' TCP
+        connections get no reset, only silence."""
+        _run(["ip", "-n", pod.netns, "link", "set", "eth0", "down"])
 
     def wait_all(self, timeout):
         """Waits for every started pod (one deadline for all)."""

@@ -1,6 +1,7 @@
 """Fixtures of the end-to-end suite: clusters of namespace "pods" (see
 cluster.py), torn down after each test whatever its outcome."""
 
+import json
 import os
 import pathlib
 import shutil
@@ -49,9 +50,10 @@ def make_cluster(request, artifacts):
     made = []
 
     def make(job, tasks, **kwargs):
+        # agent=: another path to the binary (a `torchrun` symlink).
+        kwargs.setdefault("agent", agent)
         c = cluster_mod.Cluster(job=job, tasks=tasks,
-                                artifacts=artifacts / job, agent=agent,
-                                **kwargs)
+                                artifacts=artifacts / job, **kwargs)
         made.append(c)
         return c
     yield make
@@ -85,7 +87,33 @@ def pytest_runtest_logreport(report):
             _outcomes[report.nodeid] = outcome
 
 
+_timings = []
+
+
+@pytest.fixture
+def timings(artifacts):
+    """timings(case, launcher, what, seconds): one measured duration (fault
+    to training resumed, or to exit), printed, kept in the test's artifacts
+    (timings.json) and listed in the run's summary."""
+    rows = []
+
+    def record(case, launcher, what, seconds):
+        row = {"case": case, "launcher": launcher, "what": what,
+               "seconds": None if seconds is None else round(seconds, 2)}
+        rows.append(row)
+        _timings.append(row)
+        (artifacts / "timings.json").write_text(json.dumps(rows, indent=1))
+        print(f"{case} [{launcher}] {what}: "
+              f"{'-' if seconds is None else f'{seconds:.2f} s'}")
+    return record
+
+
 def pytest_terminal_summary(terminalreporter):
+    for row in _timings:
+        seconds = row["seconds"]
+        terminalreporter.write_line(
+            f"e2e timing: {row['case']} [{row['launcher']}] {row['what']}: "
+            f"{'-' if seconds is None else f'{seconds:.2f} s'}")
     if not _outcomes:
         return
     counts = {}
