@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/env_command.h"
@@ -293,7 +294,6 @@ class AgentRun {
     }
     if (std::optional<int> failed = StartTrainerStatus()) return failed;
     supervisor_->set_on_group_running([this](bool running) {
-      group_running_ = running;
       if (handed_over_) return;  // the servers are the inner's now
       if (health_ != nullptr) health_->SetReady(running);
       observer_.GroupRunning(running, options_.launch.nproc);
@@ -446,7 +446,8 @@ class AgentRun {
           "inner launcher");
       return reply;
     }
-    if (!group_running_ && !handed_over_) {
+    absl::MutexLock lock(&handover_mu_);
+    if (!attempt_running_ && !handed_over_) {
       reply.refusal = absl::StrCat("started by a worker of ", outer,
                                    ", which is not running its worker now");
       return reply;
@@ -468,6 +469,14 @@ class AgentRun {
     reply.rdzv_key_suffix = "-inner";
     AddInheritedSettings(options_, &reply);
     return reply;
+  }
+
+  // Whether a group runs (a handover is agreed only then); under the same
+  // lock as StepAside, so a handover either precedes the group's end, seen
+  // right after RunGroup, or is refused.
+  void SetAttemptRunning(bool running) {
+    absl::MutexLock lock(&handover_mu_);
+    attempt_running_ = running;
   }
 
   // The end of a run whose worker's launcher took over: the worker's own
@@ -578,7 +587,9 @@ class AgentRun {
           w.process.env[kOuterAgentVariable] = handover_->path();
         }
       }
+      SetAttemptRunning(true);
       auto group = supervisor_->RunGroup(std::move(workers));
+      SetAttemptRunning(false);
       supervisor_->set_on_first_failure(nullptr);
       files_->FinishAttempt();
       if (!group.ok()) {
@@ -803,7 +814,8 @@ class AgentRun {
   // aside for a launcher its worker started.
   std::unique_ptr<HandoverServer> handover_;
   std::atomic<bool> handed_over_{false};
-  std::atomic<bool> group_running_{false};
+  absl::Mutex handover_mu_;
+  bool attempt_running_ ABSL_GUARDED_BY(handover_mu_) = false;
   std::atomic<pid_t> inner_pid_{0};
   Observer observer_{&GlobalMetrics()};
   std::string outcome_;  // the report's outcome, for the exit event

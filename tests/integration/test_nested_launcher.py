@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
-from harness import CLEAN_JOB_ENV, free_port  # noqa: E402
+from harness import CLEAN_JOB_ENV, free_port, free_ports  # noqa: E402
 
 WORKER = """\
 import os, pathlib
@@ -59,7 +59,8 @@ def image(tmp_path, agent):
     return script
 
 
-def start_pods(background, agent, tmp_path, script, nnodes, outer_flags=()):
+def start_pods(background, agent, tmp_path, script, nnodes,
+               outer_flags=lambda i: ()):
     port = free_port()
     procs = []
     for i in range(2):
@@ -74,7 +75,7 @@ def start_pods(background, agent, tmp_path, script, nnodes, outer_flags=()):
             "DISTJOB_TERMINATION_LOG": str(tmp_path / f"termination-{i}"),
         })
         procs.append(background.start(
-            [agent, "run", *outer_flags, "--", str(script)], env=env,
+            [agent, "run", *outer_flags(i), "--", str(script)], env=env,
             cwd=tmp_path, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True))
     return procs
@@ -83,8 +84,12 @@ def start_pods(background, agent, tmp_path, script, nnodes, outer_flags=()):
 @pytest.mark.parametrize("nnodes", ["2", "1:2"])
 def test_wrapper_script_runs_one_rendezvous(background, agent, tmp_path,
                                             image, nnodes):
-    procs = start_pods(background, agent, tmp_path, image, nnodes,
-                       outer_flags=["--nproc-per-node", "1"])
+    ports = free_ports(4)
+    procs = start_pods(
+        background, agent, tmp_path, image, nnodes,
+        outer_flags=lambda i: [
+            "--nproc-per-node", "1", "--health-port", str(ports[2 * i]),
+            "--metrics-port", str(ports[2 * i + 1])])
     outs = []
     for p in procs:
         try:
@@ -100,7 +105,13 @@ def test_wrapper_script_runs_one_rendezvous(background, agent, tmp_path,
         assert rounds == ["0", "0"], out[-4000:]
         assert "membership changed" not in out, out[-4000:]
         assert "steps aside" in out, out[-4000:]
-        assert "it stepped aside and this launcher runs the job" in out
+        assert re.search(
+            "it stepped aside and this launcher runs the job .*took over "
+            "DISTJOB_HEALTH_PORT, DISTJOB_METRICS_PORT", out), out[-4000:]
+        # The outer's flags, served by the outer, then by the inner.
+        assert out.count(f"health server on port {ports[2 * i]}") == 2
+        assert out.count(
+            f"metrics and HTTP probes on port {ports[2 * i + 1]}") == 2
         assert "run_train.sh: torchrun exited 0" in out
         message = (tmp_path / f"termination-{i}").read_text()
         assert "handed over to the launcher its worker started" in message
