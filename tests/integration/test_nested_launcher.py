@@ -15,7 +15,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
-from harness import CLEAN_JOB_ENV, free_port, free_ports  # noqa: E402
+from harness import (CLEAN_JOB_ENV, DDP_EXAMPLE, PYTHON,  # noqa: E402
+                     ddp_ranks, free_port, free_ports, torch_available)
 
 WORKER = """\
 import os, pathlib
@@ -28,7 +29,7 @@ rank = os.environ["RANK"]
 # Not `exec`: the shell stays between the two agents, as in most images.
 RUN_TRAIN = """\
 #!/bin/sh
-torchrun "$(dirname "$0")/worker.py"
+torchrun ${TRAIN_ARGS:-$(dirname "$0")/worker.py}
 rc=$?
 echo "run_train.sh: torchrun exited $rc"
 exit $rc
@@ -60,7 +61,7 @@ def image(tmp_path, agent):
 
 
 def start_pods(background, agent, tmp_path, script, nnodes,
-               outer_flags=lambda i: ()):
+               outer_flags=lambda i: (), extra_env=None):
     port = free_port()
     procs = []
     for i in range(2):
@@ -73,6 +74,7 @@ def start_pods(background, agent, tmp_path, script, nnodes,
             "PET_MAX_RESTARTS": "3",
             "PET_LOCAL_ADDR": f"127.0.0.{i + 1}",
             "DISTJOB_TERMINATION_LOG": str(tmp_path / f"termination-{i}"),
+            **(extra_env or {}),
         })
         procs.append(background.start(
             [agent, "run", *outer_flags(i), "--", str(script)], env=env,
@@ -152,3 +154,24 @@ def test_stale_marker_runs_top_level(agent, tmp_path, image):
     assert result.returncode == 0, result.stderr[-4000:]
     assert "DISTJOB_OUTER_AGENT names no running agent" in result.stderr
     assert (tmp_path / "out" / "rank0").read_text() == "1 0"
+
+
+@pytest.mark.skipif(not torch_available(),
+                    reason="Debian's python3-torch is not installed")
+def test_wrapper_script_trains_ddp(background, agent, tmp_path, image):
+    """The same nesting with real training: gloo DDP across the inner
+    agents' 2 x 2 workers."""
+    out_dir = tmp_path / "ddp"
+    out_dir.mkdir()
+    procs = start_pods(
+        background, agent, tmp_path, image, "1:2",
+        outer_flags=lambda i: ["--nproc-per-node", "1"],
+        extra_env={"PYTHON_EXEC": PYTHON,
+                   "TRAIN_ARGS": f"{DDP_EXAMPLE} --epochs 3 --out {out_dir}"})
+    for p in procs:
+        out = p.communicate(timeout=300)[0]
+        assert p.returncode == 0, out[-4000:]
+        assert re.findall(r"round (\d+) of 'nest': group rank", out) == \
+            ["0", "0"], out[-4000:]
+    ranks = ddp_ranks(out_dir, 4)
+    assert ranks[0]["losses"][-1] < ranks[0]["losses"][0]
