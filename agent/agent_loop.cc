@@ -34,6 +34,7 @@
 #include "agent/worker_env.h"
 #include "agent/worker_store.h"
 #include "common/environment.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
@@ -502,10 +503,23 @@ class AgentRun {
                    now->connections);
       if (!supervisor_->Sleep(absl::Milliseconds(200))) break;
     }
-    Ended(code == 0 ? "success" : "handed-over", code);
+    Ended(code == 0 ? "success" : ExitClassName(policy_.Classify(code)), code);
     report_.detail =
         absl::StrCat("handed over to the launcher its worker started (pid ",
                      inner_pid_.load(), "), which exited with ", code);
+    // The inner agent wrote its own message (the root cause) where this
+    // one would: it is kept, with the handover said after it.
+    const std::string path = options_.outcome.termination_log;
+    const std::string inner_message =
+        path.empty() ? std::string() : ReadSmallFile(path, 2 * 4096);
+    if (!inner_message.empty()) {
+      (void)WriteTerminationMessage(
+          path, absl::StrCat(
+                    Utf8Truncate(inner_message, kTerminationMessageLimit -
+                                                    report_.detail.size() - 1),
+                    "\n", report_.detail));
+      options_.outcome.termination_log.clear();
+    }
     return code;
   }
 

@@ -7,6 +7,7 @@ one rendezvous, to the end."""
 
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -16,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
 from harness import (CLEAN_JOB_ENV, DDP_EXAMPLE, PYTHON,  # noqa: E402
-                     ddp_ranks, free_port, free_ports, torch_available)
+                     ddp_ranks, free_port, free_ports, pid_alive,
+                     torch_available, wait_for)
 
 WORKER = """\
 import os, pathlib
@@ -115,8 +117,11 @@ def test_wrapper_script_runs_one_rendezvous(background, agent, tmp_path,
         assert out.count(
             f"metrics and HTTP probes on port {ports[2 * i + 1]}") == 2
         assert "run_train.sh: torchrun exited 0" in out
-        message = (tmp_path / f"termination-{i}").read_text()
-        assert "handed over to the launcher its worker started" in message
+        # The inner's message (it shares the path), then the outer's line.
+        message = (tmp_path / f"termination-{i}").read_text().splitlines()
+        assert message[0].startswith("distjob-agent: success exit_code=0")
+        assert message[-1].startswith(
+            "handed over to the launcher its worker started"), message
     # The inners' job: 2 nodes x 2 workers, each rank once, no restart.
     ranks = sorted(f.name for f in (tmp_path / "out").iterdir())
     assert ranks == ["rank0", "rank1", "rank2", "rank3"]
@@ -175,3 +180,31 @@ def test_wrapper_script_trains_ddp(background, agent, tmp_path, image):
             ["0", "0"], out[-4000:]
     ranks = ddp_ranks(out_dir, 4)
     assert ranks[0]["losses"][-1] < ranks[0]["losses"][0]
+
+
+def test_stop_signal_reaches_the_inner_launcher(background, agent, tmp_path,
+                                                image):
+    """A handed-over outer still forwards signals: SIGTERM ends the inner
+    job and both agents exit 143, leaving no process behind."""
+    port = free_port()
+    sleeper = tmp_path / "sleep.py"
+    pid_file = tmp_path / "worker.pid"
+    sleeper.write_text("import os, time, pathlib\n"
+                       f"pathlib.Path({str(pid_file)!r}).write_text("
+                       "str(os.getpid()))\ntime.sleep(120)\n")
+    env = pod_env(tmp_path, {
+        "PET_NNODES": "1", "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ENDPOINT": f"127.0.0.1:{port}", "PET_RDZV_ID": "stop",
+        "TRAIN_ARGS": str(sleeper),
+        "DISTJOB_TERMINATION_LOG": str(tmp_path / "termination")})
+    log = tmp_path / "outer.log"
+    proc = background.start([agent, "run", "--nproc-per-node", "1", "--",
+                             str(image)], env=env, cwd=tmp_path, log=log)
+    wait_for(lambda: pid_file.exists() and pid_file.read_text(), timeout=30,
+             what="the inner agent's worker")
+    worker = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 143, log.read_text()[-4000:]
+    assert "steps aside" in log.read_text()
+    wait_for(lambda: not pid_alive(worker), timeout=10,
+             what="the inner's worker gone")
