@@ -1,8 +1,10 @@
 #include "agent/agent_loop.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +17,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/env_command.h"
@@ -23,6 +27,7 @@
 #include "agent/failure_report.h"
 #include "agent/health.h"
 #include "agent/observer.h"
+#include "agent/outer_agent.h"
 #include "agent/report.h"
 #include "agent/stoppable_wait.h"
 #include "agent/torchrun_flags.h"
@@ -31,6 +36,7 @@
 #include "agent/worker_store.h"
 #include "common/console_writer.h"
 #include "common/environment.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
@@ -147,6 +153,9 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
   params.endpoint = launch.rdzv_endpoint;
   params.parsed_endpoint = launch.endpoint;
   params.run_id = launch.rdzv_id;
+  if (!launch.rdzv_key_suffix.empty()) {
+    params.key_run_id = launch.rdzv_id + launch.rdzv_key_suffix;
+  }
   params.conf = launch.rdzv_conf;
   params.config = launch.rdzv_config;
   params.min_nodes = launch.min_nodes;
@@ -243,6 +252,7 @@ class AgentRun {
     if (!code) code = Discover();
     if (!code) code = PrepareRounds();
     if (!code) code = Finish(Supervise());
+    handover_.reset();  // its thread uses the members below
     if (health_ != nullptr) health_->Shutdown();
     observer_.Exit(*code, outcome_,
                    supervisor_ ? supervisor_->stop_signal() : 0);
@@ -291,6 +301,7 @@ class AgentRun {
     }
     if (std::optional<int> failed = StartTrainerStatus()) return failed;
     supervisor_->set_on_group_running([this](bool running) {
+      if (handed_over_) return;  // the servers are the inner's now
       if (health_ != nullptr) health_->SetReady(running);
       observer_.GroupRunning(running, options_.launch.nproc);
     });
@@ -388,8 +399,9 @@ class AgentRun {
       // Membership changes are seen on the rendezvous' own thread; they
       // stop the running group so the loop re-rendezvouses.
       SupervisorInterface* supervisor = supervisor_.get();
-      elastic_->SetOnMembershipChange(
-          [supervisor] { supervisor->Interrupt(); });
+      elastic_->SetOnMembershipChange([this, supervisor] {
+        if (!handed_over_) supervisor->Interrupt();
+      });
     }
     auto files = WorkerLogs::Create(RunLogDir(options_.launch));
     if (!files.ok()) {
@@ -416,7 +428,112 @@ class AgentRun {
     cause_policy_.retryable_exit_codes = options_.outcome.retryable_exit_codes;
     cause_policy_.retryable_patterns =
         options_.outcome.retryable_error_patterns;
+    auto server =
+        HandoverServer::Start([this](pid_t pid) { return StepAside(pid); });
+    if (server.ok()) {
+      handover_ = *std::move(server);
+    } else {
+      DJ_LOG_WARNING("an agent started by the workers cannot take over: {}",
+                     server.status().message());
+    }
     return std::nullopt;
+  }
+
+  // An agent started below this one's worker asks this one to step aside
+  // (README, "One launcher, always"). On the handover thread; the main
+  // thread is in RunGroup, which the handover leaves running.
+  HandoverReply StepAside(pid_t inner) {
+    HandoverReply reply;
+    const std::string outer =
+        absl::StrCat("the outer distjob-agent (pid ", getpid(), ", running `",
+                     absl::StrJoin(options_.command, " "), "` with ",
+                     options_.launch.nproc, " worker(s) on this node)");
+    if (options_.launch.nproc != 1) {
+      reply.refusal = absl::StrCat(
+          "started by a worker of ", outer,
+          ": each of its workers would start a launcher; run the "
+          "launcher as the agent's only worker (--nproc-per-node 1), or "
+          "run the training script under the outer agent without the "
+          "inner launcher");
+      return reply;
+    }
+    absl::MutexLock lock(&handover_mu_);
+    if (!attempt_running_ && !handed_over_) {
+      reply.refusal = absl::StrCat("started by a worker of ", outer,
+                                   ", which is not running its worker now");
+      return reply;
+    }
+    if (!handed_over_.exchange(true)) {
+      inner_pid_ = inner;
+      if (rendezvous_ != nullptr) rendezvous_->Abandon();
+      if (worker_store_ != nullptr) worker_store_->Stop();
+      if (health_ != nullptr) health_->Shutdown();
+      observer_.Shutdown();
+      DJ_LOG_INFO(
+          "the launcher started by the worker (pid {}) takes over this "
+          "job: this agent steps aside (its rendezvous, health and metrics "
+          "servers are the inner launcher's now) and only supervises its "
+          "worker",
+          inner);
+    }
+    reply.agreed = true;
+    reply.rdzv_key_suffix = "-inner";
+    AddInheritedSettings(options_, &reply);
+    return reply;
+  }
+
+  // Whether a group runs (a handover is agreed only then); under the same
+  // lock as StepAside, so a handover either precedes the group's end, seen
+  // right after RunGroup, or is refused.
+  void SetAttemptRunning(bool running) {
+    absl::MutexLock lock(&handover_mu_);
+    attempt_running_ = running;
+  }
+
+  // The end of a run whose worker's launcher took over: the worker's own
+  // exit code, no restart, nothing announced to the other nodes. A store
+  // this agent hosts serves the inner launchers' rounds: it stays up until
+  // their connections close (bounded).
+  int HandedOverExit(const GroupResult& group) {
+    int code = kExitSuccess;
+    if (group.outcome == GroupOutcome::kFailed) {
+      code = group.first_failure->exit_code;
+    } else if (group.outcome != GroupOutcome::kSucceeded) {
+      code = ExitCodeForSignal(supervisor_->stop_signal() != 0
+                                   ? supervisor_->stop_signal()
+                                   : SIGTERM);
+    }
+    const Rendezvous::StoreStatsSource stats = rendezvous_->HostedStoreStats();
+    const absl::Time until = absl::Now() + absl::Seconds(30);
+    while (stats != nullptr && supervisor_->stop_signal() == 0 &&
+           absl::Now() < until) {
+      const std::optional<StoreStats> now = stats();
+      if (!now.has_value() || now->connections == 0) break;
+      DJ_LOG_DEBUG("{} connection(s) to the store still open",
+                   now->connections);
+      if (!supervisor_->Sleep(absl::Milliseconds(200))) break;
+    }
+    Ended(code == 0     ? "success"
+          : code >= 128 ? "retryable"
+                        : "permanent",
+          code);
+    report_.detail =
+        absl::StrCat("handed over to the launcher its worker started (pid ",
+                     inner_pid_.load(), "), which exited with ", code);
+    // The inner agent wrote its own message (the root cause) where this
+    // one would: it is kept, with the handover said after it.
+    const std::string path = options_.outcome.termination_log;
+    const std::string inner_message =
+        path.empty() ? std::string() : ReadSmallFile(path, 2 * 4096);
+    if (!inner_message.empty()) {
+      (void)WriteTerminationMessage(
+          path, absl::StrCat(
+                    Utf8Truncate(inner_message, kTerminationMessageLimit -
+                                                    report_.detail.size() - 1),
+                    "\n", report_.detail));
+      options_.outcome.termination_log.clear();
+    }
+    return code;
   }
 
   // Rounds and attempts until the job ends; returns the exit code with
@@ -481,21 +598,32 @@ class AgentRun {
       std::optional<bool> first_to_fail;
       if (elastic_ != nullptr) {
         supervisor_->set_on_first_failure([this, &first_to_fail] {
+          if (handed_over_) return;  // the inner launcher's rendezvous
           first_to_fail = elastic_->ClaimFailure();
         });
       }
-      auto group = supervisor_->RunGroup(
+      std::vector<WorkerSpec> workers =
           BuildWorkers(options_, env_, job_, *round, restart_count_, *files_,
                        redirects_, tees_,
                        observer_.trainer_status() != nullptr
                            ? observer_.trainer_status()->progress_file()
-                           : std::string()));
+                           : std::string());
+      for (WorkerSpec& w : workers) {
+        // An agent the worker starts asks this one to step aside there.
+        if (handover_ != nullptr) {
+          w.process.env[kOuterAgentVariable] = handover_->path();
+        }
+      }
+      SetAttemptRunning(true);
+      auto group = supervisor_->RunGroup(std::move(workers));
+      SetAttemptRunning(false);
       supervisor_->set_on_first_failure(nullptr);
       files_->FinishAttempt();
       if (!group.ok()) {
         DJ_LOG_ERROR("cannot start the workers: {}", group.status());
         return Ended("error", kExitInternalError);
       }
+      if (handed_over_) return HandedOverExit(*group);
       const std::optional<int64_t> ooms_after = oom_counter_.Read();
       // Only a rise of the cgroup's counter is an OOM kill: a SIGKILL from
       // the agent's grace period or from `kill -9` leaves it unchanged.
@@ -847,6 +975,13 @@ class AgentRun {
   AgentDeps deps_;
   std::unique_ptr<SupervisorInterface> supervisor_;
   std::unique_ptr<HealthServer> health_;
+  // The handover socket (agent/outer_agent) and whether this agent stepped
+  // aside for a launcher its worker started.
+  std::unique_ptr<HandoverServer> handover_;
+  std::atomic<bool> handed_over_{false};
+  absl::Mutex handover_mu_;
+  bool attempt_running_ ABSL_GUARDED_BY(handover_mu_) = false;
+  std::atomic<pid_t> inner_pid_{0};
   Observer observer_{&GlobalMetrics()};
   std::string outcome_;  // the report's outcome, for the exit event
   // Declared before rendezvous_, which shares it: destroyed after it.

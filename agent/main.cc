@@ -8,6 +8,8 @@
 // (env, status, health) or install (install) without launching anything.
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,7 @@
 #include "agent/install.h"
 #include "agent/nested_launcher.h"
 #include "agent/options.h"
+#include "agent/outer_agent.h"
 #include "agent/report.h"
 #include "agent/run_flags.h"
 #include "agent/status_command.h"
@@ -82,6 +85,47 @@ void ReportBadConfig(const std::string& problem, const EnvMap& env) {
 
 int PrintCompletion(const std::string& shell, const EnvMap& env);
 
+// An agent started below another agent's worker (its marker in `*env`)
+// asks that agent to step aside and takes over its settings (into `*env`,
+// where unset); `*key_suffix`: where its rendezvous keys go. Returns the
+// exit code when it must not run (the outer cannot hand over). A marker
+// nobody answers is stale: this agent runs as the top-level one.
+std::optional<int> TakeOverFromOuter(EnvMap* env, std::string* key_suffix) {
+  const std::optional<std::string> marker = Lookup(*env, kOuterAgentVariable);
+  if (!marker.has_value()) return std::nullopt;
+  env->erase(kOuterAgentVariable);
+  unsetenv(kOuterAgentVariable);  // not for a launcher it hands over to
+  auto reply = AskOuterToStepAside(*marker, absl::Seconds(30));
+  if (!reply.ok()) {
+    DJ_LOG_WARNING(
+        "{} names no running agent ({}): running as the job's only "
+        "launcher",
+        kOuterAgentVariable, OneLine(reply.status().message()));
+    return std::nullopt;
+  }
+  if (!reply->agreed) {
+    const std::string problem = OneLine(
+        "this launcher (distjob-agent run / torchrun) was " + reply->refusal);
+    std::fprintf(stderr, "distjob-agent run: %s\n", problem.c_str());
+    ReportBadConfig(problem, *env);
+    return kExitBadConfig;
+  }
+  std::string taken, kept;
+  for (const auto& [name, value] : reply->settings) {
+    if (env->count(name) != 0) continue;  // its own variable wins
+    (*env)[name] = value;
+    setenv(name.c_str(), value.c_str(), 1);
+    taken += (taken.empty() ? "" : ", ") + name;
+  }
+  for (const std::string& l : reply->lost) kept += "; cannot keep " + l;
+  DJ_LOG_INFO(
+      "started below another distjob-agent's worker: it stepped aside and "
+      "this launcher runs the job (one rendezvous); took over {}{}",
+      taken.empty() ? "no setting" : taken, kept);
+  *key_suffix = reply->rdzv_key_suffix;
+  return std::nullopt;
+}
+
 int Launch(const std::vector<std::string>& args, const EnvMap& env,
            bool as_torchrun) {
   // As PID 1 a signal with no handler is dropped, and the supervisor reads
@@ -93,7 +137,18 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
     std::fputs(RunHelp().c_str(), stdout);
     return 0;
   }
-  auto options = ParseRunOptions(args, env);
+  EnvMap run_env = env;
+  auto options = ParseRunOptions(args, run_env);
+  std::string key_suffix;
+  if (options.ok() && options->launch.print_completion.empty()) {
+    // Before anything binds or joins: one launcher per job, always.
+    if (std::optional<int> code = TakeOverFromOuter(&run_env, &key_suffix)) {
+      return *code;
+    }
+    if (!key_suffix.empty() || run_env.size() != env.size()) {
+      options = ParseRunOptions(args, run_env);
+    }
+  }
   if (!options.ok()) {
     // One line whatever the input held (newlines, NULs, 100 KB values).
     const std::string problem = OneLine(options.status().message());
@@ -105,12 +160,13 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
     return PrintCompletion(options->launch.print_completion, env);
   }
   options->launch.as_torchrun = as_torchrun;
+  options->launch.rdzv_key_suffix = key_suffix;
   if (IsLauncherCommand(options->command)) {
     return HandOverToLauncher(
         options->command, OptionsBeforeCommand(args, options->command.size()));
   }
   InitLogging(options->log_level);
-  return RunAgent(*options, env);
+  return RunAgent(*options, run_env);
 }
 
 int Run(const std::vector<std::string>& args, const EnvMap& env) {

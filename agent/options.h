@@ -73,6 +73,9 @@ struct LaunchOptions {
   // Invoked under the name torchrun: scripts run with Python, .py or not,
   // and --log-dir gets torchrun's <run_id>_<random>/ level.
   bool as_torchrun = false;
+  // Set when this agent took over from an outer agent (agent/outer_agent):
+  // its rendezvous keys live under the run id plus this.
+  std::string rdzv_key_suffix;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;

@@ -32,6 +32,7 @@ DynamicRendezvousOptions NodeOptions(const RendezvousParams& p,
                                      const RdzvConfig& config) {
   DynamicRendezvousOptions options;
   options.run_id = p.run_id;
+  options.key_run_id = p.key_run_id;
   options.min_nodes = p.min_nodes;
   options.max_nodes = p.max_nodes;
   options.addr = LocalNodeAddress(p.local_addr);

@@ -22,6 +22,9 @@ struct RendezvousParams {
   // parsing `endpoint` (c10d) and `conf` again.
   std::optional<Endpoint> parsed_endpoint;
   std::string run_id = "none";
+  // The run id the keys live under when not run_id (an agent that took
+  // over from an outer agent: its round never touches the outer's).
+  std::string key_run_id;
   std::string conf;
   std::optional<RdzvConfig> config;
   int min_nodes = 1;

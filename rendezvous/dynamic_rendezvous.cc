@@ -22,7 +22,8 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
                                      std::unique_ptr<StoreInterface> store,
                                      std::shared_ptr<void> keep_alive)
     : options_(std::move(options)),
-      keys_(options_.run_id),
+      keys_(options_.key_run_id.empty() ? options_.run_id
+                                        : options_.key_run_id),
       lease_(options_.config.keep_alive_interval *
              options_.config.keep_alive_max_attempt),
       store_(std::move(store)),
@@ -969,7 +970,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   {
     absl::MutexLock lock(&mu_);
     current_revision_ = revision;
-    monitoring_ = true;
+    monitoring_ = !abandoned_;
     ++monitor_generation_;
     if (!stop_ && !monitor_.joinable()) {
       monitor_ = std::thread([this] { MonitorLoop(); });
@@ -1470,7 +1471,18 @@ void DynamicRendezvous::AnnounceHostLeaving(const RdzvState& round) {
   }
 }
 
+void DynamicRendezvous::Abandon() {
+  absl::MutexLock lock(&mu_);
+  monitoring_ = false;
+  abandoned_ = true;
+  on_change_ = nullptr;
+}
+
 void DynamicRendezvous::Shutdown(bool succeeded) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (abandoned_) shut_down_ = true;  // nothing to announce
+  }
   if (shut_down_) return;
   shut_down_ = true;
   RdzvState round;

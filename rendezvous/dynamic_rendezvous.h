@@ -31,6 +31,8 @@ namespace distjob {
 
 struct DynamicRendezvousOptions {
   std::string run_id = "none";
+  // The run id the keys live under, when not run_id (RendezvousParams).
+  std::string key_run_id;
   int min_nodes = 1;
   int max_nodes = 1;
   std::string node;  // unique per agent process
@@ -72,6 +74,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   void Cancel() override;
   std::string WaitingFor() override;
   void Shutdown(bool succeeded) override;
+  void Abandon() override;
   bool ClaimFailure() override;
   absl::Duration PeerLossWindow() const override;
   std::string SwapRootCause(const std::string& signature) override;
@@ -230,6 +233,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool monitoring_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;  // see Abandon
   std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
   RdzvState current_ ABSL_GUARDED_BY(mu_);
   RankRecord current_rank_ ABSL_GUARDED_BY(mu_);
