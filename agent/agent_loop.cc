@@ -672,6 +672,8 @@ class AgentRun {
     stoppable.step = wait;
     stoppable.stop = [this] { return supervisor_->PollStopSignal() != 0; };
     stoppable.grace = grace;
+    // No silent wait: every interval, what the rendezvous still awaits.
+    stoppable.progress = [this] { return rendezvous_->WaitProgress(); };
     stoppable.cancel = [&] {
       waiting_for = rendezvous_->WaitingFor();
       if (waiting_for.empty()) waiting_for = fallback;
