@@ -1520,6 +1520,9 @@ bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
   if (count.ok() && *count >= round.size) (void)store_->Set(all, "1");
   const absl::Time deadline =
       absl::Now() + options_.config.exit_barrier_timeout;
+  SetWaitUntil(deadline);
+  // A one-node round (or this node's mark completing it) waits for no one.
+  if (count.ok() && *count >= round.size) return true;
   DJ_LOG_INFO(
       "exit barrier of round {}: waiting for the other nodes to finish (at "
       "most {})",
