@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
@@ -30,6 +31,7 @@
 #include "agent/worker_store.h"
 #include "common/environment.h"
 #include "common/logging.h"
+#include "common/text.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
 #include "rendezvous/c10d_rendezvous.h"
@@ -43,6 +45,34 @@
 
 namespace distjob {
 namespace {
+
+// What runs, said once an attempt (README, "What runs"): local rank 0's
+// exact argv and the absolute path of its program, the interpreter of a
+// Python script: PYTHON_EXEC, else the first python3 on the workers' PATH.
+void LogWorkerCommand(const std::vector<std::string>& argv,
+                      const EnvMap& worker_env, const EnvMap& agent_env,
+                      int attempt) {
+  if (argv.empty()) return;
+  std::vector<std::string> quoted;
+  // Exact, but one line whatever an argument holds.
+  for (const std::string& arg : argv) {
+    quoted.push_back(QuoteForMessage(arg, 1024));
+  }
+  const std::string path = Lookup(worker_env, "PATH").value_or("");
+  const std::string resolved = ResolveOnPath(argv[0], path);
+  std::string source;
+  if (Lookup(agent_env, "PYTHON_EXEC") == argv[0]) {
+    source = "from PYTHON_EXEC";
+  } else if (argv[0].find('/') == std::string::npos) {
+    source = "the first on PATH";
+  }
+  DJ_LOG_INFO("attempt {}: local rank 0 runs [{}]; {} is {}{}", attempt,
+              absl::StrJoin(quoted, ", "), QuoteForMessage(argv[0]),
+              resolved.empty() ? "not found on PATH" : resolved,
+              source.empty() || resolved.empty()
+                  ? ""
+                  : absl::StrCat(" (", source, ")"));
+}
 
 std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const EnvMap& env, const JobEnv& job,
@@ -86,6 +116,9 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     spec.process.env =
         BuildWorkerEnv(job, group, local_rank, env,
                        {spec.error_file, spec.heartbeat_file, progress_file});
+    if (local_rank == 0) {
+      LogWorkerCommand(spec.process.argv, spec.process.env, env, restart_count);
+    }
     const StreamPlan plan =
         PlanStreams(redirects[static_cast<size_t>(local_rank)],
                     tees[static_cast<size_t>(local_rank)],
