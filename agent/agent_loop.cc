@@ -169,7 +169,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
                        launch.rdzv_backend) == RendezvousKind::kLocal) {
     return std::make_unique<StandaloneRendezvous>(
         launch.local_addr, launch.standalone ? "" : launch.rdzv_id,
-        std::move(worker_store));
+        std::move(worker_store),
+        launch.master_port_given ? launch.master_port : 0);
   }
   RendezvousParams params;
   params.backend = RdzvBackendName(launch.rdzv_backend);
@@ -187,6 +188,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
   params.node_rank = launch.node_rank;
   params.master_addr = launch.master_addr;
   params.master_port = launch.master_port;
+  params.master_port_given = launch.master_port_given;
   params.worker_store = std::move(worker_store);
   params.worker_store_off = WorkerStoreOffReason(launch);
   return MakeRendezvousFor(params);

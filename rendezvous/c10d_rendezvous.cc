@@ -41,6 +41,9 @@ DynamicRendezvousOptions NodeOptions(const RendezvousParams& p,
   options.config = config;
   options.worker_store = p.worker_store;
   options.worker_store_off = p.worker_store_off;
+  if (p.max_nodes == 1 && p.master_port_given) {
+    options.worker_store_port = p.master_port;
+  }
   return options;
 }
 
@@ -115,6 +118,15 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   if (!config.ok()) return config.status();
 
   DynamicRendezvousOptions options = NodeOptions(p, *config);
+  if (options.worker_store_port == endpoint->port) {
+    // torchrun shares that port's store with the workers; this agent's
+    // rendezvous store is not a TCPStore (README, The workers' store).
+    DJ_LOG_INFO(
+        "--master-port {} is the rendezvous endpoint's port: the workers' "
+        "store listens on a free port instead",
+        options.worker_store_port);
+    options.worker_store_port = 0;
+  }
   const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));
   std::shared_ptr<StoreServer> server;
   if (try_host) {

@@ -41,6 +41,9 @@ struct RendezvousParams {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Given explicitly: a one-node elastic job's workers' store listens on
+  // master_port (any backend's nodes but one pick a free port).
+  bool master_port_given = false;
 };
 
 // InvalidArgument for bad endpoint / conf / backend values (exit 2);

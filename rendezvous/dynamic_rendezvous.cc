@@ -926,13 +926,16 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       record.members_only = admission.members_only;
       record.admitted = admission.admitted;
       record.unresolved = static_cast<int64_t>(admission.unresolved.size());
-      port = options_.worker_store->Serve(options_.addr, 0);
+      port = options_.worker_store->Serve(options_.addr,
+                                          options_.worker_store_port);
       // Every member stopped its last workers before it joined this round,
       // and none learns the address before the master record below: a clean
       // store for the new group, whose key prefix may be the last one's.
       if (port.ok()) {
         if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
       }
+    } else if (options_.worker_store_port != 0) {
+      port = options_.worker_store_port;
     } else {
       port = FindFreePort(bind);
     }

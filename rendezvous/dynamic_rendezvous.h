@@ -53,6 +53,9 @@ struct DynamicRendezvousOptions {
   // Without worker_store: the setting that opted out ("--worker-store
   // worker"), written in the round's worker-store record for `status`.
   std::string worker_store_off;
+  // Where group rank 0's workers' store (or, without one, worker rank 0's)
+  // listens: an explicit --master-port of a one-node job; 0: a free port.
+  int worker_store_port = 0;
 };
 
 class DynamicRendezvous : public ElasticRendezvous {
