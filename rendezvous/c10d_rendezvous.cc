@@ -73,7 +73,17 @@ absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
     }
     r.use_agent_store = true;
   }
+  if (node_rank_ != 0) {
+    // The workers wait for the master silently (torch's TCPStore client).
+    master_watch_.reset();
+    master_watch_ = std::make_unique<MasterWatch>(master_addr_, master_port_);
+  }
   return r;
+}
+
+void StaticRendezvous::Shutdown(bool succeeded) {
+  (void)succeeded;
+  master_watch_.reset();
 }
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/master_watch.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store/store_credentials.h"
@@ -71,6 +72,7 @@ class StaticRendezvous : public Rendezvous {
         run_id_(std::move(run_id)),
         worker_store_(std::move(worker_store)) {}
   absl::StatusOr<RendezvousResult> Next(int local_world_size) override;
+  void Shutdown(bool succeeded) override;
 
  private:
   int node_rank_, nnodes_;
@@ -78,6 +80,8 @@ class StaticRendezvous : public Rendezvous {
   int master_port_;
   std::string run_id_;
   std::shared_ptr<WorkerStoreHost> worker_store_;
+  // Not node rank 0: says while the master does not accept connections.
+  std::unique_ptr<MasterWatch> master_watch_;
   int64_t round_ = 0;
 };
 
