@@ -1,6 +1,7 @@
 """No silent wait, and what runs is visible (issue 37, items 5 and 6): a
 joiner whose store refuses connections says so with the address within
-seconds, the store host says who joined while it waits, a static node
+seconds, the store host says who joined while it waits, the DNS wait
+names the missing peers and its deadline, a static node
 says while its master refuses connections, a one-node job
 announces no exit barrier, each attempt logs local rank 0's argv and its
 interpreter, and an explicit --master-port of a one-node job is where the
@@ -15,7 +16,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import CLEAN_JOB_ENV, free_port, wait_for  # noqa: E402
+from harness import (CLEAN_JOB_ENV, VOLCANO_TF_UNRESOLVABLE,  # noqa: E402
+                     free_port, wait_for)
 
 FAST_PROGRESS = dict(CLEAN_JOB_ENV, DISTJOB_TEST_PROGRESS_INTERVAL_MS="300")
 
@@ -82,6 +84,22 @@ def test_a_static_node_says_while_its_master_refuses(start_agent, tmp_path):
     wait_log(proc, log, f"still waiting for the master 127.0.0.1:{port} "
              "(node rank 0's store; --master-addr, --master-port): "
              f"connection refused by 127.0.0.1:{port}")
+
+
+def test_the_dns_wait_names_the_missing_peers_and_its_deadline(start_agent,
+                                                               tmp_path):
+    log = tmp_path / "dns.log"
+    proc = start_agent(["run", "/bin/true"],
+                       env=dict(VOLCANO_TF_UNRESOLVABLE,
+                                DISTJOB_TEST_PROGRESS_INTERVAL_MS="300"),
+                       log=log)
+    line = ("waiting for 3/3 peers: tfj-ps-0.tfj.invalid, "
+            "tfj-worker-0.tfj.invalid, tfj-worker-1.tfj.invalid (in DNS until ")
+    wait_log(proc, log, line)
+    # Said again while nothing changes, once per interval.
+    wait_for(lambda: read(log).count(line) >= 2 or proc.poll() is not None,
+             15, interval=0.05, what="a second DNS progress line")
+    assert read(log).count(line) >= 2, read(log)
 
 
 def test_a_one_node_c10d_job_announces_no_exit_barrier(run_agent):
