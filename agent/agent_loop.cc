@@ -38,6 +38,7 @@
 #include "common/environment.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/text.h"
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
 #include "rendezvous/c10d_rendezvous.h"
@@ -51,6 +52,34 @@
 
 namespace distjob {
 namespace {
+
+// What runs, said once an attempt (README, "What runs"): local rank 0's
+// exact argv and the absolute path of its program, the interpreter of a
+// Python script: PYTHON_EXEC, else the first python3 on the workers' PATH.
+void LogWorkerCommand(const std::vector<std::string>& argv,
+                      const EnvMap& worker_env, const EnvMap& agent_env,
+                      int attempt) {
+  if (argv.empty()) return;
+  std::vector<std::string> quoted;
+  // Exact, but one line whatever an argument holds.
+  for (const std::string& arg : argv) {
+    quoted.push_back(QuoteForMessage(arg, 1024));
+  }
+  const std::string path = Lookup(worker_env, "PATH").value_or("");
+  const std::string resolved = ResolveOnPath(argv[0], path);
+  std::string source;
+  if (Lookup(agent_env, "PYTHON_EXEC") == argv[0]) {
+    source = "from PYTHON_EXEC";
+  } else if (argv[0].find('/') == std::string::npos) {
+    source = "the first on PATH";
+  }
+  DJ_LOG_INFO("attempt {}: local rank 0 runs [{}]; {} is {}{}", attempt,
+              absl::StrJoin(quoted, ", "), QuoteForMessage(argv[0]),
+              resolved.empty() ? "not found on PATH" : resolved,
+              source.empty() || resolved.empty()
+                  ? ""
+                  : absl::StrCat(" (", source, ")"));
+}
 
 std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const EnvMap& env, const JobEnv& job,
@@ -94,6 +123,9 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     spec.process.env =
         BuildWorkerEnv(job, group, local_rank, env,
                        {spec.error_file, spec.heartbeat_file, progress_file});
+    if (local_rank == 0) {
+      LogWorkerCommand(spec.process.argv, spec.process.env, env, restart_count);
+    }
     const StreamPlan plan =
         PlanStreams(redirects[static_cast<size_t>(local_rank)],
                     tees[static_cast<size_t>(local_rank)],
@@ -146,7 +178,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
                        launch.rdzv_backend) == RendezvousKind::kLocal) {
     return std::make_unique<StandaloneRendezvous>(
         launch.local_addr, launch.standalone ? "" : launch.rdzv_id,
-        std::move(worker_store));
+        std::move(worker_store),
+        launch.master_port_given ? launch.master_port : 0);
   }
   RendezvousParams params;
   params.backend = RdzvBackendName(launch.rdzv_backend);
@@ -167,6 +200,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
   params.node_rank = launch.node_rank;
   params.master_addr = launch.master_addr;
   params.master_port = launch.master_port;
+  params.master_port_given = launch.master_port_given;
   params.worker_store = std::move(worker_store);
   params.worker_store_off = WorkerStoreOffReason(launch);
   return MakeRendezvousFor(params);
@@ -948,6 +982,8 @@ class AgentRun {
     stoppable.step = wait;
     stoppable.stop = [this] { return supervisor_->PollStopSignal() != 0; };
     stoppable.grace = grace;
+    // No silent wait: every interval, what the rendezvous still awaits.
+    stoppable.progress = [this] { return rendezvous_->WaitProgress(); };
     stoppable.cancel = [&] {
       waiting_for = rendezvous_->WaitingFor();
       if (waiting_for.empty()) waiting_for = fallback;

@@ -27,11 +27,21 @@ BarrierPlan Skip(std::string why) {
 // signal, polled through `cancelled`, ends it: the rendezvous is cancelled.
 // Returns whether it was.
 bool RunStoppable(Rendezvous& rendezvous, const std::function<void()>& step,
-                  const std::function<bool()>& cancelled) {
+                  const std::function<bool()>& cancelled,
+                  const BarrierPlan* plan = nullptr) {
   StoppableWait wait;
   wait.what = "the start barrier";
   wait.step = step;
   wait.stop = cancelled;
+  wait.progress = [&rendezvous, plan] {
+    const std::string what = rendezvous.WaitProgress();
+    if (plan == nullptr || what.empty()) return what;
+    const std::vector<std::string> seen = rendezvous.LastSeenAddrs();
+    return absl::StrCat("the start barrier: ", what, "; missing: ",
+                        seen.empty()
+                            ? plan->host_pod
+                            : absl::StrJoin(MissingPods(*plan, seen), ", "));
+  };
   wait.cancel = [&rendezvous] {
     // Before the store goes: it refreshes who arrived (LastSeenAddrs).
     (void)rendezvous.WaitingFor();
@@ -161,7 +171,8 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   absl::StatusOr<RendezvousResult> round;
   const bool cancel_sent = RunStoppable(
       **rendezvous,
-      [&] { round = (*rendezvous)->Next(/*local_world_size=*/1); }, cancelled);
+      [&] { round = (*rendezvous)->Next(/*local_world_size=*/1); }, cancelled,
+      &plan);
   if (cancel_sent && !round.ok()) {
     const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
     (*rendezvous)->Shutdown(/*succeeded=*/false);

@@ -258,9 +258,13 @@ void AddTorchrunFlags(FlagSet* flags, RunOptions* options) {
                           "127.0.0.1).",
                           SetHostName(&o->master_addr)));
   flags->Add(TorchrunFlag("master-port", "PORT",
-                          "Rank 0's port (static backend only; default "
+                          "Rank 0's port (static backend; a one-node "
+                          "job's workers' store listens there; default "
                           "29500).",
-                          SetInt(&o->master_port, 1, 65535)));
+                          [o](absl::string_view v, absl::string_view flag) {
+                            o->master_port_given = true;
+                            return SetInt(&o->master_port, 1, 65535)(v, flag);
+                          }));
   flags->Add(TorchrunFlag("local-addr", "ADDR",
                           "This node's address, used as MASTER_ADDR when it "
                           "is rank 0 (default: its FQDN, as torchrun).",

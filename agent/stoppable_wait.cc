@@ -6,6 +6,17 @@
 #include "common/logging.h"
 
 namespace distjob {
+namespace {
+
+void LogProgress(const StoppableWait& wait, absl::Duration elapsed) {
+  std::string line = wait.progress ? wait.progress() : std::string();
+  if (line.empty()) line = wait.what;
+  if (line.empty()) return;
+  DJ_LOG_INFO("still waiting for {} ({} so far)", line,
+              absl::FormatDuration(absl::Trunc(elapsed, absl::Seconds(1))));
+}
+
+}  // namespace
 
 bool RunStoppable(const StoppableWait& wait) {
   absl::Notification done;
@@ -16,7 +27,9 @@ bool RunStoppable(const StoppableWait& wait) {
   absl::Time cancel_at = absl::InfiniteFuture();
   absl::Time cancelled_at = absl::InfiniteFuture();
   bool cancelled = false, overrun_logged = false;
+  ProgressLog progress(wait.progress_interval);
   while (!done.WaitForNotificationWithTimeout(wait.poll)) {
+    if (!cancelled && progress.Due()) LogProgress(wait, progress.Elapsed());
     const absl::Time now = absl::Now();
     if (cancelled) {
       if (!overrun_logged && now - cancelled_at > wait.overrun) {

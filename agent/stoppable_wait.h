@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/progress_log.h"
 
 namespace distjob {
 
@@ -28,6 +29,12 @@ struct StoppableWait {
   // A step still running this long after `cancel` is logged (once), as a
   // cancel that did not reach it.
   absl::Duration overrun = absl::Seconds(1);
+  // While the step runs, asked once per `progress_interval` (on the
+  // calling thread) what is still awaited: who joined, who is missing,
+  // until when. A non-empty answer is logged at info, so no wait is
+  // silent; null: `what` is logged.
+  std::function<std::string()> progress;
+  absl::Duration progress_interval = ProgressInterval();
 };
 
 // Runs `wait.step` to its end; returns whether `wait.cancel` was called.

@@ -81,5 +81,36 @@ TEST(RunStoppableTest, AStepOutlivingTheCancelIsLogged) {
       << log;
 }
 
+// A long step says, once per interval, what it still waits for; a short
+// one says nothing.
+TEST(RunStoppableTest, ALongStepLogsWhatItAwaitsOncePerInterval) {
+  InitLogging(LogLevel::kInfo);
+  std::atomic<int> asked{0};
+  StoppableWait wait;
+  wait.what = "a round";
+  wait.poll = absl::Milliseconds(5);
+  wait.progress_interval = absl::Milliseconds(100);
+  wait.progress = [&] {
+    ++asked;
+    return std::string("round 0 (1/2 nodes joined: a; missing: b)");
+  };
+  wait.step = [] { absl::SleepFor(absl::Milliseconds(350)); };
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  EXPECT_FALSE(RunStoppable(wait));
+  const std::string log = testing::internal::GetCapturedStdout() +
+                          testing::internal::GetCapturedStderr();
+  EXPECT_GE(asked, 2);
+  EXPECT_LE(asked, 4);
+  EXPECT_NE(log.find("still waiting for round 0 (1/2 nodes joined: a; "
+                     "missing: b) ("),
+            std::string::npos)
+      << log;
+  asked = 0;
+  wait.step = [] {};
+  EXPECT_FALSE(RunStoppable(wait));
+  EXPECT_EQ(asked, 0);
+}
+
 }  // namespace
 }  // namespace distjob

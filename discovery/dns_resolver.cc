@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/backoff.h"
 #include "common/logging.h"
+#include "common/progress_log.h"
 
 namespace distjob {
 
@@ -16,6 +17,8 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
   Backoff backoff(options.initial_backoff, options.max_backoff);
   Addresses resolved;
   std::vector<std::string> missing = names;
+  std::vector<std::string> announced;  // as last logged
+  ProgressLog progress;
   auto stopped = [&] {
     return absl::CancelledError(absl::StrCat(
         "stopped while waiting for the peers' DNS names (", missing.size(), "/",
@@ -48,8 +51,15 @@ absl::StatusOr<Addresses> WaitForNames(const std::vector<std::string>& names,
           "peers not in DNS after ", absl::FormatDuration(options.timeout),
           ": ", absl::StrJoin(missing, ", ")));
     }
-    DJ_LOG_INFO("waiting for {}/{} peers: {}", missing.size(), names.size(),
-                absl::StrJoin(missing, ", "));
+    // When who is missing changes, else once per progress interval: the
+    // pause between passes is a few seconds at most.
+    if (missing != announced || progress.Due()) {
+      announced = missing;
+      DJ_LOG_INFO(
+          "waiting for {}/{} peers: {} (in DNS until {})", missing.size(),
+          names.size(), absl::StrJoin(missing, ", "),
+          absl::FormatTime("%H:%M:%S UTC", deadline, absl::UTCTimeZone()));
+    }
     const absl::Time wake = std::min(absl::Now() + backoff.Next(), deadline);
     while (absl::Now() < wake) {
       if (cancelled()) return stopped();

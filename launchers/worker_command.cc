@@ -1,6 +1,10 @@
 #include "launchers/worker_command.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -24,6 +28,38 @@ std::vector<std::string> WorkerArgv(const std::vector<std::string>& command,
     argv.push_back(absl::StrReplaceAll(arg, {{"${local_rank}", rank}}));
   }
   return argv;
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         access(path.c_str(), X_OK) == 0;
+}
+
+std::string ResolveOnPath(
+    const std::string& program, absl::string_view path_var,
+    const std::function<bool(const std::string&)>& executable) {
+  if (program.empty()) return "";
+  if (program.find('/') != std::string::npos) return program;
+  for (absl::string_view dir : absl::StrSplit(path_var, ':')) {
+    // An empty entry is the current directory, as for execvp.
+    const std::string candidate =
+        dir.empty() ? "./" + program : absl::StrCat(dir, "/", program);
+    if (executable(candidate)) return candidate;
+  }
+  return "";
+}
+
+std::string InterpreterHint(absl::string_view error_text,
+                            const std::string& interpreter) {
+  if (!absl::StrContains(error_text, "No module named 'torch'") &&
+      !absl::StrContains(error_text, "No module named 'torch.")) {
+    return "";
+  }
+  return absl::StrCat(
+      "the workers ran ", interpreter.empty() ? "python3" : interpreter,
+      ", which has no PyTorch: set PYTHON_EXEC to the Python that has it "
+      "(e.g. PYTHON_EXEC=/opt/venv/bin/python)");
 }
 
 namespace {

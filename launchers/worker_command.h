@@ -5,8 +5,11 @@
 #ifndef DISTJOB_LAUNCHERS_WORKER_COMMAND_H_
 #define DISTJOB_LAUNCHERS_WORKER_COMMAND_H_
 
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace distjob {
 
@@ -24,6 +27,24 @@ struct WorkerCommandOptions {
 std::vector<std::string> WorkerArgv(const std::vector<std::string>& command,
                                     const WorkerCommandOptions& options,
                                     int local_rank);
+
+// A regular file this process may execute.
+bool IsExecutableFile(const std::string& path);
+
+// The absolute path `program` runs as: itself when it names a path (has a
+// '/'), else the first `dir/program` along `path_var` (a PATH value) that
+// `executable` accepts; "" when there is none.
+std::string ResolveOnPath(const std::string& program,
+                          absl::string_view path_var,
+                          const std::function<bool(const std::string&)>&
+                              executable = IsExecutableFile);
+
+// A hint for a worker's error text (its error file's message or the last
+// lines of its stderr): a Python without PyTorch ("No module named
+// 'torch'") names `interpreter` and PYTHON_EXEC, which chooses another;
+// "" when the error is no such thing. For the failure report.
+std::string InterpreterHint(absl::string_view error_text,
+                            const std::string& interpreter);
 
 // True when `command` is itself a torchrun launcher: `torchrun ...`,
 // `distjob-agent ...`, `python -m torch.distributed.run|launch ...`, or a

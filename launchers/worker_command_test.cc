@@ -1,5 +1,7 @@
 #include "launchers/worker_command.h"
 
+#include <set>
+
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -64,6 +66,39 @@ TEST(WorkerCommandTest, LauncherCommands) {
   EXPECT_FALSE(IsLauncherCommand({"bash", "run_torchrun.sh"}));
   EXPECT_FALSE(IsLauncherCommand({"train.py"}));
   EXPECT_FALSE(IsLauncherCommand({}));
+}
+
+TEST(WorkerCommandTest, ResolveOnPathTakesTheFirstExecutableEntry) {
+  auto only = [](std::set<std::string> files) {
+    return [files](const std::string& p) { return files.count(p) > 0; };
+  };
+  EXPECT_EQ(ResolveOnPath("python3", "/venv/bin:/usr/bin",
+                          only({"/usr/bin/python3", "/venv/bin/python3"})),
+            "/venv/bin/python3");
+  EXPECT_EQ(ResolveOnPath("python3", "/venv/bin:/usr/bin",
+                          only({"/usr/bin/python3"})),
+            "/usr/bin/python3");
+  EXPECT_EQ(ResolveOnPath("python3", "/a:/b", only({})), "");
+  EXPECT_EQ(ResolveOnPath("/opt/py/bin/python", "/usr/bin", only({})),
+            "/opt/py/bin/python");
+  EXPECT_EQ(ResolveOnPath("", "/usr/bin", only({})), "");
+  EXPECT_EQ(ResolveOnPath("sh", "/bin:/usr/bin"), "/bin/sh");
+}
+
+TEST(WorkerCommandTest, InterpreterHintNamesPythonExecForAMissingTorch) {
+  const std::string traceback =
+      "Traceback (most recent call last):\n"
+      "  File \"/w/train.py\", line 1, in <module>\n"
+      "    import torch\n"
+      "ModuleNotFoundError: No module named 'torch'\n";
+  const std::string hint = InterpreterHint(traceback, "/usr/bin/python3");
+  EXPECT_NE(hint.find("/usr/bin/python3"), std::string::npos) << hint;
+  EXPECT_NE(hint.find("PYTHON_EXEC"), std::string::npos) << hint;
+  EXPECT_NE(InterpreterHint("No module named 'torch.distributed'", "p"), "");
+  EXPECT_EQ(InterpreterHint("ModuleNotFoundError: No module named 'lr'", "p"),
+            "");
+  EXPECT_EQ(InterpreterHint("No module named 'torchvision'", "p"), "");
+  EXPECT_EQ(InterpreterHint("KeyError: 'torch'", "p"), "");
 }
 
 }  // namespace

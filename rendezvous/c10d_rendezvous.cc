@@ -42,6 +42,9 @@ DynamicRendezvousOptions NodeOptions(const RendezvousParams& p,
   options.config = config;
   options.worker_store = p.worker_store;
   options.worker_store_off = p.worker_store_off;
+  if (p.max_nodes == 1 && p.master_port_given) {
+    options.worker_store_port = p.master_port;
+  }
   return options;
 }
 
@@ -71,7 +74,17 @@ absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
     }
     r.use_agent_store = true;
   }
+  if (node_rank_ != 0) {
+    // The workers wait for the master silently (torch's TCPStore client).
+    master_watch_.reset();
+    master_watch_ = std::make_unique<MasterWatch>(master_addr_, master_port_);
+  }
   return r;
+}
+
+void StaticRendezvous::Shutdown(bool succeeded) {
+  (void)succeeded;
+  master_watch_.reset();
 }
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
@@ -116,6 +129,15 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   if (!config.ok()) return config.status();
 
   DynamicRendezvousOptions options = NodeOptions(p, *config);
+  if (options.worker_store_port == endpoint->port) {
+    // torchrun shares that port's store with the workers; this agent's
+    // rendezvous store is not a TCPStore (README, The workers' store).
+    DJ_LOG_INFO(
+        "--master-port {} is the rendezvous endpoint's port: the workers' "
+        "store listens on a free port instead",
+        options.worker_store_port);
+    options.worker_store_port = 0;
+  }
   const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));
   std::shared_ptr<StoreServer> server;
   if (try_host) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/master_watch.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store/store_credentials.h"
@@ -44,6 +45,9 @@ struct RendezvousParams {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Given explicitly: a one-node elastic job's workers' store listens on
+  // master_port (any backend's nodes but one pick a free port).
+  bool master_port_given = false;
 };
 
 // InvalidArgument for bad endpoint / conf / backend values (exit 2);
@@ -71,6 +75,7 @@ class StaticRendezvous : public Rendezvous {
         run_id_(std::move(run_id)),
         worker_store_(std::move(worker_store)) {}
   absl::StatusOr<RendezvousResult> Next(int local_world_size) override;
+  void Shutdown(bool succeeded) override;
 
  private:
   int node_rank_, nnodes_;
@@ -78,6 +83,8 @@ class StaticRendezvous : public Rendezvous {
   int master_port_;
   std::string run_id_;
   std::shared_ptr<WorkerStoreHost> worker_store_;
+  // Not node rank 0: says while the master does not accept connections.
+  std::unique_ptr<MasterWatch> master_watch_;
   int64_t round_ = 0;
 };
 

@@ -13,10 +13,23 @@
 #include "common/backoff.h"
 #include "common/logging.h"
 #include "common/net.h"
+#include "common/progress_log.h"
 #include "common/resolver.h"
 #include "rendezvous/worker_store_record.h"
 
 namespace distjob {
+namespace {
+
+// At most a few names, for a progress line of a job of any size.
+std::string NameList(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  if (names.size() <= kShown) return absl::StrJoin(names, ", ");
+  return absl::StrCat(
+      absl::StrJoin(names.begin(), names.begin() + kShown, ", "), " and ",
+      names.size() - kShown, " more");
+}
+
+}  // namespace
 
 DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
                                      std::unique_ptr<StoreInterface> store,
@@ -175,7 +188,17 @@ void DynamicRendezvous::RenewLease() {
   // (Shutdown), whose last calls may take a while.
   if (host_left_ || closed_) return;
   if (auto s = Heartbeat(); !s.ok()) {
-    DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
+    bool joining;
+    {
+      absl::MutexLock lock(&wait_mu_);
+      joining = wait_ == Wait::kStore;
+    }
+    // Not reached yet: Next says so, once per progress interval.
+    if (joining) {
+      DJ_LOG_DEBUG("rendezvous heartbeat failed: {}", s.message());
+    } else {
+      DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
+    }
   }
 }
 
@@ -318,6 +341,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   // join_timeout holds even when the store does not answer: no call made
   // while joining waits past it (each would otherwise wait read_timeout).
   ScopedCallDeadline join_deadline(deadline);
+  SetWaitUntil(deadline);
   struct NotWaiting {
     DynamicRendezvous* self;
     ~NotWaiting() { self->SetWait(Wait::kNone); }
@@ -403,13 +427,22 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   Backoff retry(absl::Milliseconds(50),
                 std::clamp(c.keep_alive_interval, absl::Milliseconds(50),
                            absl::Seconds(2)));
-  auto pause_after = [&](absl::string_view what, const absl::Status& s) {
+  ProgressLog retry_log;
+  // `log`: false where the wait's progress lines already say why.
+  auto pause_after = [&](absl::string_view what, const absl::Status& s,
+                         bool log = true) {
     // A call that Cancel ended is not a store failure: Next returns next.
     if (cancelled_) return;
     const absl::Duration pause = std::min(
         retry.Next(), std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    DJ_LOG_WARNING("{}: {} (attempt {}; retrying in {})", what, s.message(),
-                   retry.attempts(), absl::FormatDuration(pause));
+    // The first failure of a run of them, then one line per progress
+    // interval: a store down for minutes is retried every 2 s.
+    if (log && (retry.attempts() == 1 || retry_log.Due())) {
+      DJ_LOG_WARNING(
+          "{}: {} (attempt {}; retrying until {})", what, s.message(),
+          retry.attempts(),
+          absl::FormatTime("%H:%M:%S UTC", deadline, absl::UTCTimeZone()));
+    }
     const absl::Time until = absl::Now() + pause;
     while (!cancelled_ && absl::Now() < until) {
       absl::SleepFor(std::min(absl::Milliseconds(50), until - absl::Now()));
@@ -487,10 +520,24 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         return absl::UnavailableError(
             "lost the rendezvous store (read_timeout passed without an "
             "answer)");
-      case Action::kTimedOut:
+      case Action::kTimedOut: {
+        std::string unreached;  // why the store was never reached
+        {
+          absl::MutexLock lock(&wait_mu_);
+          if (wait_ == Wait::kStore) unreached = store_error_;
+        }
+        if (!unreached.empty()) {
+          return absl::UnavailableError(
+              absl::StrCat("rendezvous '", options_.run_id,
+                           "': the store was not reached "
+                           "within ",
+                           absl::FormatDuration(c.join_timeout),
+                           " (join_timeout): ", unreached));
+        }
         return absl::DeadlineExceededError(absl::StrCat(
             "rendezvous '", options_.run_id, "' did not complete within ",
             absl::FormatDuration(c.join_timeout), " (join_timeout)"));
+      }
       case Action::kFail:
         return a.status;
       case Action::kEndJob: {
@@ -507,13 +554,16 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
                                               absl::Now() >= deadline)) {
           return s;
         }
+        SetStoreError(o.state_error);
         if (!announced_store_wait) {
           // The first contact: the store may not be up yet.
           DJ_LOG_INFO("waiting for the rendezvous store: {}",
                       o.state_error.message());
           announced_store_wait = true;
         }
-        pause_after("rendezvous store not reachable yet", o.state_error);
+        // agent/stoppable_wait logs why, once per progress interval.
+        pause_after("rendezvous store not reachable yet", o.state_error,
+                    /*log=*/false);
         break;
       case Action::kRetryRead:
         pause_after(
@@ -893,13 +943,16 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       record.members_only = admission.members_only;
       record.admitted = admission.admitted;
       record.unresolved = static_cast<int64_t>(admission.unresolved.size());
-      port = options_.worker_store->Serve(options_.addr, 0);
+      port = options_.worker_store->Serve(options_.addr,
+                                          options_.worker_store_port);
       // Every member stopped its last workers before it joined this round,
       // and none learns the address before the master record below: a clean
       // store for the new group, whose key prefix may be the last one's.
       if (port.ok()) {
         if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
       }
+    } else if (options_.worker_store_port != 0) {
+      port = options_.worker_store_port;
     } else {
       port = FindFreePort(bind);
     }
@@ -1273,6 +1326,35 @@ void DynamicRendezvous::SetWait(Wait wait, int64_t round,
   wait_size_ = size;
 }
 
+void DynamicRendezvous::SetWaitUntil(absl::Time until) {
+  absl::MutexLock lock(&wait_mu_);
+  wait_until_ = until;
+}
+
+void DynamicRendezvous::SetStoreError(const absl::Status& error) {
+  absl::MutexLock lock(&wait_mu_);
+  store_error_ = std::string(error.message());
+}
+
+std::string DynamicRendezvous::Unfinished(const RdzvState& round) {
+  auto members = ReadMembers(round.round, round.closer, round.size);
+  auto marks = store_->List(keys_.DonePrefix(round.round));
+  if (!members.ok() || !marks.ok()) return "";
+  std::set<std::string> marked;
+  for (const auto& e : marks->entries) {
+    if (auto node = keys_.ParseDone(e.key, round.round); node.has_value()) {
+      marked.insert(*node);
+    }
+  }
+  std::vector<std::string> missing;
+  for (const RdzvParticipant& p : *members) {
+    if (p.node != options_.node && !marked.count(p.node)) {
+      missing.push_back(p.node);
+    }
+  }
+  return NameList(missing);
+}
+
 std::string DynamicRendezvous::WaitingFor() {
   Wait wait;
   int64_t round;
@@ -1330,6 +1412,54 @@ std::string DynamicRendezvous::WaitingFor() {
       return "the nodes still running to read that the store's host leaves";
   }
   return "";
+}
+
+std::string DynamicRendezvous::WaitProgress() {
+  std::string line = WaitingFor();
+  if (line.empty()) return line;
+  Wait wait;
+  int64_t round;
+  absl::Time until;
+  std::string store_error;
+  {
+    absl::MutexLock lock(&wait_mu_);
+    wait = wait_;
+    round = wait_round_;
+    until = wait_until_;
+    store_error = store_error_;
+  }
+  ScopedCallDeadline quick(absl::Now() + absl::Milliseconds(300));
+  std::string detail;
+  switch (wait) {
+    case Wait::kStore:
+      detail = store_error;
+      break;
+    case Wait::kJoiners:
+    case Wait::kLastCall:
+      NoteJoinedAddrs(round);
+      detail = NameList(LastSeenAddrs());
+      if (!detail.empty()) detail = absl::StrCat("joined: ", detail);
+      break;
+    case Wait::kExitBarrier: {
+      RdzvState current;
+      {
+        absl::MutexLock lock(&mu_);
+        current = current_;
+      }
+      if (current.round == round) detail = Unfinished(current);
+      if (!detail.empty()) detail = absl::StrCat("not finished: ", detail);
+      break;
+    }
+    default:
+      break;
+  }
+  if (!detail.empty()) absl::StrAppend(&line, "; ", detail);
+  if (until != absl::InfiniteFuture()) {
+    absl::StrAppend(
+        &line, "; until ",
+        absl::FormatTime("%H:%M:%S UTC", until, absl::UTCTimeZone()));
+  }
+  return line;
 }
 
 void DynamicRendezvous::AcknowledgeEnd() {
@@ -1410,6 +1540,9 @@ bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
   if (count.ok() && *count >= round.size) (void)store_->Set(all, "1");
   const absl::Time deadline =
       absl::Now() + options_.config.exit_barrier_timeout;
+  SetWaitUntil(deadline);
+  // A one-node round (or this node's mark completing it) waits for no one.
+  if (count.ok() && *count >= round.size) return true;
   DJ_LOG_INFO(
       "exit barrier of round {}: waiting for the other nodes to finish (at "
       "most {})",

@@ -55,6 +55,9 @@ struct DynamicRendezvousOptions {
   // Without worker_store: the setting that opted out ("--worker-store
   // worker"), written in the round's worker-store record for `status`.
   std::string worker_store_off;
+  // Where group rank 0's workers' store (or, without one, worker rank 0's)
+  // listens: an explicit --master-port of a one-node job; 0: a free port.
+  int worker_store_port = 0;
 };
 
 class DynamicRendezvous : public ElasticRendezvous {
@@ -73,6 +76,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::vector<std::string> LastSeenAddrs() const override;
   void Cancel() override;
   std::string WaitingFor() override;
+  std::string WaitProgress() override;
   void Shutdown(bool succeeded) override;
   void Abandon() override;
   bool ClaimFailure() override;
@@ -223,6 +227,13 @@ class DynamicRendezvous : public ElasticRendezvous {
   };
   void SetWait(Wait wait, int64_t round = -1, const std::string& node = "",
                int size = 0);
+  // Until when the wait lasts (join_timeout, exit_barrier_timeout), and
+  // why the store is not reached yet, for WaitProgress.
+  void SetWaitUntil(absl::Time until);
+  void SetStoreError(const absl::Status& error);
+  // The members of `round` that did not pass its exit barrier yet, named
+  // (at most a few), for WaitProgress.
+  std::string Unfinished(const RdzvState& round);
 
   const DynamicRendezvousOptions options_;
   const RdzvKeys keys_;
@@ -256,6 +267,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   int64_t wait_round_ ABSL_GUARDED_BY(wait_mu_) = -1;
   std::string wait_node_ ABSL_GUARDED_BY(wait_mu_);
   int wait_size_ ABSL_GUARDED_BY(wait_mu_) = 0;
+  absl::Time wait_until_ ABSL_GUARDED_BY(wait_mu_) = absl::InfiniteFuture();
+  std::string store_error_ ABSL_GUARDED_BY(wait_mu_);
   mutable absl::Mutex renewed_mu_;
   absl::Time renewed_at_ ABSL_GUARDED_BY(renewed_mu_) = absl::InfinitePast();
   // The waiting key's value while this node asks to join (unset: it does

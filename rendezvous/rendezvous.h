@@ -111,6 +111,10 @@ class Rendezvous {
   // before Cancel; takes at most a short store read, which also refreshes
   // LastSeenAddrs.
   virtual std::string WaitingFor() { return ""; }
+  // WaitingFor with what a progress line adds (agent/stoppable_wait): who
+  // joined, who has not finished, why the store is not reached, until
+  // when; takes a few short store reads.
+  virtual std::string WaitProgress() { return WaitingFor(); }
 
   // Called once when the agent is done with the job. `succeeded`: its
   // workers all succeeded, so it waits (exit barrier) for the other nodes

@@ -8,18 +8,22 @@ namespace distjob {
 
 StandaloneRendezvous::StandaloneRendezvous(
     std::string master_addr, std::string run_id,
-    std::shared_ptr<WorkerStoreHost> worker_store)
+    std::shared_ptr<WorkerStoreHost> worker_store, int master_port)
     : master_addr_(master_addr.empty() ? "127.0.0.1" : std::move(master_addr)),
       run_id_(run_id.empty() ? RandomRunId() : std::move(run_id)),
-      worker_store_(std::move(worker_store)) {
+      worker_store_(std::move(worker_store)),
+      master_port_(master_port) {
   // No AllowMembers: a one-node job's store stays open (only an elastic
   // round has members to admit; agent/agent_loop.cc).
 }
 
 absl::StatusOr<RendezvousResult> StandaloneRendezvous::Next(
     int local_world_size) {
-  auto port = worker_store_ != nullptr ? worker_store_->Serve(master_addr_, 0)
-                                       : FindFreePort(master_addr_);
+  absl::StatusOr<int> port =
+      worker_store_ != nullptr
+          ? worker_store_->Serve(master_addr_, master_port_)
+      : master_port_ != 0 ? absl::StatusOr<int>(master_port_)
+                          : FindFreePort(master_addr_);
   if (!port.ok()) return port.status();
   // Every worker of the last attempt has exited, and 2.x clients put no
   // per-attempt prefix on their keys (PyTorch 2.11's _create_c10d_store in

@@ -19,8 +19,11 @@ class StandaloneRendezvous : public Rendezvous {
   // means a fresh random id, as torchrun's --standalone.
   // `worker_store`: the agent serves the workers' store (nullptr: worker
   // rank 0 does).
+  // `master_port`: an explicit --master-port, where the workers' store
+  // listens (0: a free port).
   StandaloneRendezvous(std::string master_addr, std::string run_id,
-                       std::shared_ptr<WorkerStoreHost> worker_store = nullptr);
+                       std::shared_ptr<WorkerStoreHost> worker_store = nullptr,
+                       int master_port = 0);
 
   absl::StatusOr<RendezvousResult> Next(int local_world_size) override;
 
@@ -28,6 +31,7 @@ class StandaloneRendezvous : public Rendezvous {
   std::string master_addr_;
   std::string run_id_;
   std::shared_ptr<WorkerStoreHost> worker_store_;
+  int master_port_;
   int64_t round_ = 0;
 };
 

@@ -29,7 +29,10 @@ TEST(StandaloneRendezvousTest, OneNodeRoundsWithFreshPorts) {
 // Counts what the rendezvous asks of the workers' store.
 class CountingWorkerStore : public WorkerStoreHost {
  public:
-  absl::StatusOr<int> Serve(const std::string&, int) override { return 4242; }
+  absl::StatusOr<int> Serve(const std::string&, int port) override {
+    asked_port = port;
+    return port != 0 ? port : 4242;
+  }
   void Stop() override {}
   absl::Status AllowMembers(const std::vector<std::string>&, absl::Duration,
                             const std::function<bool()>&,
@@ -41,6 +44,7 @@ class CountingWorkerStore : public WorkerStoreHost {
     return absl::OkStatus();
   }
   int clears = 0;
+  int asked_port = -1;
 };
 
 TEST(StandaloneRendezvousTest, EachAttemptGetsAClearedStore) {
@@ -53,6 +57,24 @@ TEST(StandaloneRendezvousTest, EachAttemptGetsAClearedStore) {
     EXPECT_TRUE(round->use_agent_store);
     EXPECT_EQ(store->clears, attempt);
   }
+}
+
+// An explicit --master-port is where the workers' store listens, and
+// without the agent's store, the port the workers get.
+TEST(StandaloneRendezvousTest, AnExplicitMasterPortIsHonoured) {
+  auto store = std::make_shared<CountingWorkerStore>();
+  StandaloneRendezvous served("", "", store, 29555);
+  auto round = served.Next(1);
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_EQ(store->asked_port, 29555);
+  EXPECT_EQ(round->master_port, 29555);
+  StandaloneRendezvous any("", "", store);
+  ASSERT_TRUE(any.Next(1).ok());
+  EXPECT_EQ(store->asked_port, 0);
+  StandaloneRendezvous workers("", "", nullptr, 29556);
+  round = workers.Next(1);
+  ASSERT_TRUE(round.ok()) << round.status();
+  EXPECT_EQ(round->master_port, 29556);
 }
 
 TEST(StandaloneRendezvousTest, RunIdsAreFresh) {

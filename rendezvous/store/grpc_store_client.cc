@@ -9,6 +9,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/resolver.h"
@@ -76,7 +78,42 @@ constexpr absl::Duration kCloseCheck = absl::Milliseconds(10);
 constexpr absl::Duration kBusyPoll = absl::Microseconds(150);
 constexpr absl::Duration kPollAfterAnswerWithin = absl::Microseconds(200);
 
+// How long a call's first contact waits for a connecting channel to
+// connect or fail before it is left to wait for ready (FirstContact).
+constexpr absl::Duration kFirstContactWait = absl::Seconds(1);
+
 }  // namespace
+
+std::string TargetAddresses(absl::string_view target) {
+  std::string out;
+  for (absl::string_view part : absl::StrSplit(target, ',')) {
+    absl::ConsumePrefix(&part, "ipv4:");
+    absl::ConsumePrefix(&part, "ipv6:");
+    absl::StrAppend(&out, out.empty() ? "" : ", ", part);
+  }
+  return out;
+}
+
+std::string ConnectFailure(absl::string_view grpc_message,
+                           absl::string_view addrs) {
+  // gRPC 1.51: "failed to connect to all addresses; last error: UNKNOWN:
+  // ipv4:10.0.0.1:29400: Failed to connect to remote host: Connection
+  // refused". The address is the one before the cause, when it is there.
+  const size_t refused = grpc_message.find("Connection refused");
+  if (refused == absl::string_view::npos) {
+    return absl::StrCat("cannot connect to ", addrs, " (", grpc_message, ")");
+  }
+  absl::string_view addr = addrs;
+  absl::string_view head = grpc_message.substr(0, refused);
+  size_t scheme = head.rfind("ipv4:");
+  if (scheme == absl::string_view::npos) scheme = head.rfind("ipv6:");
+  if (scheme != absl::string_view::npos) {
+    absl::string_view rest = head.substr(scheme + 5);
+    const size_t end = rest.find(": ");
+    if (end != absl::string_view::npos) addr = rest.substr(0, end);
+  }
+  return absl::StrCat("connection refused by ", addr);
+}
 
 struct GrpcStoreClient::Impl {
   std::string endpoint;
@@ -89,7 +126,12 @@ struct GrpcStoreClient::Impl {
   // the lock only after EnsureStub returned OK.
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Store::Stub> stub;
-  std::atomic<bool> tls_ready{false};  // the channel was ready once
+  std::atomic<bool> tls_ready{false};   // the channel was ready once
+  std::atomic<bool> ever_ready{false};  // likewise, for FirstContact
+  // The addresses the endpoint resolved to (gRPC's ipv4:/ipv6: target,
+  // without the scheme), for FirstContact's message.
+  std::string target_addrs;
+  std::string last_connect_failure;  // under mu
   // Set with `channel`: until then, ConnectSoon retries quickly.
   absl::Time fast_connect_until;
   std::atomic<bool> fast_connect_done{false};
@@ -103,7 +145,58 @@ struct GrpcStoreClient::Impl {
     ctx->set_deadline(absl::ToChronoTime(deadline));
     if (absl::Status s = EnsureStub(deadline); !s.ok()) return s;
     ConnectSoon(deadline);
-    return CheckTlsPeer(deadline);
+    if (absl::Status s = CheckTlsPeer(deadline); !s.ok()) return s;
+    return FirstContact(deadline);
+  }
+
+  // A call waits for a connection (wait_for_ready), so against a store
+  // that refuses connections it would end only at its deadline (a join's:
+  // join_timeout) with "Deadline Exceeded". Until the channel has been
+  // ready once, a call whose channel is failing asks why with a call that
+  // does not wait, and fails at once with it ("connection refused by
+  // ADDR"): the join retries and says so. A channel still connecting after
+  // kFirstContactWait (no answer at all) is left to the call.
+  absl::Status FirstContact(absl::Time deadline) {
+    if (ever_ready.load(std::memory_order_acquire)) return absl::OkStatus();
+    const absl::Time until =
+        std::min(deadline, absl::Now() + kFirstContactWait);
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu);
+        if (closed) return absl::OkStatus();  // the call is cancelled
+      }
+      const grpc_connectivity_state state = channel->GetState(true);
+      if (state == GRPC_CHANNEL_READY) {
+        ever_ready.store(true, std::memory_order_release);
+        return absl::OkStatus();
+      }
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+        grpc::ClientContext probe;
+        Authorize(&probe);
+        probe.set_deadline(
+            absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+        pb::NumKeysRequest req;
+        pb::NumKeysResponse resp;
+        const grpc::Status s = stub->NumKeys(&probe, req, &resp);
+        if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+          return absl::OkStatus();  // it answered: the call says the rest
+        }
+        // An attempt gRPC cut short ("tcp handshaker shutdown") is no
+        // cause: the last one seen is said again.
+        absl::MutexLock lock(&mu);
+        if (last_connect_failure.empty() ||
+            s.error_message().find("shutdown") == std::string::npos) {
+          last_connect_failure =
+              ConnectFailure(s.error_message(), target_addrs);
+        }
+        return absl::UnavailableError(
+            absl::StrCat("store at ", endpoint, ": ", last_connect_failure));
+      }
+      const absl::Time now = absl::Now();
+      if (now >= until) return absl::OkStatus();
+      channel->WaitForStateChange(
+          state, absl::ToChronoTime(std::min(until, now + kCloseCheck)));
+    }
   }
 
   // gRPC waits at least 100 ms before it reconnects, whatever the channel
@@ -230,6 +323,7 @@ struct GrpcStoreClient::Impl {
           absl::MutexLock lock(&channel_mu);
           if (stub != nullptr) return absl::OkStatus();  // another call won
           channel = created;
+          target_addrs = TargetAddresses(target->target);
           fast_connect_until = absl::Now() + kFastConnectWindow;
           stub = pb::Store::NewStub(channel);
         }

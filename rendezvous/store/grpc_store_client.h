@@ -83,6 +83,16 @@ class GrpcStoreClient : public StoreInterface {
   std::unique_ptr<Impl> impl_;
 };
 
+// The addresses of a gRPC target ("ipv4:10.0.0.1:29400,10.0.0.2:29400"),
+// without the scheme: "10.0.0.1:29400, 10.0.0.2:29400".
+std::string TargetAddresses(absl::string_view target);
+
+// Why a first connection to `addrs` failed, from gRPC's message: "connection
+// refused by 10.0.0.1:29400" (the address gRPC names, else `addrs`), or
+// "cannot connect to ADDRS (gRPC's message)".
+std::string ConnectFailure(absl::string_view grpc_message,
+                           absl::string_view addrs);
+
 }  // namespace distjob
 
 #endif  // DISTJOB_RENDEZVOUS_STORE_GRPC_STORE_CLIENT_H_

@@ -523,11 +523,33 @@ TEST(GrpcStoreTest, ListingsArePagedOverTheWire) {
   EXPECT_EQ(all->entries.size(), 5u);
 }
 
-TEST(GrpcStoreTest, UnreachableStoreFailsAfterTheTimeout) {
+TEST(GrpcStoreTest, RefusedStoreFailsAsRefusedNamingTheAddress) {
   auto client =
       GrpcStoreClient::Connect("127.0.0.1:1", absl::Milliseconds(300));
   auto s = client->Set("k", "v");
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
+  EXPECT_NE(s.status().message().find("connection refused by 127.0.0.1:1"),
+            absl::string_view::npos)
+      << s.status();
+}
+
+TEST(GrpcStoreTest, ConnectFailureNamesTheRefusingAddress) {
+  EXPECT_EQ(ConnectFailure("failed to connect to all addresses; last error: "
+                           "UNKNOWN: ipv4:10.0.0.1:29400: Failed to connect "
+                           "to remote host: Connection refused",
+                           "10.0.0.9:1"),
+            "connection refused by 10.0.0.1:29400");
+  EXPECT_EQ(ConnectFailure("last error: UNKNOWN: ipv6:[::1]:29400: Failed to "
+                           "connect to remote host: Connection refused",
+                           "x"),
+            "connection refused by [::1]:29400");
+  EXPECT_EQ(ConnectFailure("Connection refused", "10.0.0.1:5"),
+            "connection refused by 10.0.0.1:5");
+  EXPECT_EQ(ConnectFailure("No route to host", "10.0.0.1:5"),
+            "cannot connect to 10.0.0.1:5 (No route to host)");
+  EXPECT_EQ(TargetAddresses("ipv4:10.0.0.1:1,10.0.0.2:1"),
+            "10.0.0.1:1, 10.0.0.2:1");
+  EXPECT_EQ(TargetAddresses("ipv6:[::1]:1"), "[::1]:1");
 }
 
 // A loopback port nothing answers on: `listening`, connections are
@@ -556,6 +578,28 @@ class DeadPort {
   int fd_;
   int port_;
 };
+
+// A refused store is said at once, whatever the call's timeout (a join's
+// is join_timeout), so the join retries and logs why.
+TEST(GrpcStoreTest, RefusedFirstContactFailsWithinSeconds) {
+  DeadPort refused(/*listening=*/false);
+  auto client = GrpcStoreClient::Connect(refused.endpoint(), absl::Seconds(30));
+  const absl::Time start = absl::Now();
+  auto s = client->Set("k", "v");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
+  EXPECT_NE(
+      s.status().message().find("connection refused by " + refused.endpoint()),
+      absl::string_view::npos)
+      << s.status();
+  // A host that accepts and never answers is not said to refuse.
+  DeadPort silent(/*listening=*/true);
+  auto waiting =
+      GrpcStoreClient::Connect(silent.endpoint(), absl::Milliseconds(1500));
+  const absl::Status hung = waiting->Set("k", "v").status();
+  EXPECT_FALSE(hung.ok());
+  EXPECT_EQ(hung.message().find("refused"), absl::string_view::npos) << hung;
+}
 
 // Connect runs on the thread that reads the stop signals, where no Close
 // can reach it, so it must not wait for the connection; a call waiting for
