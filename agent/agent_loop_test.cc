@@ -475,5 +475,19 @@ TEST_F(AgentLoopTest, FollowerOfAnEndedJobExitsWithTheJobsCode) {
   EXPECT_NE(TerminationMessage().find("node b exited"), std::string::npos);
 }
 
+TEST_F(AgentLoopTest, APythonWithoutTorchIsToldToSetPythonExec) {
+  UseLogDir("no-torch");
+  elastic_ = false;
+  Rounds(1);
+  FailWithStderr(1, 0,
+                 "Traceback (most recent call last):\n"
+                 "  File \"train.py\", line 1, in <module>\n"
+                 "    import torch\n"
+                 "ModuleNotFoundError: No module named 'torch'\n");
+  EXPECT_EQ(Run(), 1);
+  EXPECT_NE(TerminationMessage().find("PYTHON_EXEC"), std::string::npos)
+      << TerminationMessage();
+}
+
 }  // namespace
 }  // namespace distjob

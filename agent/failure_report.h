@@ -26,6 +26,8 @@ struct FailureReport {
   std::string signature;
   // The failed attempt's directory of this worker's files; "" without one.
   std::string logs;
+  // What the user may change (InterpreterHint); "" for nothing.
+  std::string hint;
 };
 
 // Reads group.first_failure's error and classifies it. `exit_code` is the
