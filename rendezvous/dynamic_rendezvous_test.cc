@@ -416,6 +416,49 @@ TEST(DynamicRendezvousTest, OnlyTheFirstFailureOfARoundIsTheRootCause) {
   EXPECT_FALSE(nodes[0]->ClaimFailure());
 }
 
+// Either order of two failures: the store orders the claims, whichever
+// node's worker failed first.
+TEST(DynamicRendezvousTest, TheFirstClaimWinsInEitherOrder) {
+  for (int first : {0, 1}) {
+    StoreCore core;
+    Nodes nodes = MakeNodes(&core, 2, 2, 2);
+    FormRound(nodes);
+    EXPECT_TRUE(nodes[first]->ClaimFailure()) << first;
+    EXPECT_FALSE(nodes[1 - first]->ClaimFailure()) << first;
+  }
+}
+
+// A worker fails on losing its peer before that peer's lease runs out
+// (gloo's "connection closed by peer"): its claim wins, there being no
+// one else to claim, and the loss is seen within PeerLossWindow after.
+TEST(DynamicRendezvousTest, ALeaseExpiryAfterAWonClaimIsSeenWithinTheWindow) {
+  StoreCore core;
+  Nodes nodes = MakeNodes(&core, 2, 1, 2);
+  FormRound(nodes);
+  nodes[1].reset();  // its pod is killed: no claim, no leaving
+  const absl::Time failed = absl::Now();
+  ASSERT_TRUE(nodes[0]->ClaimFailure());
+  EXPECT_FALSE(nodes[0]->MembershipChanged());
+  const absl::Time until = failed + nodes[0]->PeerLossWindow();
+  while (!nodes[0]->MembershipChanged() && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(nodes[0]->MembershipChanged());
+  // The survivor re-forms alone, at MIN.
+  std::vector<RendezvousResult> results = FormRound(nodes);
+  EXPECT_EQ(results[0].group_world_size, 1);
+  EXPECT_EQ(results[0].restart_count, 0);
+}
+
+TEST(DynamicRendezvousTest, TheRootCauseIsKeptForWhicheverNodeDecidesNext) {
+  StoreCore core;
+  Nodes nodes = MakeNodes(&core, 2, 2, 2);
+  EXPECT_EQ(nodes[0]->SwapRootCause("rank 1 KeyError: 'lr'"), "");
+  EXPECT_EQ(nodes[1]->SwapRootCause("rank 1 KeyError: 'lr'"),
+            "rank 1 KeyError: 'lr'");
+  EXPECT_EQ(nodes[0]->SwapRootCause(""), "rank 1 KeyError: 'lr'");
+}
+
 // A LocalStore that calls `hook` before every Watch: where a node blocks.
 class WatchHookStore : public LocalStore {
  public:
