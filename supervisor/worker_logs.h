@@ -1,7 +1,8 @@
 // Per-attempt worker files in torchrun's layout:
-//   <dir>/attempt_<n>/<local_rank>/error.json
+//   <dir>/attempt_<n>/<local_rank>/error.json, stderr_tail.log, ...
 // <dir> is --log-dir when given, else a private temporary directory that is
-// removed when the agent exits (the error files are read before that).
+// removed when the agent exits (the error files are read before that),
+// unless Keep() was called: a failed job's files are evidence.
 #ifndef DISTJOB_SUPERVISOR_WORKER_LOGS_H_
 #define DISTJOB_SUPERVISOR_WORKER_LOGS_H_
 
