@@ -11,7 +11,8 @@ step completed by the re-formed group) or to the last pod's exit, printed
 and kept in the test's timings.json.
 
 Cases torchrun 1.13 has no answer for (--local-ranks-filter does not exist
-there) run under the agent only.
+there; a torchrun below a torchrun joins the outer job as a node) run under
+the agent only.
 """
 
 import json
@@ -33,6 +34,9 @@ FAULT_RANK = 1
 # Rendezvous of a few seconds, attempts of a few seconds: every case ends
 # well within this, torchrun's 15 s keep-alive included.
 DEADLINE = 150
+# The nested job: two rendezvous of a few seconds and 60 steps; the
+# livelock it guards against never ends.
+NEST_DEADLINE = 90
 # The lost-peer cases keep the default lease (5 s x 3, torchrun 1.13's
 # too) as real jobs do: the survivors' workers then fail in their
 # collective (a reset, or gloo's timeout) before any agent sees the peer
@@ -50,8 +54,11 @@ class Job:
     environment, command line, and the records they leave in `dir`."""
 
     def __init__(self, cluster, artifacts, launcher, nnodes, nproc=1,
-                 max_restarts=0, flags=(), conf=RDZV_CONF, **ft):
+                 max_restarts=0, flags=(), conf=RDZV_CONF, command=None,
+                 **ft):
         self.cluster, self.launcher, self.conf = cluster, launcher, conf
+        # The agent's worker command: fault_train.py unless given.
+        self.command = command or [PYTHON, str(TRAIN)]
         self.nnodes, self.nproc, self.max_restarts = nnodes, nproc, \
             max_restarts
         self.flags = list(flags)
@@ -77,7 +84,7 @@ class Job:
 
     def args(self, pod):
         if self.launcher == "agent":
-            args = run_args(pod, [PYTHON, str(TRAIN)])
+            args = run_args(pod, self.command)
             return args[:1] + self.flags + args[1:]
         # torchrun's own flags: torchrun 1.13, or the agent named torchrun.
         return ["--monitor_interval", "0.1"] + self.flags + [str(TRAIN)]
@@ -316,6 +323,83 @@ def test_torchrun_name_restarts_a_worker_that_raises_once(
     final = job.finished()
     assert sorted(r["rank"] for r in final) == [0, 1], job.records()
     assert max(r["restart_count"] for r in final) == 1, final
+
+
+# --- one launcher -----------------------------------------------------------
+
+# An image's wrapper script: the agent's `torchrun` link first on PATH, and
+# no `exec`, so the shell stays between the two launchers, as in most
+# images.
+RUN_TRAIN = """\
+#!/bin/sh
+PATH="$(dirname "$0")/bin:$PATH"
+torchrun --nproc-per-node 2 {train}
+rc=$?
+echo "run_train.sh: torchrun exited $rc"
+exit $rc
+"""
+
+
+def test_wrapper_script_under_the_entrypoint_runs_one_rendezvous(
+        make_cluster, artifacts, timings, agent):
+    """The ENTRYPOINT pattern on 2 pods: `distjob-agent run
+    --nproc-per-node 1 -- ./run_train.sh`, a script calling `torchrun` (the
+    agent's link) with 2 workers, Kubeflow-style elastic PET_* (1:2, c10d,
+    the store on pod 0). The inner agents must not join the outer job as
+    nodes (the outer then saw a membership change, killed its worker and
+    opened a new round, forever): the outers step aside and the inners
+    form one 2 x 2 group, which trains to the end."""
+    image = artifacts / "image"
+    (image / "bin").mkdir(parents=True)
+    (image / "bin" / "torchrun").symlink_to(agent)
+    script = image / "run_train.sh"
+    script.write_text(RUN_TRAIN.format(train=TRAIN))
+    script.chmod(0o755)
+    c = make_cluster("nest", {"worker": 2})
+    # A long last call: a round closes as soon as both nodes joined, and
+    # one node a little late (a loaded CI host) must not make a 1-node
+    # round followed by a membership change, which this test counts.
+    conf = RDZV_CONF.replace("last_call_timeout=2", "last_call_timeout=15")
+    job = Job(c, artifacts, "agent", nnodes="1:2", nproc=2, max_restarts=3,
+              flags=["--nproc-per-node", "1"], conf=conf,
+              command=[str(script)], fault="")
+    env = job.env
+    # Kubeflow's variables: no is_host (Job adds it for torchrun 1.13).
+    # The inner launcher reads only PET_* and its own command line: it
+    # publishes the pod's service name as MASTER_ADDR, as the outer would.
+    job.env = lambda pod: {**env(pod), "PET_RDZV_CONF": conf,
+                           "PET_LOCAL_ADDR": pod.host, "PYTHON_EXEC": PYTHON}
+    started = time.time()
+    pods = job.start()
+    results, _ = wait_exits(c, pods, NEST_DEADLINE)
+    final = job.finished()
+    timings("wrapper-script nesting", "agent", "start to training finished",
+            max(r["finished"] for r in final) - started if final else None)
+    for r in results.values():
+        assert r.exit_code == 0, results_text(results)
+    # One group of 2 x 2 workers, each rank once: no re-formed group.
+    records = job.records()
+    assert sorted(r["rank"] for r in records) == [0, 1, 2, 3], records
+    assert sorted(r["rank"] for r in final) == [0, 1, 2, 3], records
+    assert {r["world"] for r in records} == {4}, records
+    assert {r["restart_count"] for r in records} == {0}, records
+    assert len({r["digest"] for r in final}) == 1, final
+    for name, r in results.items():
+        text = console(r)
+        # One rendezvous per launcher: the outer's round 0, then the
+        # inner's, and no membership change.
+        rounds = re.findall(rf"round (\d+) of '{c.job}': group rank", text)
+        assert rounds == ["0", "0"], (name, text[-4000:])
+        assert "membership changed" not in text, (name, text[-4000:])
+        assert "steps aside" in text, (name, text[-4000:])
+        assert "it stepped aside and this launcher runs the job" in text, \
+            (name, text[-4000:])
+        assert "run_train.sh: torchrun exited 0" in text, (name, text[-4000:])
+        assert r.termination_message.splitlines()[-1].startswith(
+            "handed over to the launcher its worker started"), \
+            (name, r.termination_message)
+    wait_for(lambda: c.leftover_processes() == {}, 10,
+             what="every process of the pods to be gone")
 
 
 # --- the console -------------------------------------------------------------
