@@ -138,7 +138,12 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
         options.worker_store_port);
     options.worker_store_port = 0;
   }
-  const bool try_host = config->is_host.value_or(IsLocalHost(endpoint->host));
+  // A launcher that took over from an outer agent uses the outer's store
+  // (its keys under key_run_id), which the outer keeps serving: it never
+  // hosts one, whatever is_host says.
+  const bool taken_over = !p.key_run_id.empty() && p.key_run_id != p.run_id;
+  const bool try_host =
+      !taken_over && config->is_host.value_or(IsLocalHost(endpoint->host));
   std::shared_ptr<StoreServer> server;
   if (try_host) {
     std::string bind = endpoint->host;

@@ -364,11 +364,12 @@ def test_wrapper_script_under_the_entrypoint_runs_one_rendezvous(
               flags=["--nproc-per-node", "1"], conf=conf,
               command=[str(script)], fault="")
     env = job.env
-    # Kubeflow's variables: no is_host (Job adds it for torchrun 1.13).
-    # The inner launcher reads only PET_* and its own command line: it
-    # publishes the pod's service name as MASTER_ADDR, as the outer would.
-    job.env = lambda pod: {**env(pod), "PET_RDZV_CONF": conf,
-                           "PET_LOCAL_ADDR": pod.host, "PYTHON_EXEC": PYTHON}
+    # is_host=1 on the store's pod (Job's): the inner launcher there still
+    # joins the outer's store rather than bind its port. The inner reads
+    # only PET_* and its own command line: it publishes the pod's service
+    # name as MASTER_ADDR, as the outer would.
+    job.env = lambda pod: {**env(pod), "PET_LOCAL_ADDR": pod.host,
+                           "PYTHON_EXEC": PYTHON}
     started = time.time()
     pods = job.start()
     results, _ = wait_exits(c, pods, NEST_DEADLINE)
