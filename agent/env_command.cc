@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/exit_codes.h"
+#include "agent/outer_agent.h"
 #include "agent/run_flags.h"
 #include "agent/trainer_status.h"
 #include "agent/worker_env.h"
@@ -126,7 +127,10 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   std::map<std::string, std::string> at_launch = {
       {"TORCHELASTIC_ERROR_FILE",
        "decided at launch (a per-attempt file in the agent's temporary "
-       "directory)"}};
+       "directory)"},
+      {kOuterAgentVariable,
+       "decided at launch (the socket an agent started by a worker asks to "
+       "take over through: one launcher per job)"}};
   if (options->supervisor.hang_timeout > absl::ZeroDuration()) {
     at_launch["DISTJOB_HEARTBEAT_FILE"] =
         "decided at launch (a per-attempt file in the agent's temporary "
