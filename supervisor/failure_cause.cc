@@ -153,8 +153,7 @@ FailureCause Decide(bool restart, std::string rule, FailureCause cause) {
 }
 
 // The auto policy over a failure whose exception was read.
-FailureCause ClassifyException(const FailureEvidence& evidence,
-                               const CausePolicy& policy, FailureCause cause) {
+FailureCause ClassifyException(FailureCause cause) {
   // A copy: `cause` moves into the decision.
   const std::string type = cause.exception.type;
   // The exception's own lines, not the whole stderr: a start-up warning
@@ -162,14 +161,6 @@ FailureCause ClassifyException(const FailureEvidence& evidence,
   const std::string message = cause.exception.excerpt.substr(
       std::min(cause.exception.excerpt.size(),
                cause.exception.excerpt.rfind(cause.exception.line)));
-  for (const ErrorPattern& p : policy.retryable_patterns) {
-    if (p.Matches(evidence.error_text)) {
-      return Decide(true,
-                    absl::StrCat("it matches --retryable-error-pattern '",
-                                 p.pattern(), "'"),
-                    std::move(cause));
-    }
-  }
   if (absl::StrContains(message, kDeviceAssert)) {
     return Decide(false, "a CUDA device-side assert is a programming error",
                   std::move(cause));
@@ -198,16 +189,7 @@ FailureCause ClassifyException(const FailureEvidence& evidence,
 }
 
 // The auto policy over a failure with no exception to read.
-FailureCause ClassifyExit(const FailureEvidence& evidence,
-                          const CausePolicy& policy, FailureCause cause) {
-  for (const ErrorPattern& p : policy.retryable_patterns) {
-    if (p.Matches(evidence.error_text)) {
-      return Decide(true,
-                    absl::StrCat("it matches --retryable-error-pattern '",
-                                 p.pattern(), "'"),
-                    std::move(cause));
-    }
-  }
+FailureCause ClassifyExit(const FailureEvidence& evidence, FailureCause cause) {
   // NCCL's watchdog aborts the process after saying why.
   if (const TextRule* rule = MatchTextRule(evidence.error_text)) {
     cause.peer_communication = rule->peer;
@@ -330,10 +312,21 @@ FailureCause ClassifyFailure(const FailureEvidence& evidence,
   FailureCause cause;
   cause.exception = FindPythonException(evidence.error_text);
   if (Overridden(evidence, policy, &cause)) return cause;
+  const ErrorPattern* pattern = nullptr;
+  for (const ErrorPattern& p : policy.retryable_patterns) {
+    if (p.Matches(evidence.error_text)) {
+      pattern = &p;
+      break;
+    }
+  }
   FailureCause by_cause =
-      cause.exception.type.empty()
-          ? ClassifyExit(evidence, policy, std::move(cause))
-          : ClassifyException(evidence, policy, std::move(cause));
+      pattern != nullptr
+          ? Decide(true,
+                   absl::StrCat("it matches --retryable-error-pattern '",
+                                pattern->pattern(), "'"),
+                   std::move(cause))
+      : cause.exception.type.empty() ? ClassifyExit(evidence, std::move(cause))
+                                     : ClassifyException(std::move(cause));
   switch (policy.policy) {
     case RestartPolicy::kAuto:
       return by_cause;

@@ -171,13 +171,7 @@ struct GrpcStoreClient::Impl {
         return absl::OkStatus();
       }
       if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-        grpc::ClientContext probe;
-        Authorize(&probe);
-        probe.set_deadline(
-            absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
-        pb::NumKeysRequest req;
-        pb::NumKeysResponse resp;
-        const grpc::Status s = stub->NumKeys(&probe, req, &resp);
+        const grpc::Status s = Probe();
         if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
           return absl::OkStatus();  // it answered: the call says the rest
         }
@@ -197,6 +191,18 @@ struct GrpcStoreClient::Impl {
       channel->WaitForStateChange(
           state, absl::ToChronoTime(std::min(until, now + kCloseCheck)));
     }
+  }
+
+  // One call that does not wait for a connection (500 ms at most): why a
+  // channel that is not ready is not.
+  grpc::Status Probe() {
+    grpc::ClientContext probe;
+    Authorize(&probe);
+    probe.set_deadline(
+        absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+    pb::NumKeysRequest req;
+    pb::NumKeysResponse resp;
+    return stub->NumKeys(&probe, req, &resp);
   }
 
   // gRPC waits at least 100 ms before it reconnects, whatever the channel
@@ -245,13 +251,7 @@ struct GrpcStoreClient::Impl {
         return absl::OkStatus();
       }
       if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-        grpc::ClientContext probe;
-        Authorize(&probe);
-        probe.set_deadline(
-            absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
-        pb::NumKeysRequest req;
-        pb::NumKeysResponse resp;
-        const grpc::Status s = stub->NumKeys(&probe, req, &resp);
+        const grpc::Status s = Probe();
         if (absl::Status m = Mismatch(s, true, endpoint); !m.ok()) return m;
       }
       {
