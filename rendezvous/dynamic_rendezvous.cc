@@ -1568,16 +1568,23 @@ bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
 
 void DynamicRendezvous::AnnounceHostLeaving(const RdzvState& round) {
   SetWait(Wait::kHostLeaving, round.round);
+  // A stop signal ended the barrier (Cancel closed this view: the host's
+  // is a LocalStore, whose writes and reads still reach the core, but not
+  // its waits). Without the key the others would find the store gone and
+  // stop their workers after read_timeout, as if the host had crashed.
+  const bool stopping = cancelled_;
   if (!store_->Set(keys_.HostLeft(), options_.node).ok()) return;
   DJ_LOG_INFO(
-      "leaving after exit_barrier_timeout while other nodes still run; they "
-      "finish without the store");
+      "leaving {} while other nodes still run; they finish without the store",
+      stopping ? "on a stop signal" : "after exit_barrier_timeout");
   // The members still running read the key on their monitor's next wake-up
-  // (it is under ctl/) and mark seen-end/; a member that finished has left
-  // the ring.
-  const absl::Time until = absl::Now() + lease_;
+  // (it is under ctl/, which each watches) and mark seen-end/; a member
+  // that finished has left the ring. Stopping, the wait is a second at
+  // most: the grace period is the others' workers', not this node's.
+  const absl::Time until =
+      absl::Now() + (stopping ? std::min(lease_, absl::Seconds(1)) : lease_);
   std::optional<std::vector<RdzvParticipant>> members;
-  while (absl::Now() < until && !cancelled_) {
+  while (absl::Now() < until && cancelled_ == stopping) {
     auto seen = store_->List(keys_.SeenEndPrefix());
     if (!seen.ok()) return;
     std::set<std::string> acknowledged;
@@ -1593,6 +1600,10 @@ void DynamicRendezvous::AnnounceHostLeaving(const RdzvState& round) {
             },
             &members, acknowledged)) {
       return;
+    }
+    if (stopping) {
+      absl::SleepFor(absl::Milliseconds(20));  // a closed view cannot wait
+      continue;
     }
     if (!store_
              ->Watch(keys_.SeenEndPrefix(), seen->revision,
@@ -1635,7 +1646,7 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     // member of the round finished, so no node is torn down by another.
     const bool all_finished = ExitBarrier(round);
     const std::string left = keys_.Left(round.round);
-    if (options_.hosting && !all_finished && !cancelled_) {
+    if (options_.hosting && !all_finished) {
       AnnounceHostLeaving(round);
     } else if (options_.hosting) {
       SetWait(Wait::kLeft, round.round);
