@@ -9,6 +9,8 @@
 #include "agent/security_flags.h"
 #include "agent/subcommand_flags.h"
 #include "common/duration.h"
+#include "common/json.h"
+#include "common/text.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_status.h"
 #include "rendezvous/store/etcd_store.h"
@@ -114,6 +116,18 @@ absl::StatusOr<std::unique_ptr<StoreInterface>> ConnectStore(
       GrpcStoreClient::Connect(ep->ToString(), o.timeout, *security));
 }
 
+// The error line on stderr and, with --json, the same as a JSON object on
+// stdout: a script reading the output always gets JSON.
+int Fail(const StatusOptions& o, const absl::Status& status, int code) {
+  const std::string message = OneLine(status.message());
+  std::fprintf(stderr, "distjob-agent status: %s\n", message.c_str());
+  if (o.json) {
+    Json error = {{"error", message}, {"exit_code", code}};
+    std::fputs((DumpJson(error, -1, /*ascii=*/true) + "\n").c_str(), stdout);
+  }
+  return code;
+}
+
 }  // namespace
 
 int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
@@ -127,18 +141,15 @@ int StatusCommand(const std::vector<std::string>& args, const EnvMap& env) {
   if (options.run_id == "none") options.run_id.clear();
   auto store = ConnectStore(options, env);
   if (!store.ok()) {
-    std::fprintf(stderr, "distjob-agent status: %s\n",
-                 std::string(store.status().message()).c_str());
-    return ExitCodeFor(store.status());
+    return Fail(options, store.status(), ExitCodeFor(store.status()));
   }
   auto out = RenderRendezvousStatus(store->get(), options.run_id, options.json);
   if (!out.ok()) {
-    std::fprintf(stderr, "distjob-agent status: %s\n",
-                 std::string(out.status().message()).c_str());
-    if (absl::IsNotFound(out.status())) return kExitCheckFailed;
+    const absl::Status& s = out.status();
+    if (absl::IsNotFound(s)) return Fail(options, s, kExitCheckFailed);
     // A refused token is this pod's configuration, as in `run`.
-    if (absl::IsUnauthenticated(out.status())) return kExitBadConfig;
-    return kExitRendezvousUnavailable;
+    if (absl::IsUnauthenticated(s)) return Fail(options, s, kExitBadConfig);
+    return Fail(options, s, kExitRendezvousUnavailable);
   }
   std::fputs(out->c_str(), stdout);
   return 0;

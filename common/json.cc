@@ -6,9 +6,9 @@
 
 namespace distjob {
 
-std::string DumpJson(const Json& value, int indent) {
+std::string DumpJson(const Json& value, int indent, bool ascii) {
   try {
-    return value.dump(indent, ' ', /*ensure_ascii=*/false,
+    return value.dump(indent, ' ', /*ensure_ascii=*/ascii,
                       Json::error_handler_t::replace);
   } catch (const std::exception&) {
     // With the replace handler dump() has nothing left to throw but

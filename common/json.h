@@ -18,8 +18,10 @@ namespace distjob {
 // nlohmann::basic_json instantiation cost the static binary 12 KB.
 using Json = nlohmann::ordered_json;
 
-// `value` serialised on one line (`indent` < 0) or pretty-printed.
-std::string DumpJson(const Json& value, int indent = -1);
+// `value` serialised on one line (`indent` < 0) or pretty-printed; with
+// `ascii`, every non-ASCII character as \uXXXX (for a terminal: no C1
+// control reaches it raw).
+std::string DumpJson(const Json& value, int indent = -1, bool ascii = false);
 
 // `text` with every invalid UTF-8 sequence replaced by U+FFFD.
 std::string ValidUtf8(absl::string_view text);

@@ -15,6 +15,7 @@
 #include "common/net.h"
 #include "common/progress_log.h"
 #include "common/resolver.h"
+#include "rendezvous/round_info.h"
 #include "rendezvous/worker_store_record.h"
 
 namespace distjob {
@@ -448,6 +449,14 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       absl::SleepFor(std::min(absl::Milliseconds(50), until - absl::Now()));
     }
   };
+  // For `status` (round_info.h): by the round's first joiner, and with the
+  // last call's end by the node whose join began it.
+  auto publish_round_info = [&](int64_t round,
+                                std::optional<absl::Time> last_call_ends) {
+    PublishRoundInfo(store_.get(), keys_.RoundInfo(round), round,
+                     {options_.min_nodes, options_.max_nodes,
+                      c.last_call_timeout, last_call_ends});
+  };
   auto announce_last_call = [&](const RdzvState& st) {
     announced_round = st.round;
     DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}",
@@ -506,6 +515,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         join_written_ = j->add.recorded;
         joined_at_ = absl::Now();
         DJ_LOG_DEBUG("round 0: joined as {}", join_index_);
+        if (join_index_ == 1) publish_round_info(0, std::nullopt);
         // What it read decides next, as a read of its own would; a read
         // that failed is made again.
         if (j->listing.ok()) {
@@ -659,6 +669,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         join_written_ = k->recorded;
         joined_at_ = absl::Now();
         DJ_LOG_DEBUG("round {}: joined as {}", st.round, join_index_);
+        if (join_index_ == 1) publish_round_info(st.round, std::nullopt);
         reread = false;  // decides again on the same read
         break;
       }
@@ -691,6 +702,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         // node in the last call writing them would be N records each.
         if (join_index_ == options_.min_nodes && prepared_round_ != st.round) {
           prepared_round_ = st.round;
+          publish_round_info(st.round, a.until);
           if (auto s = Close(st, /*ahead=*/true); !s.ok()) {
             DJ_LOG_DEBUG("round {}: cannot write its close ahead: {}", st.round,
                          s.message());

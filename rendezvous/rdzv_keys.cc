@@ -43,6 +43,16 @@ std::optional<std::string> ParseRdzvStateKey(absl::string_view key) {
   return std::string(key);
 }
 
+std::optional<std::string> ParseRdzvRunId(absl::string_view key) {
+  if (auto id = ParseRdzvStateKey(key); id.has_value()) return id;
+  if (!absl::ConsumePrefix(&key, kRdzvRoot)) return std::nullopt;
+  const size_t at = key.rfind("/joined/");
+  if (at == absl::string_view::npos || at == 0) return std::nullopt;
+  const absl::string_view round = key.substr(at + sizeof("/joined/") - 1);
+  if (!Index(std::string(round)).has_value()) return std::nullopt;
+  return std::string(key.substr(0, at));
+}
+
 RdzvKeys::RdzvKeys(const std::string& run_id) : prefix_(Prefix(run_id)) {}
 
 std::string RdzvKeys::Prefix(const std::string& run_id) {
@@ -59,6 +69,10 @@ std::string RdzvKeys::Waiting(absl::string_view node) const {
 
 std::string RdzvKeys::Joined(int64_t round) const {
   return absl::StrCat(prefix_, "joined/", round);
+}
+
+std::string RdzvKeys::RoundInfo(int64_t round) const {
+  return absl::StrCat(prefix_, "round-info/", round);
 }
 
 std::string RdzvKeys::JoinPrefix(int64_t round) const {

@@ -11,6 +11,7 @@
 //   ctl/state-host-left  the store's host leaves (its exit barrier timed out)
 //   host               the node that hosts the store (ranked first)
 //   joined/<round>, join/<round>/<i>   an open round's count and records
+//   round-info/<round>  what the round waits for, for people (round_info.h)
 //   members/<round>/<closer>/<first>, rank/<round>/<closer>/<node>   a
 //                      closed round's members (in chunks, each named by the
 //                      rank of its first member) and one record per node,
@@ -46,6 +47,9 @@ inline constexpr absl::string_view kRdzvRoot = "rdzv/";
 // The run id of `key` if it is a job's ctl/state key (one per job), else
 // nullopt.
 std::optional<std::string> ParseRdzvStateKey(absl::string_view key);
+// The run id of `key` if it is a job's ctl/state or joined/<round> key:
+// round 0 has no state until it closes, but its first join counts.
+std::optional<std::string> ParseRdzvRunId(absl::string_view key);
 
 class RdzvKeys {
  public:
@@ -66,6 +70,7 @@ class RdzvKeys {
   std::string Host() const { return prefix_ + "host"; }
   std::string Joined(int64_t round) const;
   std::string JoinPrefix(int64_t round) const;
+  std::string RoundInfo(int64_t round) const;
   std::string Join(int64_t round, int64_t index) const;
   std::string MembersPrefix(int64_t round, absl::string_view closer) const;
   std::string Members(int64_t round, absl::string_view closer,

@@ -5,6 +5,7 @@
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/rdzv_test_states.h"
+#include "rendezvous/round_info.h"
 #include "rendezvous/store/store_core.h"
 #include "rendezvous/worker_store_record.h"
 
@@ -161,6 +162,106 @@ TEST(RdzvStatusTest, JsonIsValidForAnyNodeName) {
   EXPECT_EQ((*json)[0]["participants"][0]["node"],
             "n\"\\\xef\xbf\xbd\xef\xbf\xbd");
   EXPECT_TRUE((*json)[0]["participants"][0]["rank"].is_null());
+}
+
+// Round 0 writes no state until it closes: the first round is shown from
+// its joins, with what it waits for, while it is still open.
+TEST(RdzvStatusTest, FirstRoundIsShownWhileItIsOpen) {
+  StoreCore core;
+  LocalStore store(&core);
+  const RdzvKeys keys("j");
+  ASSERT_TRUE(store.Add(keys.Joined(0), 1).ok());
+  ASSERT_TRUE(
+      store.Set(keys.Join(0, 1), EncodeJoin({"a-1", 2, "10.0.0.1"})).ok());
+  ASSERT_TRUE(store
+                  .Set(keys.RoundInfo(0),
+                       EncodeRoundInfo({2, 4, absl::Seconds(30), std::nullopt}))
+                  .ok());
+  auto text = RenderRendezvousStatus(&store, "", false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("rendezvous j: round 0 open"), std::string::npos)
+      << *text;
+  EXPECT_NE(text->find("joined 1 node(s) of 2..4; waiting for 1 more"),
+            std::string::npos)
+      << *text;
+  EXPECT_NE(text->find("a-1"), std::string::npos) << *text;
+  auto json = RenderRendezvousStatus(&store, "j", true);
+  ASSERT_TRUE(json.ok()) << json.status();
+  auto doc = ParseJson(*json, "status --json");
+  ASSERT_TRUE(doc.ok()) << *json;
+  const Json& open = (*doc)[0]["open_round"];
+  EXPECT_EQ(open["joined"], 1) << *json;
+  EXPECT_EQ(open["min_nodes"], 2);
+  EXPECT_EQ(open["nodes_needed"], 1);
+  EXPECT_TRUE(open["last_call_ends"].is_null());
+  // min_nodes reached: the last call's end, from the node that began it.
+  ASSERT_TRUE(
+      store.Set(keys.Join(0, 2), EncodeJoin({"b-2", 2, "10.0.0.2"})).ok());
+  ASSERT_TRUE(store
+                  .Set(keys.RoundInfo(0),
+                       EncodeRoundInfo({2, 4, absl::Seconds(30),
+                                        absl::FromUnixSeconds(1800000000)}))
+                  .ok());
+  text = RenderRendezvousStatus(&store, "j", false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("joined 2 node(s) of 2..4; last call ends 08:00:00 UTC"),
+            std::string::npos)
+      << *text;
+  json = RenderRendezvousStatus(&store, "j", true);
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find("\"last_call_ends\":\"2027-01-15T08:00:00.000Z\""),
+            std::string::npos)
+      << *json;
+}
+
+// A round that re-forms after a failure names the last round's members
+// that have not joined it again: who the job waits for.
+TEST(RdzvStatusTest, ReformingRoundNamesWhoHasNotRejoined) {
+  StoreCore core;
+  LocalStore store(&core);
+  const RdzvKeys keys("j");
+  RdzvState st = OpenRound(3);
+  st.prev_round = 2;
+  st.prev_closer = "a-1";
+  st.prev_size = 2;
+  ASSERT_TRUE(store.Set(keys.State(), st.Encode()).ok());
+  ASSERT_TRUE(
+      store
+          .Set(keys.Members(2, "a-1", 0),
+               EncodeMembers({{"a-1", 1, "10.0.0.1"}, {"b-2", 1, "10.0.0.2"}}))
+          .ok());
+  ASSERT_TRUE(
+      store.Set(keys.Join(3, 1), EncodeJoin({"a-1", 1, "10.0.0.1"})).ok());
+  auto text = RenderRendezvousStatus(&store, "j", false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_NE(text->find("not joined again from round 2: b-2"), std::string::npos)
+      << *text;
+  auto json = RenderRendezvousStatus(&store, "j", true);
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find("\"missing_from_last_round\":[\"b-2\"]"),
+            std::string::npos)
+      << *json;
+}
+
+// A key written by a hostile pod cannot drive the operator's terminal:
+// no control byte, and no C1 control in UTF-8, is printed raw.
+TEST(RdzvStatusTest, StoreTextNeverReachesTheTerminalRaw) {
+  StoreCore core;
+  LocalStore store(&core);
+  const std::string evil = "n\x1b[2J\x1b]0;pwned\x07\xc2\x9b" "31m";
+  ASSERT_TRUE(store.Set("rdzv/j/ctl/state", OpenRound(1).Encode()).ok());
+  ASSERT_TRUE(
+      store.Set("rdzv/j/join/1/1", EncodeJoin({evil, 1, "10.0.0.1"})).ok());
+  ASSERT_TRUE(store.Set("rdzv/j/host", evil).ok());
+  for (bool as_json : {false, true}) {
+    auto out = RenderRendezvousStatus(&store, "j", as_json);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (char c : *out) {
+      const auto u = static_cast<unsigned char>(c);
+      EXPECT_TRUE((u >= 0x20 && u < 0x7f) || c == '\n')
+          << "byte " << int(u) << " in " << *out;
+    }
+  }
 }
 
 }  // namespace

@@ -198,6 +198,49 @@ def test_four_agents_form_one_round(job_factory):
         assert job.procs[i].wait(60) == 0, job.log(i)
 
 
+def test_status_shows_the_first_round_while_it_is_open(job_factory):
+    # Round 0 writes no state until it closes: status must still show who
+    # joined, what the round waits for and until when.
+    job = job_factory(nnodes="2:3", conf=FAST + ",last_call_timeout=120")
+
+    def status(*extra):
+        return subprocess.run(
+            [job.agent, "status", "--rdzv-id", "testjob"] + job.status_args()
+            + list(extra), capture_output=True, text=True, timeout=30)
+
+    job.start(0)
+    wait_for(lambda: "waiting for 1 more" in status().stdout, 30,
+             what="status of the open first round")
+    table = status().stdout
+    assert "round 0 open" in table and "127.0.0.1 " in table, table
+    job.start(1)
+    wait_for(lambda: "last call ends" in status().stdout, 30,
+             what="status of the round's last call")
+    [state] = json.loads(status("--json").stdout)
+    assert not state["closed"] and state["round"] == 0, state
+    open_round = state["open_round"]
+    assert open_round["joined"] == 2 and open_round["min_nodes"] == 2, state
+    assert open_round["max_nodes"] == 3 and open_round["nodes_needed"] == 0
+    assert open_round["last_call_ends"].endswith("Z"), state
+    assert len(state["participants"]) == 2, state
+    # A third node fills the round: it closes at once.
+    job.start(2)
+    job.wait_round(["node0", "node1", "node2"])
+    job.go()
+    for i in range(3):
+        assert job.procs[i].wait(60) == 0, job.log(i)
+
+
+def test_status_json_is_json_when_there_is_no_rendezvous(agent):
+    # Nothing listens there: the error is on stderr, and JSON on stdout.
+    r = subprocess.run([agent, "status", "--json", "--timeout", "1",
+                        "--rdzv-endpoint", f"127.0.0.1:{free_port()}"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert json.loads(r.stdout)["exit_code"] == r.returncode, r.stdout
+    assert "status:" in r.stderr
+
+
 def test_every_agent_leaves_at_once_when_the_job_succeeds(job_factory):
     # Default keep_alive_interval (5 s): a watch left to time out at exit
     # (the store host's own, once) would show as seconds here.
