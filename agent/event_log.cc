@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/console_writer.h"
+#include "common/logging.h"
 
 namespace distjob {
 namespace {
@@ -54,6 +55,7 @@ absl::Status EventLog::Open(absl::string_view spec) {
   }
   out_ = file;
   owned_ = true;
+  path_ = path;
   return absl::OkStatus();
 }
 
@@ -85,9 +87,24 @@ void EventLog::Emit(const std::string& event, const Json& fields) {
   for (absl::string_view rest = text; !rest.empty();) {
     const ssize_t n = write(fd, rest.data(), rest.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n <= 0) {
+      NoteLost(n < 0 ? errno : ENOSPC);
+      break;
+    }
     rest.remove_prefix(static_cast<size_t>(n));
   }
+}
+
+void EventLog::NoteLost(int error) {
+  ++lost_;
+  const absl::Time now = absl::Now();
+  if (now - last_warning_ < absl::Minutes(1)) return;
+  last_warning_ = now;
+  DJ_LOG_WARNING(
+      "--event-log-handler file:{}: {} event line(s) lost: {} (warned once a "
+      "minute)",
+      path_, lost_, std::strerror(error));
+  lost_ = 0;
 }
 
 }  // namespace distjob

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/json.h"
 
 namespace distjob {
@@ -40,10 +41,17 @@ class EventLog {
   void Emit(const std::string& event, const Json& fields = Json::object());
 
  private:
+  void NoteLost(int error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::Mutex mu_;
   std::FILE* out_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool owned_ ABSL_GUARDED_BY(mu_) = false;
   Json context_ ABSL_GUARDED_BY(mu_) = Json::object();
+  std::string path_ ABSL_GUARDED_BY(mu_);  // file:PATH's, for warnings
+  // Lines a full or failing file lost since the last warning, and when
+  // that was: one warning a minute, not one per event.
+  int64_t lost_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_warning_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace distjob

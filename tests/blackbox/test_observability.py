@@ -149,6 +149,18 @@ def test_unwritable_event_log_exits_2(run_agent, tmp_path):
     assert f"--event-log-handler: cannot open '{path}'" in r.stderr
 
 
+def test_event_log_write_failures_are_warned_once_a_minute(run_agent):
+    # /dev/full opens, and every write to it fails (ENOSPC): a run's many
+    # events are one warning, not silence and not a line each.
+    r = run_agent(["run", "--event-log-handler", "file:/dev/full",
+                   "--nproc-per-node", "2", "--", "true"], timeout=10)
+    assert r.returncode == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines()
+                if "event line(s) lost" in line]
+    assert len(warnings) == 1, r.stderr
+    assert "file:/dev/full" in warnings[0] and "No space" in warnings[0]
+
+
 def test_event_log_rebuilds_the_timeline(run_agent, tmp_path):
     events = tmp_path / "events.jsonl"
     script = ('[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && '
