@@ -27,7 +27,10 @@ std::string DumpJson(const Json& value, int indent = -1, bool ascii = false);
 std::string ValidUtf8(absl::string_view text);
 
 // `text` parsed; InvalidArgument naming `what` (a path, a flag) when it is
-// not JSON.
+// not JSON. A \uXXXX escape of a lone UTF-16 surrogate (what Python's
+// json.dumps writes for an undecodable byte, e.g. \udcff) is valid JSON
+// syntax that nlohmann refuses: it is read as U+FFFD, so a worker's error
+// file keeps its text.
 absl::StatusOr<Json> ParseJson(absl::string_view text, absl::string_view what);
 
 }  // namespace distjob

@@ -73,5 +73,21 @@ TEST(ParseJsonTest, RejectsNonJsonNamingTheSource) {
   EXPECT_FALSE(ParseJson("{\"a\": \"\xff\"}", "bad bytes").ok());
 }
 
+// Python's json.dumps writes an undecodable byte (surrogateescape) as a
+// lone surrogate: valid JSON syntax, read as U+FFFD, the rest kept.
+TEST(ParseJsonTest, LoneSurrogateEscapesBecomeReplacementCharacters) {
+  auto j = ParseJson(R"({"m":"bad \udcff byte, \ud800 high, \udc00"})",
+                     "error file");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ((*j)["m"],
+            "bad \xef\xbf\xbd byte, \xef\xbf\xbd high, \xef\xbf\xbd");
+  // A valid pair, an escaped backslash before "u", and other escapes stay.
+  j = ParseJson(R"({"m":"\ud83d\ude00 \\udcff \n\"\u00e9"})", "x");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ((*j)["m"], "\xf0\x9f\x98\x80 \\udcff \n\"\xc3\xa9");
+  // A truncated escape is still refused.
+  EXPECT_FALSE(ParseJson(R"({"m":"\ud8"})", "x").ok());
+}
+
 }  // namespace
 }  // namespace distjob
