@@ -28,11 +28,13 @@ BarrierPlan Skip(std::string why) {
 // Returns whether it was.
 bool RunStoppable(Rendezvous& rendezvous, const std::function<void()>& step,
                   const std::function<bool()>& cancelled,
-                  const BarrierPlan* plan = nullptr) {
+                  const BarrierPlan* plan = nullptr,
+                  absl::Time deadline = absl::InfiniteFuture()) {
   StoppableWait wait;
   wait.what = "the start barrier";
   wait.step = step;
   wait.stop = cancelled;
+  wait.deadline = deadline;
   wait.progress = [&rendezvous, plan] {
     const std::string what = rendezvous.WaitProgress();
     if (plan == nullptr || what.empty()) return what;
@@ -169,11 +171,17 @@ absl::Status RunBarrier(const BarrierPlan& plan,
         absl::StrCat("start barrier: ", rendezvous.status().message()));
   }
   absl::StatusOr<RendezvousResult> round;
+  // The rendezvous checks join_timeout between store calls, each bounded
+  // by read_timeout; past both, and a second, it is cancelled whatever it
+  // waits for, and that is the barrier's timeout, not a stop.
+  const absl::Time hard_deadline =
+      absl::Now() + plan.timeout + config.read_timeout + absl::Seconds(1);
   const bool cancel_sent = RunStoppable(
       **rendezvous,
       [&] { round = (*rendezvous)->Next(/*local_world_size=*/1); }, cancelled,
-      &plan);
-  if (cancel_sent && !round.ok()) {
+      &plan, hard_deadline);
+  const bool stopped = cancel_sent && cancelled != nullptr && cancelled();
+  if (stopped && !round.ok()) {
     const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
     (*rendezvous)->Shutdown(/*succeeded=*/false);
     return absl::CancelledError(StoppedBarrierMessage(plan, seen));

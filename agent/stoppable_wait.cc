@@ -44,6 +44,10 @@ bool RunStoppable(const StoppableWait& wait) {
         wait.stop()) {
       cancel_at = now + wait.grace;
     }
+    if (now >= wait.deadline && cancel_at > now) {
+      DJ_LOG_WARNING("{}: still running at its deadline; cancelled", wait.what);
+      cancel_at = now;
+    }
     if (now >= cancel_at) {
       wait.cancel();
       cancelled = true;

@@ -22,6 +22,10 @@ struct StoppableWait {
   std::function<bool()> stop;
   // From the stop to the cancel: time for the step to end on its own.
   absl::Duration grace = absl::ZeroDuration();
+  // The step is cancelled at this time, stop or not: the bound of a wait
+  // whose own deadline is checked between calls, so that a dependency that
+  // hangs (a store that accepts and never answers) cannot stretch it.
+  absl::Time deadline = absl::InfiniteFuture();
   // Called once, `grace` after the stop; must make `step` return.
   std::function<void()> cancel;
   // How often `stop` is polled, and so how late a stop is acted on.
@@ -37,7 +41,8 @@ struct StoppableWait {
   absl::Duration progress_interval = ProgressInterval();
 };
 
-// Runs `wait.step` to its end; returns whether `wait.cancel` was called.
+// Runs `wait.step` to its end; returns whether `wait.cancel` was called
+// (on a stop, or at `wait.deadline`).
 bool RunStoppable(const StoppableWait& wait);
 
 }  // namespace distjob

@@ -53,6 +53,26 @@ TEST(RunStoppableTest, AStopCancelsTheStepOnceAfterTheGrace) {
 
 // A step that ignores the cancel for longer than `overrun` is still
 // waited for, and the log says what is stuck.
+// A step that hangs past its own bound (a store that accepts and never
+// answers) is cancelled at the deadline, with no stop.
+TEST(RunStoppableTest, TheDeadlineCancelsAHungStep) {
+  absl::Notification release;
+  std::atomic<int> cancels{0};
+  StoppableWait wait;
+  wait.what = "a step";
+  wait.step = [&] { release.WaitForNotification(); };
+  wait.stop = [] { return false; };
+  wait.cancel = [&] {
+    ++cancels;
+    release.Notify();
+  };
+  const absl::Time start = absl::Now();
+  wait.deadline = start + absl::Milliseconds(200);
+  EXPECT_TRUE(RunStoppable(wait));
+  EXPECT_EQ(cancels, 1);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+}
+
 TEST(RunStoppableTest, AStepOutlivingTheCancelIsLogged) {
   InitLogging(LogLevel::kInfo);
   absl::Notification cancelled;
