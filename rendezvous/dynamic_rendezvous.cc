@@ -21,6 +21,9 @@
 namespace distjob {
 namespace {
 
+// What a cancelled rendezvous gives the store to close (Cancel).
+constexpr absl::Duration kCancelGoodbyes = absl::Milliseconds(500);
+
 // At most a few names, for a progress line of a job of any size.
 std::string NameList(const std::vector<std::string>& names) {
   constexpr size_t kShown = 8;
@@ -188,18 +191,37 @@ void DynamicRendezvous::RenewLease() {
   // No store to renew a lease in: its host left, or this node closed it
   // (Shutdown), whose last calls may take a while.
   if (host_left_ || closed_) return;
-  if (auto s = Heartbeat(); !s.ok()) {
-    bool joining;
-    {
-      absl::MutexLock lock(&wait_mu_);
-      joining = wait_ == Wait::kStore;
-    }
-    // Not reached yet: Next says so, once per progress interval.
-    if (joining) {
-      DJ_LOG_DEBUG("rendezvous heartbeat failed: {}", s.message());
-    } else {
-      DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
-    }
+  const absl::Time start = absl::Now();
+  const absl::Status s = Heartbeat();
+  if (s.ok()) {
+    renew_failing_since_ = absl::InfiniteFuture();
+    return;
+  }
+  renew_failing_since_ = std::min(renew_failing_since_, start);
+  bool joining;
+  {
+    absl::MutexLock lock(&wait_mu_);
+    joining = wait_ == Wait::kStore;
+  }
+  // Not reached yet: Next says so, once per progress interval.
+  if (joining) {
+    DJ_LOG_DEBUG("rendezvous heartbeat failed: {}", s.message());
+    return;
+  }
+  DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
+  // A store that answers nothing (a hung etcd: its connections up, no
+  // replies) can leave the monitor's watch open with no news for as long
+  // as the connection lives. The lease it cannot renew is the loss:
+  // read_timeout after the first failing renewal began, as a watch's.
+  bool in_round;
+  {
+    absl::MutexLock lock(&mu_);
+    in_round = monitoring_;
+  }
+  if (in_round && !absl::IsUnauthenticated(s) && !absl::IsCancelled(s) &&
+      absl::Now() - renew_failing_since_ >= options_.config.read_timeout) {
+    store_lost_ = true;
+    Fire(absl::StrCat("the rendezvous store is unreachable: ", s.message()));
   }
 }
 
@@ -1326,7 +1348,11 @@ std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {
 void DynamicRendezvous::Cancel() {
   cancelled_ = true;
   closed_ = true;
-  store_->Close();  // ends the calls in flight
+  // Ends the calls in flight. Its own goodbyes (etcd revokes this node's
+  // leases) get half a second: a stop must end the agent within its grace
+  // period whatever the store does, and a lease not revoked runs out.
+  ScopedCallDeadline brief(absl::Now() + kCancelGoodbyes);
+  store_->Close();
 }
 
 void DynamicRendezvous::SetWait(Wait wait, int64_t round,
@@ -1492,7 +1518,16 @@ bool DynamicRendezvous::AllMarkedOrGone(
   }
   auto marks = store_->List(marks_prefix);
   auto alive = store_->List(keys_.AlivePrefix());
-  if (!marks.ok() || !alive.ok()) return true;  // the store is gone
+  if (!marks.ok() || !alive.ok()) {
+    // The store is gone, or hangs (each listing waited read_timeout): the
+    // goodbyes that follow get one keep-alive interval (Shutdown), not a
+    // read_timeout each.
+    const absl::Status& s = marks.ok() ? alive.status() : marks.status();
+    if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+      store_lost_ = true;
+    }
+    return true;
+  }
   std::set<std::string> marked = also_marked, live;
   for (const auto& e : marks->entries) {
     if (auto node = marked_node(e.key); node.has_value()) marked.insert(*node);
@@ -1565,13 +1600,31 @@ bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
         {all},
         std::min(options_.config.keep_alive_interval, deadline - absl::Now()));
     if (v.ok()) return true;
-    if (!absl::IsDeadlineExceeded(v.status())) return false;
+    if (!absl::IsDeadlineExceeded(v.status())) {
+      // Cancelled by a stop, or the store failed (a hung etcd: the wait
+      // found no member to hold it): no barrier to wait in.
+      if (absl::IsUnavailable(v.status())) {
+        store_lost_ = true;
+        DJ_LOG_WARNING(
+            "exit barrier of round {}: the rendezvous store does not answer "
+            "({}); leaving without it (this node's workers succeeded)",
+            round.round, v.status().message());
+      }
+      return false;
+    }
     if (AllMarkedOrGone(
             round, keys_.DonePrefix(round.round),
             [&](absl::string_view key) {
               return keys_.ParseDone(key, round.round);
             },
             &members)) {
+      if (store_lost_) {
+        DJ_LOG_WARNING(
+            "exit barrier of round {}: the rendezvous store does not answer; "
+            "leaving without it (this node's workers succeeded)",
+            round.round);
+        return false;
+      }
       return true;
     }
   }
@@ -1679,9 +1732,10 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     } else {
       // Brief: after a barrier that ended without everyone, the host may
       // be gone, and a call would wait out read_timeout.
-      ScopedCallDeadline brief(
-          all_finished ? absl::InfiniteFuture()
-                       : absl::Now() + options_.config.keep_alive_interval);
+      ScopedCallDeadline brief(all_finished && !store_lost_
+                                   ? absl::InfiniteFuture()
+                                   : absl::Now() +
+                                         options_.config.keep_alive_interval);
       (void)store_->Add(left, 1);
     }
   } else if (!store_lost_ && last_round_ >= 0 && ended_by_another) {

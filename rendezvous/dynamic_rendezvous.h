@@ -271,6 +271,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::string store_error_ ABSL_GUARDED_BY(wait_mu_);
   mutable absl::Mutex renewed_mu_;
   absl::Time renewed_at_ ABSL_GUARDED_BY(renewed_mu_) = absl::InfinitePast();
+  // When the first of the renewals failing since the last success began
+  // (InfiniteFuture: the last succeeded). The heartbeat thread's only.
+  absl::Time renew_failing_since_ = absl::InfiniteFuture();
   // The waiting key's value while this node asks to join (unset: it does
   // not), renewed with its lease: the round this node waits after and
   // whether it was closed, so that a wait past another round (or past the

@@ -197,7 +197,8 @@ void Supervisor::StopGroup(Running* running, absl::Time now) {
   running->stop_signal_number = signal_number;
   DJ_LOG_INFO("stopping the worker group: {} now, SIGKILL in {}",
               SignalName(signal_number),
-              absl::FormatDuration(running->kill_deadline - now));
+              absl::FormatDuration(absl::Trunc(running->kill_deadline - now,
+                                               absl::Milliseconds(100))));
   std::vector<int> dying;
   for (Running::Worker& w : running->workers) {
     if (w.exited) continue;

@@ -2,6 +2,7 @@
 with a deadline (never a fixed sleep), inspect the process tree, start
 agents in the background and find free ports."""
 
+import datetime
 import json
 import os
 import pathlib
@@ -68,6 +69,17 @@ def holds_for(condition, window, interval=0.05, what="condition"):
         if time.monotonic() > deadline:
             return
         time.sleep(interval)
+
+
+def log_time(log, text):
+    """The agent's own timestamp (epoch seconds) of its first log line
+    containing `text`: durations read from the agent's log do not depend on
+    how fast the harness ran on a loaded machine."""
+    for line in log.splitlines():
+        if text in line and line.startswith("["):
+            stamp = line[1:line.index(" ")]
+            return datetime.datetime.fromisoformat(stamp).timestamp()
+    raise AssertionError(f"no line with {text!r} in:\n{log}")
 
 
 def pid_alive(pid):

@@ -731,10 +731,14 @@ struct EtcdStore::Impl {
   // One keep-alive of lease `id` on the client's renewal stream; false
   // when etcd no longer knows the lease.
   absl::StatusOr<bool> KeepAlive(int64_t id) {
+    // read_timeout, as every other call: a renewal etcd does not answer
+    // within it is the store lost (DynamicRendezvous::RenewLease), not a
+    // wait of its own.
     const absl::Time start = absl::Now();
+    const absl::Duration budget = options.rpc_timeout;
     const absl::Time deadline =
-        std::min(start + absl::Seconds(5), ScopedCallDeadline::Current());
-    const bool whole_attempt = deadline == start + absl::Seconds(5);
+        std::min(start + budget, ScopedCallDeadline::Current());
+    const bool whole_attempt = deadline == start + budget;
     grpc::Status last;
     Backoff backoff(absl::Milliseconds(50), absl::Seconds(1));
     for (bool first = true; first || absl::Now() < deadline; first = false) {
@@ -773,7 +777,7 @@ struct EtcdStore::Impl {
         // A stream that answered nothing while a renewal waited a whole
         // attempt is taken for dead (a connection lost without a reset); one
         // that answers late is only slow (an overloaded etcd).
-        if (whole_attempt && absl::Now() - renew_answered >= absl::Seconds(5)) {
+        if (whole_attempt && absl::Now() - renew_answered >= budget) {
           renew_replace = true;
         }
         return absl::UnavailableError(absl::StrCat(

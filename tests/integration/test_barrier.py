@@ -7,7 +7,6 @@ before the last agent arrived; with --no-barrier the first one does; a pod
 that never comes makes every agent exit 138 naming it.
 """
 
-import datetime
 import json
 import os
 import signal
@@ -19,7 +18,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, Background, free_port, wait_for  # noqa: E402
+from harness import (PYTHON, Background, free_port, log_time,  # noqa: E402
+                     wait_for)
 
 CLEAN = {k: None for k in os.environ
          if k.startswith(("VC_", "VK_", "PET_", "DISTJOB_", "MASTER_"))
@@ -143,15 +143,6 @@ def test_no_barrier_starts_workers_at_once(job_factory):
     assert set(codes.values()) == {0}
     assert job.records()["ps-0"]["t"] < job.started["worker-1"]
     assert "start barrier" not in job.log("ps-0")
-
-
-def log_time(log, text):
-    """The agent's own timestamp of its first log line containing `text`."""
-    for line in log.splitlines():
-        if text in line:
-            stamp = line[1:line.index(" ")]
-            return datetime.datetime.fromisoformat(stamp).timestamp()
-    raise AssertionError(f"no line with {text!r} in:\n{log}")
 
 
 def test_missing_pod_fails_every_agent_naming_it(job_factory):

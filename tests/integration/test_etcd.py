@@ -5,6 +5,7 @@ same --rdzv-id starts clean. The rest of the rendezvous behaviour is the
 parameterised suite in test_rendezvous.py."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from etcd_cluster import etcd_cluster, own_etcd_cluster  # noqa: E402,F401
-from harness import free_ports, wait_for  # noqa: E402
+from harness import free_ports, log_time, wait_for  # noqa: E402
 from test_rendezvous import FAST, Job  # noqa: E402
 
 
@@ -189,3 +190,95 @@ def test_losing_the_whole_cluster_is_a_retryable_exit(etcd_job,
         assert rc == 138, job.log(i)
         assert "unreachable" in job.log(i), job.log(i)
         assert cluster.endpoints in job.log(i), job.log(i)
+
+
+
+def freeze(cluster):
+    """SIGSTOP every member: TCP still accepts, nothing answers (a hung
+    etcd, not a lost one). thaw() before the cluster is killed."""
+    for p in cluster.procs.values():
+        p.send_signal(signal.SIGSTOP)
+
+
+def thaw(cluster):
+    for p in cluster.procs.values():
+        p.send_signal(signal.SIGCONT)
+
+
+def span(log, first, last):
+    """Seconds between two of the agent's own log lines."""
+    return log_time(log, last) - log_time(log, first)
+
+
+def exit_line(job, i):
+    """The agent's last line, which it writes as it exits."""
+    return job.log(i).strip().splitlines()[-1]
+
+
+HUNG_CONF = "keep_alive_interval=0.5,read_timeout=3"
+
+
+def test_hung_etcd_during_training_is_a_lost_etcd(etcd_job,
+                                                  own_etcd_cluster):
+    cluster = own_etcd_cluster
+    job = etcd_job(cluster, nnodes="2", conf=HUNG_CONF)
+    for i in range(2):
+        job.start(i)
+    job.wait_round(["node0", "node1"])
+    freeze(cluster)
+    try:
+        for i in range(2):
+            assert job.procs[i].wait(60) == 138, job.log(i)
+            log = job.log(i)
+            # The lease renewal that began before the freeze (one interval
+            # at most) and found no answer within read_timeout: the store
+            # is lost, the workers stopped, and the agent out within 1 s.
+            lost = span(log, "runs [", "rendezvous membership changed")
+            assert lost < 0.5 + 3 + 1, log
+            assert span(log, "rendezvous membership changed",
+                        exit_line(job, i)) < 1, log
+            assert "138" in (job.dir / f"t{i}").read_text(), log
+    finally:
+        thaw(cluster)
+
+
+def test_hung_etcd_in_the_exit_barrier_ends_it(etcd_job, own_etcd_cluster):
+    # node0's worker succeeds at once; node1's trains on. etcd hangs while
+    # node0 waits in its exit barrier (300 s by default).
+    cluster = own_etcd_cluster
+    job = etcd_job(cluster, nnodes="2", conf=HUNG_CONF)
+    for i in range(2):
+        job.start(i, env={"TEST_FAIL_ONCE": "node0", "TEST_FAIL_CODE": "0"})
+    wait_for(lambda: "exit barrier of round" in job.log(0), 60,
+             what="node0 in its exit barrier")
+    freeze(cluster)
+    try:
+        # Its workers succeeded: the barrier is given up, not the job.
+        assert job.procs[0].wait(60) == 0, job.log(0)
+        assert span(job.log(0), "exit barrier of round",
+                    exit_line(job, 0)) < 3 + 1 + 1, job.log(0)
+        assert job.procs[1].wait(60) == 138, job.log(1)
+    finally:
+        thaw(cluster)
+
+
+def test_stop_signal_with_etcd_hung_ends_within_a_second(etcd_job,
+                                                         own_etcd_cluster):
+    # Default read_timeout (60 s): nothing may wait for etcd's answer.
+    cluster = own_etcd_cluster
+    job = etcd_job(cluster, nnodes="2", conf="keep_alive_interval=0.5")
+    for i in range(2):
+        job.start(i)
+    job.wait_round(["node0", "node1"])
+    freeze(cluster)
+    try:
+        job.procs[0].send_signal(signal.SIGTERM)
+        assert job.procs[0].wait(60) == 128 + signal.SIGTERM, job.log(0)
+        log = job.log(0)
+        # The worker stops at once on SIGTERM; the agent is out within a
+        # second of it (the 0.5 s its goodbyes to etcd may take, once the
+        # stop's 0.5 s grace for the rendezvous passed), message written.
+        assert span(log, "received SIGTERM", exit_line(job, 0)) < 1 + 0.3, log
+        assert "143" in (job.dir / "t0").read_text(), log
+    finally:
+        thaw(cluster)
