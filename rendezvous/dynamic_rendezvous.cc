@@ -1751,14 +1751,17 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
   }
   closed_ = true;
   {
-    // A store that stopped answering gets one keep-alive interval for its
-    // goodbyes (etcd revokes this node's leases on Close), not each call's
-    // own budget (5 s a revocation) on the way to a retryable exit.
+    // A store that stopped answering, or that this node never formed a
+    // round in (a join that timed out may have waited on a hung etcd),
+    // gets a second at most for its goodbyes (etcd revokes this node's
+    // leases on Close, which run out anyway), not each call's own budget
+    // (read_timeout a revocation) on the way to a retryable exit.
     const absl::Time caller = ScopedCallDeadline::Current();
-    ScopedCallDeadline brief(
-        store_lost_ ? std::min(caller, absl::Now() +
-                                           options_.config.keep_alive_interval)
-                    : caller);
+    const absl::Duration goodbyes =
+        std::min(options_.config.keep_alive_interval, absl::Seconds(1));
+    ScopedCallDeadline brief(store_lost_ || last_round_ < 0
+                                 ? std::min(caller, absl::Now() + goodbyes)
+                                 : caller);
     store_->Close();
   }
   StopThreads();

@@ -282,3 +282,22 @@ def test_stop_signal_with_etcd_hung_ends_within_a_second(etcd_job,
         assert "143" in (job.dir / "t0").read_text(), log
     finally:
         thaw(cluster)
+
+
+def test_hung_etcd_while_joining_keeps_join_timeout(etcd_job,
+                                                    own_etcd_cluster):
+    cluster = own_etcd_cluster
+    job = etcd_job(cluster, nnodes="2", conf=HUNG_CONF + ",join_timeout=5")
+    job.start(0)  # its peer never comes
+    wait_for(lambda: "waiting for nodes to join" in job.log(0), 30,
+             what="the agent waiting for its peer")
+    freeze(cluster)
+    try:
+        assert job.procs[0].wait(60) == 138, job.log(0)
+        log = job.log(0)
+        # join_timeout from the start of the rendezvous, and the agent out
+        # within a second of it.
+        assert span(log, "rendezvous over etcd", exit_line(job, 0)) < 5 + 1, (
+            log)
+    finally:
+        thaw(cluster)
