@@ -28,6 +28,7 @@
 #include "discovery/accelerators.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/pem_files.h"
 #include "supervisor/signal_names.h"
 #include "supervisor/worker_logs.h"
 
@@ -55,6 +56,22 @@ absl::StatusOr<int> ParseNprocValue(absl::string_view v) {
                      "a device type: cuda, xpu)"));
   }
   return *n;
+}
+
+// The etcd backend's TLS files, parsed now: one that is not PEM would
+// otherwise show only as handshakes failing until the join timeout.
+absl::Status CheckEtcdTlsFiles(const EtcdStoreOptions& etcd) {
+  if (!etcd.ca_cert.empty()) {
+    auto ca = ReadPemCertificates("--rdzv-conf ca_cert", etcd.ca_cert);
+    if (!ca.ok()) return ca.status();
+  }
+  if (etcd.cert.empty()) return absl::OkStatus();
+  auto cert = ReadPemCertificates("--rdzv-conf cert", etcd.cert);
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPemPrivateKey("--rdzv-conf key", etcd.key);
+  if (!key.ok()) return key.status();
+  return CheckKeyMatchesCertificate(*cert, "--rdzv-conf cert", etcd.cert, *key,
+                                    "--rdzv-conf key", etcd.key);
 }
 
 }  // namespace
@@ -389,6 +406,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     auto etcd = ParseEtcdOptions(launch.rdzv_endpoint, launch.rdzv_conf,
                                  launch.rdzv_id);
     if (!etcd.ok()) return etcd.status();
+    if (absl::Status s = CheckEtcdTlsFiles(*etcd); !s.ok()) return s;
   }
   // Read now: a secret or certificate that does not load must end the run
   // before anything listens or waits.

@@ -34,9 +34,12 @@ absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
   in.nnodes = d.nnodes;
   in.layout_given = d.layout_given;
   if (!d.pod_labels_file.empty()) {
-    const std::string text = ReadSmallFile(d.pod_labels_file, 64 << 10);
+    // A pod's labels are a few KiB; the bound is far past any.
+    auto text = ReadInputFile("--pod-labels-file", d.pod_labels_file,
+                              size_t{256} << 10);
+    if (!text.ok()) return text.status();
     auto labels = ParseDownwardApiLabels(
-        text, absl::StrCat("labels file ", d.pod_labels_file));
+        *text, absl::StrCat("labels file ", d.pod_labels_file));
     if (!labels.ok()) return labels.status();
     in.labels = *std::move(labels);
     in.labels_origin = absl::StrCat("file ", d.pod_labels_file);
