@@ -58,6 +58,17 @@ absl::StatusOr<int> ParseNprocValue(absl::string_view v) {
   return *n;
 }
 
+// ROLE_NAME, a store key part and a log prefix: one short printable word
+// (torch's role names are Python identifiers).
+absl::Status CheckRole(const std::string& role) {
+  bool printable = !role.empty();
+  for (const char c : role) printable = printable && c >= 0x21 && c <= 0x7e;
+  if (printable && role.size() <= kMaxRoleBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--role ", QuoteForMessage(role), ": give 1 to ",
+                   kMaxRoleBytes, " printable ASCII characters, no spaces"));
+}
+
 // The etcd backend's TLS files, parsed now: one that is not PEM would
 // otherwise show only as handshakes failing until the join timeout.
 absl::Status CheckEtcdTlsFiles(const EtcdStoreOptions& etcd) {
@@ -361,6 +372,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
         "no command to run; usage: distjob-agent run [options] [--] COMMAND "
         "[ARGS...]");
   }
+  if (absl::Status s = CheckRole(launch.role); !s.ok()) return s;
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();
   launch.nproc = *nproc;

@@ -39,6 +39,23 @@ TEST(RunFlagsTest, StandaloneFromEnvEvenWhenEmptyOverridesRendezvous) {
   EXPECT_EQ(o->launch.max_nodes, 1);
 }
 
+TEST(RunFlagsTest, RoleIsShortPrintableAscii) {
+  const std::string longest(kMaxRoleBytes, 'r');
+  auto o = ParseRunOptions({"--role", longest, "x"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch.role, longest);
+  for (const std::string& role :
+       {longest + "r", std::string(""), std::string("a b"),
+        std::string("a\x1b[2J"), std::string("tr\xc3\xa4ner"),
+        std::string("a\nb")}) {
+    auto bad = ParseRunOptions({"--role", role, "x"}, {});
+    ASSERT_FALSE(bad.ok()) << role;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message().rfind("--role ", 0), 0u) << bad.status();
+    EXPECT_EQ(bad.status().message().find('\n'), std::string::npos);
+  }
+}
+
 // Found at start, naming the file, rather than as handshakes failing until
 // the join timeout.
 TEST(RunFlagsTest, EtcdTlsFilesThatDoNotLoadAreRefused) {
