@@ -134,7 +134,15 @@ absl::StatusOr<Cluster> ReadVolcanoPeers(const std::string& dir,
                                          const EnvMap& env) {
   Cluster cluster;
   std::set<std::string> env_tasks;  // upper-case names already covered
-  if (DIR* d = opendir(dir.c_str())) {
+  DIR* d = opendir(dir.c_str());
+  struct stat st {};
+  if (d == nullptr && errno == ENOTDIR && stat(dir.c_str(), &st) == 0) {
+    // Absent means "not Volcano"; a file or FIFO there is a wrong flag.
+    return absl::InvalidArgumentError(
+        absl::StrCat(FileLabel("--volcano-dir", dir), ": ",
+                     FileKind(st.st_mode), ", not a directory"));
+  }
+  if (d != nullptr) {
     std::vector<std::string> files;
     while (dirent* entry = readdir(d)) {
       absl::string_view name = entry->d_name;
