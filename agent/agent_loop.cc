@@ -230,6 +230,8 @@ class AgentRun {
       DJ_LOG_ERROR("{}", observed.message());
       return Fail("error", kExitBadConfig);
     }
+    WarnOfUnwritableOutputs(options_.outcome.termination_log,
+                            options_.outcome.error_file);
     if (std::optional<int> failed = StartTrainerStatus()) return failed;
     supervisor_->set_on_group_running([this](bool running) {
       if (handed_over_) return;  // the servers are the inner's now

@@ -1,5 +1,6 @@
 #include "agent/event_log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/console_writer.h"
+#include "common/files.h"
 #include "common/logging.h"
 
 namespace distjob {
@@ -47,11 +49,22 @@ absl::Status EventLog::Open(absl::string_view spec) {
     return absl::OkStatus();
   }
   const std::string path(spec.substr(kFilePrefix.size()));
-  std::FILE* file = std::fopen(path.c_str(), "ae");
+  // Non-blocking: a FIFO there is a warning and no event log, never a
+  // start (or an event) that waits for its reader.
+  absl::StatusOr<int> fd =
+      OpenOutputFile("--event-log-handler", path, O_APPEND);
+  if (absl::IsFailedPrecondition(fd.status())) {
+    DJ_LOG_WARNING("{}", fd.status().message());
+    return absl::OkStatus();
+  }
+  if (!fd.ok()) return absl::InvalidArgumentError(fd.status().message());
+  std::FILE* file = fdopen(*fd, "a");
   if (file == nullptr) {
+    const int error = errno;
+    close(*fd);
     return absl::InvalidArgumentError(
-        absl::StrCat("--event-log-handler: cannot open '", path,
-                     "' for appending: ", std::strerror(errno)));
+        absl::StrCat(FileLabel("--event-log-handler", path),
+                     ": cannot open: ", std::strerror(error)));
   }
   out_ = file;
   owned_ = true;

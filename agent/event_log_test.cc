@@ -1,5 +1,8 @@
 #include "agent/event_log.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -66,8 +69,20 @@ TEST(EventLogTest, UnopenableFileNamesTheFlagAndPath) {
   absl::Status opened = log.Open("file:/nonexistent-dir/events");
   EXPECT_TRUE(absl::IsInvalidArgument(opened));
   EXPECT_THAT(std::string(opened.message()),
-              HasSubstr("--event-log-handler: cannot open "
-                        "'/nonexistent-dir/events'"));
+              HasSubstr("--event-log-handler '/nonexistent-dir/events': "
+                        "cannot open"));
+}
+
+// A FIFO nobody reads blocked the open (and one with a reader, the
+// events): it is skipped with a warning, the run goes on.
+TEST(EventLogTest, AFifoIsSkippedWithoutBlocking) {
+  const std::string path = std::string(::testing::TempDir()) + "/events.fifo";
+  unlink(path.c_str());
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  EventLog log;
+  EXPECT_TRUE(log.Open("file:" + path).ok());
+  log.Emit("started", Json::object());  // writes nothing, blocks nothing
+  unlink(path.c_str());
 }
 
 TEST(EventLogTest, NullWritesNothing) {

@@ -8,7 +8,9 @@
 #include <event2/listener.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <sys/eventfd.h>
@@ -19,11 +21,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 
 namespace distjob {
 namespace {
@@ -31,6 +35,8 @@ namespace {
 // A request is its head only (GET, HEAD): larger is not a scrape or probe.
 constexpr ev_ssize_t kMaxHeaders = 8192;
 constexpr ev_ssize_t kMaxBody = 1024;
+// A PEM chain is a few tens of KB; a wrong path (a log) is not read whole.
+constexpr size_t kMaxPemBytes = size_t{1} << 20;
 
 // A non-blocking socket listening on `port` of every address of `family`.
 int ListenSocket(int family, int port) {
@@ -76,21 +82,51 @@ int BoundPort(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
 }
 
-// OpenSSL's reason for the last failure, or the file's own error when it
-// cannot be read at all (OpenSSL would only say "system lib").
-std::string LoadError(const std::string& path) {
-  if (FILE* f = std::fopen(path.c_str(), "r")) {
-    std::fclose(f);
-  } else {
-    ERR_clear_error();
-    return std::strerror(errno);
-  }
-  // The first error is the cause ("no start line"); the last is SSL's
-  // summary ("PEM lib").
+// OpenSSL's reason for the last failure: the first error is the cause
+// ("no start line"); the last is SSL's summary ("PEM lib").
+std::string LoadError() {
   const unsigned long code = ERR_peek_error();  // NOLINT(runtime/int)
   ERR_clear_error();
   const char* reason = ERR_reason_error_string(code);
   return reason != nullptr ? reason : "not a PEM file OpenSSL can use";
+}
+
+using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
+
+Bio MemBio(const std::string& pem) {
+  return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())),
+             BIO_free);
+}
+
+// The first certificate of `pem` is the server's, the others its chain,
+// as SSL_CTX_use_certificate_chain_file reads a file; from memory, so the
+// file is read once, by the one input reader.
+bool UseCertificateChain(SSL_CTX* tls, const std::string& pem) {
+  Bio bio = MemBio(pem);
+  if (bio == nullptr) return false;
+  X509* leaf = PEM_read_bio_X509_AUX(bio.get(), nullptr, nullptr, nullptr);
+  if (leaf == nullptr) return false;
+  const bool used = SSL_CTX_use_certificate(tls, leaf) == 1;
+  X509_free(leaf);
+  if (!used) return false;
+  while (X509* ca = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    if (SSL_CTX_add0_chain_cert(tls, ca) != 1) {
+      X509_free(ca);
+      return false;
+    }
+  }
+  ERR_clear_error();  // the end of the chain reads as "no start line"
+  return true;
+}
+
+bool UsePrivateKey(SSL_CTX* tls, const std::string& pem) {
+  Bio bio = MemBio(pem);
+  if (bio == nullptr) return false;
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
+  if (key == nullptr) return false;
+  const bool used = SSL_CTX_use_PrivateKey(tls, key) == 1;
+  EVP_PKEY_free(key);
+  return used;
 }
 
 // True when the last OpenSSL failure was a key that is not the
@@ -108,6 +144,14 @@ absl::StatusOr<SSL_CTX*> LoadTls(const HttpServerOptions& options) {
             : "--metrics-tls-cert needs --metrics-tls-key: give both or "
               "neither");
   }
+  // Both read before anything is made of them: a FIFO or a device there
+  // is exit 2 at once, not a start that hangs.
+  auto cert_pem =
+      ReadInputFile("--metrics-tls-cert", options.tls_cert, kMaxPemBytes);
+  if (!cert_pem.ok()) return cert_pem.status();
+  auto key_pem =
+      ReadInputFile("--metrics-tls-key", options.tls_key, kMaxPemBytes);
+  if (!key_pem.ok()) return key_pem.status();
   SSL_CTX* tls = SSL_CTX_new(TLS_server_method());
   if (tls == nullptr) {
     return absl::InternalError("--metrics-tls-cert: cannot create a context");
@@ -118,18 +162,16 @@ absl::StatusOr<SSL_CTX*> LoadTls(const HttpServerOptions& options) {
                    ": does not match the certificate in ", options.tls_cert);
   absl::Status status;
   ERR_clear_error();
-  if (SSL_CTX_use_certificate_chain_file(tls, options.tls_cert.c_str()) != 1) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-tls-cert ", options.tls_cert,
-        ": cannot load the certificate: ", LoadError(options.tls_cert),
-        "; give a PEM certificate (chain) file"));
-  } else if (SSL_CTX_use_PrivateKey_file(tls, options.tls_key.c_str(),
-                                         SSL_FILETYPE_PEM) != 1) {
+  if (!UseCertificateChain(tls, *cert_pem)) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("--metrics-tls-cert ", options.tls_cert,
+                     ": cannot load the certificate: ", LoadError(),
+                     "; give a PEM certificate (chain) file"));
+  } else if (!UsePrivateKey(tls, *key_pem)) {
     status = absl::InvalidArgumentError(
         KeyMismatch() ? mismatch
                       : absl::StrCat("--metrics-tls-key ", options.tls_key,
-                                     ": cannot load the key: ",
-                                     LoadError(options.tls_key),
+                                     ": cannot load the key: ", LoadError(),
                                      "; give an unencrypted PEM private key"));
   } else if (SSL_CTX_check_private_key(tls) != 1) {
     status = absl::InvalidArgumentError(mismatch);

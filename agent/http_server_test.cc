@@ -207,8 +207,8 @@ TEST(HttpServerTlsTest, FilesThatDoNotLoadNameTheFlagAndFile) {
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(server.status().message(),
-              HasSubstr("--metrics-tls-cert /nonexistent/cert.pem: cannot "
-                        "load the certificate: No such file or directory"));
+              HasSubstr("--metrics-tls-cert '/nonexistent/cert.pem': cannot "
+                        "open: No such file or directory"));
   options.tls_cert = "";
   server = HttpServer::Start(options, &metrics);
   ASSERT_FALSE(server.ok());

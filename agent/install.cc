@@ -13,6 +13,7 @@
 #include "agent/flag_parser.h"
 #include "agent/subcommand_flags.h"
 #include "common/errno_status.h"
+#include "common/files.h"
 
 namespace distjob {
 namespace {
@@ -21,9 +22,11 @@ absl::Status CopyFile(const std::string& source, const std::string& target) {
   const int in = open(source.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return ErrnoError(errno, absl::StrCat("open ", source));
   absl::Cleanup close_in = [in] { close(in); };
-  const int out =
-      open(target.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-  if (out < 0) return ErrnoError(errno, absl::StrCat("create ", target));
+  // Non-blocking: a FIFO where the binary goes must not hang the init
+  // container (often PID 1, where a stop signal without a handler is lost).
+  absl::StatusOr<int> opened = OpenOutputFile("install", target, O_TRUNC);
+  if (!opened.ok()) return opened.status();
+  const int out = *opened;
   absl::Cleanup close_out = [out] { close(out); };
   char buffer[1 << 16];
   while (true) {

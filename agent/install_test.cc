@@ -47,6 +47,19 @@ TEST(InstallAgentTest, CopiesExecutableAndCreatesTorchrunLink) {
   EXPECT_STREQ(link, "distjob-agent");
 }
 
+// The copy's file opened blocking would wait forever for a FIFO's reader.
+TEST(InstallAgentTest, AFifoWhereTheCopyGoesIsRefusedWithoutBlocking) {
+  const std::string root = TempDir();
+  const std::string source = root + "/source";
+  std::ofstream(source) << "#!/bin/sh\n";
+  const std::string dir = root + "/shared";
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(mkfifo((dir + "/distjob-agent.tmp").c_str(), 0600), 0);
+  absl::Status status = InstallAgent(source, dir);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("FIFO"), std::string::npos) << status;
+}
+
 TEST(InstallAgentTest, MissingSourceNamesThePath) {
   const std::string root = TempDir();
   absl::Status status = InstallAgent(root + "/nope", root + "/shared");

@@ -6,6 +6,9 @@
 // launches and supervises the workers, and returns the exit code whose
 // class tells the operator what to do next. The other subcommands inspect
 // (env, status, health) or install (install) without launching anything.
+#include <sys/signalfd.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +21,7 @@
 #include "agent/agent_loop.h"
 #include "agent/completion.h"
 #include "agent/env_command.h"
+#include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "agent/install.h"
 #include "agent/nested_launcher.h"
@@ -85,17 +89,52 @@ void ReportBadConfig(const std::string& problem, const EnvMap& env) {
 
 int PrintCompletion(const std::string& shell, const EnvMap& env);
 
+// A stop signal before the supervisor reads them (the handover request):
+// the exit it would have given, with its termination message.
+int StoppedAtStart(const sigset_t& stops, const EnvMap& env) {
+  sigset_t pending;
+  sigpending(&pending);
+  int sig = SIGTERM;
+  for (int s = 1; s < NSIG; ++s) {
+    if (sigismember(&stops, s) == 1 && sigismember(&pending, s) == 1) {
+      sig = s;
+      break;
+    }
+  }
+  RunReport report;
+  report.outcome = "stopped";
+  report.exit_code = ExitCodeForSignal(sig);
+  report.stop_signal = sig;
+  report.detail = StoppedWhileWaiting(sig, "the outer agent's handover");
+  DJ_LOG_INFO("{}", report.detail);
+  const std::string path = Lookup(env, "DISTJOB_TERMINATION_LOG")
+                               .value_or(OutcomeOptions().termination_log);
+  if (!path.empty()) {
+    (void)WriteTerminationMessage(path, FormatTerminationMessage(report));
+  }
+  return report.exit_code;
+}
+
 // An agent started below another agent's worker (its marker in `*env`)
 // asks that agent to step aside and takes over its settings (into `*env`,
 // where unset); `*key_suffix`: where its rendezvous keys go. Returns the
 // exit code when it must not run (the outer cannot hand over). A marker
 // nobody answers is stale: this agent runs as the top-level one.
-std::optional<int> TakeOverFromOuter(EnvMap* env, std::string* key_suffix) {
+std::optional<int> TakeOverFromOuter(EnvMap* env, std::string* key_suffix,
+                                     const std::vector<int>& stop_signals) {
   const std::optional<std::string> marker = Lookup(*env, kOuterAgentVariable);
   if (!marker.has_value()) return std::nullopt;
   env->erase(kOuterAgentVariable);
   unsetenv(kOuterAgentVariable);  // not for a launcher it hands over to
-  auto reply = AskOuterToStepAside(*marker, absl::Seconds(30));
+  // The stop signals are blocked (BlockAsyncSignalsAtStartup): a signalfd
+  // of them turns readable when one is pending, without taking it.
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : stop_signals) sigaddset(&stops, sig);
+  const int stop_fd = signalfd(-1, &stops, SFD_CLOEXEC | SFD_NONBLOCK);
+  auto reply = AskOuterToStepAside(*marker, absl::Seconds(30), stop_fd);
+  if (stop_fd >= 0) close(stop_fd);
+  if (absl::IsCancelled(reply.status())) return StoppedAtStart(stops, *env);
   if (!reply.ok()) {
     DJ_LOG_WARNING(
         "{} names no running agent ({}): running as the job's only "
@@ -142,7 +181,8 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
   std::string key_suffix;
   if (options.ok() && options->launch.print_completion.empty()) {
     // Before anything binds or joins: one launcher per job, always.
-    if (std::optional<int> code = TakeOverFromOuter(&run_env, &key_suffix)) {
+    if (std::optional<int> code = TakeOverFromOuter(
+            &run_env, &key_suffix, options->supervisor.stop_signals)) {
       return *code;
     }
     if (!key_suffix.empty() || run_env.size() != env.size()) {

@@ -45,14 +45,26 @@ int MillisLeft(absl::Time deadline) {
 }
 
 // Reads until `end` is seen, EOF, `max` bytes or `deadline`.
+// Waits until `fd` has `events` or `deadline`; false at the deadline, or
+// as soon as `stop_fd` (if >= 0) is readable.
+bool PollUntil(int fd, short events, absl::Time deadline, int stop_fd) {
+  for (;;) {
+    pollfd p[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
+    const int ms = MillisLeft(deadline);
+    if (ms == 0) return false;
+    const int n = poll(p, stop_fd >= 0 ? 2 : 1, ms);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || p[1].revents != 0) return false;
+    return true;
+  }
+}
+
 std::string ReadBounded(int fd, size_t max, absl::Time deadline,
-                        absl::string_view end) {
+                        absl::string_view end, int stop_fd = -1) {
   std::string data;
   char buf[1024];
   while (data.size() < max && !absl::StrContains(data, end)) {
-    pollfd p{fd, POLLIN, 0};
-    const int ms = MillisLeft(deadline);
-    if (ms == 0 || poll(&p, 1, ms) <= 0) break;
+    if (!PollUntil(fd, POLLIN, deadline, stop_fd)) break;
     const ssize_t n = read(fd, buf, std::min(sizeof(buf), max - data.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -61,12 +73,11 @@ std::string ReadBounded(int fd, size_t max, absl::Time deadline,
   return data;
 }
 
-bool WriteAll(int fd, const std::string& data, absl::Time deadline) {
+bool WriteAll(int fd, const std::string& data, absl::Time deadline,
+              int stop_fd = -1) {
   size_t done = 0;
   while (done < data.size()) {
-    pollfd p{fd, POLLOUT, 0};
-    const int ms = MillisLeft(deadline);
-    if (ms == 0 || poll(&p, 1, ms) <= 0) return false;
+    if (!PollUntil(fd, POLLOUT, deadline, stop_fd)) return false;
     const ssize_t n =
         send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -271,7 +282,8 @@ void HandoverServer::Answer(int conn) {
 }
 
 absl::StatusOr<HandoverReply> AskOuterToStepAside(const std::string& path,
-                                                  absl::Duration timeout) {
+                                                  absl::Duration timeout,
+                                                  int stop_fd) {
   const absl::Time deadline = absl::Now() + timeout;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -289,10 +301,15 @@ absl::StatusOr<HandoverReply> AskOuterToStepAside(const std::string& path,
         absl::StrCat("cannot connect to ", path, ": ", std::strerror(err)));
   }
   std::string reply;
-  if (WriteAll(fd, kRequest, deadline)) {
-    reply = ReadBounded(fd, kMaxReply, deadline, "end\n");
+  if (WriteAll(fd, kRequest, deadline, stop_fd)) {
+    reply = ReadBounded(fd, kMaxReply, deadline, "end\n", stop_fd);
   }
   close(fd);
+  pollfd stop{stop_fd, POLLIN, 0};
+  if (stop_fd >= 0 && poll(&stop, 1, 0) > 0) {
+    return absl::CancelledError(
+        absl::StrCat("stopped while waiting for the answer on ", path));
+  }
   if (reply.empty()) {
     return absl::UnavailableError(absl::StrCat(
         "no answer on ", path, " within ", absl::FormatDuration(timeout)));

@@ -86,8 +86,12 @@ class HandoverServer {
 
 // The inner side: asks the outer agent at `path` to step aside, within
 // `timeout`. Unavailable: no agent listens there (a stale marker).
+// Cancelled as soon as `stop_fd` (when >= 0; a signalfd of the stop
+// signals, which the agent holds blocked until its supervisor reads them)
+// is readable: a stop signal must not wait out the timeout.
 absl::StatusOr<HandoverReply> AskOuterToStepAside(const std::string& path,
-                                                  absl::Duration timeout);
+                                                  absl::Duration timeout,
+                                                  int stop_fd = -1);
 
 }  // namespace distjob
 

@@ -1,9 +1,14 @@
 #include "agent/outer_agent.h"
 
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -48,6 +53,31 @@ TEST(OuterAgentTest, StaleMarkerIsUnavailable) {
   auto reply =
       AskOuterToStepAside("/nonexistent/distjob/agent.sock", absl::Seconds(1));
   EXPECT_TRUE(absl::IsUnavailable(reply.status())) << reply.status();
+}
+
+// The request is made while the stop signals are blocked: a readable
+// stop_fd (their signalfd) ends the wait at once, not after the timeout.
+TEST(OuterAgentTest, AStopEndsTheWaitForAnOuterThatDoesNotAnswer) {
+  // Bazel's TempDir is too long for a socket's 108 bytes.
+  char dir[] = "/tmp/outer-test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/silent.sock";
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);
+  ASSERT_EQ(listen(listener, 4), 0);         // never accepted, never answered
+  const int stop = eventfd(1, EFD_CLOEXEC);  // readable: a stop is pending
+  ASSERT_GE(stop, 0);
+  auto reply = AskOuterToStepAside(path, absl::Seconds(600), stop);
+  EXPECT_TRUE(absl::IsCancelled(reply.status())) << reply.status();
+  close(stop);
+  close(listener);
+  unlink(path.c_str());
+  rmdir(dir);
 }
 
 TEST(OuterAgentTest, AnswersAChildNotItself) {

@@ -30,11 +30,13 @@ size_t Utf8SequenceLength(unsigned char c) {
 // of it, so a runaway one cannot exhaust the agent's memory.
 constexpr size_t kMaxErrorFileBytes = size_t{1} << 20;
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view data) {
-  const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", path));
+// Opened non-blocking: a FIFO there (with or without a reader) is refused
+// at once, never an exit that waits on it.
+absl::Status WriteOutputFile(absl::string_view named_by,
+                             const std::string& path, absl::string_view data) {
+  absl::StatusOr<int> opened = OpenOutputFile(named_by, path, O_TRUNC);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = write(fd, data.data() + done, data.size() - done);
@@ -174,9 +176,21 @@ std::optional<int> EndedJobExitCode(absl::string_view message) {
   return code;
 }
 
+void WarnOfUnwritableOutputs(const std::string& termination_log,
+                             const std::string& error_file) {
+  if (!termination_log.empty()) {
+    absl::Status s = CheckOutputFile("--termination-log", termination_log);
+    if (!s.ok()) DJ_LOG_WARNING("{}", s.message());
+  }
+  if (!error_file.empty()) {
+    absl::Status s = CheckOutputFile("--error-file", error_file);
+    if (!s.ok()) DJ_LOG_WARNING("{}", s.message());
+  }
+}
+
 absl::Status WriteTerminationMessage(const std::string& path,
                                      absl::string_view message) {
-  return WriteFileAtomically(path, message);
+  return WriteOutputFile("--termination-log", path, message);
 }
 
 namespace {
@@ -254,7 +268,7 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
             {"timestamp", absl::StrCat(absl::ToUnixSeconds(cause.time))}}}}}};
   }
   root["message"]["errorCode"] = cause.exit_code;
-  return WriteFileAtomically(path, DumpJson(root));
+  return WriteOutputFile("--error-file", path, DumpJson(root));
 }
 
 }  // namespace distjob

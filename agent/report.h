@@ -76,6 +76,12 @@ std::string FormatRootCauseBlock(const RootCause& cause);
 // that node's termination message put it; nullopt when it says none.
 std::optional<int> EndedJobExitCode(absl::string_view message);
 
+// Warns (once, at start) of a --termination-log or --error-file that is a
+// FIFO, socket or directory: it is skipped at the exit, which must never
+// block on it (common/files.h OpenOutputFile).
+void WarnOfUnwritableOutputs(const std::string& termination_log,
+                             const std::string& error_file);
+
 // Writes `message` to `path`, replacing it. Errors name the path.
 absl::Status WriteTerminationMessage(const std::string& path,
                                      absl::string_view message);

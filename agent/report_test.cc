@@ -1,5 +1,6 @@
 #include "agent/report.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -171,6 +172,22 @@ TEST(ReportTest, UnwritablePathIsAnErrorNamingIt) {
   absl::Status s = WriteTerminationMessage("/nonexistent/dir/log", "x");
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/nonexistent/dir/log"), std::string::npos);
+}
+
+// The exit must never wait on a FIFO, read or not.
+TEST(ReportTest, AFifoIsRefusedWithoutBlockingTheExit) {
+  const std::string path = TempPath("termination.fifo");
+  unlink(path.c_str());
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  absl::Status s = WriteTerminationMessage(path, "x");
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("--termination-log"), std::string::npos) << s;
+  RootCause cause;
+  cause.exit_code = 1;
+  s = WriteRootCauseErrorFile(path, cause);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("--error-file"), std::string::npos) << s;
+  unlink(path.c_str());
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "discovery/accelerators.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/pem_files.h"
 #include "supervisor/signal_names.h"
 #include "supervisor/worker_logs.h"
 
@@ -55,6 +56,33 @@ absl::StatusOr<int> ParseNprocValue(absl::string_view v) {
                      "a device type: cuda, xpu)"));
   }
   return *n;
+}
+
+// ROLE_NAME, a store key part and a log prefix: one short printable word
+// (torch's role names are Python identifiers).
+absl::Status CheckRole(const std::string& role) {
+  bool printable = !role.empty();
+  for (const char c : role) printable = printable && c >= 0x21 && c <= 0x7e;
+  if (printable && role.size() <= kMaxRoleBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--role ", QuoteForMessage(role), ": give 1 to ",
+                   kMaxRoleBytes, " printable ASCII characters, no spaces"));
+}
+
+// The etcd backend's TLS files, parsed now: one that is not PEM would
+// otherwise show only as handshakes failing until the join timeout.
+absl::Status CheckEtcdTlsFiles(const EtcdStoreOptions& etcd) {
+  if (!etcd.ca_cert.empty()) {
+    auto ca = ReadPemCertificates("--rdzv-conf ca_cert", etcd.ca_cert);
+    if (!ca.ok()) return ca.status();
+  }
+  if (etcd.cert.empty()) return absl::OkStatus();
+  auto cert = ReadPemCertificates("--rdzv-conf cert", etcd.cert);
+  if (!cert.ok()) return cert.status();
+  auto key = ReadPemPrivateKey("--rdzv-conf key", etcd.key);
+  if (!key.ok()) return key.status();
+  return CheckKeyMatchesCertificate(*cert, "--rdzv-conf cert", etcd.cert, *key,
+                                    "--rdzv-conf key", etcd.key);
 }
 
 }  // namespace
@@ -344,6 +372,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
         "no command to run; usage: distjob-agent run [options] [--] COMMAND "
         "[ARGS...]");
   }
+  if (absl::Status s = CheckRole(launch.role); !s.ok()) return s;
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();
   launch.nproc = *nproc;
@@ -389,6 +418,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     auto etcd = ParseEtcdOptions(launch.rdzv_endpoint, launch.rdzv_conf,
                                  launch.rdzv_id);
     if (!etcd.ok()) return etcd.status();
+    if (absl::Status s = CheckEtcdTlsFiles(*etcd); !s.ok()) return s;
   }
   // Read now: a secret or certificate that does not load must end the run
   // before anything listens or waits.

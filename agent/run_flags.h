@@ -28,6 +28,9 @@ std::string RunHelp();
 // it keeps every rendezvous key far below the store's 4096-byte limit.
 inline constexpr size_t kMaxRdzvIdBytes = 256;
 
+// --role's longest accepted value (printable ASCII, no spaces).
+inline constexpr size_t kMaxRoleBytes = 63;
+
 // "N" or "MIN:MAX" with 0 < MIN <= MAX.
 absl::Status ParseNnodes(absl::string_view value, int* min_nodes,
                          int* max_nodes);

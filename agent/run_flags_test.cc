@@ -1,6 +1,8 @@
 #include "agent/run_flags.h"
 
 #include <csignal>
+#include <cstdio>
+#include <string>
 
 #include "common/environment.h"
 #include "gtest/gtest.h"
@@ -35,6 +37,45 @@ TEST(RunFlagsTest, StandaloneFromEnvEvenWhenEmptyOverridesRendezvous) {
   EXPECT_EQ(o->launch.rdzv_backend, RdzvBackend::kC10d);
   EXPECT_EQ(o->launch.rdzv_endpoint, "localhost:0");
   EXPECT_EQ(o->launch.max_nodes, 1);
+}
+
+TEST(RunFlagsTest, RoleIsShortPrintableAscii) {
+  const std::string longest(kMaxRoleBytes, 'r');
+  auto o = ParseRunOptions({"--role", longest, "x"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->launch.role, longest);
+  for (const std::string& role :
+       {longest + "r", std::string(""), std::string("a b"),
+        std::string("a\x1b[2J"), std::string("tr\xc3\xa4ner"),
+        std::string("a\nb")}) {
+    auto bad = ParseRunOptions({"--role", role, "x"}, {});
+    ASSERT_FALSE(bad.ok()) << role;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(bad.status().message().rfind("--role ", 0), 0u) << bad.status();
+    EXPECT_EQ(bad.status().message().find('\n'), std::string::npos);
+  }
+}
+
+// Found at start, naming the file, rather than as handshakes failing until
+// the join timeout.
+TEST(RunFlagsTest, EtcdTlsFilesThatDoNotLoadAreRefused) {
+  const std::string junk = std::string(::testing::TempDir()) + "/junk.pem";
+  FILE* f = std::fopen(junk.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("not a certificate\n", f);
+  std::fclose(f);
+  for (const std::string& conf :
+       {"ca_cert=" + junk, "cert=" + junk + ",key=" + junk,
+        "ca_cert=" + junk + ".missing"}) {
+    auto o = ParseRunOptions({"--rdzv-backend", "etcd", "--rdzv-endpoint",
+                              "localhost:2379", "--rdzv-conf", conf, "x"},
+                             {});
+    ASSERT_FALSE(o.ok()) << conf;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find("--rdzv-conf "), std::string::npos)
+        << o.status();
+    EXPECT_NE(o.status().message().find(junk), std::string::npos) << o.status();
+  }
 }
 
 TEST(RunFlagsTest, NprocSpellingsAndValues) {

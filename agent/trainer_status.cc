@@ -4,7 +4,9 @@
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -82,18 +84,30 @@ absl::Status ParseUrl(const std::string& url, TrainerStatusConfig* config) {
   return absl::OkStatus();
 }
 
-// The one place the CA file is loaded and its error worded.
+// The one place the CA file is loaded and its error worded. Read through
+// the one input reader (a FIFO there must not hang the start), then parsed
+// from memory.
 absl::StatusOr<std::shared_ptr<X509_STORE>> LoadCaStore(
     const std::string& path) {
+  absl::StatusOr<std::string> pem =
+      ReadInputFile(kTrainerServerCaCertEnv, path, size_t{1} << 20);
+  if (!pem.ok()) return pem.status();
   const std::string accepted =
       absl::StrCat(kTrainerServerCaCertEnv, "=", path,
                    ": cannot load it; give a file of PEM CA certificates");
   std::shared_ptr<X509_STORE> store(X509_STORE_new(), X509_STORE_free);
   if (store == nullptr) return absl::InternalError(accepted);
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem->data(), static_cast<int>(pem->size())), BIO_free);
+  int loaded = 0;
+  while (bio != nullptr) {
+    X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr);
+    if (cert == nullptr) break;
+    if (X509_STORE_add_cert(store.get(), cert) == 1) ++loaded;
+    X509_free(cert);
+  }
   ERR_clear_error();
-  const int loaded = X509_STORE_load_file(store.get(), path.c_str());
-  ERR_clear_error();
-  if (loaded != 1) return absl::InvalidArgumentError(accepted);
+  if (loaded == 0) return absl::InvalidArgumentError(accepted);
   return store;
 }
 
@@ -119,6 +133,35 @@ timeval BoundTimeval(absl::Duration d) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> LoadTrainerToken(const std::string& path) {
+  absl::StatusOr<std::string> text =
+      ReadInputFile(kTrainerServerTokenEnv, path, kMaxTrainerTokenBytes + 2);
+  if (!text.ok()) return text.status();
+  absl::string_view token = *text;
+  // One trailing newline is how a Secret file often ends; nothing else
+  // but the token's own characters is sent.
+  if (absl::ConsumeSuffix(&token, "\n")) absl::ConsumeSuffix(&token, "\r");
+  const std::string source = FileLabel(kTrainerServerTokenEnv, path);
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no token"));
+  }
+  if (token.size() > kMaxTrainerTokenBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": the token is longer than ",
+                     kMaxTrainerTokenBytes, " bytes"));
+  }
+  for (const char c : token) {
+    if (c < 0x21 || c > 0x7e) {
+      // Never echo the secret, not even a character of it.
+      return absl::InvalidArgumentError(absl::StrCat(
+          source,
+          ": the token must be one line of printable ASCII without spaces "
+          "or control characters"));
+    }
+  }
+  return std::string(token);
+}
 
 std::string ProgressDirTemplate(absl::string_view tmpdir) {
   return absl::StrCat(tmpdir.empty() ? "/tmp" : tmpdir,
@@ -154,6 +197,11 @@ absl::StatusOr<std::optional<TrainerStatusConfig>> TrainerStatusConfigFromEnv(
   auto ca = LoadCaStore(config.ca_cert_file);
   if (!ca.ok()) return ca.status();
   config.ca_store = *std::move(ca);
+  // Checked now, though read again for each post (it rotates): a token
+  // that cannot be sent is a configuration error, not a warning a minute.
+  if (auto token = LoadTrainerToken(config.token_file); !token.ok()) {
+    return token.status();
+  }
   return config;
 }
 
@@ -463,11 +511,9 @@ struct Answer {
 
 void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
   const absl::Time deadline = absl::Now() + timeout;
-  std::string token = ReadSmallFile(config_.token_file, 64 * 1024);
-  absl::StripAsciiWhitespace(&token);
-  if (token.empty()) {
-    Warn(absl::StrCat(kTrainerServerTokenEnv, "=", config_.token_file,
-                      ": cannot read a token from it; not posted"));
+  absl::StatusOr<std::string> token = LoadTrainerToken(config_.token_file);
+  if (!token.ok()) {
+    Warn(absl::StrCat(token.status().message(), "; not posted"));
     return;
   }
   const std::string body = Body();
@@ -542,7 +588,7 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
   evhttp_add_header(headers, "Host", host_header.c_str());
   evhttp_add_header(headers, "Content-Type", "application/json");
   evhttp_add_header(headers, "Connection", "close");
-  const std::string authorization = absl::StrCat("Bearer ", token);
+  const std::string authorization = absl::StrCat("Bearer ", *token);
   evhttp_add_header(headers, "Authorization", authorization.c_str());
   evbuffer_add(evhttp_request_get_output_buffer(request), body.data(),
                body.size());

@@ -52,10 +52,21 @@ struct TrainerStatusConfig {
 // The endpoint the three variables name. nullopt when none is set, or when
 // only some are (then `*warning` says which are missing: the push is off,
 // the job runs). InvalidArgument naming the variable when the URL is not
-// https://host[:port]/path or the CA file does not load as PEM
-// certificates: the agent exits 2 before it starts anything.
+// https://host[:port]/path, the CA file does not load as PEM certificates
+// or the token file is not one LoadTrainerToken accepts: the agent exits 2
+// before it starts anything.
 absl::StatusOr<std::optional<TrainerStatusConfig>> TrainerStatusConfigFromEnv(
     const EnvMap& env, std::string* warning);
+
+// A projected service-account token is ~1 KB; 16 KiB is far past any.
+inline constexpr size_t kMaxTrainerTokenBytes = 16 * 1024;
+
+// The token in KUBEFLOW_TRAINER_SERVER_TOKEN's file: one trailing newline
+// (CRLF too) dropped, the rest one line of printable ASCII. InvalidArgument
+// naming the variable and the file, never the token, when it cannot be read
+// (a FIFO, too large) or holds anything else: a token with control bytes
+// would go out raw in a header, or as no header at all.
+absl::StatusOr<std::string> LoadTrainerToken(const std::string& path);
 
 // Where DISTJOB_PROGRESS_FILE is made: the file in a directory mkdtemp(3)
 // makes from this template, under `tmpdir` ($TMPDIR; "" is /tmp), once per

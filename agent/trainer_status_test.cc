@@ -52,10 +52,16 @@ std::string WriteCaCertificate(const std::string& name) {
   return path;
 }
 
+std::string TokenFile() {
+  const std::string path = TempPath("token");
+  WriteFile(path, "tok-123\n");
+  return path;
+}
+
 EnvMap FullEnv(const std::string& url, const std::string& ca) {
   return {{kTrainerServerUrlEnv, url},
           {kTrainerServerCaCertEnv, ca},
-          {kTrainerServerTokenEnv, "/var/run/secrets/token"}};
+          {kTrainerServerTokenEnv, TokenFile()}};
 }
 
 TEST(TrainerStatusConfigTest, NoVariablesMeansNoPush) {
@@ -93,7 +99,7 @@ TEST(TrainerStatusConfigTest, ParsesHttpsUrl) {
   EXPECT_EQ((*config)->path,
             "/apis/trainer.kubeflow.org/v1alpha1/namespaces/ns/trainjobs/job/"
             "status");
-  EXPECT_EQ((*config)->token_file, "/var/run/secrets/token");
+  EXPECT_EQ((*config)->token_file, TokenFile());
   EXPECT_EQ(warning, "");
 
   config = TrainerStatusConfigFromEnv(FullEnv("https://[::1]/s", ca), &warning);
@@ -137,16 +143,64 @@ TEST(TrainerStatusConfigTest, ThePosterUsesTheCaLoadedWithTheConfig) {
 TEST(TrainerStatusConfigTest, RejectsCaFileThatDoesNotLoad) {
   const std::string garbage = TempPath("garbage.pem");
   WriteFile(garbage, "not a certificate\n");
-  for (const std::string& ca : {garbage, TempPath("missing.pem")}) {
-    std::string warning;
-    auto config = TrainerStatusConfigFromEnv(
-        FullEnv("https://localhost:1/status", ca), &warning);
-    ASSERT_FALSE(config.ok()) << ca;
-    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(config.status().message(),
-              "KUBEFLOW_TRAINER_SERVER_CA_CERT=" + ca +
-                  ": cannot load it; give a file of PEM CA certificates");
+  std::string warning;
+  auto config = TrainerStatusConfigFromEnv(
+      FullEnv("https://localhost:1/status", garbage), &warning);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(config.status().message(),
+            "KUBEFLOW_TRAINER_SERVER_CA_CERT=" + garbage +
+                ": cannot load it; give a file of PEM CA certificates");
+  const std::string missing = TempPath("missing.pem");
+  config = TrainerStatusConfigFromEnv(
+      FullEnv("https://localhost:1/status", missing), &warning);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("KUBEFLOW_TRAINER_SERVER_CA_CERT '" +
+                                           missing + "': cannot open"),
+            std::string::npos)
+      << config.status();
+}
+
+TEST(TrainerTokenTest, OneTrailingNewlineIsDropped) {
+  const std::string path = TempPath("token_nl");
+  for (const char* text : {"abc\n", "abc\r\n", "abc"}) {
+    WriteFile(path, text);
+    auto token = LoadTrainerToken(path);
+    ASSERT_TRUE(token.ok()) << token.status();
+    EXPECT_EQ(*token, "abc");
   }
+}
+
+// A token with control bytes went out raw, or as no header at all.
+TEST(TrainerTokenTest, ControlCharactersAreRefusedNamingTheFileNotTheToken) {
+  const std::string path = TempPath("token_bad");
+  for (const char* text : {"sec\r\nret\n", "secret\n\n", "sec ret", "sec\tret",
+                           "", "\n", "sec\x7fret"}) {
+    WriteFile(path, text);
+    auto token = LoadTrainerToken(path);
+    ASSERT_FALSE(token.ok()) << text;
+    EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(token.status().message().find(
+                  std::string(kTrainerServerTokenEnv) + " '" + path + "'"),
+              std::string::npos)
+        << token.status();
+    EXPECT_EQ(token.status().message().find("sec"), std::string::npos)
+        << token.status();
+  }
+}
+
+TEST(TrainerTokenTest, TheConfigRefusesABadTokenFile) {
+  const std::string ca = WriteCaCertificate("ca_token.pem");
+  EnvMap env = FullEnv("https://localhost:1/status", ca);
+  const std::string bad = TempPath("token_crlf");
+  WriteFile(bad, "a\r\nb\n");
+  env[kTrainerServerTokenEnv] = bad;
+  std::string warning;
+  auto config = TrainerStatusConfigFromEnv(env, &warning);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find(bad), std::string::npos);
 }
 
 TEST(TrainerProgressTest, ParsesObjectAndListMetrics) {

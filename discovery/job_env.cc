@@ -1,5 +1,9 @@
 #include "discovery/job_env.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -33,10 +37,16 @@ absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
   in.replicated_job = d.replicated_job;
   in.nnodes = d.nnodes;
   in.layout_given = d.layout_given;
-  if (!d.pod_labels_file.empty()) {
-    const std::string text = ReadSmallFile(d.pod_labels_file, 64 << 10);
+  struct stat labels_file {};
+  // Missing (the default path, no downward-API volume): no labels.
+  if (!d.pod_labels_file.empty() &&
+      (stat(d.pod_labels_file.c_str(), &labels_file) == 0 || errno != ENOENT)) {
+    // A pod's labels are a few KiB; the bound is far past any.
+    auto text = ReadInputFile("--pod-labels-file", d.pod_labels_file,
+                              size_t{256} << 10);
+    if (!text.ok()) return text.status();
     auto labels = ParseDownwardApiLabels(
-        text, absl::StrCat("labels file ", d.pod_labels_file));
+        *text, absl::StrCat("labels file ", d.pod_labels_file));
     if (!labels.ok()) return labels.status();
     in.labels = *std::move(labels);
     in.labels_origin = absl::StrCat("file ", d.pod_labels_file);

@@ -7,9 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
@@ -20,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/errno_status.h"
+#include "common/files.h"
 #include "common/net.h"
 
 namespace distjob {
@@ -75,48 +74,13 @@ absl::Status CheckUniqueTasks(const Cluster& cluster) {
 }
 
 // A ConfigMap's host list is a few KiB; anything far larger is not one.
-constexpr off_t kMaxHostFileBytes = 1 << 20;
+constexpr size_t kMaxHostFileBytes = 1 << 20;
 
-// Opened without blocking and checked by type before reading: a FIFO or
-// device under the Volcano directory would otherwise hang or flood the
-// agent before it has read a single host.
+// Through the one input reader: a FIFO or device under the Volcano
+// directory would otherwise hang or flood the agent before it has read a
+// single host.
 absl::StatusOr<std::string> ReadHostFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot read ", path));
-  absl::Cleanup close_fd = [fd] { close(fd); };
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    return ErrnoError(errno, absl::StrCat("cannot read ", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("volcano file ", path, " is not a regular file (",
-                     S_ISFIFO(st.st_mode)  ? "a FIFO"
-                     : S_ISCHR(st.st_mode) ? "a character device"
-                     : S_ISBLK(st.st_mode) ? "a block device"
-                     : S_ISDIR(st.st_mode) ? "a directory"
-                                           : "a socket",
-                     "); expected one host name per line"));
-  }
-  if (st.st_size > kMaxHostFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("volcano file ", path, " is ", st.st_size,
-                     " bytes; a host list is at most ", kMaxHostFileBytes));
-  }
-  std::string text;
-  char buf[8192];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError(errno, absl::StrCat("cannot read ", path));
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > static_cast<size_t>(kMaxHostFileBytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "volcano file ", path, " grew past ", kMaxHostFileBytes, " bytes"));
-    }
-  }
-  return text;
+  return ReadInputFile("volcano file", path, kMaxHostFileBytes);
 }
 
 }  // namespace
@@ -170,7 +134,15 @@ absl::StatusOr<Cluster> ReadVolcanoPeers(const std::string& dir,
                                          const EnvMap& env) {
   Cluster cluster;
   std::set<std::string> env_tasks;  // upper-case names already covered
-  if (DIR* d = opendir(dir.c_str())) {
+  DIR* d = opendir(dir.c_str());
+  struct stat st {};
+  if (d == nullptr && errno == ENOTDIR && stat(dir.c_str(), &st) == 0) {
+    // Absent means "not Volcano"; a file or FIFO there is a wrong flag.
+    return absl::InvalidArgumentError(
+        absl::StrCat(FileLabel("--volcano-dir", dir), ": ",
+                     FileKind(st.st_mode), ", not a directory"));
+  }
+  if (d != nullptr) {
     std::vector<std::string> files;
     while (dirent* entry = readdir(d)) {
       absl::string_view name = entry->d_name;
@@ -316,11 +288,10 @@ absl::StatusOr<Cluster> ParseStaticPeers(absl::string_view spec,
 }
 
 absl::StatusOr<Cluster> ReadPeersFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return ErrnoError(errno, absl::StrCat("cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseStaticPeers(text.str(), absl::StrCat("peers file ", path));
+  // A peer list is one line per task; 1 MiB is far past any job's.
+  auto text = ReadInputFile("--peers-file", path, kMaxHostFileBytes);
+  if (!text.ok()) return text.status();
+  return ParseStaticPeers(*text, absl::StrCat("peers file ", path));
 }
 
 }  // namespace distjob

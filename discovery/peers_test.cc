@@ -94,6 +94,31 @@ TEST_F(VolcanoDir, FifoOrDeviceIsRefusedByTypeWithoutOpeningIt) {
             std::string::npos);
 }
 
+// An absent directory is "not Volcano"; a FIFO or file named as the
+// directory is a wrong flag, said as such.
+TEST_F(VolcanoDir, ADirectoryThatIsAFifoIsRefused) {
+  const std::string fifo = dir_ + "/volcano.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto peers = ReadVolcanoPeers(fifo, {});
+  ASSERT_FALSE(peers.ok());
+  EXPECT_EQ(peers.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(peers.status().message().find("--volcano-dir '" + fifo + "'"),
+            std::string::npos)
+      << peers.status();
+  EXPECT_TRUE(ReadVolcanoPeers(dir_ + "/absent", {}).ok());
+}
+
+TEST(PeersFileTest, AFifoIsRefusedNamingTheFlag) {
+  const std::string fifo = std::string(::testing::TempDir()) + "/peers.fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto peers = ReadPeersFile(fifo);
+  ASSERT_FALSE(peers.ok());
+  EXPECT_NE(peers.status().message().find("--peers-file"), std::string::npos)
+      << peers.status();
+  unlink(fifo.c_str());
+}
+
 TEST_F(VolcanoDir, HostsThatAreNotDnsNamesAreRefused) {
   for (const std::string& bad :
        {std::string("j-0.j\nj 1.j"), std::string("-rf"), std::string("a\0b", 3),

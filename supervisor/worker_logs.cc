@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +15,9 @@
 #include "absl/strings/str_split.h"
 #include "common/console_writer.h"
 #include "common/errno_status.h"
+#include "common/files.h"
 #include "common/logging.h"
+#include "common/text.h"
 #include "supervisor/console_lines.h"
 
 namespace distjob {
@@ -30,6 +33,18 @@ absl::Status MakeDirs(const std::string& path) {
     if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
       return ErrnoError(errno, absl::StrCat("mkdir ", prefix));
     }
+  }
+  // mkdir's EEXIST also answers for a file or a FIFO of that name: the
+  // workers' files would then fail one by one, with warnings, and the run
+  // go on without them.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return ErrnoError(errno, absl::StrCat("stat ", path));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(QuoteForMessage(path, PATH_MAX), ": ",
+                     FileKind(st.st_mode), ", not a directory"));
   }
   return absl::OkStatus();
 }

@@ -1,8 +1,11 @@
 #include "supervisor/worker_logs.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -24,6 +27,28 @@ TEST(WorkerLogsTest, TorchrunLayoutUnderLogDir) {
   ASSERT_TRUE(logs->PrepareAttempt(1, 2).ok());
   EXPECT_EQ(logs->ErrorFile(1, 0), dir + "/attempt_1/0/error.json");
   EXPECT_EQ(access((dir + "/attempt_1/1").c_str(), F_OK), 0);
+}
+
+// mkdir's EEXIST answered for a file too: the run went on, warning once
+// per worker file, and exited 0 without logs.
+TEST(WorkerLogsTest, ALogDirThatIsNotADirectoryIsRefused) {
+  const std::string base = std::getenv("TEST_TMPDIR");
+  const std::string file = base + "/not-a-dir";
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  const std::string fifo = base + "/a-fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& dir : {file, fifo, file + "/below"}) {
+    auto logs = WorkerLogs::Create(dir);
+    ASSERT_FALSE(logs.ok()) << dir;
+    EXPECT_EQ(logs.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(logs.status().message().find("--log-dir"), std::string::npos);
+    EXPECT_NE(logs.status().message().find(dir.substr(0, file.size())),
+              std::string::npos)
+        << logs.status();
+  }
 }
 
 TEST(WorkerLogsTest, TemporaryDirectoryIsRemoved) {

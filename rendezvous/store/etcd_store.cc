@@ -31,6 +31,7 @@
 #include "common/resolver.h"
 #include "common/text.h"
 #include "proto/etcd_rpc.grpc.pb.h"
+#include "rendezvous/store/pem_files.h"
 
 namespace distjob {
 namespace {
@@ -57,16 +58,13 @@ bool Retryable(const grpc::Status& s) {
          s.error_code() == grpc::StatusCode::UNKNOWN;
 }
 
+// Read and parsed here, at start: a file that is not PEM would otherwise
+// only show as handshakes failing until the join timeout.
 absl::StatusOr<std::string> ReadPem(const std::string& path,
                                     absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--rdzv-conf ", what, "=", path, ": cannot read file"));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  const std::string flag = absl::StrCat("--rdzv-conf ", what);
+  return what == "key" ? ReadPemPrivateKey(flag, path)
+                       : ReadPemCertificates(flag, path);
 }
 
 // etcd tools accept http(s)://HOST:PORT; gRPC wants HOST:PORT. Anything

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/logging.h"
 #include "common/resolver.h"
 #include "proto/store.grpc.pb.h"
 #include "rendezvous/store/conn_limiter.h"
@@ -46,6 +47,39 @@ absl::Status Refused(const grpc::Status& s, bool sent_token,
                          s.error_message(), ")"));
 }
 
+// A store certificate this agent does not accept is a configuration error
+// too: gRPC says so only in the text of an UNAVAILABLE (the handshake's
+// OpenSSL or BoringSSL reason, or its own peer-name check), so that text
+// is looked for. A client certificate the store refuses reads as "Socket
+// closed" under TLS 1.3, like a lost store: that one is left to the retry
+// (the store's host logs it).
+absl::Status CertificateRefused(const std::string& m,
+                                absl::string_view endpoint) {
+  const auto cause = [&m](absl::string_view from) {
+    const size_t at = m.find(std::string(from));
+    return at == std::string::npos ? std::string() : m.substr(at);
+  };
+  std::string why = cause("Peer name ");
+  if (!why.empty() &&
+      why.find("is not in peer certificate") != std::string::npos) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the rendezvous store at ", endpoint,
+        ": its certificate does not carry the name this agent checks (", why,
+        "); give --rdzv-tls-server-name a name every store certificate "
+        "carries"));
+  }
+  if (m.find("certificate verify failed") != std::string::npos ||
+      m.find("CERTIFICATE_VERIFY_FAILED") != std::string::npos) {
+    why = cause("Ssl handshake failed");
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the rendezvous store at ", endpoint,
+        ": its certificate does not verify against --rdzv-tls-ca (unknown "
+        "CA, expired or not yet valid): ",
+        why.empty() ? m : why));
+  }
+  return absl::OkStatus();
+}
+
 // TLS on one side only is a configuration error of the job that no retry
 // fixes. A plaintext client hears it from the TLS store (conn_limiter.h);
 // a TLS client's handshake with a plaintext store fails on the first
@@ -64,6 +98,7 @@ absl::Status Mismatch(const grpc::Status& s, bool tls,
         " speaks plaintext and this agent uses TLS: use the same "
         "--rdzv-tls-* flags on every node (none, or the store host's)"));
   }
+  if (tls) return CertificateRefused(m, endpoint);
   return absl::OkStatus();
 }
 
@@ -252,6 +287,8 @@ struct GrpcStoreClient::Impl {
       }
       if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
         const grpc::Status s = Probe();
+        DJ_LOG_DEBUG("TLS store {} not ready: {} {}", endpoint,
+                     static_cast<int>(s.error_code()), s.error_message());
         if (absl::Status m = Mismatch(s, true, endpoint); !m.ok()) return m;
       }
       {

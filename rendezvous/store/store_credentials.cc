@@ -1,63 +1,17 @@
 #include "rendezvous/store/store_credentials.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
-#include <openssl/bio.h>
 #include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
+#include "rendezvous/store/pem_files.h"
 
 namespace distjob {
 namespace {
-
-// A PEM bundle of a long chain is a few tens of KB; a limit keeps a wrong
-// path (a log, a device) from being read whole.
-constexpr size_t kMaxPemBytes = 1 << 20;
-
-absl::StatusOr<std::string> ReadBounded(const std::string& flag,
-                                        const std::string& path,
-                                        size_t max_bytes) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " ", path, ": cannot open: ", strerror(errno)));
-  }
-  std::string data;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, " ", path, ": cannot read: ", strerror(err)));
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-    if (data.size() > max_bytes) {
-      close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " ", path, ": larger than the ", max_bytes, " bytes accepted"));
-    }
-  }
-  close(fd);
-  if (data.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " ", path, ": the file is empty"));
-  }
-  return data;
-}
 
 // One line of printable ASCII: what a gRPC metadata value can carry.
 absl::Status CheckToken(absl::string_view token, absl::string_view source) {
@@ -80,51 +34,18 @@ absl::Status CheckToken(absl::string_view token, absl::string_view source) {
   return absl::OkStatus();
 }
 
-std::string OpenSslReason() {
-  const unsigned long err = ERR_get_error();  // NOLINT(runtime/int)
-  ERR_clear_error();
-  if (err == 0) return "no PEM data found";
-  char buf[256];
-  ERR_error_string_n(err, buf, sizeof(buf));
-  return buf;
-}
-
-struct BioDeleter {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Deleter {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyDeleter {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-
-std::unique_ptr<BIO, BioDeleter> MemBio(const std::string& pem) {
-  return std::unique_ptr<BIO, BioDeleter>(
-      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-}
-
-absl::StatusOr<std::unique_ptr<X509, X509Deleter>> FirstCert(
-    const std::string& flag, const std::string& path, const std::string& pem) {
-  ERR_clear_error();
-  auto bio = MemBio(pem);
-  std::unique_ptr<X509, X509Deleter> cert(
-      PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  if (cert == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, " ", path, ": not a PEM certificate (", OpenSslReason(), ")"));
-  }
-  return cert;
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> LoadTokenFile(const std::string& path) {
-  auto data = ReadBounded("--rdzv-token-file", path, kMaxTokenBytes + 2);
+  auto data = ReadInputFile("--rdzv-token-file", path, kMaxTokenBytes + 2);
   if (!data.ok()) return data.status();
+  const std::string source = FileLabel("--rdzv-token-file", path);
+  if (data->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": the file is empty"));
+  }
   absl::string_view token = *data;
   if (absl::ConsumeSuffix(&token, "\n")) absl::ConsumeSuffix(&token, "\r");
-  const std::string source = absl::StrCat("--rdzv-token-file ", path);
   if (absl::Status s = CheckToken(token, source); !s.ok()) return s;
   return std::string(token);
 }
@@ -159,36 +80,19 @@ absl::StatusOr<StoreSecurity> LoadStoreSecurity(
     }
     return out;
   }
-  auto cert_pem =
-      ReadBounded("--rdzv-tls-cert", options.tls_cert, kMaxPemBytes);
+  auto cert_pem = ReadPemCertificates("--rdzv-tls-cert", options.tls_cert);
   if (!cert_pem.ok()) return cert_pem.status();
-  auto key_pem = ReadBounded("--rdzv-tls-key", options.tls_key, kMaxPemBytes);
+  auto key_pem = ReadPemPrivateKey("--rdzv-tls-key", options.tls_key);
   if (!key_pem.ok()) return key_pem.status();
-  auto cert = FirstCert("--rdzv-tls-cert", options.tls_cert, *cert_pem);
-  if (!cert.ok()) return cert.status();
-  {
-    ERR_clear_error();
-    auto bio = MemBio(*key_pem);
-    std::unique_ptr<EVP_PKEY, KeyDeleter> key(
-        PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
-    if (key == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rdzv-tls-key ", options.tls_key,
-                       ": not a PEM private key (", OpenSslReason(), ")"));
-    }
-    if (X509_check_private_key(cert->get(), key.get()) != 1) {
-      ERR_clear_error();
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-tls-key ", options.tls_key,
-          ": the key does not match the certificate of --rdzv-tls-cert ",
-          options.tls_cert));
-    }
+  if (absl::Status s = CheckKeyMatchesCertificate(
+          *cert_pem, "--rdzv-tls-cert", options.tls_cert, *key_pem,
+          "--rdzv-tls-key", options.tls_key);
+      !s.ok()) {
+    return s;
   }
   if (!options.tls_ca.empty()) {
-    auto ca_pem = ReadBounded("--rdzv-tls-ca", options.tls_ca, kMaxPemBytes);
+    auto ca_pem = ReadPemCertificates("--rdzv-tls-ca", options.tls_ca);
     if (!ca_pem.ok()) return ca_pem.status();
-    auto ca = FirstCert("--rdzv-tls-ca", options.tls_ca, *ca_pem);
-    if (!ca.ok()) return ca.status();
     out.ca_pem = *std::move(ca_pem);
   }
   out.cert_pem = *std::move(cert_pem);

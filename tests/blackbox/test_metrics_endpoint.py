@@ -146,8 +146,8 @@ def test_tls_files_that_do_not_load_exit_2(run_agent, tls_files, tmp_path,
     if case == "missing cert":
         args = port + ["--metrics-tls-cert", str(missing),
                        "--metrics-tls-key", str(key)]
-        says = (f"--metrics-tls-cert {missing}: cannot load the "
-                "certificate: No such file or directory")
+        says = (f"--metrics-tls-cert '{missing}': cannot open: "
+                "No such file or directory")
     elif case == "cert not PEM":
         args = port + ["--metrics-tls-cert", str(junk),
                        "--metrics-tls-key", str(key)]

@@ -337,9 +337,10 @@ def test_mutual_tls_job_passes_and_refuses_clients_without_a_cert(
                 assert "speaks TLS" in refused.value.details()
     # The name checked is the endpoint's host unless overridden; a name the
     # certificate does not carry is refused.
-    # (`status` exits 0 or 1 when it read the store, 138 when it could not.)
+    # (`status` exits 0 or 1 when it read the store, 2 when the certificate
+    # is refused: a configuration error, not an unreachable store.)
     for name, codes in (("localhost", (0, 1)),
-                        ("not-in-the-cert.example", (138,))):
+                        ("not-in-the-cert.example", (2,))):
         st = run_agent(["status", "--rdzv-endpoint", target, "--timeout", "3",
                         "--rdzv-token-file", str(token), *tls_args(certs),
                         "--rdzv-tls-server-name", name])
@@ -381,6 +382,38 @@ def test_tls_on_one_side_only_exits_2_at_once_saying_so(
     line = f"connected to this {'TLS' if host_tls else 'plaintext'} store"
     wait_for(lambda: line in (tmp_path / "host.log").read_text(), 10,
              what="the host's line about the mismatch")
+
+
+@pytest.mark.parametrize("case", ["unknown CA", "name not in the cert"])
+def test_a_store_certificate_that_does_not_verify_exits_2_at_once(
+        start_agent, run_agent, tmp_path, case):
+    """gRPC reports a refused certificate as UNAVAILABLE, retried until
+    join_timeout (600 s by default) as Deadline Exceeded: it is a
+    configuration error, said at the first attempt."""
+    certs = make_certs(tmp_path)
+    token = write_token(tmp_path)
+    port = free_port()
+    start_agent(host_args(port, token, extra=tls_args(certs)),
+                log=tmp_path / "host.log")
+    if case == "unknown CA":
+        (tmp_path / "other").mkdir()
+        client_tls = tls_args(make_certs(tmp_path / "other"))
+        says = "does not verify against --rdzv-tls-ca"
+    else:
+        client_tls = tls_args(certs) + ["--rdzv-tls-server-name",
+                                        "not-in-the-cert.example"]
+        says = "not-in-the-cert.example is not in peer certificate"
+    client = ["run", "--nnodes", "2", "--rdzv-backend", "c10d",
+              "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "authjob",
+              "--rdzv-conf", "is_host=0,join_timeout=60",
+              "--local-addr", "127.0.0.2", "--rdzv-token-file", str(token),
+              *client_tls, "--no-python", PYTHON, "-c", "pass"]
+    start = time.monotonic()
+    r = run_agent(client, timeout=90)
+    assert r.returncode == 2, r.stderr
+    assert any(says in line and "error" in line
+               for line in r.stderr.splitlines()), r.stderr
+    assert time.monotonic() - start < 30  # not join_timeout
 
 
 def test_tls_files_that_do_not_load_exit_2_naming_them(run_agent, tmp_path):
