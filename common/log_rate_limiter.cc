@@ -1,0 +1,41 @@
+#include "common/log_rate_limiter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace distjob {
+
+bool LogRateLimiter::Allow(absl::string_view kind, absl::Time now,
+                           int64_t* held_back) {
+  Kind& k = kinds_[kind];
+  if (now - k.last_logged < interval_) {
+    ++k.held_back;
+    return false;
+  }
+  *held_back = k.held_back;
+  k.held_back = 0;
+  k.last_logged = now;
+  return true;
+}
+
+std::vector<std::pair<std::string, int64_t>> LogRateLimiter::Overdue(
+    absl::Time now) {
+  std::vector<std::pair<std::string, int64_t>> overdue;
+  for (auto& [name, k] : kinds_) {
+    if (k.held_back == 0 || now - k.last_logged < interval_) continue;
+    overdue.emplace_back(name, k.held_back);
+    k.held_back = 0;
+    // The summary is a line of its kind: the next event waits its turn.
+    k.last_logged = now;
+  }
+  std::sort(overdue.begin(), overdue.end());
+  return overdue;
+}
+
+std::string LogRateLimiter::HeldBackSuffix(int64_t held_back) {
+  if (held_back == 0) return "";
+  return absl::StrCat(" (and ", held_back, " more like it not logged)");
+}
+
+}  // namespace distjob
