@@ -33,6 +33,20 @@ std::vector<std::pair<std::string, int64_t>> LogRateLimiter::Overdue(
   return overdue;
 }
 
+std::string LogRateLimiter::Shape(absl::string_view text) {
+  std::string shape;
+  shape.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const bool digit = text[i] >= '0' && text[i] <= '9';
+    if (!digit) {
+      shape.push_back(text[i]);
+    } else if (i == 0 || text[i - 1] < '0' || text[i - 1] > '9') {
+      shape.push_back('#');
+    }
+  }
+  return shape;
+}
+
 std::string LogRateLimiter::HeldBackSuffix(int64_t held_back) {
   if (held_back == 0) return "";
   return absl::StrCat(" (and ", held_back, " more like it not logged)");

@@ -33,7 +33,11 @@ class LogRateLimiter {
   // its tail told once. Sorted by kind.
   std::vector<std::pair<std::string, int64_t>> Overdue(absl::Time now);
 
-  // " (N more like it in the last interval not logged)", or "" for 0.
+  // `text` with each run of digits as one '#': the kind of a message
+  // whose numbers vary ("unknown query type 254" and "... 7" are one).
+  static std::string Shape(absl::string_view text);
+
+  // " (and N more like it not logged)", or "" for 0.
   static std::string HeldBackSuffix(int64_t held_back);
 
  private:

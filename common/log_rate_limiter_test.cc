@@ -47,6 +47,15 @@ TEST(LogRateLimiterTest, OverdueTellsTheTailOfAFloodOnce) {
   EXPECT_FALSE(limiter.Allow("a", kT0 + absl::Milliseconds(1500), &held));
 }
 
+TEST(LogRateLimiterTest, ShapeMakesOneKindOfMessagesWhoseNumbersVary) {
+  EXPECT_EQ(LogRateLimiter::Shape("unknown query type 254"),
+            "unknown query type #");
+  EXPECT_EQ(LogRateLimiter::Shape("set: value of 2097152 bytes over 1048576"),
+            "set: value of # bytes over #");
+  EXPECT_EQ(LogRateLimiter::Shape("7x"), "#x");
+  EXPECT_EQ(LogRateLimiter::Shape(""), "");
+}
+
 TEST(LogRateLimiterTest, HeldBackSuffix) {
   EXPECT_EQ(LogRateLimiter::HeldBackSuffix(0), "");
   EXPECT_EQ(LogRateLimiter::HeldBackSuffix(3),

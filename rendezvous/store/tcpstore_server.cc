@@ -26,8 +26,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/busy_poll.h"
+#include "common/heap_trim.h"
+#include "common/log_rate_limiter.h"
 #include "common/logging.h"
 #include "rendezvous/store/fd_budget.h"
+#include "rendezvous/store/peer_budgets.h"
 #include "rendezvous/store/tcpstore_protocol.h"
 #include "rendezvous/store/tcpstore_waits.h"
 
@@ -39,6 +42,16 @@ using tcpstore::Op;
 constexpr uint64_t kListenerId = 0;
 constexpr uint64_t kWakeId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
+// What a drained connection keeps of its answer buffer for reuse; its
+// request buffer it gives back (to the loop's one read buffer, or to the
+// allocator). 9,000 idle connections once held 128 KiB each.
+constexpr size_t kIdleBufferBytes = 4096;
+// A connection's own bookkeeping, counted against max_buffered_bytes with
+// its buffers: the Conn, its address strings, its entries in the maps.
+constexpr size_t kConnBytes = 1024;
+// Freed memory is handed back to the kernel after this much, at most once
+// a second (HeapTrimPacer).
+constexpr size_t kTrimAfterBytes = size_t{8} << 20;
 // One connection's reads per readiness event, so a fast sender cannot
 // starve the others.
 constexpr size_t kMaxReadPerEvent = 1 << 20;
@@ -88,7 +101,10 @@ TcpStoreServerOptions FitToFds(TcpStoreServerOptions o) {
 
 class TcpStoreServer::Impl {
  public:
-  explicit Impl(const TcpStoreServerOptions& o) : options_(FitToFds(o)) {
+  explicit Impl(const TcpStoreServerOptions& o)
+      : options_(FitToFds(o)),
+        budgets_(BudgetLimits(options_)),
+        trim_(kTrimAfterBytes, absl::Seconds(1)) {
     parse_limits_.max_key_bytes = o.limits.max_key_bytes;
     parse_limits_.max_value_bytes = o.limits.max_value_bytes;
     parse_limits_.max_keys_per_request = o.limits.max_keys_per_request;
@@ -129,6 +145,8 @@ class TcpStoreServer::Impl {
     s.parked_waits = parked_.load(std::memory_order_relaxed);
     s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
     s.refused_connections = refused_.load(std::memory_order_relaxed);
+    s.evictions = evictions_.load(std::memory_order_relaxed);
+    s.buffered_bytes = buffered_bytes_.load(std::memory_order_relaxed);
     s.accept_pauses = accept_pauses_.load(std::memory_order_relaxed);
     s.sleeps = sleeps_.load(std::memory_order_relaxed);
     s.stream_pauses = stream_pauses_.load(std::memory_order_relaxed);
@@ -236,9 +254,45 @@ class TcpStoreServer::Impl {
     }
   }
   bool Violation(Conn& c, const std::string& what) {
-    DJ_LOG_WARNING("tcpstore: closing {}: {}", c.peer, what);
+    Warn(LogRateLimiter::Shape(what),
+         absl::StrCat("closing ", c.peer, ": ", what));
     protocol_errors_.fetch_add(1, std::memory_order_relaxed);
     return false;
+  }
+  // One warning line a second per kind of event (a message's shape: a
+  // random-frame flood's reasons differ in their numbers only), with the
+  // count of those held back (LogRateLimiter).
+  void Warn(absl::string_view kind, const std::string& line);
+  // Logs the held-back counts a second old, and trims the heap when due.
+  void Housekeep();
+  // The request buffer for a connection that has nothing buffered: the
+  // loop's read buffer, lent (ReturnInput gives it back).
+  void LendInput(Conn& c);
+  // After a read: a drained connection gives its request buffer back; one
+  // with a request in part keeps only what that needs (at least 4 KiB).
+  void ReturnInput(Conn& c);
+  // Parks a wait of `keys` for `c`, making room in a full budget at the
+  // cost of the heaviest other address; false when `c` must be closed.
+  bool ParkWait(Conn& c, std::vector<std::string> keys);
+  // Closes the connection a full budget gives way with (v: kEvict).
+  void Evict(const PeerBudgets::Verdict& v) {
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    auto victim = conns_.find(v.victim);
+    Warn("eviction",
+         absl::StrCat("closing ",
+                      victim == conns_.end() ? "?" : victim->second->peer, ": ",
+                      v.reason));
+    CloseConn(v.victim, "", false);
+  }
+  static PeerBudgets::Limits BudgetLimits(const TcpStoreServerOptions& o) {
+    PeerBudgets::Limits l;
+    l.connections = o.max_connections;
+    l.connections_per_peer = o.max_connections_per_peer;
+    l.waits = o.limits.max_waiters;
+    l.waits_per_peer = o.limits.max_waiters;
+    l.wait_bytes = o.limits.max_waiter_bytes;
+    l.wait_bytes_per_peer = o.limits.max_waiter_bytes;
+    return PeerBudgets::WithShare(l);
   }
   // Whether `key` may hold a value of `size` bytes under max_total_bytes;
   // closes nothing itself.
@@ -286,10 +340,13 @@ class TcpStoreServer::Impl {
   size_t buffered_ = 0;
   bool accept_paused_ = false;  // out of file descriptors
   std::chrono::steady_clock::time_point accept_paused_at_;
-  std::chrono::steady_clock::time_point last_refusal_log_;
-  int64_t refusals_unlogged_ = 0;
+  PeerBudgets budgets_;
+  LogRateLimiter log_limiter_;
+  HeapTrimPacer trim_;
+  // Lent to the connection being read when it has nothing buffered, so
+  // that idle connections hold no request buffer (LendInput).
+  std::string read_buffer_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
-  absl::flat_hash_map<std::string, size_t> conns_per_ip_;
   std::vector<uint64_t> dirty_;
   absl::flat_hash_map<std::string, std::string> data_;
   absl::flat_hash_map<std::string, std::deque<std::string>> queues_;
@@ -300,7 +357,7 @@ class TcpStoreServer::Impl {
 
   std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
   std::atomic<int64_t> protocol_errors_{0}, refused_{0}, sleeps_{0},
-      stream_pauses_{0}, accept_pauses_{0};
+      stream_pauses_{0}, accept_pauses_{0}, evictions_{0}, buffered_bytes_{0};
   // Whether the loop's current batch sent anything (Flush), and whether it
   // served a set (which has no answer): a batch of sets that answered no
   // one is a stream's (Loop).
@@ -423,6 +480,7 @@ void TcpStoreServer::Impl::Loop() {
       ShedBuffers();
     }
     ClearIfAsked();
+    Housekeep();
     // The loop wakes at least once a second (epoll_wait's timeout above).
     if (accept_paused_ &&
         std::chrono::steady_clock::now() - accept_paused_at_ >=
@@ -528,36 +586,29 @@ void TcpStoreServer::Impl::Accept() {
         refusal = "not an allowed peer";
       }
     }
-    size_t& per_ip = conns_per_ip_[ip];
-    if (refusal.empty() && conns_.size() >= options_.max_connections) {
-      refusal = absl::StrCat("max_connections ", options_.max_connections,
+    if (refusal.empty() &&
+        buffered_ + kConnBytes > options_.max_buffered_bytes) {
+      refusal = absl::StrCat("max_buffered_bytes ", options_.max_buffered_bytes,
                              " reached");
     }
-    if (refusal.empty() && per_ip >= options_.max_connections_per_peer) {
-      refusal = absl::StrCat("max_connections_per_peer ",
-                             options_.max_connections_per_peer, " reached");
+    while (refusal.empty()) {
+      PeerBudgets::Verdict v = budgets_.AdmitConnection(ip);
+      if (v.kind == PeerBudgets::Verdict::kAdmit) break;
+      if (v.kind == PeerBudgets::Verdict::kRefuse) {
+        refusal = std::move(v.reason);
+        break;
+      }
+      Evict(v);
     }
     if (!refusal.empty()) {
-      if (per_ip == 0) conns_per_ip_.erase(ip);
-      // One line a second at most: a peer that reconnects in a loop does
-      // not flood the log.
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
-        DJ_LOG_WARNING("tcpstore: refused {}: {}{}", peer, refusal,
-                       refusals_unlogged_ == 0
-                           ? std::string()
-                           : absl::StrCat(" (and ", refusals_unlogged_,
-                                          " more refusals unlogged)"));
-        last_refusal_log_ = now;
-        refusals_unlogged_ = 0;
-      } else {
-        ++refusals_unlogged_;
-      }
+      // Rate-limited: a peer that reconnects in a loop does not flood the
+      // log.
+      Warn(LogRateLimiter::Shape("refused: " + refusal),
+           absl::StrCat("refused ", peer, ": ", refusal));
       refused_.fetch_add(1, std::memory_order_relaxed);
       close(fd);
       continue;
     }
-    ++per_ip;
     const int yes = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     auto c = std::make_unique<Conn>();
@@ -565,11 +616,13 @@ void TcpStoreServer::Impl::Accept() {
     c->fd = fd;
     c->ip = std::move(ip);
     c->peer = std::move(peer);
+    budgets_.AddConnection(c->ip, c->id);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = c->id;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    conns_.emplace(c->id, std::move(c));
+    Conn& added = *conns_.emplace(c->id, std::move(c)).first->second;
+    Account(added);
     clients_.store(static_cast<int64_t>(conns_.size()),
                    std::memory_order_relaxed);
   }
@@ -577,6 +630,7 @@ void TcpStoreServer::Impl::Accept() {
 
 void TcpStoreServer::Impl::OnReadable(Conn& c) {
   const uint64_t id = c.id;
+  LendInput(c);
   size_t got = 0;
   while (got < kMaxReadPerEvent) {
     if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
@@ -623,12 +677,33 @@ void TcpStoreServer::Impl::OnReadable(Conn& c) {
     if (!c.reading || static_cast<size_t>(n) < space) break;
   }
   Flush(c);
-  // A drained connection keeps one chunk at most: idle buffers are not
-  // counted against max_buffered_bytes (Account).
-  if (c.in_off == c.in_len && c.in.size() > kReadChunk) {
-    std::string().swap(c.in);
-    c.in_off = c.in_len = 0;
+  ReturnInput(c);
+}
+
+void TcpStoreServer::Impl::LendInput(Conn& c) {
+  if (c.in_off != c.in_len || !c.in.empty()) return;
+  c.in_off = c.in_len = 0;
+  c.in.swap(read_buffer_);
+}
+
+void TcpStoreServer::Impl::ReturnInput(Conn& c) {
+  const size_t pending = c.in_len - c.in_off;
+  if (c.in.size() <= kIdleBufferBytes || pending > kIdleBufferBytes) return;
+  std::string kept;
+  if (pending > 0) {
+    // A request in part (maybe one byte, maybe a slow peer's): kept in a
+    // small buffer, which grows again as the rest arrives.
+    kept.resize(kIdleBufferBytes);
+    std::memcpy(&kept[0], c.in.data() + c.in_off, pending);
   }
+  c.in_off = 0;
+  c.in_len = pending;
+  if (read_buffer_.empty() && c.in.size() <= 2 * kReadChunk) {
+    c.in.swap(read_buffer_);
+  } else {
+    trim_.Released(c.in.capacity());
+  }
+  c.in = std::move(kept);
 }
 
 bool TcpStoreServer::Impl::Serve(Conn& c) {
@@ -804,26 +879,12 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
         tcpstore::AppendU8(&c.out, tcpstore::kStopWaiting);
         return true;
       }
-      if (waits_.size() >= limits.max_waiters) {
-        return Violation(c, absl::StrCat("max_waiters ", limits.max_waiters,
-                                         " parked waits in all"));
-      }
       if (c.waits.size() >= limits.max_waiters_per_peer) {
         return Violation(c, absl::StrCat("max_waiters_per_peer ",
                                          limits.max_waiters_per_peer,
                                          " parked waits on one connection"));
       }
-      if (waits_.bytes() + TcpStoreWaits::Bytes(keys) >
-          limits.max_waiter_bytes) {
-        return Violation(
-            c, absl::StrCat("max_waiter_bytes ", limits.max_waiter_bytes));
-      }
-      const uint64_t wid = next_wait_id_++;
-      waits_.Park(wid, c.id, std::move(keys));
-      c.waits.insert(wid);
-      parked_.store(static_cast<int64_t>(waits_.size()),
-                    std::memory_order_relaxed);
-      return true;
+      return ParkWait(c, std::move(keys));
     }
     case Op::kCancelWait: {
       absl::flat_hash_set<uint64_t> ids;
@@ -951,6 +1012,7 @@ void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
 }
 
 void TcpStoreServer::Impl::Answer(const TcpStoreWaits::Woken& woken) {
+  budgets_.RemoveWait(woken.id);
   auto c = conns_.find(woken.conn);
   if (c == conns_.end()) return;
   Conn& conn = *c->second;
@@ -959,8 +1021,43 @@ void TcpStoreServer::Impl::Answer(const TcpStoreWaits::Woken& woken) {
   MarkDirty(conn);
 }
 
+bool TcpStoreServer::Impl::ParkWait(Conn& c, std::vector<std::string> keys) {
+  const size_t bytes = TcpStoreWaits::Bytes(keys);
+  for (;;) {
+    const PeerBudgets::Verdict v = budgets_.AdmitWait(c.ip, bytes);
+    if (v.kind == PeerBudgets::Verdict::kAdmit) break;
+    if (v.kind == PeerBudgets::Verdict::kRefuse) return Violation(c, v.reason);
+    // Another address's connection: never `c`, whose Conn& stays valid.
+    Evict(v);
+  }
+  const uint64_t wid = next_wait_id_++;
+  waits_.Park(wid, c.id, std::move(keys));
+  budgets_.AddWait(c.ip, c.id, wid, bytes);
+  c.waits.insert(wid);
+  parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
+  return true;
+}
+
+void TcpStoreServer::Impl::Warn(absl::string_view kind,
+                                const std::string& line) {
+  int64_t held_back = 0;
+  if (!log_limiter_.Allow(kind, absl::Now(), &held_back)) return;
+  DJ_LOG_WARNING("tcpstore: {}{}", line,
+                 LogRateLimiter::HeldBackSuffix(held_back));
+}
+
+void TcpStoreServer::Impl::Housekeep() {
+  const absl::Time now = absl::Now();
+  for (const auto& [kind, count] : log_limiter_.Overdue(now)) {
+    DJ_LOG_WARNING("tcpstore: {} more {} line(s) not logged in the last second",
+                   count, kind);
+  }
+  if (trim_.Due(now)) TrimHeap();
+}
+
 void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
   waits_.Drop(wait_id);
+  budgets_.RemoveWait(wait_id);
   parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
 }
 
@@ -982,7 +1079,12 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
   if (c.out_off == c.out.size()) {
     c.out.clear();
     c.out_off = 0;
-    if (c.out.capacity() > kReadChunk) std::string().swap(c.out);
+    // An idle connection keeps a small answer buffer only (a 60 KB get
+    // once left 64 KiB on each of thousands of idle connections).
+    if (c.out.capacity() > kIdleBufferBytes) {
+      trim_.Released(c.out.capacity());
+      std::string().swap(c.out);
+    }
   } else if (c.out_off > c.out.size() / 2) {
     c.out.erase(0, c.out_off);
     c.out_off = 0;
@@ -991,13 +1093,13 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
 }
 
 void TcpStoreServer::Impl::Account(Conn& c) {
-  // A buffer counts while it holds something (a request in part, answers
-  // not yet sent): an idle connection keeps at most a chunk of each for
-  // reuse (OnReadable, Flush), which thousands of healthy workers hold.
-  const size_t now = (c.in_len > c.in_off ? c.in.size() : 0) +
-                     (c.out_off < c.out.size() ? c.out.capacity() : 0);
+  // Everything the connection holds counts, idle or not: an idle one holds
+  // its bookkeeping and at most kIdleBufferBytes (ReturnInput, Flush).
+  const size_t now = kConnBytes + c.in.capacity() + c.out.capacity();
   buffered_ = buffered_ - c.accounted + now;
   c.accounted = now;
+  buffered_bytes_.store(static_cast<int64_t>(buffered_),
+                        std::memory_order_relaxed);
 }
 
 void TcpStoreServer::Impl::ShedBuffers() {
@@ -1006,12 +1108,14 @@ void TcpStoreServer::Impl::ShedBuffers() {
         conns_.begin(), conns_.end(), [](const auto& a, const auto& b) {
           return a.second->accounted < b.second->accounted;
         });
-    CloseConn(largest->first,
-              absl::StrCat("holds ", largest->second->accounted,
-                           " bytes of buffers, the most while all "
-                           "connections' are over max_buffered_bytes ",
-                           options_.max_buffered_bytes),
-              true);
+    Warn("max_buffered_bytes",
+         absl::StrCat("closing ", largest->second->peer, ": holds ",
+                      largest->second->accounted,
+                      " bytes of buffers, the most while all "
+                      "connections' are over max_buffered_bytes ",
+                      options_.max_buffered_bytes));
+    protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+    CloseConn(largest->first, "", false);
   }
 }
 
@@ -1047,19 +1151,20 @@ void TcpStoreServer::Impl::CloseConn(uint64_t id, const std::string& reason,
   if (it == conns_.end()) return;
   Conn& c = *it->second;
   if (!reason.empty()) {
-    DJ_LOG_WARNING("tcpstore: closing {}: {}", c.peer, reason);
+    Warn(LogRateLimiter::Shape(reason),
+         absl::StrCat("closing ", c.peer, ": ", reason));
   }
   if (error && !reason.empty()) {
     protocol_errors_.fetch_add(1, std::memory_order_relaxed);
   }
   for (uint64_t wid : c.waits) DropWait(wid);
   buffered_ -= c.accounted;
+  buffered_bytes_.store(static_cast<int64_t>(buffered_),
+                        std::memory_order_relaxed);
+  trim_.Released(c.accounted);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   close(c.fd);
-  auto per_ip = conns_per_ip_.find(c.ip);
-  if (per_ip != conns_per_ip_.end() && --per_ip->second == 0) {
-    conns_per_ip_.erase(per_ip);
-  }
+  budgets_.RemoveConnection(c.ip, c.id);
   conns_.erase(it);
   ResumeAccept();
   clients_.store(static_cast<int64_t>(conns_.size()),
