@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
 
 namespace distjob {
 
@@ -50,6 +52,22 @@ std::string LogRateLimiter::Shape(absl::string_view text) {
 std::string LogRateLimiter::HeldBackSuffix(int64_t held_back) {
   if (held_back == 0) return "";
   return absl::StrCat(" (and ", held_back, " more like it not logged)");
+}
+
+void RateLimitedWarnings::Warn(absl::string_view kind,
+                               const std::string& line) {
+  int64_t held_back = 0;
+  if (!limiter_.Allow(kind, absl::Now(), &held_back)) return;
+  DJ_LOG_WARNING("{}: {}{}", prefix_, line,
+                 LogRateLimiter::HeldBackSuffix(held_back));
+}
+
+void RateLimitedWarnings::TellOverdue() {
+  for (const auto& [kind, count] : limiter_.Overdue(absl::Now())) {
+    DJ_LOG_WARNING(
+        "{}: {} more line(s) like '{}' not logged in the last second", prefix_,
+        count, kind);
+  }
 }
 
 }  // namespace distjob

@@ -49,6 +49,23 @@ class LogRateLimiter {
   absl::flat_hash_map<std::string, Kind> kinds_;
 };
 
+// Warning lines through a LogRateLimiter of a second, on the real clock:
+// "<prefix>: <line> (and N more like it not logged)".
+class RateLimitedWarnings {
+ public:
+  explicit RateLimitedWarnings(std::string prefix)
+      : prefix_(std::move(prefix)) {}
+  // `line` unless a line of `kind` was logged within the last second.
+  void Warn(absl::string_view kind, const std::string& line);
+  // One line per kind whose held-back lines are a second old: call it at
+  // least once a second.
+  void TellOverdue();
+
+ private:
+  const std::string prefix_;
+  LogRateLimiter limiter_;
+};
+
 }  // namespace distjob
 
 #endif  // DISTJOB_COMMON_LOG_RATE_LIMITER_H_

@@ -37,6 +37,13 @@ class PeerBudgets {
   };
   // Each per-peer cap cut to max(1, global / kShare).
   static Limits WithShare(Limits limits);
+  // WithShare of the global budgets, each address's connections also
+  // capped by `connections_per_peer`.
+  static Limits Shared(size_t connections, size_t connections_per_peer,
+                       size_t waits, size_t wait_bytes) {
+    return WithShare({connections, connections_per_peer, waits, waits,
+                      wait_bytes, wait_bytes});
+  }
 
   struct Verdict {
     enum Kind { kAdmit, kRefuse, kEvict };

@@ -1,6 +1,5 @@
 #include "rendezvous/store/tcpstore_server.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -32,6 +31,7 @@
 #include "rendezvous/store/fd_budget.h"
 #include "rendezvous/store/peer_budgets.h"
 #include "rendezvous/store/tcpstore_protocol.h"
+#include "rendezvous/store/tcpstore_socket.h"
 #include "rendezvous/store/tcpstore_waits.h"
 
 namespace distjob {
@@ -56,38 +56,6 @@ constexpr size_t kTrimAfterBytes = size_t{8} << 20;
 // starve the others.
 constexpr size_t kMaxReadPerEvent = 1 << 20;
 
-// The numeric form of an address, an IPv4-mapped IPv6 one as IPv4.
-std::string NormalizeAddress(const sockaddr_storage& ss) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-      inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, sizeof(buf));
-    } else {
-      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
-    }
-  }
-  return buf;
-}
-
-// `ip` in NormalizeAddress's form, or "" when it is not a numeric address.
-std::string NormalizeText(const std::string& ip) {
-  sockaddr_storage ss{};
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET, ip.c_str(), &a4->sin_addr) == 1) {
-    ss.ss_family = AF_INET;
-  } else if (inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr) == 1) {
-    ss.ss_family = AF_INET6;
-  } else {
-    return "";
-  }
-  return NormalizeAddress(ss);
-}
-
 // The connection caps cut to what the open-file limit holds (one
 // descriptor a connection): past it, accept() fails for the whole agent,
 // not only for this store.
@@ -103,7 +71,9 @@ class TcpStoreServer::Impl {
  public:
   explicit Impl(const TcpStoreServerOptions& o)
       : options_(FitToFds(o)),
-        budgets_(BudgetLimits(options_)),
+        budgets_(PeerBudgets::Shared(
+            options_.max_connections, options_.max_connections_per_peer,
+            options_.limits.max_waiters, options_.limits.max_waiter_bytes)),
         trim_(kTrimAfterBytes, absl::Seconds(1)) {
     parse_limits_.max_key_bytes = o.limits.max_key_bytes;
     parse_limits_.max_value_bytes = o.limits.max_value_bytes;
@@ -261,10 +231,10 @@ class TcpStoreServer::Impl {
   }
   // One warning line a second per kind of event (a message's shape: a
   // random-frame flood's reasons differ in their numbers only), with the
-  // count of those held back (LogRateLimiter).
-  void Warn(absl::string_view kind, const std::string& line);
-  // Logs the held-back counts a second old, and trims the heap when due.
-  void Housekeep();
+  // count of those held back.
+  void Warn(absl::string_view kind, const std::string& line) {
+    warnings_.Warn(kind, line);
+  }
   // The request buffer for a connection that has nothing buffered: the
   // loop's read buffer, lent (ReturnInput gives it back).
   void LendInput(Conn& c);
@@ -283,16 +253,6 @@ class TcpStoreServer::Impl {
                       victim == conns_.end() ? "?" : victim->second->peer, ": ",
                       v.reason));
     CloseConn(v.victim, "", false);
-  }
-  static PeerBudgets::Limits BudgetLimits(const TcpStoreServerOptions& o) {
-    PeerBudgets::Limits l;
-    l.connections = o.max_connections;
-    l.connections_per_peer = o.max_connections_per_peer;
-    l.waits = o.limits.max_waiters;
-    l.waits_per_peer = o.limits.max_waiters;
-    l.wait_bytes = o.limits.max_waiter_bytes;
-    l.wait_bytes_per_peer = o.limits.max_waiter_bytes;
-    return PeerBudgets::WithShare(l);
   }
   // Whether `key` may hold a value of `size` bytes under max_total_bytes;
   // closes nothing itself.
@@ -341,7 +301,7 @@ class TcpStoreServer::Impl {
   bool accept_paused_ = false;  // out of file descriptors
   std::chrono::steady_clock::time_point accept_paused_at_;
   PeerBudgets budgets_;
-  LogRateLimiter log_limiter_;
+  RateLimitedWarnings warnings_{"tcpstore"};
   HeapTrimPacer trim_;
   // Lent to the connection being read when it has nothing buffered, so
   // that idle connections hold no request buffer (LendInput).
@@ -367,59 +327,10 @@ class TcpStoreServer::Impl {
 };
 
 absl::Status TcpStoreServer::Impl::Listen() {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET6, options_.host.c_str(), &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(static_cast<uint16_t>(options_.port));
-    len = sizeof(*a6);
-  } else if (inet_pton(AF_INET, options_.host.c_str(), &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(static_cast<uint16_t>(options_.port));
-    len = sizeof(*a4);
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tcpstore: listen address '", options_.host,
-                     "' is not a numeric IPv4 or IPv6 address"));
-  }
-  if (options_.port < 0 || options_.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tcpstore: port ", options_.port, " is not in 0..65535"));
-  }
-  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0 && ss.ss_family == AF_INET6 && options_.host == "::") {
-    // A host without IPv6: every IPv4 address instead.
-    ss = {};
-    a4->sin_family = AF_INET;
-    a4->sin_addr.s_addr = htonl(INADDR_ANY);
-    a4->sin_port = htons(static_cast<uint16_t>(options_.port));
-    len = sizeof(*a4);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  }
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("tcpstore: socket: ", std::strerror(errno)));
-  }
-  listen_fd_ = fd;
-  const int yes = 1, no = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  if (ss.ss_family == AF_INET6) {
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
-  }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      listen(fd, 4096) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("tcpstore: cannot listen on ", options_.host, ":",
-                     options_.port, ": ", std::strerror(errno)));
-  }
-  sockaddr_storage bound{};
-  socklen_t bound_len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  port_ = ntohs(bound.ss_family == AF_INET6
-                    ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                    : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  absl::StatusOr<int> fd = ListenTcp(options_.host, options_.port);
+  if (!fd.ok()) return fd.status();
+  listen_fd_ = *fd;
+  port_ = BoundPort(listen_fd_);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (wake_fd_ < 0 || epoll_fd_ < 0) {
@@ -480,7 +391,8 @@ void TcpStoreServer::Impl::Loop() {
       ShedBuffers();
     }
     ClearIfAsked();
-    Housekeep();
+    warnings_.TellOverdue();
+    if (trim_.Due(absl::Now())) TrimHeap();
     // The loop wakes at least once a second (epoll_wait's timeout above).
     if (accept_paused_ &&
         std::chrono::steady_clock::now() - accept_paused_at_ >=
@@ -571,14 +483,7 @@ void TcpStoreServer::Impl::Accept() {
       return;
     }
     std::string ip = NormalizeAddress(ss);
-    const uint16_t port =
-        ntohs(ss.ss_family == AF_INET6
-                  ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                  : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-    std::string peer =
-        ss.ss_family == AF_INET6 && ip.find(':') != std::string::npos
-            ? absl::StrCat("[", ip, "]:", port)
-            : absl::StrCat(ip, ":", port);
+    std::string peer = PeerName(ss, ip);
     std::string refusal;
     {
       absl::MutexLock lock(&allowed_mu_);
@@ -1036,23 +941,6 @@ bool TcpStoreServer::Impl::ParkWait(Conn& c, std::vector<std::string> keys) {
   c.waits.insert(wid);
   parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
   return true;
-}
-
-void TcpStoreServer::Impl::Warn(absl::string_view kind,
-                                const std::string& line) {
-  int64_t held_back = 0;
-  if (!log_limiter_.Allow(kind, absl::Now(), &held_back)) return;
-  DJ_LOG_WARNING("tcpstore: {}{}", line,
-                 LogRateLimiter::HeldBackSuffix(held_back));
-}
-
-void TcpStoreServer::Impl::Housekeep() {
-  const absl::Time now = absl::Now();
-  for (const auto& [kind, count] : log_limiter_.Overdue(now)) {
-    DJ_LOG_WARNING("tcpstore: {} more {} line(s) not logged in the last second",
-                   count, kind);
-  }
-  if (trim_.Due(now)) TrimHeap();
 }
 
 void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
