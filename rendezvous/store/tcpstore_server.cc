@@ -238,8 +238,9 @@ class TcpStoreServer::Impl {
   // The request buffer for a connection that has nothing buffered: the
   // loop's read buffer, lent (ReturnInput gives it back).
   void LendInput(Conn& c);
-  // After a read: a drained connection gives its request buffer back; one
-  // with a request in part keeps only what that needs (at least 4 KiB).
+  // After a read: a drained connection gives its request buffer back (an
+  // idle one holds none); one with a small request in part keeps it in
+  // 4 KiB.
   void ReturnInput(Conn& c);
   // Parks a wait of `keys` for `c`, making room in a full budget at the
   // cost of the heaviest other address; false when `c` must be closed.
@@ -593,7 +594,8 @@ void TcpStoreServer::Impl::LendInput(Conn& c) {
 
 void TcpStoreServer::Impl::ReturnInput(Conn& c) {
   const size_t pending = c.in_len - c.in_off;
-  if (c.in.size() <= kIdleBufferBytes || pending > kIdleBufferBytes) return;
+  if (c.in.empty() || pending > kIdleBufferBytes) return;
+  if (pending > 0 && c.in.size() <= kIdleBufferBytes) return;
   std::string kept;
   if (pending > 0) {
     // A request in part (maybe one byte, maybe a slow peer's): kept in a
@@ -603,7 +605,8 @@ void TcpStoreServer::Impl::ReturnInput(Conn& c) {
   }
   c.in_off = 0;
   c.in_len = pending;
-  if (read_buffer_.empty() && c.in.size() <= 2 * kReadChunk) {
+  if (read_buffer_.empty() && c.in.size() >= kReadChunk &&
+      c.in.size() <= 2 * kReadChunk) {
     c.in.swap(read_buffer_);
   } else {
     trim_.Released(c.in.capacity());
