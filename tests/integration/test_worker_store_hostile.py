@@ -313,7 +313,6 @@ def test_a_random_frame_flood_logs_a_line_a_second_per_kind(tmp_path):
                              []).append(line)
         for kind, of_kind in kinds.items():
             assert len(of_kind) <= elapsed + 2, (kind, len(of_kind), elapsed)
-        assert len(lines) < sent / 10, (len(lines), sent)
         # Every refusal is told, in a line or in a count, the flood's tail
         # once its second has passed.
         errors = server.stats()["protocol_errors"]
