@@ -140,6 +140,17 @@ constexpr Definition kDefinitions[] = {
      "TCPStore connections refused at accept (not a round member while the "
      "job has a token, or over the connection limits).",
      {nullptr}},
+    {"distjob_worker_store_buffered_bytes",
+     Kind::kGauge,
+     "Memory the workers' TCPStore connections hold (buffers and "
+     "bookkeeping), counted as against max_buffered_bytes.",
+     {nullptr}},
+    {"distjob_worker_store_evictions_total",
+     Kind::kCounter,
+     "TCPStore connections closed to make room for another address's "
+     "connection or wait when a budget was full (the address holding the "
+     "most gives way).",
+     {nullptr}},
     {"distjob_worker_store_accept_pauses_total",
      Kind::kCounter,
      "Times the workers' TCPStore stopped accepting connections because the "

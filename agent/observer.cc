@@ -136,6 +136,10 @@ void Observer::InstallCollector() {
                 static_cast<double>(w->refused_connections));
     metrics.Set("distjob_worker_store_accept_pauses_total",
                 static_cast<double>(w->accept_pauses));
+    metrics.Set("distjob_worker_store_buffered_bytes",
+                static_cast<double>(w->buffered_bytes));
+    metrics.Set("distjob_worker_store_evictions_total",
+                static_cast<double>(w->evictions));
     for (const auto& [op, count] : w->requests) {
       metrics.Set("distjob_worker_store_requests_total",
                   static_cast<double>(count),

@@ -1,6 +1,5 @@
 #include "rendezvous/store/tcpstore_server.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -26,9 +25,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/busy_poll.h"
+#include "common/heap_trim.h"
+#include "common/log_rate_limiter.h"
 #include "common/logging.h"
 #include "rendezvous/store/fd_budget.h"
+#include "rendezvous/store/peer_budgets.h"
 #include "rendezvous/store/tcpstore_protocol.h"
+#include "rendezvous/store/tcpstore_socket.h"
 #include "rendezvous/store/tcpstore_waits.h"
 
 namespace distjob {
@@ -39,41 +42,19 @@ using tcpstore::Op;
 constexpr uint64_t kListenerId = 0;
 constexpr uint64_t kWakeId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
+// What a drained connection keeps of its answer buffer for reuse; its
+// request buffer it gives back (to the loop's one read buffer, or to the
+// allocator). 9,000 idle connections once held 128 KiB each.
+constexpr size_t kIdleBufferBytes = 4096;
+// A connection's own bookkeeping, counted against max_buffered_bytes with
+// its buffers: the Conn, its address strings, its entries in the maps.
+constexpr size_t kConnBytes = 1024;
+// Freed memory is handed back to the kernel after this much, at most once
+// a second (HeapTrimPacer).
+constexpr size_t kTrimAfterBytes = size_t{8} << 20;
 // One connection's reads per readiness event, so a fast sender cannot
 // starve the others.
 constexpr size_t kMaxReadPerEvent = 1 << 20;
-
-// The numeric form of an address, an IPv4-mapped IPv6 one as IPv4.
-std::string NormalizeAddress(const sockaddr_storage& ss) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (ss.ss_family == AF_INET) {
-    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-    inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
-  } else if (ss.ss_family == AF_INET6) {
-    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-    if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
-      inet_ntop(AF_INET, &a->sin6_addr.s6_addr[12], buf, sizeof(buf));
-    } else {
-      inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
-    }
-  }
-  return buf;
-}
-
-// `ip` in NormalizeAddress's form, or "" when it is not a numeric address.
-std::string NormalizeText(const std::string& ip) {
-  sockaddr_storage ss{};
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET, ip.c_str(), &a4->sin_addr) == 1) {
-    ss.ss_family = AF_INET;
-  } else if (inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr) == 1) {
-    ss.ss_family = AF_INET6;
-  } else {
-    return "";
-  }
-  return NormalizeAddress(ss);
-}
 
 // The connection caps cut to what the open-file limit holds (one
 // descriptor a connection): past it, accept() fails for the whole agent,
@@ -88,7 +69,12 @@ TcpStoreServerOptions FitToFds(TcpStoreServerOptions o) {
 
 class TcpStoreServer::Impl {
  public:
-  explicit Impl(const TcpStoreServerOptions& o) : options_(FitToFds(o)) {
+  explicit Impl(const TcpStoreServerOptions& o)
+      : options_(FitToFds(o)),
+        budgets_(PeerBudgets::Shared(
+            options_.max_connections, options_.max_connections_per_peer,
+            options_.limits.max_waiters, options_.limits.max_waiter_bytes)),
+        trim_(kTrimAfterBytes, absl::Seconds(1)) {
     parse_limits_.max_key_bytes = o.limits.max_key_bytes;
     parse_limits_.max_value_bytes = o.limits.max_value_bytes;
     parse_limits_.max_keys_per_request = o.limits.max_keys_per_request;
@@ -129,6 +115,8 @@ class TcpStoreServer::Impl {
     s.parked_waits = parked_.load(std::memory_order_relaxed);
     s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
     s.refused_connections = refused_.load(std::memory_order_relaxed);
+    s.evictions = evictions_.load(std::memory_order_relaxed);
+    s.buffered_bytes = buffered_bytes_.load(std::memory_order_relaxed);
     s.accept_pauses = accept_pauses_.load(std::memory_order_relaxed);
     s.sleeps = sleeps_.load(std::memory_order_relaxed);
     s.stream_pauses = stream_pauses_.load(std::memory_order_relaxed);
@@ -236,9 +224,36 @@ class TcpStoreServer::Impl {
     }
   }
   bool Violation(Conn& c, const std::string& what) {
-    DJ_LOG_WARNING("tcpstore: closing {}: {}", c.peer, what);
+    Warn(LogRateLimiter::Shape(what),
+         absl::StrCat("closing ", c.peer, ": ", what));
     protocol_errors_.fetch_add(1, std::memory_order_relaxed);
     return false;
+  }
+  // One warning line a second per kind of event (a message's shape: a
+  // random-frame flood's reasons differ in their numbers only), with the
+  // count of those held back.
+  void Warn(absl::string_view kind, const std::string& line) {
+    warnings_.Warn(kind, line);
+  }
+  // The request buffer for a connection that has nothing buffered: the
+  // loop's read buffer, lent (ReturnInput gives it back).
+  void LendInput(Conn& c);
+  // After a read: a drained connection gives its request buffer back (an
+  // idle one holds none); one with a small request in part keeps it in
+  // 4 KiB.
+  void ReturnInput(Conn& c);
+  // Parks a wait of `keys` for `c`, making room in a full budget at the
+  // cost of the heaviest other address; false when `c` must be closed.
+  bool ParkWait(Conn& c, std::vector<std::string> keys);
+  // Closes the connection a full budget gives way with (v: kEvict).
+  void Evict(const PeerBudgets::Verdict& v) {
+    evictions_.fetch_add(1, std::memory_order_relaxed);
+    auto victim = conns_.find(v.victim);
+    Warn("eviction",
+         absl::StrCat("closing ",
+                      victim == conns_.end() ? "?" : victim->second->peer, ": ",
+                      v.reason));
+    CloseConn(v.victim, "", false);
   }
   // Whether `key` may hold a value of `size` bytes under max_total_bytes;
   // closes nothing itself.
@@ -286,10 +301,13 @@ class TcpStoreServer::Impl {
   size_t buffered_ = 0;
   bool accept_paused_ = false;  // out of file descriptors
   std::chrono::steady_clock::time_point accept_paused_at_;
-  std::chrono::steady_clock::time_point last_refusal_log_;
-  int64_t refusals_unlogged_ = 0;
+  PeerBudgets budgets_;
+  RateLimitedWarnings warnings_{"tcpstore"};
+  HeapTrimPacer trim_;
+  // Lent to the connection being read when it has nothing buffered, so
+  // that idle connections hold no request buffer (LendInput).
+  std::string read_buffer_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
-  absl::flat_hash_map<std::string, size_t> conns_per_ip_;
   std::vector<uint64_t> dirty_;
   absl::flat_hash_map<std::string, std::string> data_;
   absl::flat_hash_map<std::string, std::deque<std::string>> queues_;
@@ -300,7 +318,7 @@ class TcpStoreServer::Impl {
 
   std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
   std::atomic<int64_t> protocol_errors_{0}, refused_{0}, sleeps_{0},
-      stream_pauses_{0}, accept_pauses_{0};
+      stream_pauses_{0}, accept_pauses_{0}, evictions_{0}, buffered_bytes_{0};
   // Whether the loop's current batch sent anything (Flush), and whether it
   // served a set (which has no answer): a batch of sets that answered no
   // one is a stream's (Loop).
@@ -310,59 +328,10 @@ class TcpStoreServer::Impl {
 };
 
 absl::Status TcpStoreServer::Impl::Listen() {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET6, options_.host.c_str(), &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(static_cast<uint16_t>(options_.port));
-    len = sizeof(*a6);
-  } else if (inet_pton(AF_INET, options_.host.c_str(), &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(static_cast<uint16_t>(options_.port));
-    len = sizeof(*a4);
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tcpstore: listen address '", options_.host,
-                     "' is not a numeric IPv4 or IPv6 address"));
-  }
-  if (options_.port < 0 || options_.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tcpstore: port ", options_.port, " is not in 0..65535"));
-  }
-  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0 && ss.ss_family == AF_INET6 && options_.host == "::") {
-    // A host without IPv6: every IPv4 address instead.
-    ss = {};
-    a4->sin_family = AF_INET;
-    a4->sin_addr.s_addr = htonl(INADDR_ANY);
-    a4->sin_port = htons(static_cast<uint16_t>(options_.port));
-    len = sizeof(*a4);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  }
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("tcpstore: socket: ", std::strerror(errno)));
-  }
-  listen_fd_ = fd;
-  const int yes = 1, no = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  if (ss.ss_family == AF_INET6) {
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
-  }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      listen(fd, 4096) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("tcpstore: cannot listen on ", options_.host, ":",
-                     options_.port, ": ", std::strerror(errno)));
-  }
-  sockaddr_storage bound{};
-  socklen_t bound_len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  port_ = ntohs(bound.ss_family == AF_INET6
-                    ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                    : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  absl::StatusOr<int> fd = ListenTcp(options_.host, options_.port);
+  if (!fd.ok()) return fd.status();
+  listen_fd_ = *fd;
+  port_ = BoundPort(listen_fd_);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (wake_fd_ < 0 || epoll_fd_ < 0) {
@@ -423,6 +392,8 @@ void TcpStoreServer::Impl::Loop() {
       ShedBuffers();
     }
     ClearIfAsked();
+    warnings_.TellOverdue();
+    if (trim_.Due(absl::Now())) TrimHeap();
     // The loop wakes at least once a second (epoll_wait's timeout above).
     if (accept_paused_ &&
         std::chrono::steady_clock::now() - accept_paused_at_ >=
@@ -513,14 +484,7 @@ void TcpStoreServer::Impl::Accept() {
       return;
     }
     std::string ip = NormalizeAddress(ss);
-    const uint16_t port =
-        ntohs(ss.ss_family == AF_INET6
-                  ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                  : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-    std::string peer =
-        ss.ss_family == AF_INET6 && ip.find(':') != std::string::npos
-            ? absl::StrCat("[", ip, "]:", port)
-            : absl::StrCat(ip, ":", port);
+    std::string peer = PeerName(ss, ip);
     std::string refusal;
     {
       absl::MutexLock lock(&allowed_mu_);
@@ -528,36 +492,29 @@ void TcpStoreServer::Impl::Accept() {
         refusal = "not an allowed peer";
       }
     }
-    size_t& per_ip = conns_per_ip_[ip];
-    if (refusal.empty() && conns_.size() >= options_.max_connections) {
-      refusal = absl::StrCat("max_connections ", options_.max_connections,
+    if (refusal.empty() &&
+        buffered_ + kConnBytes > options_.max_buffered_bytes) {
+      refusal = absl::StrCat("max_buffered_bytes ", options_.max_buffered_bytes,
                              " reached");
     }
-    if (refusal.empty() && per_ip >= options_.max_connections_per_peer) {
-      refusal = absl::StrCat("max_connections_per_peer ",
-                             options_.max_connections_per_peer, " reached");
+    while (refusal.empty()) {
+      PeerBudgets::Verdict v = budgets_.AdmitConnection(ip);
+      if (v.kind == PeerBudgets::Verdict::kAdmit) break;
+      if (v.kind == PeerBudgets::Verdict::kRefuse) {
+        refusal = std::move(v.reason);
+        break;
+      }
+      Evict(v);
     }
     if (!refusal.empty()) {
-      if (per_ip == 0) conns_per_ip_.erase(ip);
-      // One line a second at most: a peer that reconnects in a loop does
-      // not flood the log.
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
-        DJ_LOG_WARNING("tcpstore: refused {}: {}{}", peer, refusal,
-                       refusals_unlogged_ == 0
-                           ? std::string()
-                           : absl::StrCat(" (and ", refusals_unlogged_,
-                                          " more refusals unlogged)"));
-        last_refusal_log_ = now;
-        refusals_unlogged_ = 0;
-      } else {
-        ++refusals_unlogged_;
-      }
+      // Rate-limited: a peer that reconnects in a loop does not flood the
+      // log.
+      Warn(LogRateLimiter::Shape("refused: " + refusal),
+           absl::StrCat("refused ", peer, ": ", refusal));
       refused_.fetch_add(1, std::memory_order_relaxed);
       close(fd);
       continue;
     }
-    ++per_ip;
     const int yes = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
     auto c = std::make_unique<Conn>();
@@ -565,11 +522,13 @@ void TcpStoreServer::Impl::Accept() {
     c->fd = fd;
     c->ip = std::move(ip);
     c->peer = std::move(peer);
+    budgets_.AddConnection(c->ip, c->id);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = c->id;
     epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-    conns_.emplace(c->id, std::move(c));
+    Conn& added = *conns_.emplace(c->id, std::move(c)).first->second;
+    Account(added);
     clients_.store(static_cast<int64_t>(conns_.size()),
                    std::memory_order_relaxed);
   }
@@ -577,6 +536,7 @@ void TcpStoreServer::Impl::Accept() {
 
 void TcpStoreServer::Impl::OnReadable(Conn& c) {
   const uint64_t id = c.id;
+  LendInput(c);
   size_t got = 0;
   while (got < kMaxReadPerEvent) {
     if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
@@ -623,12 +583,35 @@ void TcpStoreServer::Impl::OnReadable(Conn& c) {
     if (!c.reading || static_cast<size_t>(n) < space) break;
   }
   Flush(c);
-  // A drained connection keeps one chunk at most: idle buffers are not
-  // counted against max_buffered_bytes (Account).
-  if (c.in_off == c.in_len && c.in.size() > kReadChunk) {
-    std::string().swap(c.in);
-    c.in_off = c.in_len = 0;
+  ReturnInput(c);
+}
+
+void TcpStoreServer::Impl::LendInput(Conn& c) {
+  if (c.in_off != c.in_len || !c.in.empty()) return;
+  c.in_off = c.in_len = 0;
+  c.in.swap(read_buffer_);
+}
+
+void TcpStoreServer::Impl::ReturnInput(Conn& c) {
+  const size_t pending = c.in_len - c.in_off;
+  if (c.in.empty() || pending > kIdleBufferBytes) return;
+  if (pending > 0 && c.in.size() <= kIdleBufferBytes) return;
+  std::string kept;
+  if (pending > 0) {
+    // A request in part (maybe one byte, maybe a slow peer's): kept in a
+    // small buffer, which grows again as the rest arrives.
+    kept.resize(kIdleBufferBytes);
+    std::memcpy(&kept[0], c.in.data() + c.in_off, pending);
   }
+  c.in_off = 0;
+  c.in_len = pending;
+  if (read_buffer_.empty() && c.in.size() >= kReadChunk &&
+      c.in.size() <= 2 * kReadChunk) {
+    c.in.swap(read_buffer_);
+  } else {
+    trim_.Released(c.in.capacity());
+  }
+  c.in = std::move(kept);
 }
 
 bool TcpStoreServer::Impl::Serve(Conn& c) {
@@ -804,26 +787,12 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
         tcpstore::AppendU8(&c.out, tcpstore::kStopWaiting);
         return true;
       }
-      if (waits_.size() >= limits.max_waiters) {
-        return Violation(c, absl::StrCat("max_waiters ", limits.max_waiters,
-                                         " parked waits in all"));
-      }
       if (c.waits.size() >= limits.max_waiters_per_peer) {
         return Violation(c, absl::StrCat("max_waiters_per_peer ",
                                          limits.max_waiters_per_peer,
                                          " parked waits on one connection"));
       }
-      if (waits_.bytes() + TcpStoreWaits::Bytes(keys) >
-          limits.max_waiter_bytes) {
-        return Violation(
-            c, absl::StrCat("max_waiter_bytes ", limits.max_waiter_bytes));
-      }
-      const uint64_t wid = next_wait_id_++;
-      waits_.Park(wid, c.id, std::move(keys));
-      c.waits.insert(wid);
-      parked_.store(static_cast<int64_t>(waits_.size()),
-                    std::memory_order_relaxed);
-      return true;
+      return ParkWait(c, std::move(keys));
     }
     case Op::kCancelWait: {
       absl::flat_hash_set<uint64_t> ids;
@@ -951,6 +920,7 @@ void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
 }
 
 void TcpStoreServer::Impl::Answer(const TcpStoreWaits::Woken& woken) {
+  budgets_.RemoveWait(woken.id);
   auto c = conns_.find(woken.conn);
   if (c == conns_.end()) return;
   Conn& conn = *c->second;
@@ -959,8 +929,26 @@ void TcpStoreServer::Impl::Answer(const TcpStoreWaits::Woken& woken) {
   MarkDirty(conn);
 }
 
+bool TcpStoreServer::Impl::ParkWait(Conn& c, std::vector<std::string> keys) {
+  const size_t bytes = TcpStoreWaits::Bytes(keys);
+  for (;;) {
+    const PeerBudgets::Verdict v = budgets_.AdmitWait(c.ip, bytes);
+    if (v.kind == PeerBudgets::Verdict::kAdmit) break;
+    if (v.kind == PeerBudgets::Verdict::kRefuse) return Violation(c, v.reason);
+    // Another address's connection: never `c`, whose Conn& stays valid.
+    Evict(v);
+  }
+  const uint64_t wid = next_wait_id_++;
+  waits_.Park(wid, c.id, std::move(keys));
+  budgets_.AddWait(c.ip, c.id, wid, bytes);
+  c.waits.insert(wid);
+  parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
+  return true;
+}
+
 void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
   waits_.Drop(wait_id);
+  budgets_.RemoveWait(wait_id);
   parked_.store(static_cast<int64_t>(waits_.size()), std::memory_order_relaxed);
 }
 
@@ -982,7 +970,12 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
   if (c.out_off == c.out.size()) {
     c.out.clear();
     c.out_off = 0;
-    if (c.out.capacity() > kReadChunk) std::string().swap(c.out);
+    // An idle connection keeps a small answer buffer only (a 60 KB get
+    // once left 64 KiB on each of thousands of idle connections).
+    if (c.out.capacity() > kIdleBufferBytes) {
+      trim_.Released(c.out.capacity());
+      std::string().swap(c.out);
+    }
   } else if (c.out_off > c.out.size() / 2) {
     c.out.erase(0, c.out_off);
     c.out_off = 0;
@@ -991,13 +984,13 @@ void TcpStoreServer::Impl::Flush(Conn& c) {
 }
 
 void TcpStoreServer::Impl::Account(Conn& c) {
-  // A buffer counts while it holds something (a request in part, answers
-  // not yet sent): an idle connection keeps at most a chunk of each for
-  // reuse (OnReadable, Flush), which thousands of healthy workers hold.
-  const size_t now = (c.in_len > c.in_off ? c.in.size() : 0) +
-                     (c.out_off < c.out.size() ? c.out.capacity() : 0);
+  // Everything the connection holds counts, idle or not: an idle one holds
+  // its bookkeeping and at most kIdleBufferBytes (ReturnInput, Flush).
+  const size_t now = kConnBytes + c.in.capacity() + c.out.capacity();
   buffered_ = buffered_ - c.accounted + now;
   c.accounted = now;
+  buffered_bytes_.store(static_cast<int64_t>(buffered_),
+                        std::memory_order_relaxed);
 }
 
 void TcpStoreServer::Impl::ShedBuffers() {
@@ -1006,12 +999,14 @@ void TcpStoreServer::Impl::ShedBuffers() {
         conns_.begin(), conns_.end(), [](const auto& a, const auto& b) {
           return a.second->accounted < b.second->accounted;
         });
-    CloseConn(largest->first,
-              absl::StrCat("holds ", largest->second->accounted,
-                           " bytes of buffers, the most while all "
-                           "connections' are over max_buffered_bytes ",
-                           options_.max_buffered_bytes),
-              true);
+    Warn("max_buffered_bytes",
+         absl::StrCat("closing ", largest->second->peer, ": holds ",
+                      largest->second->accounted,
+                      " bytes of buffers, the most while all "
+                      "connections' are over max_buffered_bytes ",
+                      options_.max_buffered_bytes));
+    protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+    CloseConn(largest->first, "", false);
   }
 }
 
@@ -1047,19 +1042,20 @@ void TcpStoreServer::Impl::CloseConn(uint64_t id, const std::string& reason,
   if (it == conns_.end()) return;
   Conn& c = *it->second;
   if (!reason.empty()) {
-    DJ_LOG_WARNING("tcpstore: closing {}: {}", c.peer, reason);
+    Warn(LogRateLimiter::Shape(reason),
+         absl::StrCat("closing ", c.peer, ": ", reason));
   }
   if (error && !reason.empty()) {
     protocol_errors_.fetch_add(1, std::memory_order_relaxed);
   }
   for (uint64_t wid : c.waits) DropWait(wid);
   buffered_ -= c.accounted;
+  buffered_bytes_.store(static_cast<int64_t>(buffered_),
+                        std::memory_order_relaxed);
+  trim_.Released(c.accounted);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
   close(c.fd);
-  auto per_ip = conns_per_ip_.find(c.ip);
-  if (per_ip != conns_per_ip_.end() && --per_ip->second == 0) {
-    conns_per_ip_.erase(per_ip);
-  }
+  budgets_.RemoveConnection(c.ip, c.id);
   conns_.erase(it);
   ResumeAccept();
   clients_.store(static_cast<int64_t>(conns_.size()),

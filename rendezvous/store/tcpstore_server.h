@@ -35,20 +35,26 @@ struct TcpStoreServerOptions {
   // (per connection here: a TCPStore client waits for one thing at a time).
   StoreLimits limits;
   // Open connections in all, and from one peer address (a 1.13 client
-  // opens two).
-  size_t max_connections = 65536;
+  // opens two). One address holds at most a quarter of max_connections,
+  // of max_waiters and of max_waiter_bytes (PeerBudgets::kShare): with
+  // one full, the newest of the address that holds the most gives way.
+  // 16384 (not 65536): at the cap, the connections' own memory (counted
+  // in max_buffered_bytes) and the kernel's for their sockets fit a 1 GiB
+  // container beside the keys (README, *TCPStore-protocol server*).
+  size_t max_connections = 16384;
   size_t max_connections_per_peer = 4096;
   // One request frame (a multi_set with all its keys and values).
   size_t max_frame_bytes = size_t{64} << 20;
   // Answers queued for a client that does not read them; past this the
   // server stops reading that client's requests until it drains.
   size_t max_pending_output_bytes = size_t{16} << 20;
-  // Every connection's buffers that hold something, together (requests
-  // received in part, answers not yet sent): past it, the connection
-  // holding the most is closed, until they are back under it. Without it
-  // each connection's own bounds (a frame, the pending output) multiplied
-  // by max_connections. An idle connection keeps at most 64 KiB of each
-  // for reuse, not counted here.
+  // Every connection's memory, together: its buffers (requests received
+  // in part, answers not yet sent, and what an idle one keeps: at most
+  // 4 KiB) and a fixed 1 KiB for its bookkeeping. Past it, the connection
+  // holding the most is closed, until they are back under it; a new
+  // connection that would take it past is refused. Without it each
+  // connection's own bounds (a frame, the pending output) multiplied by
+  // max_connections.
   size_t max_buffered_bytes = size_t{256} << 20;
   // How long the loop polls for the next request, rather than sleep, after
   // its last work: a request that finds the loop asleep waits for its
@@ -84,6 +90,11 @@ struct TcpStoreStats {
   int64_t protocol_errors = 0;
   // Connections refused at accept (SetAllowedPeers, connection limits).
   int64_t refused_connections = 0;
+  // Connections closed to make room for another address's connection or
+  // wait, a budget being full (PeerBudgets).
+  int64_t evictions = 0;
+  // Every connection's memory, as counted against max_buffered_bytes.
+  int64_t buffered_bytes = 0;
   // Times accepting stopped because the process was out of file
   // descriptors (it resumes once a client leaves, or after a second).
   int64_t accept_pauses = 0;

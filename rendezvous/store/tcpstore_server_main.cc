@@ -6,6 +6,8 @@
 //   tcpstore_server_main [--host H] [--port N] [--max-value-bytes N]
 //       [--max-frame-bytes N] [--max-waiters-per-peer N]
 //       [--max-connections-per-peer N] [--set-stream-pause-us N]
+//       [--max-waiters N] [--max-waiter-bytes N] [--max-connections N]
+//       [--max-buffered-bytes N]
 //       [--allow IP]...
 #include <signal.h>
 
@@ -37,6 +39,14 @@ int main(int argc, char** argv) {
       options.max_frame_bytes = n;
     } else if (flag == "--max-waiters-per-peer") {
       options.limits.max_waiters_per_peer = n;
+    } else if (flag == "--max-waiters") {
+      options.limits.max_waiters = n;
+    } else if (flag == "--max-waiter-bytes") {
+      options.limits.max_waiter_bytes = n;
+    } else if (flag == "--max-connections") {
+      options.max_connections = n;
+    } else if (flag == "--max-buffered-bytes") {
+      options.max_buffered_bytes = n;
     } else if (flag == "--max-connections-per-peer") {
       options.max_connections_per_peer = n;
     } else if (flag == "--set-stream-pause-us") {
@@ -76,6 +86,8 @@ int main(int argc, char** argv) {
           {"parked_waits", s.parked_waits},
           {"protocol_errors", s.protocol_errors},
           {"refused_connections", s.refused_connections},
+          {"evictions", s.evictions},
+          {"buffered_bytes", s.buffered_bytes},
           {"accept_pauses", s.accept_pauses},
           {"sleeps", s.sleeps},
           {"stream_pauses", s.stream_pauses},

@@ -69,8 +69,14 @@ std::string Keys(std::initializer_list<std::string> keys) {
 // A raw client: what a TCPStore client sends, byte for byte.
 class Client {
  public:
-  explicit Client(int port, bool validate = true) {
+  // `from`: the loopback address to connect from (a peer of its own).
+  explicit Client(int port, bool validate = true,
+                  const char* from = "127.0.0.1") {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    inet_pton(AF_INET, from, &src.sin_addr);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof(src)), 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -393,7 +399,8 @@ TEST(TcpStoreServerTest, OneSetAnswersEveryClientWaitingOnTheKey) {
 // entry to drop one by one when the connection closes).
 TEST(TcpStoreServerTest, AKeyNamedTwiceInAWaitIsHeldOnce) {
   TcpStoreServerOptions o;
-  o.limits.max_waiter_bytes = StoreCore::kWaiterOverhead + 100;
+  // One address may hold a quarter of it: this wait's 648 bytes.
+  o.limits.max_waiter_bytes = 4 * (StoreCore::kWaiterOverhead + 100);
   auto server = StartServer(o);
   Client waiter(server->port()), writer(server->port());
   std::string frame = Q(Op::kWait) + U64(1001) + Str("/a");
@@ -722,6 +729,103 @@ TEST(TcpStoreServerTest, ShutdownClosesEveryClientAtOnce) {
   server->Shutdown();
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   EXPECT_TRUE(c.Closed());
+}
+
+}  // namespace
+}  // namespace distjob
+
+namespace distjob {
+namespace {
+
+// A connection that got a large answer and went idle keeps a small buffer
+// only, and what every connection holds is counted: 9,000 such ones once
+// held 1 GB that max_buffered_bytes did not see.
+TEST(TcpStoreServerTest, AnIdleConnectionHoldsASmallCountedBuffer) {
+  auto server = StartServer();
+  Client writer(server->port());
+  writer.Send(Q(Op::kSet) + Str("/big") + Str(std::string(60000, 'v')));
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 16; ++i) {
+    idle.push_back(std::make_unique<Client>(server->port()));
+    idle.back()->Send(Q(Op::kGet) + Str("/big"));
+    ASSERT_EQ(idle.back()->Bytes().size(), 60000u);
+  }
+  // And one with a request in part: one byte of a frame.
+  idle.push_back(std::make_unique<Client>(server->port()));
+  idle.back()->Send(Q(Op::kSet));
+  const int64_t conns = static_cast<int64_t>(idle.size()) + 1;
+  EXPECT_TRUE(WaitFor([&] {
+    const TcpStoreStats s = server->Stats();
+    return s.clients == conns && s.buffered_bytes > 0 &&
+           s.buffered_bytes <= conns * (1024 + 4096) + 4096;
+  })) << server->Stats().buffered_bytes;
+}
+
+// A new connection that would take every connection's memory past
+// max_buffered_bytes is refused at accept.
+TEST(TcpStoreServerTest, ConnectionsAreRefusedWhenTheirMemoryIsFull) {
+  TcpStoreServerOptions o;
+  o.max_buffered_bytes = 3 * 1024 + 512;  // three idle connections
+  auto server = StartServer(o);
+  Client a(server->port()), b(server->port()), c(server->port());
+  Ping(a, 1);
+  Client d(server->port());
+  EXPECT_TRUE(d.Closed());
+  EXPECT_EQ(server->Stats().refused_connections, 1);
+  Ping(c, 2);
+}
+
+// One address parks at most a quarter of max_waiters; the others' waits
+// are served.
+TEST(TcpStoreServerTest, OneAddressParksAtMostAQuarterOfTheWaits) {
+  TcpStoreServerOptions o;
+  o.limits.max_waiters = 40;
+  auto server = StartServer(o);
+  std::vector<std::unique_ptr<Client>> hostile;
+  for (int i = 0; i < 11; ++i) {
+    hostile.push_back(
+        std::make_unique<Client>(server->port(), true, "127.0.0.9"));
+    hostile.back()->Send(Q(Op::kWait) + Keys({"/never"}));
+  }
+  EXPECT_TRUE(WaitFor([&] { return server->Stats().protocol_errors == 1; }));
+  EXPECT_EQ(server->Stats().parked_waits, 10);
+  Client waiter(server->port()), writer(server->port());
+  waiter.Send(Q(Op::kWait) + Keys({"/go"}));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 11; }));
+  writer.Send(Q(Op::kSet) + Str("/go") + Str("1"));
+  EXPECT_EQ(waiter.Recv(1), Byte(tcpstore::kStopWaiting));
+}
+
+// Four addresses at their share fill max_waiters: a fifth's wait closes
+// the newest wait of one that holds the most, never the established wait
+// of an address that holds less.
+TEST(TcpStoreServerTest, AFullWaitBudgetTakesFromTheHeaviestAddress) {
+  TcpStoreServerOptions o;
+  o.limits.max_waiters = 8;
+  auto server = StartServer(o);
+  Client established(server->port());
+  established.Send(Q(Op::kWait) + Keys({"/go"}));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 1; }));
+  std::vector<std::unique_ptr<Client>> hostile;
+  for (const char* from : {"127.0.0.9", "127.0.0.10", "127.0.0.11"}) {
+    for (int i = 0; i < 2; ++i) {
+      hostile.push_back(std::make_unique<Client>(server->port(), true, from));
+      hostile.back()->Send(Q(Op::kWait) + Keys({"/never"}));
+    }
+  }
+  hostile.push_back(
+      std::make_unique<Client>(server->port(), true, "127.0.0.12"));
+  hostile.back()->Send(Q(Op::kWait) + Keys({"/never"}));
+  ASSERT_TRUE(WaitFor([&] { return server->Stats().parked_waits == 8; }));
+  // Full: a newcomer evicts one of the addresses holding two.
+  Client newcomer(server->port(), true, "127.0.0.13");
+  newcomer.Send(Q(Op::kWait) + Keys({"/go"}));
+  EXPECT_TRUE(WaitFor([&] { return server->Stats().evictions == 1; }));
+  EXPECT_EQ(server->Stats().parked_waits, 8);
+  Client writer(server->port());
+  writer.Send(Q(Op::kSet) + Str("/go") + Str("1"));
+  EXPECT_EQ(established.Recv(1), Byte(tcpstore::kStopWaiting));
+  EXPECT_EQ(newcomer.Recv(1), Byte(tcpstore::kStopWaiting));
 }
 
 }  // namespace

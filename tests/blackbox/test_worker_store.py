@@ -218,6 +218,11 @@ def test_metrics_show_the_served_store(start_agent, tmp_path):
                     what="a worker store client in /metrics")
     assert series(text, "distjob_worker_store_serving") == ["1"]
     assert series(text, "distjob_worker_store_accept_pauses_total") == ["0"]
+    assert series(text, "distjob_worker_store_evictions_total") == ["0"]
+    # The client's connection is counted, idle or not (1 KiB of
+    # bookkeeping and at most 4 KiB of buffer).
+    [held] = series(text, "distjob_worker_store_buffered_bytes")
+    assert 1024 <= float(held) <= 2 * (1024 + 4096)
     go.write_text("")
     assert agent.wait(timeout=30) == 0
 
