@@ -25,6 +25,7 @@
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
 #include "agent/failure_report.h"
+#include "agent/fd_reserve.h"
 #include "agent/health.h"
 #include "agent/observer.h"
 #include "agent/outer_agent.h"
@@ -143,6 +144,9 @@ std::string EndReason(const RunReport& report) {
 }
 
 void Report(const RunReport& report, const OutcomeOptions& options) {
+  // Whatever filled the descriptor table, the message and error file get
+  // the descriptors kept for them (agent/fd_reserve.h).
+  ReleaseReservedFds();
   const std::string message = FormatTerminationMessage(report);
   // The kubelet falls back to the log tail when the file is empty: the
   // summary line is also the agent's last log line.
@@ -179,6 +183,7 @@ class AgentRun {
   }
 
   int Run() {
+    HoldReservedFds();
     std::optional<int> code = Start();
     if (!code) code = Discover();
     if (!code) code = PrepareRounds();
