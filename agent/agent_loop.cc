@@ -557,6 +557,9 @@ class AgentRun {
       files_->FinishAttempt();
       if (!group.ok()) {
         DJ_LOG_ERROR("cannot start the workers: {}", group.status());
+        if (restart_count_ > 0 && report_.root_cause.has_value()) {
+          return RestartNotStarted(group.status());
+        }
         return Ended("error", kExitInternalError);
       }
       if (handed_over_) return HandedOverExit(*group);
@@ -858,6 +861,20 @@ class AgentRun {
     }
     if (files_.has_value() && report_.root_cause.has_value()) files_->Keep();
     if (!block.empty()) ConsoleWriter::Stderr().Write(block);
+  }
+
+  // The restart after a retryable failure (report_) could not start its
+  // workers (descriptors or processes ran out): the job still ends with
+  // that failure, as when no restart is left, not as the agent's own 70.
+  int RestartNotStarted(const absl::Status& why) {
+    const int code =
+        report_.exit_code >= 128 ? report_.exit_code : kExitRetryElsewhere;
+    outcome_ = "retryable";
+    report_.outcome = outcome_;
+    report_.exit_code = code;
+    report_.detail = absl::StrCat("the restart could not start the workers: ",
+                                  why.message());
+    return code;
   }
 
   // Sets report_ for an ending of the loop; returns `exit_code`.
