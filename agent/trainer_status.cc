@@ -481,6 +481,28 @@ struct Answer {
 constexpr ev_ssize_t kMaxAnswerHeaders = 16 * 1024;
 constexpr ev_ssize_t kMaxAnswerBody = 64 * 1024;
 
+// The warning for an answer that was not a 2xx.
+std::string AnswerProblem(const Answer& answer, const std::string& url,
+                          const std::string& address) {
+  if (answer.error == EVREQ_HTTP_DATA_TOO_LONG ||
+      answer.error == EVREQ_HTTP_INVALID_HEADER) {
+    return absl::StrCat(
+        url, " (", address, "): its answer ",
+        answer.error == EVREQ_HTTP_DATA_TOO_LONG
+            ? absl::StrCat("has more than ", kMaxAnswerBody, " bytes of body")
+            : absl::StrCat("has headers that are malformed or over ",
+                           kMaxAnswerHeaders, " bytes"),
+        "; dropped it; the job goes on");
+  }
+  if (answer.code == 0) {
+    return absl::StrCat(url, " (", address,
+                        "): no answer (down, slow, or TLS verification "
+                        "failed); the job goes on");
+  }
+  return absl::StrCat(url, " answered ", answer.code, " ", answer.reason,
+                      "; the job goes on");
+}
+
 }  // namespace
 
 void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
@@ -611,23 +633,7 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
                  answer.code);
     return;
   }
-  if (answer.error == EVREQ_HTTP_DATA_TOO_LONG ||
-      answer.error == EVREQ_HTTP_INVALID_HEADER) {
-    Warn(absl::StrCat(
-        config_.url, " (", address, "): its answer ",
-        answer.error == EVREQ_HTTP_DATA_TOO_LONG
-            ? absl::StrCat("has more than ", kMaxAnswerBody, " bytes of body")
-            : absl::StrCat("has headers that are malformed or over ",
-                           kMaxAnswerHeaders, " bytes"),
-        "; dropped it; the job goes on"));
-    return;
-  }
-  Warn(answer.code == 0
-           ? absl::StrCat(config_.url, " (", address,
-                          "): no answer (down, slow, or TLS verification "
-                          "failed); the job goes on")
-           : absl::StrCat(config_.url, " answered ", answer.code, " ",
-                          answer.reason, "; the job goes on"));
+  Warn(AnswerProblem(answer, config_.url, address));
 }
 
 }  // namespace distjob
