@@ -93,7 +93,7 @@ def few_fds():
     resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
 
-def test_fd_limited_agent_flooded_on_its_health_port_exits_with_the_worker_code(
+def test_fd_limited_agent_flooded_on_health_port_keeps_worker_code(
         agent, start_agent, tmp_path):
     port = free_port()
     go = tmp_path / "go"
@@ -130,6 +130,7 @@ def test_fd_limited_agent_flooded_on_its_health_port_exits_with_the_worker_code(
     assert p.wait(timeout=15) == 128 + signal.SIGKILL, \
         (tmp_path / "agent.stderr").read_text()[-3000:]
     message = log.read_text()
-    assert message.startswith("distjob-agent: retryable exit_code=137"), message
+    assert message.startswith(
+        "distjob-agent: retryable exit_code=137"), message
     assert "signal=SIGKILL" in message
     assert "root cause: local_rank=0" in message
