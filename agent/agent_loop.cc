@@ -25,6 +25,7 @@
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
 #include "agent/failure_report.h"
+#include "agent/fd_reserve.h"
 #include "agent/health.h"
 #include "agent/observer.h"
 #include "agent/outer_agent.h"
@@ -143,6 +144,9 @@ std::string EndReason(const RunReport& report) {
 }
 
 void Report(const RunReport& report, const OutcomeOptions& options) {
+  // Whatever filled the descriptor table, the message and error file get
+  // the descriptors kept for them (agent/fd_reserve.h).
+  ReleaseReservedFds();
   const std::string message = FormatTerminationMessage(report);
   // The kubelet falls back to the log tail when the file is empty: the
   // summary line is also the agent's last log line.
@@ -179,6 +183,7 @@ class AgentRun {
   }
 
   int Run() {
+    HoldReservedFds();
     std::optional<int> code = Start();
     if (!code) code = Discover();
     if (!code) code = PrepareRounds();
@@ -554,6 +559,9 @@ class AgentRun {
       files_->FinishAttempt();
       if (!group.ok()) {
         DJ_LOG_ERROR("cannot start the workers: {}", group.status());
+        if (restart_count_ > 0 && report_.root_cause.has_value()) {
+          return RestartNotStarted(group.status());
+        }
         return Ended("error", kExitInternalError);
       }
       if (handed_over_) return HandedOverExit(*group);
@@ -855,6 +863,20 @@ class AgentRun {
     }
     if (files_.has_value() && report_.root_cause.has_value()) files_->Keep();
     if (!block.empty()) ConsoleWriter::Stderr().Write(block);
+  }
+
+  // The restart after a retryable failure (report_) could not start its
+  // workers (descriptors or processes ran out): the job still ends with
+  // that failure, as when no restart is left, not as the agent's own 70.
+  int RestartNotStarted(const absl::Status& why) {
+    const int code =
+        report_.exit_code >= 128 ? report_.exit_code : kExitRetryElsewhere;
+    outcome_ = "retryable";
+    report_.outcome = outcome_;
+    report_.exit_code = code;
+    report_.detail = absl::StrCat("the restart could not start the workers: ",
+                                  why.message());
+    return code;
   }
 
   // Sets report_ for an ending of the loop; returns `exit_code`.

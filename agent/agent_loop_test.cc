@@ -326,6 +326,24 @@ TEST_F(AgentLoopTest, WorkersThatCannotStartAreAnInternalError) {
   EXPECT_EQ(Run(), kExitInternalError);
 }
 
+// Descriptors that ran out when the restart starts its workers must not
+// turn the worker's retryable failure into the agent's own 70.
+TEST_F(AgentLoopTest, ARestartThatCannotStartKeepsTheFailuresCode) {
+  elastic_ = false;
+  options_.launch.max_restarts = 1;
+  Rounds(2);
+  Fail(137);  // and no second group scripted: the restart's RunGroup fails
+  EXPECT_EQ(Run(), 137);
+  const std::string message = TerminationMessage();
+  EXPECT_EQ(message.rfind("distjob-agent: retryable exit_code=137", 0), 0)
+      << message;
+  EXPECT_NE(message.find("the restart could not start the workers"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("root cause: local_rank=0"), std::string::npos)
+      << message;
+}
+
 TEST_F(AgentLoopTest, RendezvousSetUpErrorsMapToTheirClass) {
   rendezvous_error_ = absl::InvalidArgumentError("--rdzv-conf: bad");
   EXPECT_EQ(Run(), kExitBadConfig);

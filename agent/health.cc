@@ -1,5 +1,6 @@
 #include "agent/health.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -36,6 +37,18 @@ class UnimplementedService : public grpc::CallbackGenericService {
   }
 };
 
+// Probers hold a connection or two each (the kubelet opens one per probe);
+// 64 connections are 128 descriptors (ours and gRPC's).
+constexpr size_t kMaxConns = 64;
+constexpr size_t kMaxConnsPerPeer = 32;
+constexpr absl::Duration kFirstBytesTimeout = absl::Seconds(1);
+constexpr int kHandshakeTimeoutMs = 1000;
+constexpr absl::Duration kIdleTimeout = absl::Seconds(30);
+constexpr int kKeepaliveMs = 30 * 1000;
+constexpr int kKeepaliveTimeoutMs = 5 * 1000;
+constexpr int kMaxStreams = 16;
+constexpr int kMaxMessageBytes = 4096;
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
@@ -48,19 +61,53 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   // gRPC sets SO_REUSEPORT by default: a second agent on the same port
   // would then share it silently, and probes would reach either agent.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // `::` dual stack as the store: gRPC binds the wildcard with IPv6-only
-  // off and falls back to 0.0.0.0 where the pod has no IPv6.
-  builder.AddListeningPort(absl::StrCat("[::]:", port),
-                           tls != nullptr ? MakeServerCredentials(*tls)
-                                          : grpc::InsecureServerCredentials(),
-                           &health->port_);
-  health->server_ = builder.BuildAndStart();
-  if (health->server_ == nullptr || health->port_ == 0) {
+  // Ours, not gRPC's listener, as the store's: it caps connections.
+  ConnLimits limits;
+  limits.max_conns = kMaxConns;
+  limits.max_conns_per_peer = kMaxConnsPerPeer;
+  limits.first_bytes_timeout = kFirstBytesTimeout;
+  limits.idle_timeout = kIdleTimeout;
+  limits.name = "health server";
+  limits.total_cap = "64 connections";
+  limits.peer_cap = "32 connections per address";
+  const bool use_tls = tls != nullptr && tls->tls();
+  // `::` dual stack as the store, 0.0.0.0 where the pod has no IPv6.
+  auto conns = ConnLimiter::Listen("::", port, limits, use_tls);
+  if (!conns.ok() && errno == EAFNOSUPPORT) {
+    conns = ConnLimiter::Listen("0.0.0.0", port, limits, use_tls);
+  }
+  if (!conns.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        "--health-port ", port, ": cannot listen on [::]:", port,
+        "--health-port ", port, ": ", conns.status().message(),
         "; the port is taken (by another agent or process in this network "
         "namespace?)"));
   }
+  health->conns_ = *std::move(conns);
+  health->port_ = health->conns_->port();
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kMaxStreams);
+  builder.AddChannelArgument(
+      GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(kIdleTimeout)));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             kHandshakeTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             kKeepaliveTimeoutMs);
+  health->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
+      tls != nullptr ? MakeServerCredentials(*tls)
+                     : grpc::InsecureServerCredentials());
+  health->server_ = builder.BuildAndStart();
+  if (health->server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "--health-port ", port, ": cannot start the gRPC health server"));
+  }
+  health->conns_->Start([acceptor = health->acceptor_.get()](int fd) {
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
+    p.fd = fd;
+    acceptor->HandleNewConnection(&p);
+  });
   health->SetLive(true);
   health->SetReady(false);
   return health;
@@ -86,6 +133,7 @@ void HealthServer::Shutdown() {
   server_->GetHealthCheckService()->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::milliseconds(500));
+  conns_->Stop();
   server_.reset();
 }
 

@@ -5,6 +5,11 @@
 //   ""           the overall state (the same as liveness)
 // Any other service answers NOT_FOUND. The server runs on gRPC's own
 // threads, so a probe is answered however busy the supervision loop is.
+// Its connections are capped (rendezvous/store/conn_limiter.h: per peer
+// address, and in all with the heaviest address's oldest evicted), a
+// connection must send its first bytes and finish its handshake within a
+// second, and idle or silent ones are closed: a flood from the network
+// neither starves the kubelet's probe nor uses up the agent's descriptors.
 #ifndef DISTJOB_AGENT_HEALTH_H_
 #define DISTJOB_AGENT_HEALTH_H_
 
@@ -15,11 +20,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/environment.h"
+#include "rendezvous/store/conn_limiter.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace grpc {
 class Server;
+namespace experimental {
+class ExternalConnectionAcceptor;
 }
+}  // namespace grpc
 
 namespace distjob {
 
@@ -39,6 +48,8 @@ class HealthServer {
 
  private:
   HealthServer() = default;
+  std::unique_ptr<ConnLimiter> conns_;
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -61,7 +62,9 @@ int ListenSocket(int family, int port) {
     address.sin_port = htons(static_cast<uint16_t>(port));
     bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
   }
-  if (bound != 0 || listen(fd, 64) != 0) {
+  // A flood's connections are accepted (and evicted) at once; a short
+  // backlog would leave a probe's SYN behind them, retried after 1 s.
+  if (bound != 0 || listen(fd, SOMAXCONN) != 0) {
     const int error = errno;
     close(fd);
     errno = error;
@@ -238,7 +241,6 @@ absl::Status HttpServer::Listen(const HttpServerOptions& options) {
         absl::StrCat("--metrics-port: cannot start the HTTP event loop: ",
                      std::strerror(errno)));
   }
-  listener_ = evhttp_bound_socket_get_listener(bound);
   stop_event_ = event_new(
       base_, stop_fd_, EV_READ,
       [](evutil_socket_t, short, void* base) {  // NOLINT(runtime/int)
@@ -252,6 +254,7 @@ absl::Status HttpServer::Listen(const HttpServerOptions& options) {
   // connection gets (Track) does not, so a client dripping a byte at a
   // time cannot hold one of the max_connections for long.
   timeout_ = options.timeout;
+  head_timeout_ = std::min(options.head_timeout, options.timeout);
   const timeval timeout = absl::ToTimeval(options.timeout);
   evhttp_set_timeout_tv(http_, &timeout);
   // Every method reaches Handle, which answers 405 where evhttp would say
@@ -277,9 +280,6 @@ void HttpServer::Shutdown() {
     }
     thread_.join();
   }
-  // evhttp_free closes the listener before the connections, whose close
-  // would otherwise enable it again.
-  listener_ = nullptr;
   if (http_ != nullptr) evhttp_free(http_);
   // Connections the loop stopped before tracking: freed by evhttp_free
   // above, all but the reference NewConnection took.
@@ -287,11 +287,12 @@ void HttpServer::Shutdown() {
   tracking_.clear();
   // Freed by the close callbacks evhttp_free ran; any left have no
   // connection any more.
-  for (auto& entry : deadlines_) {
+  for (auto& entry : tracked_) {
     if (entry.second->timer != nullptr) event_free(entry.second->timer);
     delete entry.second;
   }
-  deadlines_.clear();
+  tracked_.clear();
+  order_.clear();
   if (stop_event_ != nullptr) event_free(stop_event_);
   if (base_ != nullptr) event_base_free(base_);
   if (tls_ != nullptr) SSL_CTX_free(tls_);
@@ -304,12 +305,17 @@ void HttpServer::Shutdown() {
 }
 
 // evhttp says nothing when it closes a connection, and makes the
-// connection only after this returns: on the loop's next turn, the
-// bufferevent's callback argument is that connection, whose close callback
-// is then set. A reference keeps the bufferevent readable until then; a
-// connection freed before it has had its callbacks cleared.
+// connection only after this returns: on the loop's next turn (or the next
+// accept, whichever comes first), the bufferevent's callback argument is
+// that connection, whose close callback is then set. A reference keeps the
+// bufferevent readable until then; a connection freed before it has had
+// its callbacks cleared.
 bufferevent* HttpServer::NewConnection(event_base* base, void* arg) {
   auto* self = static_cast<HttpServer*>(arg);
+  // At the cap the oldest idle connection makes room: a flood of silent
+  // connections keeps the newest (a probe's) and never stops accepting.
+  self->TrackPending();
+  if (self->connections_ >= self->max_connections_) self->EvictOldest();
   bufferevent* connection;
   if (self->tls_ != nullptr) {
     // Out of memory only: evhttp then makes a plain connection, which a
@@ -329,69 +335,92 @@ bufferevent* HttpServer::NewConnection(event_base* base, void* arg) {
     bufferevent_decref(connection);
     return connection;  // served, not counted
   }
-  if (++self->connections_ >= self->max_connections_ &&
-      self->listener_ != nullptr) {
-    evconnlistener_disable(self->listener_);
-  }
+  ++self->connections_;
   self->tracking_.push_back(connection);
   return connection;
 }
 
 void HttpServer::Track(int, short, void* arg) {  // NOLINT(runtime/int)
-  auto* self = static_cast<HttpServer*>(arg);
+  static_cast<HttpServer*>(arg)->TrackPending();
+}
+
+void HttpServer::TrackPending() {
   std::vector<bufferevent*> tracking;
-  tracking.swap(self->tracking_);
+  tracking.swap(tracking_);
   for (bufferevent* connection : tracking) {
     void* evcon = nullptr;
     bufferevent_getcb(connection, nullptr, nullptr, nullptr, &evcon);
     if (evcon != nullptr) {
       auto* http_connection = static_cast<evhttp_connection*>(evcon);
-      auto* deadline = new Deadline{self, http_connection, nullptr};
-      deadline->timer =
-          evtimer_new(self->base_, &HttpServer::DeadlinePassed, deadline);
-      self->deadlines_[http_connection] = deadline;
+      auto* tracked = new Tracked{this, http_connection, nullptr, {}, false};
+      tracked->timer = evtimer_new(base_, &HttpServer::DeadlinePassed, tracked);
+      tracked->position = order_.insert(order_.end(), tracked);
+      tracked_[http_connection] = tracked;
       evhttp_connection_set_closecb(http_connection, &HttpServer::Closed,
-                                    deadline);
-      self->RestartDeadline(http_connection);
+                                    tracked);
+      Arm(tracked, head_timeout_);
     } else {
-      self->ConnectionClosed();
+      --connections_;
     }
     bufferevent_decref(connection);
   }
 }
 
-void HttpServer::RestartDeadline(evhttp_connection* connection) {
-  auto it = deadlines_.find(connection);
-  if (it == deadlines_.end() || it->second->timer == nullptr) return;
-  const timeval timeout = absl::ToTimeval(timeout_);
-  evtimer_add(it->second->timer, &timeout);
+void HttpServer::EvictOldest() {
+  if (order_.empty()) return;
+  Tracked* victim = order_.front();
+  for (Tracked* tracked : order_) {
+    if (!tracked->answering) {
+      victim = tracked;
+      break;
+    }
+  }
+  // Runs Closed, which frees `victim`.
+  evhttp_connection_free(victim->connection);
+}
+
+void HttpServer::Arm(Tracked* tracked, absl::Duration deadline) {
+  if (tracked->timer == nullptr) return;
+  const timeval timeout = absl::ToTimeval(deadline);
+  evtimer_add(tracked->timer, &timeout);
 }
 
 void HttpServer::DeadlinePassed(int, short, void* arg) {  // NOLINT
-  // Runs Closed, which frees the deadline.
-  evhttp_connection_free(static_cast<Deadline*>(arg)->connection);
+  // Runs Closed, which frees the tracking.
+  evhttp_connection_free(static_cast<Tracked*>(arg)->connection);
 }
 
 void HttpServer::Closed(evhttp_connection* connection, void* arg) {
-  auto* deadline = static_cast<Deadline*>(arg);
-  HttpServer* self = deadline->server;
-  self->deadlines_.erase(connection);
-  if (deadline->timer != nullptr) event_free(deadline->timer);
-  delete deadline;
-  self->ConnectionClosed();
+  auto* tracked = static_cast<Tracked*>(arg);
+  HttpServer* self = tracked->server;
+  self->tracked_.erase(connection);
+  self->order_.erase(tracked->position);
+  if (tracked->timer != nullptr) event_free(tracked->timer);
+  delete tracked;
+  --self->connections_;
 }
 
-void HttpServer::ConnectionClosed() {
-  if (connections_-- == max_connections_ && listener_ != nullptr) {
-    evconnlistener_enable(listener_);
-  }
+// The answer is sent: the connection is idle (keep-alive) and has the head
+// deadline for its next request.
+void HttpServer::Answered(evhttp_request*, void* arg) {
+  auto* tracked = static_cast<Tracked*>(arg);
+  tracked->answering = false;
+  tracked->server->Arm(tracked, tracked->server->head_timeout_);
 }
 
 void HttpServer::Handle(evhttp_request* request, void* arg) {
   auto* self = static_cast<HttpServer*>(arg);
-  // A complete request: the answer and the next request (keep-alive) get
-  // a deadline of their own.
-  self->RestartDeadline(evhttp_request_get_connection(request));
+  // A complete request: the answer gets a deadline of its own, and the
+  // connection is the last to be evicted until it is sent.
+  self->TrackPending();
+  auto tracked = self->tracked_.find(evhttp_request_get_connection(request));
+  if (tracked != self->tracked_.end()) {
+    Tracked* t = tracked->second;
+    t->answering = true;
+    self->order_.splice(self->order_.end(), self->order_, t->position);
+    self->Arm(t, self->timeout_);
+    evhttp_request_set_on_complete_cb(request, &HttpServer::Answered, t);
+  }
   const evhttp_cmd_type method = evhttp_request_get_command(request);
   const std::string uri = evhttp_request_get_uri(request);
   const std::string path = uri.substr(0, uri.find('?'));

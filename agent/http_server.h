@@ -7,10 +7,14 @@
 // (agent/health.h). Served by libevent's evhttp on an event loop of its own
 // thread: connections are answered concurrently, so a slow or silent client
 // delays no other scrape or probe, and the supervision loop delays none.
+// A request head must arrive within 1 s, and a connection past the cap
+// evicts the oldest idle one: silent connections from the network cannot
+// starve a kubelet probe.
 #ifndef DISTJOB_AGENT_HTTP_SERVER_H_
 #define DISTJOB_AGENT_HTTP_SERVER_H_
 
 #include <atomic>
+#include <list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -38,13 +42,16 @@ struct HttpServerOptions {
   // PEM files: with both, the endpoint speaks HTTPS only.
   std::string tls_cert;
   std::string tls_key;
-  // A connection that sends no complete request, or reads no answer, in
-  // this long is closed (also an idle keep-alive connection): a deadline
-  // from when it opened or its last request arrived, which bytes dripped
-  // in do not push back.
+  // A connection that reads no answer in this long is closed: a deadline
+  // from when its request arrived, which a slow reader does not push back.
   absl::Duration timeout = absl::Seconds(5);
-  // Connections served at once; more wait in the listen backlog until one
-  // closes. Scrapers and probers hold one or two each.
+  // A connection that sends no complete request head in this long (or
+  // `timeout` if shorter) is closed: from when it opened or its last answer
+  // was sent (an idle keep-alive connection), however its bytes drip in.
+  absl::Duration head_timeout = absl::Seconds(1);
+  // Connections held at once; a new one past this evicts the oldest idle
+  // connection (one not being answered). Scrapers and probers hold one or
+  // two each.
   int max_connections = 64;
 };
 
@@ -72,22 +79,26 @@ class HttpServer {
   static void Handle(evhttp_request* request, void* self);
   static bufferevent* NewConnection(event_base* base, void* self);
   static void Track(int, short, void* self);  // NOLINT(runtime/int)
-  // A tracked connection's deadline: a timer that frees it.
-  struct Deadline {
+  // A tracked connection: its deadline (a timer that frees it) and its
+  // place in the eviction order (least recently active first).
+  struct Tracked {
     HttpServer* server;
     evhttp_connection* connection;
     event* timer;
+    std::list<Tracked*>::iterator position;
+    bool answering;  // a request arrived, its answer is not sent yet
   };
-  static void DeadlinePassed(int, short, void* deadline);  // NOLINT
-  static void Closed(evhttp_connection*, void* deadline);
-  void RestartDeadline(evhttp_connection* connection);
-  void ConnectionClosed();
+  void TrackPending();
+  void EvictOldest();
+  static void DeadlinePassed(int, short, void* tracked);  // NOLINT
+  static void Closed(evhttp_connection*, void* tracked);
+  static void Answered(evhttp_request*, void* tracked);
+  void Arm(Tracked* tracked, absl::Duration deadline);
 
   Metrics* metrics_ = nullptr;
   ssl_ctx_st* tls_ = nullptr;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;
-  evconnlistener* listener_ = nullptr;  // owned by http_
   event* stop_event_ = nullptr;
   int stop_fd_ = -1;  // eventfd: Shutdown wakes the event loop
   int port_ = 0;
@@ -95,8 +106,10 @@ class HttpServer {
   int connections_ = 0;
   int max_connections_ = 0;
   absl::Duration timeout_;
+  absl::Duration head_timeout_;
   std::vector<bufferevent*> tracking_;  // new, not yet given a close callback
-  std::unordered_map<evhttp_connection*, Deadline*> deadlines_;  // owned
+  std::unordered_map<evhttp_connection*, Tracked*> tracked_;  // owned
+  std::list<Tracked*> order_;  // least recently active first
   std::thread thread_;
   std::atomic<bool> live_{true};
   std::atomic<bool> ready_{false};

@@ -132,25 +132,51 @@ TEST_F(HttpServerTest, ProbesMethodsAndUnknownPaths) {
               Not(StartsWith("HTTP/1.0 200")));
 }
 
-TEST_F(HttpServerTest, ConnectionsOverTheCapWaitForOneToClose) {
+// Silent connections at the cap must not starve a probe: the oldest idle
+// one makes room for the newest.
+TEST_F(HttpServerTest, ConnectionsOverTheCapEvictTheOldestIdle) {
   HttpServerOptions options;
   options.max_connections = 2;
+  options.head_timeout = absl::Seconds(30);
+  options.timeout = absl::Seconds(30);
   Start(options);
   const int port = server_->port();
   const int first = Connect(AF_INET, port);
-  const int second = Connect(AF_INET, port);
   ASSERT_GE(first, 0);
-  ASSERT_GE(second, 0);
   Send(first, "GET /heal");
+  // Accepted before `second` (its head is half there).
+  bool closed = false;
+  EXPECT_EQ(Read(first, absl::Milliseconds(200), &closed), "");
+  const int second = Connect(AF_INET, port);
+  ASSERT_GE(second, 0);
   Send(second, "GET /heal");
-  const int third = Connect(AF_INET, port);  // in the listen backlog
+  EXPECT_EQ(Read(second, absl::Milliseconds(200), &closed), "");
+  const int third = Connect(AF_INET, port);
   ASSERT_GE(third, 0);
   Send(third, "GET /healthz HTTP/1.0\r\n\r\n");
-  EXPECT_EQ(Read(third, absl::Milliseconds(300)), "");
-  close(first);
   EXPECT_THAT(Read(third, absl::Seconds(10)), StartsWith("HTTP/1.0 200"));
+  EXPECT_EQ(Read(first, absl::Seconds(10), &closed), "");
+  EXPECT_TRUE(closed) << "the oldest idle connection was not evicted";
+  Send(second, "thz HTTP/1.0\r\n\r\n");
+  EXPECT_THAT(Read(second, absl::Seconds(10)), StartsWith("HTTP/1.0 200"));
+  close(first);
   close(second);
   close(third);
+}
+
+TEST_F(HttpServerTest, ASilentClientIsClosedAtTheHeadTimeout) {
+  HttpServerOptions options;
+  options.head_timeout = absl::Milliseconds(300);
+  options.timeout = absl::Seconds(30);
+  Start(options);
+  const int silent = Connect(AF_INET, server_->port());
+  ASSERT_GE(silent, 0);
+  const absl::Time start = absl::Now();
+  bool closed = false;
+  EXPECT_EQ(Read(silent, absl::Seconds(10), &closed), "");
+  EXPECT_TRUE(closed);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  close(silent);
 }
 
 TEST_F(HttpServerTest, ShutdownClosesStalledConnections) {
@@ -174,6 +200,7 @@ TEST_F(HttpServerTest, ShutdownClosesStalledConnections) {
 TEST_F(HttpServerTest, ADrippingClientIsClosedAtTheTimeout) {
   HttpServerOptions options;
   options.timeout = absl::Milliseconds(800);
+  options.head_timeout = options.timeout;
   Start(options);
   const int drip = Connect(AF_INET, server_->port());
   ASSERT_GE(drip, 0);

@@ -42,6 +42,17 @@ absl::Status ParseUrl(const std::string& url, TrainerStatusConfig* config) {
   if (!absl::ConsumePrefix(&rest, "https://")) {
     return absl::InvalidArgumentError(accepted);
   }
+  // The path goes into the request line as is: a space or control byte
+  // there would end it (or add headers) early.
+  for (const char c : url) {
+    if (c <= ' ' || c >= 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kTrainerServerUrlEnv,
+                       ": has a space, control or non-ASCII byte; give "
+                       "https://HOST[:PORT]/PATH with any such byte "
+                       "percent-encoded"));
+    }
+  }
   const size_t slash = rest.find('/');
   absl::string_view authority = rest.substr(0, slash);
   config->path =
@@ -505,7 +516,40 @@ struct Answer {
   event_base* base = nullptr;
   int code = 0;  // 0: no answer
   std::string reason;
+  // evhttp's reason to drop the answer: EVREQ_HTTP_DATA_TOO_LONG past
+  // kMaxAnswerBody, EVREQ_HTTP_INVALID_HEADER for headers malformed or past
+  // kMaxAnswerHeaders; -1 for none.
+  int error = -1;
 };
+
+// What an answer may hold: a status endpoint says little, and a hostile or
+// broken one streaming headers or a body must not grow the agent (evhttp
+// buffers both whole, with no bound of its own). Past either, evhttp drops
+// the connection.
+constexpr ev_ssize_t kMaxAnswerHeaders = 16 * 1024;
+constexpr ev_ssize_t kMaxAnswerBody = 64 * 1024;
+
+// The warning for an answer that was not a 2xx.
+std::string AnswerProblem(const Answer& answer, const std::string& url,
+                          const std::string& address) {
+  if (answer.error == EVREQ_HTTP_DATA_TOO_LONG ||
+      answer.error == EVREQ_HTTP_INVALID_HEADER) {
+    return absl::StrCat(
+        url, " (", address, "): its answer ",
+        answer.error == EVREQ_HTTP_DATA_TOO_LONG
+            ? absl::StrCat("has more than ", kMaxAnswerBody, " bytes of body")
+            : absl::StrCat("has headers that are malformed or over ",
+                           kMaxAnswerHeaders, " bytes"),
+        "; dropped it; the job goes on");
+  }
+  if (answer.code == 0) {
+    return absl::StrCat(url, " (", address,
+                        "): no answer (down, slow, or TLS verification "
+                        "failed); the job goes on");
+  }
+  return absl::StrCat(url, " answered ", answer.code, " ", answer.reason,
+                      "; the job goes on");
+}
 
 }  // namespace
 
@@ -566,6 +610,8 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
   }
   const timeval bound = BoundTimeval(deadline - absl::Now());
   evhttp_connection_set_timeout_tv(connection, &bound);
+  evhttp_connection_set_max_headers_size(connection, kMaxAnswerHeaders);
+  evhttp_connection_set_max_body_size(connection, kMaxAnswerBody);
   Answer answer;
   answer.base = base;
   evhttp_request* request = evhttp_request_new(
@@ -579,6 +625,11 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
         event_base_loopbreak(a->base);
       },
       &answer);
+  // Called with the request's argument, before the callback above.
+  evhttp_request_set_error_cb(request,
+                              [](evhttp_request_error error, void* arg) {
+                                static_cast<Answer*>(arg)->error = error;
+                              });
   evkeyvalq* headers = evhttp_request_get_output_headers(request);
   // The default port goes unsaid, as clients send it.
   std::string host_header = JoinHostPort(config_.host, config_.port);
@@ -589,7 +640,16 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
   evhttp_add_header(headers, "Content-Type", "application/json");
   evhttp_add_header(headers, "Connection", "close");
   const std::string authorization = absl::StrCat("Bearer ", *token);
-  evhttp_add_header(headers, "Authorization", authorization.c_str());
+  // The token was checked when read (one line of printable ASCII), and
+  // evhttp refuses a value with a line break without a word: never post
+  // without it.
+  if (evhttp_add_header(headers, "Authorization", authorization.c_str()) != 0) {
+    evhttp_request_free(request);
+    evhttp_connection_free(connection);
+    Warn(absl::StrCat(kTrainerServerTokenEnv, "=", config_.token_file,
+                      ": the token has control characters; not posted"));
+    return;
+  }
   evbuffer_add(evhttp_request_get_output_buffer(request), body.data(),
                body.size());
   if (evhttp_make_request(connection, request, EVHTTP_REQ_POST,
@@ -618,12 +678,7 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
                  answer.code);
     return;
   }
-  Warn(answer.code == 0
-           ? absl::StrCat(config_.url, " (", address,
-                          "): no answer (down, slow, or TLS verification "
-                          "failed); the job goes on")
-           : absl::StrCat(config_.url, " answered ", answer.code, " ",
-                          answer.reason, "; the job goes on"));
+  Warn(AnswerProblem(answer, config_.url, address));
 }
 
 }  // namespace distjob

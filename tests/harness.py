@@ -238,3 +238,28 @@ def ddp_ranks(out_dir, world_size):
     assert {r["world_size"] for r in ranks} == {world_size}
     assert len({r["digest"] for r in ranks}) == 1
     return ranks
+
+
+def self_signed_cert(directory, name, san="DNS:localhost"):
+    """A self-signed certificate (its own CA) for `san` and its key, made by
+    the openssl CLI at test time: (cert path, key path)."""
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+         "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(cert),
+         "-addext", f"subjectAltName={san}"],
+        check=True, capture_output=True, timeout=30)
+    return cert, key
+
+
+def rss_bytes(pid):
+    """The resident set size of process `pid` (VmRSS), 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

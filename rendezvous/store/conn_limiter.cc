@@ -196,7 +196,7 @@ absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
     len = sizeof(sockaddr_in);
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("rendezvous store: cannot listen on '", host_in,
+        absl::StrCat(limits.name, ": ", "cannot listen on '", host_in,
                      "': expected an IP address"));
   }
   const std::string where = ss.ss_family == AF_INET6
@@ -229,13 +229,13 @@ absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 
   // Each connection holds two descriptors (ours and gRPC's).
-  FitConnections(2, "rendezvous store: store_max_conns", &limits.max_conns,
-                 &limits.max_conns_per_peer);
+  FitConnections(2, absl::StrCat(limits.name, ": ", limits.total_cap),
+                 &limits.max_conns, &limits.max_conns_per_peer);
   l->limits_ = limits;
   l->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (l->wake_fd_ < 0) {
     return absl::InternalError(
-        absl::StrCat("rendezvous store: eventfd: ", strerror(errno)));
+        absl::StrCat(limits.name, ": ", "eventfd: ", strerror(errno)));
   }
   return l;
 }
@@ -272,7 +272,7 @@ ConnStats ConnLimiter::Stats() const {
 void ConnLimiter::Loop() {
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) {
-    DJ_LOG_ERROR("rendezvous store: epoll_create1: {}", strerror(errno));
+    DJ_LOG_ERROR("{}: epoll_create1: {}", limits_.name, strerror(errno));
     return;
   }
   auto watch = [ep](int fd, uint32_t events) {
@@ -323,8 +323,8 @@ void ConnLimiter::Loop() {
   auto refuse = [&](int fd, const std::string& addr, const std::string& why) {
     close(fd);
     refused_.fetch_add(1, std::memory_order_relaxed);
-    refused_log.Log(absl::StrCat("rendezvous store: refused a connection from ",
-                                 addr, ": ", why));
+    refused_log.Log(absl::StrCat(
+        limits_.name, ": ", "refused a connection from ", addr, ": ", why));
   };
   auto admit = [&](int fd, const std::string& addr) {
     auto& mine = by_addr[addr];
@@ -332,7 +332,7 @@ void ConnLimiter::Loop() {
       if (mine.empty()) by_addr.erase(addr);
       refuse(fd, addr,
              absl::StrCat("it has ", limits_.max_conns_per_peer,
-                          " open, the limit (store_max_conns_per_peer)"));
+                          " open, the limit (", limits_.peer_cap, ")"));
       return;
     }
     if (conns.size() >= limits_.max_conns) {
@@ -347,17 +347,17 @@ void ConnLimiter::Loop() {
       if (biggest == nullptr || *biggest == addr || most <= mine.size() + 1) {
         if (mine.empty()) by_addr.erase(addr);
         refuse(fd, addr,
-               absl::StrCat("the store has ", limits_.max_conns,
-                            " open, the limit (store_max_conns)"));
+               absl::StrCat("the server has ", limits_.max_conns,
+                            " open, the limit (", limits_.total_cap, ")"));
         return;
       }
       const std::string victim = *biggest;
       evict(by_addr[victim].begin()->second);
       refused_log.Log(
-          absl::StrCat("rendezvous store: closed the oldest connection of ",
+          absl::StrCat(limits_.name, ": ", "closed the oldest connection of ",
                        victim, " (it has the most) to admit ", addr,
-                       ": the store is at its limit (store_max_conns) of ",
-                       limits_.max_conns));
+                       ": the server is at its limit (", limits_.total_cap,
+                       ") of ", limits_.max_conns));
     }
     const int nodelay = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
@@ -387,10 +387,10 @@ void ConnLimiter::Loop() {
       const std::string addr = c.addr;
       forget(c.fd);
       refused_.fetch_add(1, std::memory_order_relaxed);
-      refused_log.Log(
-          absl::StrCat("rendezvous store: refused a connection "
-                       "from ",
-                       addr, ": ", strerror(errno)));
+      refused_log.Log(absl::StrCat(limits_.name, ": ",
+                                   "refused a connection "
+                                   "from ",
+                                   addr, ": ", strerror(errno)));
       return;
     }
     const int fd = c.fd;
@@ -419,11 +419,11 @@ void ConnLimiter::Loop() {
       if (tls_ && !tls_hello && head[0] == 'P') {
         c.phase = Phase::kMismatch;  // the bytes are read below
         mismatch_log.Log(
-            absl::StrCat("rendezvous store: a plaintext client at ", c.addr,
+            absl::StrCat(limits_.name, ": ", "a plaintext client at ", c.addr,
                          " connected to this TLS store: ", FlagsHint(true)));
       } else if (!tls_ && tls_hello) {
         mismatch_log.Log(absl::StrCat(
-            "rendezvous store: a TLS client at ", c.addr,
+            limits_.name, ": a TLS client at ", c.addr,
             " connected to this plaintext store: ", FlagsHint(false)));
         close_after(c, absl::StrCat(kStoreSpeaksPlaintext, ": ",
                                     FlagsHint(false), "\r\n"));
@@ -488,8 +488,8 @@ void ConnLimiter::Loop() {
                                 &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (c < 0) {
             if (errno == EMFILE || errno == ENFILE) {
-              refused_log.Log(absl::StrCat("rendezvous store: cannot accept: ",
-                                           strerror(errno)));
+              refused_log.Log(absl::StrCat(limits_.name, ": ",
+                                           "cannot accept: ", strerror(errno)));
               epoll_ctl(ep, EPOLL_CTL_DEL, listen_fd_, nullptr);
               accept_paused = true;
               accept_paused_at = absl::Now();

@@ -33,6 +33,11 @@ struct ConnLimits {
   // gRPC closes a connection that carries no call for this long (the store
   // server's channel argument); a real client reconnects on its next call.
   absl::Duration idle_timeout = absl::Seconds(60);
+  // Names the server and its caps in logs and errors (the health server
+  // uses this class too).
+  std::string name = "rendezvous store";
+  std::string total_cap = "store_max_conns";
+  std::string peer_cap = "store_max_conns_per_peer";
 };
 
 struct ConnStats {
