@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from harness import agent_binary, free_port
+from harness import agent_binary, free_port, self_signed_cert
 
 # How long any case may take. A FIFO that is waited on blocks forever, so
 # any bound tells the two apart; this one leaves room for a loaded machine.
@@ -69,14 +69,9 @@ def test_the_rule_finds_the_file_flags():
 
 
 def make_cert(directory, name):
-    """A self-signed EC certificate and its key, made by the openssl CLI."""
-    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-         "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert),
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True, timeout=30)
+    """A self-signed certificate for localhost and its key, as strings."""
+    cert, key = self_signed_cert(directory, name,
+                                 "DNS:localhost,IP:127.0.0.1")
     return str(cert), str(key)
 
 

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness import free_port, wait_for
+from harness import free_port, self_signed_cert, wait_for
 
 
 def get(url, timeout=2, context=None):
@@ -121,16 +121,10 @@ def test_https_scrape_with_a_test_certificate(serving, tls_files):
 
 
 def make_cert(directory, name):
-    """A self-signed certificate and its key in `directory`, made now: no
-    key is committed."""
-    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-         "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert),
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1"],
-        check=True, capture_output=True, timeout=30)
-    return cert, key
+    """A certificate for every name the tests reach the agent by, made now:
+    no key is committed."""
+    return self_signed_cert(directory, name,
+                            "DNS:localhost,IP:127.0.0.1,IP:::1")
 
 
 @pytest.mark.parametrize("case", ["missing cert", "cert not PEM",
