@@ -779,7 +779,13 @@ class AgentRun {
     const std::string class_name =
         code >= 128 || restart ? "retryable" : "permanent";
     observer_.WorkerFailed(failure.exit, code, class_name);
-    Ended(failure.exit.exec_errno != 0 ? "exec-failed" : class_name, code);
+    // The outcome the operator reads is the class of the code returned: a
+    // restartable failure whose restarts are spent exits with its code,
+    // and a code of 1-127 is permanent, whatever the policy thought.
+    Ended(failure.exit.exec_errno != 0 ? "exec-failed"
+          : code >= 128                ? "retryable"
+                                       : "permanent",
+          code);
     report_.oom = oom;
     report_.hang = hang;
     report_.root_cause = MakeRootCause(failure, decision);

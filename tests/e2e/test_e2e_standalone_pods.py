@@ -86,7 +86,7 @@ def test_worker_exit_1_stops_that_pod_promptly(make_cluster, artifacts):
     # The outputs were collected: the worker's own stderr and the agent's
     # account naming the failed worker and its code.
     assert "loss is NaN at step 7" in r.stderr
-    assert re.search(r"local_rank=1\b.*exit code 1\b", r.stderr), r.stderr
+    assert re.search(r"local_rank 1\b.*exit code 1\b", r.stderr), r.stderr
     assert (r.artifacts / "exit-code").read_text() == "1\n"
     assert worker.processes() == []
 
