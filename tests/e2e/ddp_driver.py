@@ -7,9 +7,12 @@ GATE file (GATE=N: train N epochs, then hold; touching START_DIR/gate-<world>-<r
 the whole group is mid-training at a known epoch before it scales, kills or
 stops something. FAULT=kill|exit with FAULT_POD=<hostname> makes local rank 1
 of that pod fail after epoch FAULT_EPOCH of the first attempt: SIGKILL
-(retryable) or an exception recorded in its error file (permanent).
+(retryable) or an exception recorded in its error file, of the builtin class
+FAULT_EXCEPTION (default RuntimeError, which the agent's cause table restarts
+once; ValueError is a bug, which stops the job at once).
 """
 
+import builtins
 import json
 import os
 import pathlib
@@ -65,7 +68,9 @@ def main():
         if targeted and e == fault_epoch:
             if fault == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
-            raise RuntimeError(f"loss is NaN at epoch {e} on {host}")
+            error = getattr(builtins,
+                            os.environ.get("FAULT_EXCEPTION", "RuntimeError"))
+            raise error(f"loss is NaN at epoch {e} on {host}")
         marked = False
         while gate and e + 1 >= int(pathlib.Path(gate).read_text() or 0):
             if not marked:
