@@ -781,9 +781,12 @@ class AgentRun {
     observer_.WorkerFailed(failure.exit, code, class_name);
     // The outcome the operator reads is the class of the code returned: a
     // restartable failure whose restarts are spent exits with its code,
-    // and a code of 1-127 is permanent, whatever the policy thought.
+    // and a code of 1-127 is permanent unless --retryable-exit-codes
+    // names it, whatever the cause table thought.
+    const bool code_retryable =
+        code >= 128 || cause_policy_.retryable_exit_codes.count(code) > 0;
     Ended(failure.exit.exec_errno != 0 ? "exec-failed"
-          : code >= 128                ? "retryable"
+          : code_retryable             ? "retryable"
                                        : "permanent",
           code);
     report_.oom = oom;
