@@ -248,7 +248,9 @@ TEST(RdzvStatusTest, ReformingRoundNamesWhoHasNotRejoined) {
 TEST(RdzvStatusTest, StoreTextNeverReachesTheTerminalRaw) {
   StoreCore core;
   LocalStore store(&core);
-  const std::string evil = "n\x1b[2J\x1b]0;pwned\x07\xc2\x9b" "31m";
+  const std::string evil =
+      "n\x1b[2J\x1b]0;pwned\x07\xc2\x9b"
+      "31m";
   ASSERT_TRUE(store.Set("rdzv/j/ctl/state", OpenRound(1).Encode()).ok());
   ASSERT_TRUE(
       store.Set("rdzv/j/join/1/1", EncodeJoin({evil, 1, "10.0.0.1"})).ok());

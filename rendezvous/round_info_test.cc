@@ -21,8 +21,9 @@ TEST(RoundInfoTest, RoundTripsWithAndWithoutTheLastCall) {
 
 TEST(RoundInfoTest, RefusesWhatNoAgentWrites) {
   for (const char* text :
-       {"", "[]", "{}", "not json", R"({"min_nodes":3,"max_nodes":2,)"
-                                    R"("last_call_timeout_ms":0})",
+       {"", "[]", "{}", "not json",
+        R"({"min_nodes":3,"max_nodes":2,)"
+        R"("last_call_timeout_ms":0})",
         R"({"min_nodes":"1","max_nodes":2,"last_call_timeout_ms":0})",
         R"({"min_nodes":1,"max_nodes":2,"last_call_timeout_ms":-1})"}) {
     EXPECT_FALSE(DecodeRoundInfo(text).ok()) << text;
