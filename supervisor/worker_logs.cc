@@ -192,9 +192,14 @@ void CopyStderrTail(int in, const std::string& path, ConsoleWriter* console,
     tail.erase(0, tail.size() - kStderrTailBytes);
   }
   if (tail.empty()) return;
-  const int file =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (file < 0) return;
+  // Non-blocking and refused unless a regular file: a worker may have put
+  // a FIFO at this path, and the agent must not wait on it.
+  absl::StatusOr<int> opened = OpenOutputFile("--log-dir", path, O_TRUNC);
+  if (!opened.ok()) {
+    DJ_LOG_WARNING("{}", opened.status().message());
+    return;
+  }
+  const int file = *opened;
   if (const int err = WriteFile(file, tail); err != 0) {
     DJ_LOG_DEBUG("write {}: {}", path, std::strerror(err));
   }
@@ -280,9 +285,13 @@ absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
     const std::string path =
         absl::StrCat(AttemptDir(attempt, local_rank),
                      bit == 1 ? "/stdout.log" : "/stderr.log");
-    const int file =
-        open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (file < 0) return ErrnoError(errno, absl::StrCat("open ", path));
+    // As every output file: a FIFO planted at the path fails at once.
+    absl::StatusOr<int> opened = OpenOutputFile("--log-dir", path, O_TRUNC);
+    if (!opened.ok()) return opened.status();
+    const int file = *opened;
+    // The worker may get this fd as its own stdout: blocking writes, as
+    // any file it opens (a character device such as /dev/null is allowed).
+    fcntl(file, F_SETFL, fcntl(file, F_GETFL) & ~O_NONBLOCK);
     int fd = file;
     if (tee & bit) {
       int p[2];
@@ -298,16 +307,15 @@ absl::StatusOr<WorkerStreams> WorkerLogs::OpenStreams(
         const std::string dup_path = absl::StrCat(
             dir_, "/attempt_", attempt,
             bit == 1 ? "/filtered_stdout.log" : "/filtered_stderr.log");
-        duplicate =
-            open(dup_path.c_str(),
-                 O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-        if (duplicate < 0) {
-          const int err = errno;
+        absl::StatusOr<int> opened =
+            OpenOutputFile("--log-dir", dup_path, O_TRUNC | O_APPEND);
+        if (!opened.ok()) {
           close(file);
           close(p[0]);
           close(p[1]);
-          return ErrnoError(err, absl::StrCat("open ", dup_path));
+          return opened.status();
         }
+        duplicate = *opened;
       }
       routed.duplicate_fd = duplicate;
       // A bigger pipe halves the copier's wake-ups; not fatal if refused.

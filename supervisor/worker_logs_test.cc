@@ -51,6 +51,28 @@ TEST(WorkerLogsTest, ALogDirThatIsNotADirectoryIsRefused) {
   }
 }
 
+// A worker can put a FIFO where the next attempt's log goes: opening it
+// for writing blocked the agent (no reader) with its signals held.
+TEST(WorkerLogsTest, AFifoAtAWorkersLogPathFailsAtOnce) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/fifo";
+  auto logs = WorkerLogs::Create(dir);
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  ASSERT_TRUE(logs->PrepareAttempt(1, 1).ok());
+  for (const char* name : {"/stdout.log", "/stderr.log"}) {
+    const std::string path = logs->AttemptDir(1, 0) + name;
+    unlink(path.c_str());
+    ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  }
+  StreamPlan plan;
+  plan.redirect = 3;
+  auto streams = logs->OpenStreams(1, 0, plan, LinePolicy{}, LinePolicy{});
+  ASSERT_FALSE(streams.ok());
+  EXPECT_NE(streams.status().message().find("--log-dir"), std::string::npos)
+      << streams.status();
+  EXPECT_NE(streams.status().message().find("stdout.log"), std::string::npos)
+      << streams.status();
+}
+
 TEST(WorkerLogsTest, TemporaryDirectoryIsRemoved) {
   std::string attempt_dir;
   {
