@@ -147,6 +147,8 @@ absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
   auto target = ResolveGrpcTarget(host, port, timeout);
   if (!target.ok()) return target.status();
   grpc::ChannelArguments args;
+  // A health answer is a few bytes: a server that sends more is refused.
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);
   if (tls != nullptr && tls->tls() && tls->server_name.empty()) {
     args.SetSslTargetNameOverride(target->host);

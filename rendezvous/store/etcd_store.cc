@@ -310,6 +310,9 @@ struct EtcdStore::Impl {
     grpc::ChannelArguments args;
     // Each member gets its own connection: fail-over is ours.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // What one answer may hold: a page of the store's values (each at
+    // most 1 MiB) with their framing; more is refused, never buffered.
+    args.SetMaxReceiveMessageSize(16 << 20);
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
     // A starting etcd accepts connections before it serves them; gRPC's

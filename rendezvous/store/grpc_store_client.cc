@@ -117,6 +117,12 @@ constexpr absl::Duration kPollAfterAnswerWithin = absl::Microseconds(200);
 // connect or fail before it is left to wait for ready (FirstContact).
 constexpr absl::Duration kFirstContactWait = absl::Seconds(1);
 
+// The most one answer may hold. A listing page is max_list_bytes (4 MiB)
+// of keys and values plus each entry's framing, over gRPC's default 4 MiB
+// cap; the agent's own gets are far smaller. A store that answers more
+// is refused (RESOURCE_EXHAUSTED), never buffered.
+constexpr int kMaxAnswerBytes = 16 << 20;
+
 }  // namespace
 
 std::string TargetAddresses(absl::string_view target) {
@@ -347,6 +353,7 @@ struct GrpcStoreClient::Impl {
         args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
         args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
         if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+        args.SetMaxReceiveMessageSize(kMaxAnswerBytes);
         // The host's name, not its address, as with a name target (TLS
         // checks the certificate against target->host).
         args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target->authority);

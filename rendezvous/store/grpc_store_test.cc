@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/thread_state_testing.h"
@@ -51,6 +52,27 @@ TEST(GrpcStoreTest, RoundTripsEveryOperation) {
   auto w = client->Watch("", listing->revision, absl::Seconds(5));
   ASSERT_TRUE(w.ok());
   EXPECT_TRUE(w->first);
+}
+
+// A page holds up to max_list_bytes (4 MiB) of keys and values, plus each
+// entry's framing: the answer is larger than gRPC's default 4 MiB cap on
+// what a client receives, which refused it (RESOURCE_EXHAUSTED).
+TEST(GrpcStoreTest, AFullPageReachesTheClient) {
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = GrpcStoreClient::Connect(Loopback(**server), absl::Seconds(5));
+  ASSERT_TRUE(client->WaitUntilReachable(absl::Seconds(5)).ok());
+  const std::string value(4090, 'v');
+  for (int batch = 0; batch < 8; ++batch) {
+    std::vector<std::pair<std::string, std::string>> kvs;
+    for (int i = 0; i < 128; ++i) {
+      kvs.emplace_back(absl::StrCat("p/", batch * 128 + i + 1000), value);
+    }
+    ASSERT_TRUE(client->MultiSet(kvs, absl::ZeroDuration()).ok());
+  }
+  auto page = client->ListPage("p/", "", 0);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->entries.size(), 1024u);
 }
 
 TEST(GrpcStoreTest, WatchAnyCarriesItsPrefixesAndTheChange) {
