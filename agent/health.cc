@@ -48,6 +48,9 @@ constexpr int kKeepaliveMs = 30 * 1000;
 constexpr int kKeepaliveTimeoutMs = 5 * 1000;
 constexpr int kMaxStreams = 16;
 constexpr int kMaxMessageBytes = 4096;
+// What gRPC's buffers may hold for all 64 connections together: past it
+// gRPC shrinks its windows and reads instead of growing (as the store's).
+constexpr size_t kGrpcQuotaBytes = size_t{8} << 20;
 
 }  // namespace
 
@@ -94,6 +97,9 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              kKeepaliveTimeoutMs);
+  grpc::ResourceQuota quota("distjob-health");
+  quota.Resize(kGrpcQuotaBytes);
+  builder.SetResourceQuota(quota);
   health->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
       tls != nullptr ? MakeServerCredentials(*tls)
