@@ -18,6 +18,7 @@
 #include "proto/store.grpc.pb.h"
 #include "rendezvous/store/conn_limiter.h"
 #include "rendezvous/store/store_credentials.h"
+#include "rendezvous/store/tls_probe.h"
 
 namespace distjob {
 namespace {
@@ -123,6 +124,11 @@ constexpr absl::Duration kFirstContactWait = absl::Seconds(1);
 // is refused (RESOURCE_EXHAUSTED), never buffered.
 constexpr int kMaxAnswerBytes = 16 << 20;
 
+// How often a mutual-TLS client asks, with a handshake of its own, whether
+// the store refuses its certificate, and how long that may take.
+constexpr absl::Duration kCertProbeEvery = absl::Seconds(5);
+constexpr absl::Duration kCertProbeTimeout = absl::Seconds(2);
+
 }  // namespace
 
 std::string TargetAddresses(absl::string_view target) {
@@ -173,6 +179,8 @@ struct GrpcStoreClient::Impl {
   // without the scheme), for FirstContact's message.
   std::string target_addrs;
   std::string last_connect_failure;  // under mu
+  // When ClientCertificateRefused may next make its own handshake.
+  mutable std::atomic<int64_t> next_cert_probe_ns{0};
   // Set with `channel`: until then, ConnectSoon retries quickly.
   absl::Time fast_connect_until;
   std::atomic<bool> fast_connect_done{false};
@@ -218,6 +226,7 @@ struct GrpcStoreClient::Impl {
         }
         // An attempt gRPC cut short ("tcp handshaker shutdown") is no
         // cause: the last one seen is said again.
+        if (absl::Status m = ClientCertificateRefused(); !m.ok()) return m;
         absl::MutexLock lock(&mu);
         if (last_connect_failure.empty() ||
             s.error_message().find("shutdown") == std::string::npos) {
@@ -296,6 +305,7 @@ struct GrpcStoreClient::Impl {
         DJ_LOG_DEBUG("TLS store {} not ready: {} {}", endpoint,
                      static_cast<int>(s.error_code()), s.error_message());
         if (absl::Status m = Mismatch(s, true, endpoint); !m.ok()) return m;
+        if (absl::Status m = ClientCertificateRefused(); !m.ok()) return m;
       }
       {
         absl::MutexLock lock(&mu);
@@ -320,7 +330,34 @@ struct GrpcStoreClient::Impl {
     if (absl::Status m = Mismatch(s, security.tls(), endpoint); !m.ok()) {
       return m;
     }
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      if (absl::Status m = ClientCertificateRefused(); !m.ok()) return m;
+    }
     return FromGrpc(s, what, endpoint);
+  }
+  // With mutual TLS, a store that refuses this agent's certificate reads
+  // as a closed socket under TLS 1.3 (tls_probe.h): one handshake of our
+  // own, at most every kCertProbeEvery, reads the store's alert.
+  absl::Status ClientCertificateRefused() const {
+    if (!security.tls() || security.ca_pem.empty()) return absl::OkStatus();
+    const int64_t now = absl::ToUnixNanos(absl::Now());
+    int64_t next = next_cert_probe_ns.load(std::memory_order_relaxed);
+    if (now < next ||
+        !next_cert_probe_ns.compare_exchange_strong(
+            next, now + absl::ToInt64Nanoseconds(kCertProbeEvery))) {
+      return absl::OkStatus();
+    }
+    // Set before any call is made (EnsureStub), as `stub`.
+    const std::string address = target_addrs.substr(0, target_addrs.find(", "));
+    if (address.empty()) return absl::OkStatus();
+    const std::string alert =
+        ClientCertificateRefusal(address, security, kCertProbeTimeout);
+    if (alert.empty()) return absl::OkStatus();
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the rendezvous store at ", endpoint,
+        " refused this agent's client certificate (", alert,
+        "): --rdzv-tls-cert must be signed by a CA in the store host's "
+        "--rdzv-tls-ca; use the same --rdzv-tls-* files on every node"));
   }
 
   // The endpoint's name goes through the agent's resolver, never gRPC's

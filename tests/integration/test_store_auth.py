@@ -384,7 +384,8 @@ def test_tls_on_one_side_only_exits_2_at_once_saying_so(
              what="the host's line about the mismatch")
 
 
-@pytest.mark.parametrize("case", ["unknown CA", "name not in the cert"])
+@pytest.mark.parametrize("case", ["unknown CA", "name not in the cert",
+                                  "client certificate refused"])
 def test_a_store_certificate_that_does_not_verify_exits_2_at_once(
         start_agent, run_agent, tmp_path, case):
     """gRPC reports a refused certificate as UNAVAILABLE, retried until
@@ -399,6 +400,19 @@ def test_a_store_certificate_that_does_not_verify_exits_2_at_once(
         (tmp_path / "other").mkdir()
         client_tls = tls_args(make_certs(tmp_path / "other"))
         says = "does not verify against --rdzv-tls-ca"
+    elif case == "client certificate refused":
+        # The client trusts the store's CA, but its own certificate comes
+        # from another: under TLS 1.3 its handshake succeeds and the store's
+        # refusal arrives as a closed socket, like a store that went away.
+        (tmp_path / "other").mkdir()
+        other = make_certs(tmp_path / "other")
+        bundle = tmp_path / "both-cas.pem"
+        bundle.write_bytes((certs / "ca.pem").read_bytes() +
+                           (other / "ca.pem").read_bytes())
+        client_tls = ["--rdzv-tls-cert", str(other / "node.pem"),
+                      "--rdzv-tls-key", str(other / "node.key"),
+                      "--rdzv-tls-ca", str(bundle)]
+        says = "refused this agent's client certificate"
     else:
         client_tls = tls_args(certs) + ["--rdzv-tls-server-name",
                                         "not-in-the-cert.example"]
