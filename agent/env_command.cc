@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/barrier.h"
 #include "agent/exit_codes.h"
 #include "agent/outer_agent.h"
 #include "agent/run_flags.h"
@@ -16,6 +17,7 @@
 #include "common/json.h"
 #include "common/logging.h"
 #include "launchers/worker_command.h"
+#include "rendezvous/rendezvous_kind.h"
 
 namespace distjob {
 namespace {
@@ -42,6 +44,34 @@ std::string LaunchSource(const std::vector<std::string>& args,
   return "default";
 }
 
+// What `run` does with stores beyond the workers' environment: whether
+// the start barrier runs (and why not), and what the job's token (never
+// shown) is presented to, so a manifest that mounts a token Secret or
+// promises a barrier can be checked against the agent's own plan.
+Json StoresJson(const JobEnv& job, const RunOptions& options,
+                const LaunchOptions& launch) {
+  RunOptions effective = options;
+  effective.launch = launch;
+  const BarrierPlan barrier = PlanBarrier(job, effective);
+  Json out;
+  out["barrier"] = {{"runs", barrier.run}};
+  if (barrier.run) {
+    out["barrier"]["host"] = barrier.host_pod;
+    out["barrier"]["pods"] = barrier.pods.size();
+  } else {
+    out["barrier"]["why_not"] = barrier.skip_reason;
+  }
+  Json used_by = Json::array();
+  if (ChooseRendezvous(launch.standalone, launch.max_nodes,
+                       launch.rdzv_backend) == RendezvousKind::kDynamic) {
+    used_by.push_back("rendezvous");
+  }
+  if (barrier.run) used_by.push_back("start barrier");
+  out["token"] = {{"loaded", !options.security.token.empty()},
+                  {"used_by", std::move(used_by)}};
+  return out;
+}
+
 }  // namespace
 
 std::string EnvHelp() {
@@ -54,7 +84,9 @@ std::string EnvHelp() {
       "one-node job's free MASTER_PORT) are shown as undecided, with why.\n"
       "  --json\n      One JSON object: framework, identity, and per worker "
       "local_rank, argv, env (an undecided value is null) and undecided "
-      "(variable: why).\n"
+      "(variable: why); barrier (whether `run` holds the workers at the "
+      "start barrier: runs, host and pods, or why_not) and token (loaded, "
+      "and used_by: rendezvous, start barrier).\n"
       "  --explain\n      Say where each value came from.\n"
       "  -h, --help\n      Show this help.\n\n"
       "Run's options that env reads:\n";
@@ -283,6 +315,9 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   }
   if (json) {
     doc["workers"] = std::move(workers);
+    const Json stores = StoresJson(*job, *options, launch);
+    doc["barrier"] = stores["barrier"];
+    doc["token"] = stores["token"];
     out = DumpJson(doc) + "\n";
   }
   std::fputs(out.c_str(), stdout);

@@ -106,7 +106,7 @@ TEST_F(HttpServerTest, AnswersOverIpv4AndIpv6OnOnePort) {
     if (family == AF_INET6 && answer == "no connection") continue;
     EXPECT_THAT(answer, StartsWith("HTTP/1.1 200 OK\r\n"));
     EXPECT_THAT(answer, HasSubstr("text/plain; version=0.0.4"));
-    EXPECT_THAT(answer, HasSubstr("distjob_attempt{job=\"j\""));
+    EXPECT_THAT(answer, HasSubstr("distjob_attempt{job_name=\"j\""));
   }
 }
 

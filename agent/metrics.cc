@@ -1,14 +1,12 @@
 #include "agent/metrics.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/process_metrics.h"
 
 namespace distjob {
 namespace {
@@ -214,27 +212,6 @@ void Header(std::string* out, const char* name, const char* type,
                   "\n");
 }
 
-// Resident set size from /proc/self/statm (pages); 0 when unreadable.
-double ResidentBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  long size = 0, resident = 0;
-  const int read = std::fscanf(f, "%ld %ld", &size, &resident);
-  std::fclose(f);
-  if (read != 2) return 0;
-  return static_cast<double>(resident) *
-         static_cast<double>(sysconf(_SC_PAGESIZE));
-}
-
-double CpuSeconds() {
-  struct rusage usage {};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
-  auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
 }  // namespace
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -259,7 +236,7 @@ void Metrics::SetJobLabels(const std::string& job, const std::string& role,
                            int node_rank) {
   absl::MutexLock lock(&mu_);
   labels_ =
-      absl::StrCat("job=\"", EscapeLabelValue(job), "\",role=\"",
+      absl::StrCat("job_name=\"", EscapeLabelValue(job), "\",role=\"",
                    EscapeLabelValue(role), "\",node_rank=\"", node_rank, "\"");
 }
 
@@ -334,15 +311,7 @@ std::string Metrics::Render() {
                       FormatValue(value), "\n");
     }
   }
-  Header(&out, "distjob_agent_resident_memory_bytes", "gauge",
-         "The agent's own resident set size.");
-  absl::StrAppend(&out, "distjob_agent_resident_memory_bytes",
-                  Labels(labels_, ""), " ", FormatValue(ResidentBytes()), "\n");
-  Header(&out, "distjob_agent_cpu_seconds_total", "counter",
-         "CPU time the agent itself used (user and system), workers not "
-         "included.");
-  absl::StrAppend(&out, "distjob_agent_cpu_seconds_total", Labels(labels_, ""),
-                  " ", FormatValue(CpuSeconds()), "\n");
+  out += RenderProcessMetrics(SampleProcess(), Labels(labels_, ""));
   return out;
 }
 

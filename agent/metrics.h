@@ -1,8 +1,9 @@
 // The agent's Prometheus metrics: a small registry of counters, gauges and
 // histograms, rendered in the text exposition format (version 0.0.4) for
 // the /metrics endpoint (agent/http_server.h). Every series carries the
-// job, role and node_rank labels set once at start-up, so a dashboard over
-// many pods groups by them without relabelling.
+// job_name, role and node_rank labels set once at start-up, so a dashboard
+// over many pods groups by them without relabelling (job_name, not job:
+// Prometheus' own target label `job` would rename ours exported_job).
 #ifndef DISTJOB_AGENT_METRICS_H_
 #define DISTJOB_AGENT_METRICS_H_
 
@@ -36,8 +37,8 @@ class Metrics {
   // nullptr: none.
   void SetCollector(std::function<void(Metrics&)> collector);
 
-  // The text exposition of every series, and of the agent's own RSS and
-  // CPU read now.
+  // The text exposition of every series, and of the agent's own process
+  // (agent/process_metrics.h) read now.
   std::string Render();
 
  private:

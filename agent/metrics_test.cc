@@ -17,12 +17,11 @@ TEST(MetricsTest, SeriesCarryTheJobLabelsAndStartAtZero) {
   const std::string text = metrics.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE distjob_worker_group_restarts_total "
                               "counter\n"));
-  EXPECT_THAT(text,
-              HasSubstr("distjob_worker_group_restarts_total{job=\"train\","
-                        "role=\"trainer\",node_rank=\"3\",cause=\"hang\"} "
-                        "0\n"));
-  EXPECT_THAT(text,
-              HasSubstr("# TYPE distjob_agent_cpu_seconds_total counter"));
+  EXPECT_THAT(
+      text, HasSubstr("distjob_worker_group_restarts_total{job_name=\"train\","
+                      "role=\"trainer\",node_rank=\"3\",cause=\"hang\"} "
+                      "0\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE process_cpu_seconds_total counter"));
 }
 
 TEST(MetricsTest, CountersAddAndGaugesSet) {

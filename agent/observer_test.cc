@@ -38,7 +38,7 @@ TEST(ObserverTest, SeriesAreLabelledBeforeTheServerListens) {
   options.observability.metrics_port = ntohs(address.sin6_port);
   EXPECT_FALSE(observer.Start(options).ok());
   EXPECT_THAT(metrics.Render(),
-              HasSubstr("distjob_attempt{job=\"train\",role=\"trainer\","
+              HasSubstr("distjob_attempt{job_name=\"train\",role=\"trainer\","
                         "node_rank=\"1\"} 0\n"));
   observer.Shutdown();
   close(taken);

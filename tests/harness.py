@@ -263,3 +263,68 @@ def rss_bytes(pid):
     except OSError:
         pass
     return 0
+
+
+def get_metrics(port, host="127.0.0.1"):
+    """The body of GET http://host:port/metrics; None while nothing
+    answers."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics",
+                                    timeout=2) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+# A worker that sets one key in the workers' store (MASTER_ADDR:
+# MASTER_PORT, served by the agent; torch 1.13's SET frame: op 0, then
+# each field as a native 8-byte length and its bytes) and holds its
+# connection until the file argv[1] exists.
+STORE_CLIENT_WORKER = (
+    "import os, socket, struct, sys, time\n"
+    "e = os.environ\n"
+    "s = socket.create_connection((e['MASTER_ADDR'], int(e['MASTER_PORT'])))\n"
+    "s.sendall(bytes([0]) + b''.join(struct.pack('=Q', len(f)) + f\n"
+    "                                for f in (b'/k', b'v')))\n"
+    "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\n")
+
+
+def full_scrape(background, agent, tmp_path, timeout=60):
+    """One /metrics text with every family the agent can show: a one-node
+    c10d job whose agent hosts the rendezvous store and serves the workers'
+    store (a worker connected to it). The agent is stopped before the
+    return; `background` (a Background) kills it on any failure."""
+    port, rdzv = free_ports(2)
+    go = tmp_path / "full-scrape-go"
+    env = dict(os.environ,
+               DISTJOB_TERMINATION_LOG=str(tmp_path / "termination-log"))
+    proc = background.start(
+        [agent, "run", "--nnodes", "1", "--rdzv-backend", "c10d",
+         "--rdzv-endpoint", f"127.0.0.1:{rdzv}", "--local-addr", "127.0.0.1",
+         "--rdzv-id", "full-scrape", "--metrics-port", str(port),
+         "--no-python", PYTHON, "-c", STORE_CLIENT_WORKER, str(go)],
+        env=env, log=tmp_path / "full-scrape.log")
+
+    def complete():
+        text = get_metrics(port)
+        if text is None or "\ndistjob_store_keys{" not in text:
+            return None
+        if "\ndistjob_store_requests_total{" not in text:
+            # The agent's own calls skip gRPC: one `status`, another
+            # node's client, gives the store's request series.
+            subprocess.run([agent, "status", "--rdzv-endpoint",
+                            f"127.0.0.1:{rdzv}", "--rdzv-id", "full-scrape"],
+                           env=env, capture_output=True, timeout=30)
+            return None
+        clients = [line for line in text.splitlines()
+                   if line.startswith("distjob_worker_store_clients{")]
+        served = "\ndistjob_worker_store_requests_total{" in text
+        return text if served and clients and clients[0].endswith(" 1") \
+            else None
+    try:
+        return wait_for(complete, timeout, interval=0.1,
+                        what="a scrape with both stores' series")
+    finally:
+        go.write_text("")
+        proc.wait(timeout=30)

@@ -7,6 +7,7 @@ import json
 import signal
 import socket
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -37,8 +38,8 @@ def scrape(port, host="127.0.0.1"):
         for s in family.samples:
             labels = dict(s.labels)
             # Every series carries the job labels.
-            assert {"job", "role", "node_rank"} <= labels.keys(), s
-            for k in ("job", "role", "node_rank"):
+            assert {"job_name", "role", "node_rank"} <= labels.keys(), s
+            for k in ("job_name", "role", "node_rank"):
                 labels.pop(k)
             samples[(s.name, frozenset(labels.items()))] = s.value
     return samples
@@ -101,14 +102,21 @@ def test_metrics_and_probes_across_a_restart(started, tmp_path):
     # Standalone: no peers to wait for.
     assert value(samples, "distjob_rendezvous_wait_seconds_count") == 2
     assert value(samples, "distjob_rendezvous_wait_seconds_sum") == 0
-    assert value(samples, "distjob_agent_resident_memory_bytes") > 0
-    assert value(samples, "distjob_agent_cpu_seconds_total") > 0
+    assert value(samples, "process_resident_memory_bytes") > 0
+    assert value(samples, "process_cpu_seconds_total") > 0
+    assert value(samples, "process_open_fds") > 0
+    assert value(samples, "process_max_fds") >= value(samples,
+                                                      "process_open_fds")
+    assert 0 < time.time() - value(samples,
+                                   "process_start_time_seconds") < 600
     # IPv6 too, on the same socket.
     if socket.has_ipv6:
         assert scrape(port, "[::1]")[("distjob_attempt", frozenset())] == 1
     # Labels name the job.
     _, text = get(port, "/metrics")
-    assert 'job="job-a",role="default",node_rank="0"' in text
+    assert 'job_name="job-a",role="default",node_rank="0"' in text
+    # Not `job`: Prometheus' target label would rename it exported_job.
+    assert 'job="' not in text
     assert get(port, "/nope")[0] == 404
     # Shutdown: the worker ignores TERM; not ready at once, still alive.
     p.send_signal(signal.SIGTERM)

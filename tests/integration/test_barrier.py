@@ -200,7 +200,27 @@ def test_env_does_not_run_the_barrier(run_agent, tmp_path):
                    "--dns-timeout", "0", "--barrier-timeout", "600"],
                   env=CLEAN, timeout=20)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["identity"]["task"] == "worker"
+    out = json.loads(r.stdout)
+    assert out["identity"]["task"] == "worker"
+    # ... but says that `run` would, hosted by ps-0, for the 3 pods.
+    assert out["barrier"] == {"runs": True, "host": "ps-0", "pods": 3}
+    assert out["token"] == {"loaded": False, "used_by": ["start barrier"]}
+
+
+def test_env_says_why_no_barrier_and_what_the_token_serves(run_agent,
+                                                           tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret-token-value")
+    r = run_agent(["env", "--json", "--nnodes", "1:2", "--rdzv-backend",
+                   "c10d", "--rdzv-endpoint", "127.0.0.1:29400"],
+                  env=dict(CLEAN, DISTJOB_RDZV_TOKEN_FILE=str(token)),
+                  timeout=20)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["barrier"]["runs"] is False
+    assert out["barrier"]["why_not"] == "no operator-described cluster"
+    assert out["token"] == {"loaded": True, "used_by": ["rendezvous"]}
+    assert "s3cret-token-value" not in r.stdout
 
 
 @pytest.mark.parametrize("args", [["--barrier-port", "0"],

@@ -24,8 +24,8 @@ def scrape(port):
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             labels = {k: v for k, v in s.labels.items()
-                      if k not in ("job", "role", "node_rank")}
-            assert s.labels["job"] == "testjob"
+                      if k not in ("job_name", "role", "node_rank")}
+            assert s.labels["job_name"] == "testjob"
             out[(s.name, frozenset(labels.items()))] = s.value
     return out
 

@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -167,9 +168,11 @@ def jobset_policy_problems(where, jobset_spec):
 def token_problems(pod):
     """A pod whose agent hosts or joins a store of ours (the elastic
     rendezvous, the start barrier of TensorFlow and MXNet) reads the job's
-    token from a Secret volume."""
+    token from a Secret volume. A Kubeflow TFJob's pods, with the
+    operator's TF_CONFIG alone, run no barrier (README "start barrier")."""
     framework = pod.env.get("DISTJOB_FRAMEWORK", "pytorch")
-    if "PET_RDZV_ENDPOINT" not in pod.env and framework == "pytorch":
+    barrier = framework != "pytorch" and bool(pod.volcano_files)
+    if "PET_RDZV_ENDPOINT" not in pod.env and not barrier:
         return []
     path = pod.env.get("DISTJOB_RDZV_TOKEN_FILE")
     if path is None:
@@ -552,3 +555,76 @@ def test_metrics_port_is_declared_and_annotated():
                 assert notes.get("prometheus.io/port") == port, path.name
                 assert notes.get("prometheus.io/path") == "/metrics"
     assert seen >= 1, "no example shows --metrics-port"
+
+
+# --- the comments' claims, checked against the agent's own plan ------------
+#
+# Each manifest with pods states in one comment line what the agent does
+# with it beyond the workers' environment, e.g.
+#   # Claims: barrier=yes token=yes
+# barrier: whether `run` holds the workers at the start barrier; token:
+# whether the pods mount the job's token Secret, which the agent then
+# presents to a store of its own (the elastic rendezvous, the barrier).
+# The prose must agree with the line: a comment that speaks of the start
+# barrier or of a Secret needs the claim, and a claim needs its prose.
+
+CLAIMS = re.compile(r"^# Claims: barrier=(yes|no) token=(yes|no)$", re.M)
+
+
+def claims(path):
+    found = CLAIMS.findall(path.read_text())
+    assert len(found) == 1, f"{path.name}: one '# Claims:' line wanted"
+    return tuple(value == "yes" for value in found[0])
+
+
+def prose(path):
+    return " ".join(line[1:] for line in path.read_text().splitlines()
+                    if line.startswith("#") and
+                    not line.startswith("# Claims:")).lower()
+
+
+def prose_problems(path, barrier, token):
+    text = prose(path)
+    problems = []
+    if ("start barrier" in text) != barrier:
+        problems.append(f"{path.name}: the comments "
+                        f"{'do not ' if barrier else ''}speak of the start "
+                        "barrier")
+    if ("secret" in text) != token:
+        problems.append(f"{path.name}: the comments "
+                        f"{'do not ' if token else ''}speak of a Secret")
+    return problems
+
+
+def pods_with_claims():
+    for path in MANIFESTS:
+        pods = operators.pods_of(load(path), runtimes())
+        if pods:
+            yield pytest.param(path, pods, id=path.stem)
+
+
+@pytest.mark.parametrize("path, pods", list(pods_with_claims()))
+def test_comments_claim_what_the_agent_does(env_agent, path, pods,
+                                            tmp_path):
+    barrier, token = claims(path)
+    assert prose_problems(path, barrier, token) == []
+    for i, pod in enumerate(pods):
+        own = tmp_path / str(i)
+        own.mkdir()
+        out, _ = agent_env(env_agent, pod, own)
+        assert out["barrier"]["runs"] == barrier, (pod.name, out["barrier"])
+        assert bool(operators.secret_mounts(pod)) == token, pod.name
+        assert out["token"]["loaded"] == token, (pod.name, out["token"])
+        if token:
+            # A Secret the agent loads but presents to nothing is a lie.
+            assert out["token"]["used_by"], (pod.name, out["token"])
+
+
+def test_claim_checks_catch_a_contradiction(tmp_path):
+    liar = tmp_path / "liar.yaml"
+    liar.write_text("# The pods meet at the agent's start barrier.\n"
+                    "# Claims: barrier=no token=no\n")
+    assert prose_problems(liar, *claims(liar))
+    silent = tmp_path / "silent.yaml"
+    silent.write_text("# Claims: barrier=yes token=yes\n")
+    assert len(prose_problems(silent, *claims(silent))) == 2
