@@ -30,6 +30,7 @@
 #include "agent/report.h"
 #include "agent/run_flags.h"
 #include "agent/status_command.h"
+#include "agent/version.h"
 #include "common/environment.h"
 #include "common/logging.h"
 #include "common/text.h"
@@ -40,8 +41,6 @@ extern char** environ;
 
 namespace distjob {
 namespace {
-
-constexpr char kVersion[] = "distjob-agent 0.1.0";
 
 constexpr char kUsage[] =
     "Usage: distjob-agent COMMAND [options]\n\n"
@@ -60,7 +59,8 @@ constexpr char kUsage[] =
     "\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
-    "  --version      print the version\n";
+    "  --version      print the version, the commit and the protocol "
+    "versions\n";
 
 bool WantsHelp(const std::vector<std::string>& args) {
   // Only before the worker command: `run -- python --help` is the worker's.
@@ -290,7 +290,7 @@ int Main(int argc, char** argv) {
     return args.empty() ? kExitBadConfig : 0;
   }
   if (args[0] == "--version" || args[0] == "version") {
-    std::puts(kVersion);
+    std::fputs(VersionText().c_str(), stdout);
     return 0;
   }
   const std::string command = args[0];

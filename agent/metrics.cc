@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/build_info.h"
 
 namespace distjob {
 namespace {
@@ -343,6 +344,13 @@ std::string Metrics::Render() {
          "included.");
   absl::StrAppend(&out, "distjob_agent_cpu_seconds_total", Labels(labels_, ""),
                   " ", FormatValue(CpuSeconds()), "\n");
+  // The info-metric convention: constant 1, the build in its labels, no
+  // job labels (a query joins it on the scrape target's).
+  Header(&out, "distjob_build_info", "gauge",
+         "The agent's release and the commit it was built from.");
+  absl::StrAppend(&out, "distjob_build_info{version=\"",
+                  EscapeLabelValue(BuildVersion()), "\",commit=\"",
+                  EscapeLabelValue(BuildCommit()), "\"} 1\n");
   return out;
 }
 

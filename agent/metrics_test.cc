@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "agent/build_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -23,6 +24,16 @@ TEST(MetricsTest, SeriesCarryTheJobLabelsAndStartAtZero) {
                         "0\n"));
   EXPECT_THAT(text,
               HasSubstr("# TYPE distjob_agent_cpu_seconds_total counter"));
+}
+
+TEST(MetricsTest, BuildInfoIsOneWithTheVersionAndCommit) {
+  Metrics metrics;
+  metrics.SetJobLabels("train", "trainer", 3);
+  const std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE distjob_build_info gauge\n"));
+  EXPECT_THAT(text, HasSubstr(std::string("distjob_build_info{version=\"") +
+                              BuildVersion() + "\",commit=\"" + BuildCommit() +
+                              "\"} 1\n"));
 }
 
 TEST(MetricsTest, CountersAddAndGaugesSet) {
