@@ -24,6 +24,7 @@
 #include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "agent/install.h"
+#include "agent/licenses.h"
 #include "agent/nested_launcher.h"
 #include "agent/options.h"
 #include "agent/outer_agent.h"
@@ -60,7 +61,8 @@ constexpr char kUsage[] =
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
     "  --version      print the version, the commit and the protocol "
-    "versions\n";
+    "versions\n"
+    "  --licenses     print the licences of the libraries linked in\n";
 
 bool WantsHelp(const std::vector<std::string>& args) {
   // Only before the worker command: `run -- python --help` is the worker's.
@@ -292,6 +294,11 @@ int Main(int argc, char** argv) {
   if (args[0] == "--version" || args[0] == "version") {
     std::fputs(VersionText().c_str(), stdout);
     return 0;
+  }
+  if (args[0] == "--licenses") {
+    const absl::string_view text = ThirdPartyNotices();
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
   }
   const std::string command = args[0];
   args.erase(args.begin());
