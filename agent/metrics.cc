@@ -344,13 +344,17 @@ std::string Metrics::Render() {
          "included.");
   absl::StrAppend(&out, "distjob_agent_cpu_seconds_total", Labels(labels_, ""),
                   " ", FormatValue(CpuSeconds()), "\n");
-  // The info-metric convention: constant 1, the build in its labels, no
-  // job labels (a query joins it on the scrape target's).
+  // The info-metric convention: constant 1, the build in its labels (with
+  // the job's, as every series here).
   Header(&out, "distjob_build_info", "gauge",
          "The agent's release and the commit it was built from.");
-  absl::StrAppend(&out, "distjob_build_info{version=\"",
-                  EscapeLabelValue(BuildVersion()), "\",commit=\"",
-                  EscapeLabelValue(BuildCommit()), "\"} 1\n");
+  absl::StrAppend(
+      &out, "distjob_build_info",
+      Labels(
+          labels_,
+          absl::StrCat("version=\"", EscapeLabelValue(BuildVersion()),
+                       "\",commit=\"", EscapeLabelValue(BuildCommit()), "\"")),
+      " 1\n");
   return out;
 }
 

@@ -31,7 +31,8 @@ TEST(MetricsTest, BuildInfoIsOneWithTheVersionAndCommit) {
   metrics.SetJobLabels("train", "trainer", 3);
   const std::string text = metrics.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE distjob_build_info gauge\n"));
-  EXPECT_THAT(text, HasSubstr(std::string("distjob_build_info{version=\"") +
+  EXPECT_THAT(text, HasSubstr(std::string("distjob_build_info{job=\"train\",") +
+                              "role=\"trainer\",node_rank=\"3\",version=\"" +
                               BuildVersion() + "\",commit=\"" + BuildCommit() +
                               "\"} 1\n"));
 }
