@@ -30,6 +30,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -54,6 +55,10 @@ LINKED = {"com_github_grpc_grpc", "com_google_protobuf", "com_google_absl",
 # The build's own machinery: nothing of theirs is linked.
 TOOLING = {"bazel_tools", "local_config_cc", "local_config_platform",
            "rules_cc", "rules_java", "platforms", "remote_coverage_tools"}
+
+# Debian's copyright files refer to the full licence texts there; an image
+# (or another distribution) may not have them, so the notices carry them.
+COMMON_LICENSES = re.compile(r"/usr/share/common-licenses/([\w.+-]*[\w+])")
 
 TITLE = "Third-party notices for distjob-agent"
 LIST_HEADING = "Packages, and what each contributes:"
@@ -268,9 +273,19 @@ def render(pkgs, target=TARGET):
             "do not edit: run tools/notices.py again when a dependency "
             "changes.", "", LIST_HEADING]
     out += _list_lines(pkgs)
+    referenced = {}
     for path, names in groups.items():
+        text = path.read_text(errors="replace")
         out += ["", RULE, ", ".join(names), f"  {path}", RULE, ""]
-        out += path.read_text(errors="replace").rstrip("\n").splitlines()
+        out += text.rstrip("\n").splitlines()
+        for name in COMMON_LICENSES.findall(text):
+            licence = pathlib.Path("/usr/share/common-licenses") / name
+            if licence.is_file():
+                referenced.setdefault(licence.resolve(), set()).add(licence)
+    for real, names in sorted(referenced.items()):
+        out += ["", RULE, "Licence text referred to above as "
+                + " and ".join(sorted(str(n) for n in names)), RULE, ""]
+        out += real.read_text(errors="replace").rstrip("\n").splitlines()
     return "\n".join(out) + "\n"
 
 
