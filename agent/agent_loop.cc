@@ -44,6 +44,7 @@
 #include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
 #include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/protocol_version.h"
 #include "rendezvous/rendezvous_kind.h"
 #include "rendezvous/standalone_rendezvous.h"
 #include "supervisor/cgroup_oom.h"
@@ -516,8 +517,10 @@ class AgentRun {
       if (!round.ok()) {
         DJ_LOG_ERROR("rendezvous failed: {}", round.status());
         // A token the store refuses is this pod's configuration: a new pod
-        // with the same Secret would be refused again.
-        const int code = absl::IsUnauthenticated(round.status())
+        // with the same Secret would be refused again; so is a binary whose
+        // rendezvous protocol is not the job's.
+        const int code = absl::IsUnauthenticated(round.status()) ||
+                                 IsRdzvProtocolMismatch(round.status())
                              ? kExitBadConfig
                              : kExitRendezvousUnavailable;
         Ended("rendezvous", code);

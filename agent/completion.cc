@@ -65,7 +65,7 @@ std::string BashFunction(const std::vector<CompletedCommand>& commands) {
       "  if [[ -z \"$cmd\" ]]; then\n"
       "    COMPREPLY=($(compgen -W '",
       absl::StrJoin(names, " "),
-      " --help --version' -- \"$cur\"))\n"
+      " --help --version --licenses' -- \"$cur\"))\n"
       "    return 0\n"
       "  fi\n"
       "  case \"$cmd\" in\n",

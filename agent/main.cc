@@ -24,12 +24,14 @@
 #include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "agent/install.h"
+#include "agent/licenses.h"
 #include "agent/nested_launcher.h"
 #include "agent/options.h"
 #include "agent/outer_agent.h"
 #include "agent/report.h"
 #include "agent/run_flags.h"
 #include "agent/status_command.h"
+#include "agent/version.h"
 #include "common/environment.h"
 #include "common/logging.h"
 #include "common/text.h"
@@ -40,8 +42,6 @@ extern char** environ;
 
 namespace distjob {
 namespace {
-
-constexpr char kVersion[] = "distjob-agent 0.1.0";
 
 constexpr char kUsage[] =
     "Usage: distjob-agent COMMAND [options]\n\n"
@@ -60,7 +60,9 @@ constexpr char kUsage[] =
     "\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
-    "  --version      print the version\n";
+    "  --version      print the version, the commit and the protocol "
+    "versions\n"
+    "  --licenses     print the licences of the libraries linked in\n";
 
 bool WantsHelp(const std::vector<std::string>& args) {
   // Only before the worker command: `run -- python --help` is the worker's.
@@ -290,8 +292,13 @@ int Main(int argc, char** argv) {
     return args.empty() ? kExitBadConfig : 0;
   }
   if (args[0] == "--version" || args[0] == "version") {
-    std::puts(kVersion);
+    std::fputs(VersionText().c_str(), stdout);
     return 0;
+  }
+  if (args[0] == "--licenses") {
+    const absl::string_view text = ThirdPartyNotices();
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
   }
   const std::string command = args[0];
   args.erase(args.begin());

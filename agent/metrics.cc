@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/build_info.h"
 #include "agent/process_metrics.h"
 
 namespace distjob {
@@ -312,6 +313,17 @@ std::string Metrics::Render() {
     }
   }
   out += RenderProcessMetrics(SampleProcess(), Labels(labels_, ""));
+  // The info-metric convention: constant 1, the build in its labels (with
+  // the job's, as every series here).
+  Header(&out, "distjob_build_info", "gauge",
+         "The agent's release and the commit it was built from.");
+  absl::StrAppend(
+      &out, "distjob_build_info",
+      Labels(
+          labels_,
+          absl::StrCat("version=\"", EscapeLabelValue(BuildVersion()),
+                       "\",commit=\"", EscapeLabelValue(BuildCommit()), "\"")),
+      " 1\n");
   return out;
 }
 

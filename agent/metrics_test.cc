@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "agent/build_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,6 +23,18 @@ TEST(MetricsTest, SeriesCarryTheJobLabelsAndStartAtZero) {
                       "role=\"trainer\",node_rank=\"3\",cause=\"hang\"} "
                       "0\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE process_cpu_seconds_total counter"));
+}
+
+TEST(MetricsTest, BuildInfoIsOneWithTheVersionAndCommit) {
+  Metrics metrics;
+  metrics.SetJobLabels("train", "trainer", 3);
+  const std::string text = metrics.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE distjob_build_info gauge\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(std::string("distjob_build_info{job_name=\"train\",") +
+                "role=\"trainer\",node_rank=\"3\",version=\"" + BuildVersion() +
+                "\",commit=\"" + BuildCommit() + "\"} 1\n"));
 }
 
 TEST(MetricsTest, CountersAddAndGaugesSet) {

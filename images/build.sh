@@ -5,6 +5,9 @@
 #
 #   images/build.sh [--agent PATH] [--tag NAME] [--base IMAGE --image NAME]
 #
+# Both images carry LICENSE and THIRD_PARTY_NOTICES (the licences of what
+# the static binary links) under /usr/share/doc/distjob-agent/.
+#
 # Extra buildah global options (e.g. --root DIR --storage-driver vfs) come
 # from $BUILDAH_OPTS; build options (e.g. --isolation chroot) from
 # $BUILDAH_BUILD_OPTS.
@@ -20,7 +23,7 @@ while [ $# -gt 0 ]; do
     --tag) tag="$2"; shift 2 ;;
     --base) base="$2"; shift 2 ;;
     --image) image="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "build.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +50,11 @@ chmod 0755 "$bin/distjob-agent"
 # The torchrun drop-in: the agent acts as `run` when invoked as torchrun.
 ln -s distjob-agent "$bin/torchrun"
 ln -s usr/local/bin/distjob-agent "$context/rootfs/distjob-agent"
+doc="$context/rootfs/usr/share/doc/distjob-agent"
+mkdir -p "$doc"
+for f in LICENSE THIRD_PARTY_NOTICES; do
+  install -m 0644 "$here/../$f" "$doc/$f"
+done
 
 "${buildah_cmd[@]}" bud "${build_opts[@]}" -f "$here/agent.Containerfile" \
   -t "$tag" "$context"

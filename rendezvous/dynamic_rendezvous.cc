@@ -15,6 +15,7 @@
 #include "common/net.h"
 #include "common/progress_log.h"
 #include "common/resolver.h"
+#include "rendezvous/protocol_version.h"
 #include "rendezvous/round_info.h"
 #include "rendezvous/worker_store_record.h"
 
@@ -358,6 +359,14 @@ Observed DynamicRendezvous::Observe(RankCache* cache,
   return o;
 }
 
+absl::Status DynamicRendezvous::CheckProtocolOnce() {
+  if (protocol_checked_) return absl::OkStatus();
+  absl::Status s =
+      CheckRdzvProtocol(store_.get(), keys_.Protocol(), RdzvProtocolVersion());
+  protocol_checked_ = s.ok();
+  return s;
+}
+
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   const RdzvConfig& c = options_.config;
   const absl::Time deadline = absl::Now() + c.join_timeout;
@@ -508,9 +517,16 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         const bool leasing = lease_due();
         std::vector<std::pair<std::string, std::string>> lease;
         if (leasing) lease.emplace_back(keys_.Alive(options_.node), "1");
-        auto j = store_->AddRecordThenList(lease, lease_, keys_.Joined(0), 1,
-                                           keys_.JoinPrefix(0), join_record(),
-                                           keys_.State());
+        // Before its first join, the job's protocol version: an agent of
+        // another one must not leave a record the others would misread.
+        absl::Status checked = CheckProtocolOnce();
+        if (IsRdzvProtocolMismatch(checked)) return checked;
+        absl::StatusOr<AddRecordListing> j =
+            checked.ok()
+                ? store_->AddRecordThenList(lease, lease_, keys_.Joined(0), 1,
+                                            keys_.JoinPrefix(0), join_record(),
+                                            keys_.State())
+                : absl::StatusOr<AddRecordListing>(checked);
         if (!j.ok()) {
           // Not taken, or not known to be. As a first read's failure was
           // judged: a store not up yet waits for it (kReconnect), and a

@@ -165,6 +165,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool CloseStillWritten(const RdzvState& st);
   RdzvState CloseState(const RdzvState& open) const;
   absl::Status Heartbeat();
+  // The job's rendezvous protocol version against this agent's
+  // (protocol_version.h), once per agent: OK once it matched.
+  absl::Status CheckProtocolOnce();
   // A renewal that began at `start` succeeded.
   void NoteRenewed(absl::Time start);
   // Whether a renewal that began at or after `t` succeeded.
@@ -303,6 +306,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   int64_t joined_round_ = -1;
   int64_t join_index_ = 0;
   bool join_written_ = false;
+  bool protocol_checked_ = false;  // CheckProtocolOnce
   absl::Time joined_at_;
   // What Close wrote, for CloseState.
   int closing_size_ = 0;

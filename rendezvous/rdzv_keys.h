@@ -10,6 +10,8 @@
 //   ctl/state-aborted  why the job ended, for the nodes still running
 //   ctl/state-host-left  the store's host leaves (its exit barrier timed out)
 //   host               the node that hosts the store (ranked first)
+//   protocol           the rendezvous protocol version, written by the
+//                      job's first agent (protocol_version.h)
 //   joined/<round>, join/<round>/<i>   an open round's count and records
 //   round-info/<round>  what the round waits for, for people (round_info.h)
 //   members/<round>/<closer>/<first>, rank/<round>/<closer>/<node>   a
@@ -68,6 +70,7 @@ class RdzvKeys {
   std::string Aborted() const { return prefix_ + "ctl/state-aborted"; }
   std::string HostLeft() const { return prefix_ + "ctl/state-host-left"; }
   std::string Host() const { return prefix_ + "host"; }
+  std::string Protocol() const { return prefix_ + "protocol"; }
   std::string Joined(int64_t round) const;
   std::string JoinPrefix(int64_t round) const;
   std::string RoundInfo(int64_t round) const;

@@ -81,6 +81,19 @@ def test_concurrent_scrapes_while_a_client_stalls(serving):
         stalled.close()
 
 
+def test_build_info_names_the_version_and_commit(serving, agent):
+    port = serving([])
+    status, text = get(f"http://127.0.0.1:{port}/metrics")
+    assert status == 200
+    version = subprocess.run([agent, "--version"], capture_output=True,
+                             text=True, timeout=10).stdout.splitlines()
+    info = [s for f in text_string_to_metric_families(text)
+            if f.name == "distjob_build_info" for s in f.samples]
+    assert len(info) == 1 and info[0].value == 1
+    assert info[0].labels["version"] == version[0].split()[1]
+    assert f"commit: {info[0].labels['commit']}" == version[1]
+
+
 def test_a_silent_client_is_dropped_after_the_metrics_timeout(serving):
     port = serving(["--metrics-timeout", "0.3"])
     with socket.create_connection(("127.0.0.1", port)) as silent:

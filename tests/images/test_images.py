@@ -10,13 +10,21 @@ only agent in the container is the one the image build put there.
 import json
 import os
 import pathlib
+import hashlib
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import notices  # noqa: E402
+
 BUILD_SH = ROOT / "images" / "build.sh"
+RELEASE_SH = ROOT / "tools" / "release.sh"
+DOC = "usr/share/doc/distjob-agent"
 BUSYBOX = "/bin/busybox"
 AGENT_IMAGE = "localhost/distjob-agent-test:latest"
 BASE_IMAGE = "localhost/distjob-testbase:latest"
@@ -152,7 +160,8 @@ def test_agent_only_image_holds_the_static_binary_and_nothing_else(images):
     finally:
         images("umount", container, check=False)
     assert files == ["distjob-agent", "usr/local/bin/distjob-agent",
-                     "usr/local/bin/torchrun"]
+                     "usr/local/bin/torchrun", f"{DOC}/LICENSE",
+                     f"{DOC}/THIRD_PARTY_NOTICES"]
     # With no shell and no libc in the image, this runs only if the binary
     # is fully static.
     result = images.run(container, config["Entrypoint"] + ["--version"])
@@ -251,3 +260,93 @@ def test_pod_command_running_torchrun_under_the_entrypoint_is_one_launcher(
     assert sorted(line for line in result.stdout.splitlines()
                   if line.startswith("ws=")) == ["ws=2 rank=0", "ws=2 rank=1"]
     assert "handing over to it" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def release(images, tmp_path_factory):
+    """tools/release.sh into a dist/ of its own, on this suite's buildah
+    store and base image: (dist directory, version)."""
+    dist = tmp_path_factory.mktemp("dist")
+    env = dict(os.environ, BUILDAH_OPTS=" ".join(images.global_opts),
+               BUILDAH_BUILD_OPTS="--isolation chroot")
+    built = subprocess.run(
+        [str(RELEASE_SH), "--base", BASE_IMAGE, "--dist", str(dist),
+         "--allow-dirty"], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=900)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return dist, (ROOT / "VERSION").read_text().strip()
+
+
+def release_files(version):
+    name = f"distjob-agent-{version}"
+    return sorted([f"{name}-linux-amd64", f"{name}-linux-amd64.sha256",
+                   f"{name}-LICENSE", f"{name}-THIRD_PARTY_NOTICES",
+                   f"{name}-image.oci.tar", f"{name}-train-image.oci.tar"])
+
+
+def doc_files(images, image):
+    """LICENSE and THIRD_PARTY_NOTICES as an image holds them."""
+    container = images.from_image(image)
+    mount = pathlib.Path(images("mount", container).stdout.strip())
+    try:
+        return {f: (mount / DOC / f).read_bytes()
+                for f in ("LICENSE", "THIRD_PARTY_NOTICES")}
+    finally:
+        images("umount", container, check=False)
+
+
+def test_release_names_every_artefact_with_its_version(release):
+    dist, version = release
+    assert sorted(os.listdir(dist)) == release_files(version)
+
+
+def test_release_checksum_matches_the_binary(release):
+    dist, version = release
+    binary = dist / f"distjob-agent-{version}-linux-amd64"
+    check = subprocess.run(["sha256sum", "-c", f"{binary.name}.sha256"],
+                           cwd=dist, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    digest = hashlib.sha256(binary.read_bytes()).hexdigest()
+    assert (dist / f"{binary.name}.sha256").read_text() == (
+        f"{digest}  {binary.name}\n")
+
+
+def test_release_images_carry_the_licence_and_notices(images, release):
+    dist, version = release
+    want = {f: (ROOT / f).read_bytes()
+            for f in ("LICENSE", "THIRD_PARTY_NOTICES")}
+    assert (dist / f"distjob-agent-{version}-THIRD_PARTY_NOTICES"
+            ).read_bytes() == want["THIRD_PARTY_NOTICES"]
+    for archive in ("image", "train-image"):
+        # The archive as a user loads it: offline, into local storage.
+        tar = dist / f"distjob-agent-{version}-{archive}.oci.tar"
+        image = images("pull", "--quiet", f"oci-archive:{tar}"
+                       ).stdout.strip().splitlines()[-1]
+        assert doc_files(images, image) == want, archive
+
+
+def test_release_binary_lists_every_linked_library(release):
+    dist, version = release
+    out = subprocess.run(
+        [str(dist / f"distjob-agent-{version}-linux-amd64"), "--licenses"],
+        capture_output=True, text=True, timeout=30, check=True).stdout
+    assert out == (ROOT / "THIRD_PARTY_NOTICES").read_text()
+    assert notices.check(notices.bazel_link_inputs(), out) == []
+
+
+def test_release_version_shows_the_version_and_commit(images, release):
+    _, version = release
+    status = subprocess.run([str(ROOT / "tools" / "workspace_status.sh")],
+                            cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split("\n")
+    keys = dict(line.split(" ", 1) for line in status if " " in line)
+    commit = keys["STABLE_GIT_COMMIT"] + (
+        "-dirty" if keys["STABLE_GIT_DIRTY"] == "true" else "")
+    container = images.from_image(f"localhost/distjob-agent:{version}")
+    result = images.run(container, ["/distjob-agent", "--version"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"distjob-agent {version}"
+    assert lines[1] == f"commit: {commit}"
+    assert lines[2].startswith("rendezvous protocol: ")
+    assert lines[3].startswith("workers' store protocol: ")
