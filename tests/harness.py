@@ -8,7 +8,9 @@ import os
 import pathlib
 import socket
 import subprocess
+import textwrap
 import time
+import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The interpreter that has PyTorch: Debian's (python3-torch, 1.13) unless
@@ -328,3 +330,147 @@ def full_scrape(background, agent, tmp_path, timeout=60):
     finally:
         go.write_text("")
         proc.wait(timeout=30)
+
+
+# An elastic job's settings that make a dead peer seen within seconds.
+FAST = "keep_alive_interval=0.5,keep_alive_max_attempt=2,read_timeout=5"
+
+# The worker of `Job`: records its env and waits for a `go` file, so the
+# tests decide when a round may finish.
+WORKER = textwrap.dedent("""
+    import json, os, pathlib, sys, time
+    out = pathlib.Path(sys.argv[1])
+    node = os.environ["TEST_NODE"]
+    rec = {k: v for k, v in os.environ.items()
+           if k in ("LOCAL_RANK", "RANK", "GROUP_RANK", "WORLD_SIZE",
+                    "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                    "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+                    "TORCHELASTIC_RUN_ID", "ROLE_RANK", "ROLE_WORLD_SIZE")}
+    rec["node"] = node
+    rec["pid"] = os.getpid()
+    rec["started"] = time.monotonic_ns()
+    tmp = out / f".{node}-{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(rec))
+    tmp.rename(out / f"{node}-{os.getpid()}.json")
+    fail = os.environ.get("TEST_FAIL_ONCE")
+    if (fail == node and rec["LOCAL_RANK"] == "0"
+            and not (out / "failed").exists()):
+        (out / "failed").write_text("x")
+        sys.exit(int(os.environ.get("TEST_FAIL_CODE", "137")))
+    while not (out / "go").exists():
+        time.sleep(0.05)
+""")
+
+
+class Job:
+    """Agents of one job, cleaned up whatever happens."""
+
+    def __init__(self, agent, tmp_path, nnodes, conf="", nproc=1,
+                 max_restarts=0, backend="c10d", etcd=None):
+        self.agent = agent
+        self.backend = backend
+        self.etcd = etcd
+        self.dir = tmp_path
+        self.out = tmp_path / "out"
+        self.out.mkdir()
+        (tmp_path / "worker.py").write_text(WORKER)
+        self.port = free_port()
+        self.nnodes = nnodes
+        self.conf = conf
+        self.nproc = nproc
+        self.max_restarts = max_restarts
+        self.procs = {}
+        self.background = Background()
+
+    def status_args(self):
+        """The `status` arguments that reach this job's store."""
+        if self.backend == "etcd":
+            return ["--rdzv-backend", "etcd", "--rdzv-endpoint",
+                    self.etcd.endpoints, "--rdzv-conf",
+                    f"etcd_prefix=/{self.dir.name}"]
+        return ["--rdzv-endpoint", f"127.0.0.1:{self.port}"]
+
+    def start(self, i, env=None, nproc=None):
+        node = f"node{i}"
+        conf = ("is_host=1" if i == 0 else "is_host=0") + (
+            "," + self.conf if self.conf else "")
+        endpoint = f"127.0.0.1:{self.port}"
+        if self.backend == "etcd":
+            # Every test its own namespace in the shared cluster.
+            conf += f",etcd_prefix=/{self.dir.name}"
+            endpoint = self.etcd.endpoints
+        full_env = dict(os.environ)
+        full_env.update({"TEST_NODE": node,
+                         "DISTJOB_TERMINATION_LOG": str(self.dir / f"t{i}")})
+        full_env.update(env or {})
+        args = [self.agent, "run", "--nnodes", self.nnodes,
+                "--nproc-per-node", str(nproc or self.nproc),
+                "--rdzv-backend", self.backend,
+                "--rdzv-endpoint", endpoint,
+                "--rdzv-id", "testjob", "--rdzv-conf", conf,
+                "--local-addr", f"127.0.0.{i + 1}",
+                "--max-restarts", str(self.max_restarts),
+                "--no-python", PYTHON, str(self.dir / "worker.py"),
+                str(self.out)]
+        self.procs[i] = self.background.start(
+            args, env=full_env, log=self.dir / f"agent{i}.log")
+        return self.procs[i]
+
+    def log(self, i):
+        return (self.dir / f"agent{i}.log").read_text()
+
+    def records(self):
+        out = []
+        for p in self.out.glob("*.json"):
+            out.append(json.loads(p.read_text()))
+        return out
+
+    def latest(self, pred=lambda r: True):
+        """The newest record of each (node, local rank) matching `pred`."""
+        by = {}
+        # By start time: pids wrap (pid_max), a later worker's may be lower.
+        for r in sorted(self.records(), key=lambda r: r["started"]):
+            if pred(r):
+                by[(r["node"], r["LOCAL_RANK"])] = r
+        return by
+
+    def wait_round(self, nodes, timeout=60):
+        def formed():
+            recs = self.latest(
+                lambda r: r["GROUP_WORLD_SIZE"] == str(len(nodes)))
+            want = {(n, str(lr)) for n in nodes for lr in range(self.nproc)}
+            return recs if set(recs) >= want else None
+        return wait_for(formed, timeout, interval=0.05,
+                        what=f"a round of {nodes}")
+
+    def kill9(self, i):
+        kill_tree(self.procs[i])
+
+    def go(self):
+        (self.out / "go").write_text("go")
+
+    def cleanup(self):
+        self.background.close()
+
+
+def job_metrics(port):
+    """The /metrics of a `Job` agent on `port`, strictly parsed:
+    {(name, labels but the job's): value}. (prometheus_client is imported
+    here: only tests that scrape need it.)"""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                timeout=2) as r:
+        text = r.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = {k: v for k, v in s.labels.items()
+                      if k not in ("job_name", "role", "node_rank")}
+            assert s.labels["job_name"] == "testjob"
+            out[(s.name, frozenset(labels.items()))] = s.value
+    return out
+
+
+def job_metric(port, name, **labels):
+    """One sample of job_metrics, None when absent."""
+    return job_metrics(port).get((name, frozenset(labels.items())))

@@ -6,14 +6,12 @@ them to Debian packages; these tests read the real targets' inputs with
 `bazel aquery`/`query` (analysis only, nothing is built)."""
 
 import pathlib
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import notices  # noqa: E402
+import notices
 
 # Built into every static C++ program, found without the link line naming
 # them: glibc and GCC's runtime (compiler driver), and the header-only

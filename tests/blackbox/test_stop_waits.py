@@ -4,16 +4,13 @@ backoff and the exit barrier. The agent exits 128+signal and its
 termination message names where it was waiting; no worker starts after the
 signal; join_timeout holds when the store does not answer."""
 
-import os
 import signal
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import CLEAN_JOB_ENV, free_port, wait_for  # noqa: E402
+from harness import CLEAN_JOB_ENV, free_port, wait_for
 
 # A worker that waits for a file, and records that it started.
 WAIT_FOR_GO = ("touch \"$STARTED\"; "

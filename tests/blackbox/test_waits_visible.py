@@ -12,11 +12,9 @@ progress interval from 15 s, so no case waits for one."""
 
 import os
 import socket
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import (CLEAN_JOB_ENV, VOLCANO_TF_UNRESOLVABLE,  # noqa: E402
+from harness import (CLEAN_JOB_ENV, VOLCANO_TF_UNRESOLVABLE,
                      free_port, wait_for)
 
 FAST_PROGRESS = dict(CLEAN_JOB_ENV, DISTJOB_TEST_PROGRESS_INTERVAL_MS="300")

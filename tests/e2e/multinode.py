@@ -2,6 +2,7 @@
 job whose pods rendezvous over c10d with the store on one pod."""
 
 import os
+import pathlib
 import subprocess
 
 from harness import PYTHON, ROOT
@@ -50,3 +51,7 @@ def results_text(results):
         f"--- {name}: exit {r.exit_code} ({r.artifacts})\n"
         f"{r.termination_message}\n{r.stderr[-1500:]}"
         for name, r in results.items())
+
+
+# The stand-in of a TensorFlow/MXNet worker (framework_standin.py).
+STANDIN = pathlib.Path(__file__).parent / "framework_standin.py"

@@ -7,7 +7,7 @@ import json
 import time
 
 from harness import PYTHON
-from test_e2e_multinode_frameworks import STANDIN
+from multinode import STANDIN
 from multinode import results_text
 
 DNS_TIMEOUT = 6

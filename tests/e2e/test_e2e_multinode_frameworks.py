@@ -4,12 +4,10 @@ DNS records, and runs a stand-in worker (framework_standin.py) that checks
 that description against every other pod over the network."""
 
 import json
-import pathlib
 
 from harness import PYTHON
-from multinode import results_text
+from multinode import STANDIN, results_text
 
-STANDIN = pathlib.Path(__file__).parent / "framework_standin.py"
 
 
 def run_job(make_cluster, artifacts, job, tasks):

@@ -13,14 +13,12 @@ import pathlib
 import hashlib
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
 
-import notices  # noqa: E402
+import notices
 
 BUILD_SH = ROOT / "images" / "build.sh"
 RELEASE_SH = ROOT / "tools" / "release.sh"

@@ -4,14 +4,12 @@ dirs, killed whatever happens."""
 
 import os
 import subprocess
-import sys
 import uuid
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import free_ports, wait_for  # noqa: E402
+from harness import free_ports, wait_for
 
 ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"

@@ -10,15 +10,13 @@ that never comes makes every agent exit 138 naming it.
 import json
 import os
 import signal
-import sys
 import textwrap
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import (PYTHON, Background, free_port, log_time,  # noqa: E402
+from harness import (PYTHON, Background, free_port, log_time,
                      wait_for)
 
 CLEAN = {k: None for k in os.environ

@@ -7,16 +7,13 @@ parameterised suite in test_rendezvous.py."""
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
 
-from etcd_cluster import etcd_cluster, own_etcd_cluster  # noqa: E402,F401
-from harness import free_ports, log_time, wait_for  # noqa: E402
-from test_rendezvous import FAST, Job  # noqa: E402
+from etcd_cluster import etcd_cluster, own_etcd_cluster  # noqa: F401
+from harness import FAST, Job, free_ports, log_time, wait_for
 
 
 @pytest.fixture

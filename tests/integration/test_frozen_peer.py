@@ -3,13 +3,10 @@ cgroup freeze) while its worker went on training: the other nodes moved on
 to a new round without it. When the agent resumes and finds its round gone,
 it stops its workers first, before anything else."""
 
-import os
 import signal
-import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import CLEAN_JOB_ENV, free_port, pid_alive, wait_for  # noqa: E402
+from harness import CLEAN_JOB_ENV, free_port, pid_alive, wait_for
 
 # Records its pid (one line per start), then trains forever.
 WORKER = 'echo $$ >> "$PIDS"; while true; do sleep 0.05; done'

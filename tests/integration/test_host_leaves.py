@@ -6,12 +6,10 @@ read_timeout."""
 
 import os
 import signal
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import (CLEAN_JOB_ENV, free_port, holds_for,  # noqa: E402
+from harness import (CLEAN_JOB_ENV, free_port, holds_for,
                      wait_for)
 
 WAIT_FOR_GO = "while [ ! -e \"$GO\" ]; do sleep 0.05; done"

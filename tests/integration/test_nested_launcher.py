@@ -9,14 +9,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
 
-from harness import (CLEAN_JOB_ENV, DDP_EXAMPLE, PYTHON,  # noqa: E402
+from harness import (CLEAN_JOB_ENV, DDP_EXAMPLE, PYTHON,
                      ddp_ranks, free_port, free_ports, pid_alive,
                      torch_available, wait_for)
 

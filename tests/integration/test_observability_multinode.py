@@ -3,35 +3,8 @@ parsed) moves as the membership changes, every JSON log line and event
 line of every node parses, and the events rebuild the job's timeline."""
 
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from harness import free_ports, wait_for  # noqa: E402
-from prometheus_client.parser import (  # noqa: E402
-    text_string_to_metric_families)
-from test_rendezvous import FAST, Job  # noqa: E402
-import urllib.request  # noqa: E402
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
-                                timeout=2) as r:
-        text = r.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            labels = {k: v for k, v in s.labels.items()
-                      if k not in ("job_name", "role", "node_rank")}
-            assert s.labels["job_name"] == "testjob"
-            out[(s.name, frozenset(labels.items()))] = s.value
-    return out
-
-
-def metric(port, name, **labels):
-    return scrape(port).get((name, frozenset(labels.items())))
+from harness import FAST, Job, free_ports, job_metric, job_metrics, wait_for
 
 
 def test_membership_change_seen_in_metrics_logs_and_events(agent, tmp_path):
@@ -47,30 +20,30 @@ def test_membership_change_seen_in_metrics_logs_and_events(agent, tmp_path):
         start(0)
         start(1)
         job.wait_round(["node0", "node1"])
-        wait_for(lambda: metric(ports[0], "distjob_local_workers_alive") == 1,
+        wait_for(lambda: job_metric(ports[0], "distjob_local_workers_alive") == 1,
                  10, what="node0's workers alive")
         for i in (0, 1):
-            assert metric(ports[i], "distjob_group_world_size") == 2
-            assert metric(ports[i], "distjob_rendezvous_rounds_total") == 1
+            assert job_metric(ports[i], "distjob_group_world_size") == 2
+            assert job_metric(ports[i], "distjob_rendezvous_rounds_total") == 1
         # A third node joins: the running round re-forms, no restart.
         start(2)
         job.wait_round(["node0", "node1", "node2"])
-        wait_for(lambda: metric(ports[0], "distjob_group_world_size") == 3,
+        wait_for(lambda: job_metric(ports[0], "distjob_group_world_size") == 3,
                  10, what="node0 in the round of 3")
-        assert metric(ports[0], "distjob_worker_group_restarts_total",
+        assert job_metric(ports[0], "distjob_worker_group_restarts_total",
                       cause="membership_change") == 1
-        assert metric(ports[0], "distjob_worker_group_restarts_total",
+        assert job_metric(ports[0], "distjob_worker_group_restarts_total",
                       cause="retryable_exit") == 0
-        assert metric(ports[0], "distjob_rendezvous_rounds_total") == 2
-        assert metric(ports[0], "distjob_attempt") == 0
-        assert metric(ports[0],
+        assert job_metric(ports[0], "distjob_rendezvous_rounds_total") == 2
+        assert job_metric(ports[0], "distjob_attempt") == 0
+        assert job_metric(ports[0],
                       "distjob_rendezvous_duration_seconds_count") == 2
-        assert metric(ports[0],
+        assert job_metric(ports[0],
                       "distjob_rendezvous_wait_seconds_count") == 2
         # node0 started first: its first round waited for node1.
-        assert metric(ports[0], "distjob_rendezvous_wait_seconds_sum") > 0
+        assert job_metric(ports[0], "distjob_rendezvous_wait_seconds_sum") > 0
         # node0 hosts the store: its series are there, the others' are not.
-        host = scrape(ports[0])
+        host = job_metrics(ports[0])
         assert host[("distjob_store_keys", frozenset())] > 0
         assert host[("distjob_store_bytes", frozenset())] > 0
         assert ("distjob_store_parked_waits", frozenset()) in host
@@ -81,7 +54,7 @@ def test_membership_change_seen_in_metrics_logs_and_events(agent, tmp_path):
         assert sets and list(sets.values())[0] > 0, sorted(
             k for k in host if k[0].startswith("distjob_store"))
         assert not any(k[0].startswith("distjob_store_")
-                       for k in scrape(ports[1]))
+                       for k in job_metrics(ports[1]))
         job.go()
         for i in range(3):
             assert job.procs[i].wait(60) == 0, job.log(i)

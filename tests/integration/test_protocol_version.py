@@ -10,14 +10,12 @@ the embedded gRPC store and on etcd, before it joins a round."""
 
 import os
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from etcd_cluster import etcd_cluster  # noqa: E402,F401
-from harness import ROOT, Background, free_port, wait_for  # noqa: E402
+from etcd_cluster import etcd_cluster  # noqa: F401
+from harness import ROOT, Background, free_port, wait_for
 
 TWIN = os.environ.get(
     "DISTJOB_AGENT_PROTOCOL_NEXT",

@@ -4,15 +4,9 @@ told its pod index the way an Indexed Job or JobSet tells it
 """
 
 import json
-import os
 import subprocess
-import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from harness import wait_for  # noqa: E402
-from test_rendezvous import Job  # noqa: E402
+from harness import Job, wait_for
 
 
 def pod_env(index, key=None):

@@ -1,14 +1,11 @@
 """The real PyTorch DDP example across 2 agents x 2 workers (gloo), over
 the elastic c10d rendezvous on loopback."""
 
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import (DDP_EXAMPLE, PYTHON, Background,  # noqa: E402
+from harness import (DDP_EXAMPLE, PYTHON, Background,
                      ddp_ranks, finish_ddp_agents, start_ddp_agents,
                      torch_available)
 

@@ -7,14 +7,12 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import textwrap
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, kill_tree  # noqa: E402
+from harness import PYTHON, kill_tree
 
 NAMES = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
          "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE",

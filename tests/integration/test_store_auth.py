@@ -10,7 +10,6 @@ the openssl CLI into tmp_path at test time.
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 import urllib.request
@@ -18,9 +17,8 @@ import urllib.request
 import grpc
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, free_port, wait_for  # noqa: E402
+from harness import PYTHON, free_port, wait_for
 
 TOKEN = "tok-7Q2xZ9vR4mK1pW8s"
 SERVICE = "/distjob.store.v1.Store/"

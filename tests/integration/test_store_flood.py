@@ -10,21 +10,15 @@ from proto/store.proto at test time (grpc_tools is not needed: the calls
 go through the channel's generic unary_unary)."""
 
 import importlib.util
-import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from harness import ROOT, free_port, wait_for  # noqa: E402
-from test_observability_multinode import metric  # noqa: E402
-from test_rendezvous import FAST, Job  # noqa: E402
+from harness import FAST, ROOT, Job, free_port, wait_for
+from harness import job_metric as metric
 
 grpc = pytest.importorskip("grpc")
 

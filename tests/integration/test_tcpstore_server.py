@@ -14,15 +14,13 @@ import os
 import socket
 import struct
 import subprocess
-import sys
 import threading
 from datetime import timedelta
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import PYTHON, ROOT, Background, wait_for  # noqa: E402
+from harness import PYTHON, ROOT, Background, wait_for
 
 dist = pytest.importorskip("torch.distributed")
 

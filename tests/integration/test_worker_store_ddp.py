@@ -6,13 +6,11 @@ and rejoins through the same store, under the next attempt's prefix
 
 import os
 import signal
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import (DDP_EXAMPLE, PYTHON, Background,  # noqa: E402
+from harness import (DDP_EXAMPLE, PYTHON, Background,
                      ddp_ranks, descendants, finish_ddp_agents,
                      start_ddp_agents, torch_available, wait_for)
 

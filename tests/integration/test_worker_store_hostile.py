@@ -22,16 +22,14 @@ import resource
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 from datetime import timedelta
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from harness import ROOT, Background, wait_for  # noqa: E402
+from harness import ROOT, Background, wait_for
 
 SERVER = os.environ.get(
     "DISTJOB_TCPSTORE_SERVER",

@@ -22,9 +22,8 @@ import sys
 import pytest
 import yaml
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-import operators  # noqa: E402
+import operators
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "examples" / "k8s").glob("*.yaml"))

@@ -13,14 +13,12 @@ import pathlib
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-import operators  # noqa: E402
+import operators
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "examples" / "k8s").glob("*.yaml"))
