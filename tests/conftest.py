@@ -82,3 +82,24 @@ def start_agent(agent, tmp_path, background):
                                 env=agent_env(tmp_path, env), log=log,
                                 **kwargs)
     return start
+
+
+# Tiers an inner-loop run can leave out (`-m "not e2e and not images"`):
+# each test gets the markers of what it needs, from where it lives.
+def _tiers(item):
+    path = pathlib.Path(str(item.fspath))
+    if "e2e" in path.parts:
+        yield "e2e"
+    if "images" in path.parts:
+        yield "images"
+    if "ddp" in path.name or path.name == "test_e2e_failures.py":
+        yield "ddp"  # real torch.distributed workers (gloo)
+    if "etcd" in item.nodeid or "etcd_cluster" in getattr(
+            item, "fixturenames", ()):
+        yield "etcd"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for tier in _tiers(item):
+            item.add_marker(tier)
