@@ -35,4 +35,4 @@ bazel test --build_tests_only //...
 tests/run_fuzz.sh  # every libFuzzer target, a minute in all (README: "Fuzzing")
 
 # Debian's interpreter: it has python3-torch and python3-pytest.
-/usr/bin/python3 -m pytest -p no:cacheprovider -ra tests "$@"
+/usr/bin/python3 -m pytest -p no:cacheprovider -ra --durations=30 tests "$@"
