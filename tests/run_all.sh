@@ -6,16 +6,34 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's wall time, on stderr as it ends and all together at the end,
+# so that where CI's time goes is in every log.
+stage_times=()
+timed() {  # timed NAME COMMAND...
+  local name=$1 began=$SECONDS
+  shift
+  "$@"
+  stage_times+=("$(printf '%5ds  %s' $((SECONDS - began)) "$name")")
+  echo "run_all.sh: ${stage_times[-1]}" >&2
+}
+asan_dir=""
+finish() {
+  [ -z "$asan_dir" ] || rm -rf "$asan_dir"
+  [ ${#stage_times[@]} -eq 0 ] || printf 'run_all.sh: stage times\n%s\n' \
+    "$(printf '  %s\n' "${stage_times[@]}")" >&2
+}
+trap finish EXIT
+
 # Sanitizers first: the unit tests, and the suites that feed the agent
 # malformed input, under AddressSanitizer + UndefinedBehaviorSanitizer.
 # They cannot link into the static binary, so these run its dynamically
 # linked twin, //agent:distjob-agent-dev.
-bazel test --config=asan --build_tests_only //...
-bazel build --config=asan //agent:distjob-agent-dev
+timed "unit tests, ASan" bazel test --config=asan --build_tests_only //...
+timed "agent, ASan" bazel build --config=asan //agent:distjob-agent-dev
 asan_dir=$(mktemp -d)
-trap 'rm -rf "$asan_dir"' EXIT
 cp bazel-bin/agent/distjob-agent-dev "$asan_dir/distjob-agent"
-DISTJOB_AGENT="$asan_dir/distjob-agent" /usr/bin/python3 -m pytest \
+DISTJOB_AGENT="$asan_dir/distjob-agent" timed "malformed input, ASan" \
+  /usr/bin/python3 -m pytest \
   -p no:cacheprovider -q tests/blackbox/test_cli.py \
   tests/integration/test_discovery_inputs.py
 
@@ -24,15 +42,16 @@ DISTJOB_AGENT="$asan_dir/distjob-agent" /usr/bin/python3 -m pytest \
 # tests. Not `bazel build //...`: that also builds each library's shared
 # object, which nothing uses here, compiling all our code a second time
 # (as PIC) and running LTO on each link.
-bazel build //agent:distjob-agent
+timed "agent, static" bazel build //agent:distjob-agent
 # On a line of its own: a failing query inside $(...) would not stop the
 # script, and bazel given no targets builds nothing and succeeds.
 # (The notices check only reads the link line of the extra-library twin.)
 binaries=$(bazel query --noshow_progress \
   'kind(cc_binary, //...) except //agent:distjob-agent-extra-library')
-bazel build $binaries
-bazel test --build_tests_only //...
-tests/run_fuzz.sh  # every libFuzzer target, a minute in all (README: "Fuzzing")
+timed "other binaries" bazel build $binaries
+timed "unit tests" bazel test --build_tests_only //...
+timed "fuzzing" tests/run_fuzz.sh  # every libFuzzer target, a minute in all (README: "Fuzzing")
 
 # Debian's interpreter: it has python3-torch and python3-pytest.
-/usr/bin/python3 -m pytest -p no:cacheprovider -ra --durations=30 tests "$@"
+timed "pytest suites" \
+  /usr/bin/python3 -m pytest -p no:cacheprovider -ra --durations=30 tests "$@"
