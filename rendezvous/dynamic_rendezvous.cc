@@ -135,6 +135,7 @@ absl::Status DynamicRendezvous::Heartbeat() {
     // The ask was withdrawn (its key deleted) while this wrote it again:
     // deleted once more, or it would live with the lease (an etcd renewal
     // keeps a lease's keys) and the members would keep seeing it.
+    // Best effort: a store that fails here fails the next heartbeat too.
     if (withdrawn) (void)store_->Delete({keys_.Waiting(options_.node)});
   }
   return s;
@@ -148,6 +149,7 @@ void DynamicRendezvous::StopWaiting() {
     waiting_.reset();
     if (was_waiting) ++waiting_withdrawals_;
   }
+  // Best effort: a store that fails here fails the next heartbeat too.
   if (was_waiting) (void)store_->Delete({keys_.Waiting(options_.node)});
 }
 
@@ -639,6 +641,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         }
         {
           const absl::Time start = absl::Now();
+          // A pause until the control key changes: the state is read
+          // again whatever the watch answers.
           (void)store_->Watch(
               keys_.Ctl(), o.revision,
               std::min(deadline - absl::Now(), c.keep_alive_interval));
@@ -668,6 +672,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
             waiting_ = std::move(value);
           }
           // Its ask and a due lease: one write.
+          // A failed write is tried again when the lease is next due;
+          // the next read sees a store that is gone.
           if (write || lease_due()) (void)Heartbeat();
         }
         if (!announced_wait) {
@@ -727,6 +733,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
       case Action::kNoteRestarts: {
         RdzvState next = st;
         next.restart_count = pending_restarts_;
+        // Lost to another writer: the next step decides on its state.
         (void)cas(next);
         break;
       }
@@ -746,6 +753,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
                          s.message());
           }
         }
+        // A pause: the state is read again whatever it answers.
         (void)wait_change(a.until - absl::Now());
         break;
       case Action::kCloseRound: {
@@ -774,6 +782,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
         }
         // Joins do not change the state: the round's close, its reopening
         // or the job's end do, and wake it.
+        // A pause, as above.
         (void)wait_change(std::max(a.until - absl::Now(), absl::ZeroDuration()),
                           /*capped=*/false);
         break;
@@ -1210,6 +1219,8 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision,
       // workers.
       const RdzvState next = NextRound(current, current.restart_count);
       if (!state_raw.empty()) {
+        // Lost to another writer, or failed: the members' own lease
+        // checks open the next round all the same, later.
         (void)store_->CompareSet(keys_.State(), state_raw, next.Encode());
       }
       return absl::StrCat("peer ", peer, " lost (no heartbeat for ",
@@ -1518,6 +1529,8 @@ std::string DynamicRendezvous::WaitProgress() {
 
 void DynamicRendezvous::AcknowledgeEnd() {
   if (end_acknowledged_.exchange(true)) return;
+  // Best effort: the node that ended the job waits for these marks only
+  // until its deadline.
   (void)store_->Set(keys_.SeenEnd(options_.node), "1");
 }
 
@@ -1598,9 +1611,25 @@ bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
   // marks (N x N wake-ups). A member that died never marks: checked, from
   // the leases, once per keep_alive_interval while the count falls short.
   const std::string all = keys_.DoneAll(round.round);
-  (void)store_->Set(keys_.Done(round.round, options_.node), "1");
+  // A mark or count that fails leaves the others waiting for this node
+  // until its lease is seen gone or their deadline: said, and the wait
+  // below leaves at once on a lost store.
+  if (absl::Status s =
+          store_->Set(keys_.Done(round.round, options_.node), "1").status();
+      !s.ok()) {
+    DJ_LOG_WARNING("exit barrier of round {}: cannot mark this node done: {}",
+                   round.round, s.message());
+  }
   auto count = store_->Add(keys_.DoneCount(round.round), 1);
-  if (count.ok() && *count >= round.size) (void)store_->Set(all, "1");
+  if (!count.ok()) {
+    DJ_LOG_WARNING("exit barrier of round {}: cannot count this node: {}",
+                   round.round, count.status().message());
+  } else if (*count >= round.size) {
+    if (absl::Status s = store_->Set(all, "1").status(); !s.ok()) {
+      DJ_LOG_WARNING("exit barrier of round {}: cannot say all are done: {}",
+                     round.round, s.message());
+    }
+  }
   const absl::Time deadline =
       absl::Now() + options_.config.exit_barrier_timeout;
   SetWaitUntil(deadline);
@@ -1752,6 +1781,7 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
                                    ? absl::InfiniteFuture()
                                    : absl::Now() +
                                          options_.config.keep_alive_interval);
+      // A goodbye: without it the others see this node's lease expire.
       (void)store_->Add(left, 1);
     }
   } else if (!store_lost_ && last_round_ >= 0 && ended_by_another) {
@@ -1759,6 +1789,7 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
     // a write would only wait out read_timeout.
     AcknowledgeEnd();
   } else if (!store_lost_ && last_round_ >= 0) {
+    // Likewise: without it the others see this node's lease expire.
     (void)store_->Set(
         keys_.Aborted(),
         absl::StrCat("node ", options_.node, " exited",

@@ -74,41 +74,45 @@ struct WatchResult {
   std::optional<WatchChange> change;
 };
 
+// Every call's result is [[nodiscard]]: a failed store call is handled, or
+// its discard is a `(void)` with a comment saying why nothing depends on
+// it. (ABSL_MUST_USE_RESULT expands to nothing under gcc.)
 class StoreInterface {
  public:
   virtual ~StoreInterface() = default;
 
   // Sets every pair atomically; `ttl` > 0 makes them a lease that expires
   // unless written again within `ttl`.
-  virtual absl::StatusOr<int64_t> MultiSet(
+  [[nodiscard]] virtual absl::StatusOr<int64_t> MultiSet(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) = 0;
-  absl::StatusOr<int64_t> Set(const std::string& key, const std::string& value,
-                              absl::Duration ttl = absl::ZeroDuration()) {
+  [[nodiscard]] absl::StatusOr<int64_t> Set(
+      const std::string& key, const std::string& value,
+      absl::Duration ttl = absl::ZeroDuration()) {
     return MultiSet({{key, value}}, ttl);
   }
   // Blocks until every key exists (DeadlineExceeded after `timeout`); a
   // zero timeout does not block (NotFound).
-  virtual absl::StatusOr<std::vector<std::string>> MultiGet(
+  [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> MultiGet(
       const std::vector<std::string>& keys, absl::Duration timeout) = 0;
-  absl::StatusOr<std::string> Get(const std::string& key,
-                                  absl::Duration timeout) {
+  [[nodiscard]] absl::StatusOr<std::string> Get(const std::string& key,
+                                                absl::Duration timeout) {
     auto values = MultiGet({key}, timeout);
     if (!values.ok()) return values.status();
     return std::move((*values)[0]);
   }
-  absl::Status Wait(const std::vector<std::string>& keys,
-                    absl::Duration timeout) {
+  [[nodiscard]] absl::Status Wait(const std::vector<std::string>& keys,
+                                  absl::Duration timeout) {
     return MultiGet(keys, timeout).status();
   }
-  virtual absl::StatusOr<int64_t> Add(const std::string& key,
-                                      int64_t delta) = 0;
+  [[nodiscard]] virtual absl::StatusOr<int64_t> Add(const std::string& key,
+                                                    int64_t delta) = 0;
   // Adds `delta` to `key`, then writes `record` at `record_prefix` followed
   // by the count in decimal: a joiner takes its place and writes its record
   // under it. The embedded store does both in one request, atomically (an
   // error writes neither); this default makes two, and an error after the
   // add answers recorded=false, for the caller to write the record again.
-  virtual absl::StatusOr<AddRecordResult> AddThenRecord(
+  [[nodiscard]] virtual absl::StatusOr<AddRecordResult> AddThenRecord(
       const std::string& key, int64_t delta, const std::string& record_prefix,
       const std::string& record) {
     auto count = Add(key, delta);
@@ -121,7 +125,7 @@ class StoreInterface {
   // joiner renews its lease with its join. The embedded store does both in
   // one request; this default makes the MultiSet first. An error in the
   // lease write adds nothing.
-  virtual absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
+  [[nodiscard]] virtual absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
       const std::vector<std::pair<std::string, std::string>>& lease,
       absl::Duration ttl, const std::string& key, int64_t delta,
       const std::string& record_prefix, const std::string& record) {
@@ -135,7 +139,7 @@ class StoreInterface {
   // a job's first round and reads the round's state in one request
   // (DynamicRendezvous::Next). The embedded store does both in one request;
   // this default makes them two. Its revision is the listing's.
-  virtual absl::StatusOr<AddRecordListing> AddRecordThenList(
+  [[nodiscard]] virtual absl::StatusOr<AddRecordListing> AddRecordThenList(
       const std::vector<std::pair<std::string, std::string>>& lease,
       absl::Duration ttl, const std::string& key, int64_t delta,
       const std::string& record_prefix, const std::string& record,
@@ -146,32 +150,33 @@ class StoreInterface {
     if (!r.ok()) return r.status();
     return AddRecordListing{*r, List(list_prefix)};
   }
-  virtual absl::StatusOr<CompareSetResult> CompareSet(
+  [[nodiscard]] virtual absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) = 0;
-  virtual absl::StatusOr<int64_t> Append(const std::string& key,
-                                         const std::string& value) = 0;
-  virtual absl::StatusOr<bool> Check(const std::vector<std::string>& keys) = 0;
-  virtual absl::StatusOr<int64_t> Delete(
+  [[nodiscard]] virtual absl::StatusOr<int64_t> Append(
+      const std::string& key, const std::string& value) = 0;
+  [[nodiscard]] virtual absl::StatusOr<bool> Check(
       const std::vector<std::string>& keys) = 0;
-  virtual absl::StatusOr<int64_t> NumKeys() = 0;
+  [[nodiscard]] virtual absl::StatusOr<int64_t> Delete(
+      const std::vector<std::string>& keys) = 0;
+  [[nodiscard]] virtual absl::StatusOr<int64_t> NumKeys() = 0;
   // One page of the keys under `prefix` that sort after `start_after`
   // ("": from the first): at most `limit` entries (0: the store's page
   // size), fewer when the store's page is smaller; `more` when keys follow.
-  virtual absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
-                                                const std::string& start_after,
-                                                size_t limit) = 0;
+  [[nodiscard]] virtual absl::StatusOr<StoreListing> ListPage(
+      const std::string& prefix, const std::string& start_after,
+      size_t limit) = 0;
   // Every key under `prefix`, page by page, so that the store never copies
   // a whole listing at once. The revision is the first page's: a watch
   // from it sees every change made while the pages were read.
-  absl::StatusOr<StoreListing> List(const std::string& prefix) {
+  [[nodiscard]] absl::StatusOr<StoreListing> List(const std::string& prefix) {
     auto page = ListPage(prefix, "", 0);
     if (!page.ok()) return page;
     return ListRest(prefix, *std::move(page));
   }
   // The listing whose first page is `first`: the pages after it, read.
-  absl::StatusOr<StoreListing> ListRest(const std::string& prefix,
-                                        StoreListing first) {
+  [[nodiscard]] absl::StatusOr<StoreListing> ListRest(const std::string& prefix,
+                                                      StoreListing first) {
     if (!first.more) return first;
     StoreListing all = std::move(first);
     bool more = all.more && !all.entries.empty();
@@ -192,13 +197,13 @@ class StoreInterface {
   // changed=false at `timeout`. Several prefixes in one parked call let a
   // watcher follow a few keys of a busy prefix (one lease among thousands)
   // without being woken by the others.
-  virtual absl::StatusOr<WatchResult> WatchAny(
+  [[nodiscard]] virtual absl::StatusOr<WatchResult> WatchAny(
       const std::vector<std::string>& prefixes, int64_t after_revision,
       absl::Duration timeout) = 0;
   // WatchAny of one prefix: {changed, revision}.
-  absl::StatusOr<std::pair<bool, int64_t>> Watch(const std::string& prefix,
-                                                 int64_t after_revision,
-                                                 absl::Duration timeout) {
+  [[nodiscard]] absl::StatusOr<std::pair<bool, int64_t>> Watch(
+      const std::string& prefix, int64_t after_revision,
+      absl::Duration timeout) {
     auto w = WatchAny({prefix}, after_revision, timeout);
     if (!w.ok()) return w.status();
     return std::make_pair(w->changed, w->revision);
