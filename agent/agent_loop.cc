@@ -465,6 +465,8 @@ class AgentRun {
     const std::string inner_message =
         path.empty() ? std::string() : ReadSmallFile(path, 2 * 4096);
     if (!inner_message.empty()) {
+      // Best effort, as on every exit: a path that cannot be written is
+      // skipped (the same message goes to the log).
       (void)WriteTerminationMessage(
           path, absl::StrCat(
                     Utf8Truncate(inner_message, kTerminationMessageLimit -

@@ -46,6 +46,7 @@ bool RunStoppable(Rendezvous& rendezvous, const std::function<void()>& step,
   };
   wait.cancel = [&rendezvous] {
     // Before the store goes: it refreshes who arrived (LastSeenAddrs).
+    // Called for that refresh; its answer is not needed here.
     (void)rendezvous.WaitingFor();
     rendezvous.Cancel();
   };

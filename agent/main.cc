@@ -112,6 +112,7 @@ int StoppedAtStart(const sigset_t& stops, const EnvMap& env) {
   const std::string path = Lookup(env, "DISTJOB_TERMINATION_LOG")
                                .value_or(OutcomeOptions().termination_log);
   if (!path.empty()) {
+    // Best effort, as above.
     (void)WriteTerminationMessage(path, FormatTerminationMessage(report));
   }
   return report.exit_code;

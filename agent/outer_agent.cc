@@ -278,6 +278,8 @@ void HandoverServer::Answer(int conn) {
     return;
   }
   const HandoverReply reply = handler_(cred.pid);
+  // An inner agent that cannot read the answer times out its request and
+  // goes on without the handover: nothing more to do here.
   (void)WriteAll(conn, EncodeHandoverReply(reply), absl::Now() + kReadDeadline);
 }
 

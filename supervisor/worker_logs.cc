@@ -97,6 +97,8 @@ class DuplicateLines {
     if (ShouldDuplicate(policy_, line_)) {
       std::string out = absl::StrCat(policy_.prefix, line_);
       if (out.back() != '\n') out += '\n';
+      // The duplicate is a convenience: the line is in the main log and on
+      // the console whatever happens to it.
       (void)WriteFile(policy_.duplicate_fd, out);
     }
     line_.clear();

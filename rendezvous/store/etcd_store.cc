@@ -522,6 +522,7 @@ struct EtcdStore::Impl {
     etcdserverpb::LeaseRevokeRequest req;
     req.set_id(id);
     etcdserverpb::LeaseRevokeResponse resp;
+    // A goodbye: a lease not revoked expires after its TTL.
     (void)Call("lease revoke", absl::Seconds(5),
                [&](auto&, auto& lease, grpc::ClientContext* ctx) {
                  return lease.LeaseRevoke(ctx, req, &resp);

@@ -541,6 +541,7 @@ std::unique_ptr<GrpcStoreClient> GrpcStoreClient::Connect(
   // call; a name that does not resolve yet is looked up again by the calls.
   // Nothing here waits for the connection: Close cannot reach a wait in
   // Connect, which runs on the thread that reads the stop signals.
+  // (A failure here is the calls' to report.)
   (void)impl->EnsureStub(absl::Now());
   return std::unique_ptr<GrpcStoreClient>(new GrpcStoreClient(std::move(impl)));
 }
