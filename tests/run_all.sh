@@ -32,7 +32,7 @@ binaries=$(bazel query --noshow_progress \
   'kind(cc_binary, //...) except //agent:distjob-agent-extra-library')
 bazel build $binaries
 bazel test --build_tests_only //...
-tests/run_fuzz.sh  # every libFuzzer target, a minute in all (README: "Fuzzing")
+tests/run_fuzz.sh  # every libFuzzer target, a minute in all (docs/testing.md: "Fuzzing")
 
 # Debian's interpreter: it has python3-torch and python3-pytest.
 /usr/bin/python3 -m pytest -p no:cacheprovider -ra tests "$@"
