@@ -50,7 +50,7 @@ binaries=$(bazel query --noshow_progress \
   'kind(cc_binary, //...) except //agent:distjob-agent-extra-library')
 timed "other binaries" bazel build $binaries
 timed "unit tests" bazel test --build_tests_only //...
-timed "fuzzing" tests/run_fuzz.sh  # every libFuzzer target, a minute in all (README: "Fuzzing")
+timed "fuzzing" tests/run_fuzz.sh  # every libFuzzer target, a minute in all (docs/testing.md: "Fuzzing")
 
 # Debian's interpreter: it has python3-torch and python3-pytest.
 timed "pytest suites" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target in fuzz/ for a bounded time (README:
+# Runs every libFuzzer target in fuzz/ for a bounded time (docs/testing.md:
 # "Fuzzing"), starting from its seed corpus in fuzz/corpus/<name>/, and
 # fails on the first crash, leak, timeout or out-of-memory.
 #

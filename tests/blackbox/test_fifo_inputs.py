@@ -26,7 +26,8 @@ DEADLINE_S = 5
 OUTPUT_FLAGS = {"--termination-log", "--error-file", "--event-log-handler"}
 
 # Files named by variables or inside another flag's value, which the help's
-# metavars do not show (README: the Trainer push, the etcd backend).
+# metavars do not show (docs/kubernetes.md: the Trainer push;
+# docs/rendezvous.md: the etcd backend).
 VARIABLE_CASES = ["KUBEFLOW_TRAINER_SERVER_CA_CERT",
                   "KUBEFLOW_TRAINER_SERVER_TOKEN"]
 RDZV_CONF_CASES = ["ca_cert", "cert", "key"]

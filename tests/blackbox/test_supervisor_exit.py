@@ -1,5 +1,5 @@
 """Exit codes, restart classes and reporting of `distjob-agent run`
-(the README's exit-code table and "Supervision and reporting"): what Kubernetes and Kubeflow see of a job."""
+(the README's exit-code table and docs/supervision.md): what Kubernetes and Kubeflow see of a job."""
 
 import concurrent.futures
 import json

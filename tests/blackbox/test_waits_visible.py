@@ -7,8 +7,8 @@ announces no exit barrier, each attempt logs local rank 0's argv and its
 interpreter, and an explicit --master-port of a one-node job is where the
 workers' store listens.
 
-DISTJOB_TEST_PROGRESS_INTERVAL_MS (a test hook, README) shortens the
-progress interval from 15 s, so no case waits for one."""
+DISTJOB_TEST_PROGRESS_INTERVAL_MS (a test hook, docs/rendezvous.md)
+shortens the progress interval from 15 s, so no case waits for one."""
 
 import os
 import socket

@@ -149,8 +149,8 @@ FROM_ELSEWHERE = (
 
 def test_static_job_with_a_token_admits_other_nodes(start_agent, tmp_path):
     # Only an elastic round has a member list to admit; a static job's
-    # store stays open (README), or node 0's store would refuse every
-    # other node's workers.
+    # store stays open (docs/worker-store.md), or node 0's store would
+    # refuse every other node's workers.
     port = free_port()
     a = start_agent(
         ["run", "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "1",

@@ -120,7 +120,7 @@ def test_elastic_scale_up_to_three_pods_then_lose_one(make_cluster,
 
     # A non-host pod's node dies while the group holds between epochs (one
     # dying inside a collective fails its peers' workers with exit 1 before
-    # the lease expires: see the README): the two left re-form and finish.
+    # the lease expires: see docs/testing.md): the two left re-form and finish.
     c.kill_agent(w1, signal.SIGKILL)
     wait_for(lambda: len([x for x in s.starts() if x["world"] == 4
                           and x["start_epoch"] == 3]) == 4, 60, interval=0.1,

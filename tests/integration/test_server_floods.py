@@ -7,8 +7,8 @@ their handshake (HTTP/2's preface and SETTINGS for gRPC, one answered
 request with keep-alive for HTTP). The agent's resident memory is read
 before, while they are held and 5 s after they closed: what each held
 connection costs, and that the memory goes back, are bounded as the
-README's limits say (issue 39, item 1). Loopback only, bounded in count
-and time."""
+limits of docs/rendezvous.md and docs/worker-store.md say (issue 39,
+item 1). Loopback only, bounded in count and time."""
 
 import resource
 import socket
@@ -74,9 +74,9 @@ def measure(pid, port, count, hello, addresses):
     return baseline, during, after
 
 
-# The most an idle connection may hold (issue 39, item 1; the README's
-# limits tables): 4 KiB where our own code holds it (a silent connection
-# before its first bytes, an HTTP keep-alive connection, a health probe's),
+# The most an idle connection may hold (issue 39, item 1; the limits
+# tables of docs/rendezvous.md and docs/worker-store.md): 4 KiB where our
+# own code holds it (a silent connection before its first bytes, an HTTP keep-alive connection, a health probe's),
 # and what gRPC's HTTP/2 transport keeps for a connection that finished
 # its handshake on the rendezvous store or the health server (~17 KiB with
 # gRPC 1.51; each server's connection cap bounds their sum). How far the RSS may stay above

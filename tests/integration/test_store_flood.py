@@ -2,8 +2,8 @@
 until the store is full, big values, concurrent listings, parked gets and
 watches from clients that then go away, and raw connections that never
 speak HTTP/2. The host's resident memory stays under the ceiling the
-README's store limits table documents, every parked wait is freed with
-its call, and the 2-node job the store serves still completes.
+store limits table of docs/rendezvous.md documents, every parked wait is
+freed with its call, and the 2-node job the store serves still completes.
 
 The client is Debian's python3-grpcio over stubs that protoc generates
 from proto/store.proto at test time (grpc_tools is not needed: the calls
@@ -23,8 +23,8 @@ from harness import job_metric as metric
 grpc = pytest.importorskip("grpc")
 
 MIB = 1 << 20
-# The README's store limits: data 256 MiB and parked waits 64 MiB with
-# their overhead, gRPC's buffers 128 MiB (its resource quota), and the
+# The store limits (docs/rendezvous.md): data 256 MiB and parked waits
+# 64 MiB with their overhead, gRPC's buffers 128 MiB (its resource quota), and the
 # agent itself (~30 MiB resident before it hosts anything).
 CEILING = (256 + 64 + 128 + 32) * MIB
 # The limits as the store names them in its answers.

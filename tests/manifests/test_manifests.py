@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MANIFESTS = sorted((ROOT / "examples" / "k8s").glob("*.yaml"))
 TF_ROLES = {"ps": "ps", "worker": "worker", "chief": "chief",
             "master": "chief", "evaluator": "evaluator"}
-RETRYABLE_PORTABLE = 138  # retried by every Kubeflow version (README: "Exit-code policy per operator")
+RETRYABLE_PORTABLE = 138  # retried by every Kubeflow version (docs/kubernetes.md: "Exit-code policy per operator")
 
 
 def load(path):
@@ -167,7 +167,7 @@ def token_problems(pod):
     """A pod whose agent hosts or joins a store of ours (the elastic
     rendezvous, the start barrier of TensorFlow and MXNet) reads the job's
     token from a Secret volume. A Kubeflow TFJob's pods, with the
-    operator's TF_CONFIG alone, run no barrier (README "start barrier")."""
+    operator's TF_CONFIG alone, run no barrier (docs/discovery.md, "Start barrier")."""
     framework = pod.env.get("DISTJOB_FRAMEWORK", "pytorch")
     barrier = framework != "pytorch" and bool(pod.volcano_files)
     if "PET_RDZV_ENDPOINT" not in pod.env and not barrier:
