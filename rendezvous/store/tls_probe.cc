@@ -1,6 +1,7 @@
 #include "rendezvous/store/tls_probe.h"
 
-#include <netdb.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -13,7 +14,7 @@
 #include <memory>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
@@ -27,33 +28,44 @@ struct SslDeleter {
   void operator()(SSL* s) const { SSL_free(s); }
 };
 
-// A non-blocking TCP connection to `address` (numeric host and port), or
-// -1.
+// A non-blocking TCP connection to `address` (a numeric host and port, as
+// the store client resolved it), or -1. Parsed here, not by getaddrinfo:
+// nothing in the agent goes through glibc's NSS (common/resolver.h).
 int Connect(const std::string& address) {
   absl::string_view host = address;
   const size_t colon = host.rfind(':');
-  if (colon == absl::string_view::npos) return -1;
-  const std::string port(host.substr(colon + 1));
+  int port = 0;
+  if (colon == absl::string_view::npos ||
+      !absl::SimpleAtoi(host.substr(colon + 1), &port) || port <= 0 ||
+      port > 65535) {
+    return -1;
+  }
   host = host.substr(0, colon);
   absl::ConsumePrefix(&host, "[");
   absl::ConsumeSuffix(&host, "]");
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (getaddrinfo(std::string(host).c_str(), port.c_str(), &hints, &found) !=
-      0) {
+  const std::string text(host);
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, text.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v4);
+  } else if (inet_pton(AF_INET6, text.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v6);
+  } else {
     return -1;
   }
   const int fd =
-      socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) != 0 &&
+      socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 &&
       errno != EINPROGRESS) {
     close(fd);
-    freeaddrinfo(found);
     return -1;
   }
-  freeaddrinfo(found);
   return fd;
 }
 
