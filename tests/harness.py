@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import pathlib
+import resource
 import socket
 import subprocess
 import textwrap
@@ -474,3 +475,14 @@ def job_metrics(port):
 def job_metric(port, name, **labels):
     """One sample of job_metrics, None when absent."""
     return job_metrics(port).get((name, frozenset(labels.items())))
+
+
+def raise_fd_limit(n):
+    """Raises this process's open-file soft limit to `n` (at most the hard
+    limit); skips the test when that is not enough for its connections."""
+    import pytest
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < n:
+        pytest.skip(f"needs {n} open files")

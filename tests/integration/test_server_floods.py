@@ -10,14 +10,13 @@ connection costs, and that the memory goes back, are bounded as the
 limits of docs/rendezvous.md and docs/worker-store.md say (issue 39,
 item 1). Loopback only, bounded in count and time."""
 
-import resource
 import socket
 import subprocess
 import time
 
 import pytest
 
-from harness import free_port, rss_bytes, wait_for
+from harness import free_port, raise_fd_limit, rss_bytes, wait_for
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -25,14 +24,6 @@ MIB = 1024 * KIB
 # a gRPC client sends first; the server then holds a transport for it.
 H2_HELLO = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" +
             b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
-
-
-def raise_fd_limit(n):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < n:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
-    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < n:
-        pytest.skip(f"needs {n} open files")
 
 
 def open_idle(port, count, hello, addresses):

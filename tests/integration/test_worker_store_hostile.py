@@ -18,7 +18,6 @@ import json
 import os
 import random
 import re
-import resource
 import socket
 import struct
 import subprocess
@@ -29,7 +28,7 @@ from datetime import timedelta
 import pytest
 
 
-from harness import ROOT, Background, wait_for
+from harness import ROOT, Background, raise_fd_limit, wait_for
 
 SERVER = os.environ.get(
     "DISTJOB_TCPSTORE_SERVER",
@@ -95,14 +94,6 @@ def recv_exactly(s, n):
             raise ConnectionError("closed")
         out += got
     return bytes(out)
-
-
-def raise_fd_limit(n):
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < n:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
-    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < n:
-        pytest.skip(f"needs {n} open files")
 
 
 def test_an_idle_connection_flood_holds_little_and_gives_it_back(tmp_path):
