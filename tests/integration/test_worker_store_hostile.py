@@ -169,10 +169,13 @@ def test_memory_a_flood_held_goes_back_when_it_ends(tmp_path):
                 c.sendall(bytes([SET]) + field(b"/big") +
                           struct.pack("=Q", 900 * KIB) + b"x" * part)
                 flood.append(c)
+            # The server reads what the sockets hold at its own pace: wait
+            # until it has counted every byte sent, then for the RSS.
+            wait_for(lambda: server.stats()["buffered_bytes"] >= conns * part,
+                     20, what="every held byte counted in buffered_bytes")
             held = wait_for(lambda: (server.rss() >= baseline + conns * part
                                      and server.rss()), 20,
                             what="the requests in part held")
-            assert server.stats()["buffered_bytes"] >= conns * part
         finally:
             for c in flood:
                 c.close()
