@@ -64,12 +64,25 @@ def run_agent(agent, tmp_path):
     return run
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keeps each phase's report on the item, for fixtures that act on a
+    failure."""
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
 @pytest.fixture
-def background():
+def background(request):
     """harness.Background: processes started in the background, killed
-    with their descendants when the test ends."""
+    with their descendants when the test ends. When the test failed, the
+    tails of their logs are printed (CI shows a failure's output only)."""
     with Background() as procs:
         yield procs
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed and procs.logs:
+            print(procs.log_tails())
 
 
 @pytest.fixture

@@ -175,11 +175,27 @@ class Background:
 
     def __init__(self):
         self.procs = []
+        self.logs = []
 
     def start(self, argv, env=None, log=None, **kwargs):
         proc = spawn(argv, env=env, log=log, **kwargs)
         self.procs.append(proc)
+        if log is not None:
+            self.logs.append(pathlib.Path(log))
         return proc
+
+    def log_tails(self, lines=40):
+        """The last `lines` lines of each process's log: what a failed test
+        prints, since CI keeps only the test's output."""
+        out = []
+        for log in self.logs:
+            try:
+                tail = log.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as e:
+                tail = [f"(unreadable: {e})"]
+            out.append(f"----- {log} (last {lines} lines)")
+            out.extend(tail)
+        return "\n".join(out)
 
     def close(self):
         for proc in self.procs:
