@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 
-from harness import PYTHON, free_port, wait_for
+from harness import PYTHON, free_port, free_ports, wait_for
 
 TOKEN = "tok-7Q2xZ9vR4mK1pW8s"
 SERVICE = "/distjob.store.v1.Store/"
@@ -200,8 +200,7 @@ def test_token_absent_from_every_artifact_of_a_job(agent, background,
     out.mkdir()
     (tmp_path / "worker.py").write_text(WORKER)
     token_file = write_token(tmp_path)
-    port = free_port()
-    metrics = [free_port(), free_port()]
+    port, *metrics = free_ports(3)
     base = ["run", "--nnodes", "2", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "leakjob",
             "--log-level", "debug", "--tee", "3"]
