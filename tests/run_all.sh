@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README): the unit tests and the malformed-input
-# suites under ASan/UBSan, then the unit tests, black-box, integration and
-# end-to-end suites against the built static binary. Extra arguments go to
-# the last pytest run (e.g. -k NAME).
+# suites under ASan/UBSan, then the fuzz targets, and the black-box,
+# integration and end-to-end suites against the built static binary. Extra
+# arguments go to the last pytest run (e.g. -k NAME).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,11 +37,14 @@ DISTJOB_AGENT="$asan_dir/distjob-agent" timed "malformed input, ASan" \
   -p no:cacheprovider -q tests/blackbox/test_cli.py \
   tests/integration/test_discovery_inputs.py
 
-# Then the static binary, as it ships, every other binary (the tests use
-# tcpstore_server_main; bench/ and fuzz/ must keep building), and the unit
-# tests. Not `bazel build //...`: that also builds each library's shared
-# object, which nothing uses here, compiling all our code a second time
-# (as PIC) and running LTO on each link.
+# Then the static binary, as it ships, and every other binary (the tests use
+# tcpstore_server_main; bench/ and fuzz/ must keep building). Not `bazel
+# build //...`: that also builds each library's shared object, which nothing
+# uses here, compiling all our code a second time (as PIC) and running LTO
+# on each link. The unit tests ran once, under the sanitizers above: running
+# them again optimised compiled and linked every test a second time (about
+# five minutes of CI) to find nothing the sanitizers miss; the optimised
+# code is what the pytest suites below run.
 timed "agent, static" bazel build //agent:distjob-agent
 # On a line of its own: a failing query inside $(...) would not stop the
 # script, and bazel given no targets builds nothing and succeeds.
@@ -49,7 +52,6 @@ timed "agent, static" bazel build //agent:distjob-agent
 binaries=$(bazel query --noshow_progress \
   'kind(cc_binary, //...) except //agent:distjob-agent-extra-library')
 timed "other binaries" bazel build $binaries
-timed "unit tests" bazel test --build_tests_only //...
 timed "fuzzing" tests/run_fuzz.sh  # every libFuzzer target, a minute in all (docs/testing.md: "Fuzzing")
 
 # Debian's interpreter: it has python3-torch and python3-pytest.
