@@ -12,11 +12,11 @@
 #include "agent/exit_codes.h"
 #include "agent/outer_agent.h"
 #include "agent/run_flags.h"
-#include "agent/trainer_status.h"
 #include "agent/worker_env.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "launchers/worker_command.h"
+#include "observability/trainer_status.h"
 #include "rendezvous/rendezvous_kind.h"
 
 namespace distjob {

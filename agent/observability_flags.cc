@@ -3,8 +3,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "agent/event_log.h"
 #include "common/duration.h"
+#include "observability/event_log.h"
 
 namespace distjob {
 

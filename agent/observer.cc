@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/build_info.h"
 #include "common/logging.h"
 #include "supervisor/signal_names.h"
 
@@ -24,6 +25,7 @@ absl::Status Observer::Start(const RunOptions& options) {
   }
   // Before the server listens: a scrape as the agent starts must not see
   // series without the job's labels (dashboards select on them).
+  metrics_->SetBuild(BuildVersion(), BuildCommit());
   SetJob(options.launch.rdzv_id, options.launch.role, options.launch.node_rank);
   const ObservabilityOptions& o = options.observability;
   if (o.metrics_port == 0 &&

@@ -1,7 +1,8 @@
 // What the agent loop tells the outside about a run: one call per
-// lifecycle step, fanned out to the metrics (agent/metrics.h), the HTTP
-// endpoint (agent/http_server.h) and the event log (agent/event_log.h), so
-// that agent/agent_loop.cc stays one line per hook.
+// lifecycle step, fanned out to the metrics (observability/metrics.h), the HTTP
+// endpoint (observability/http_server.h) and the event log
+// (observability/event_log.h), so that agent/agent_loop.cc stays one line per
+// hook.
 #ifndef DISTJOB_AGENT_OBSERVER_H_
 #define DISTJOB_AGENT_OBSERVER_H_
 
@@ -12,11 +13,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "agent/event_log.h"
-#include "agent/http_server.h"
-#include "agent/metrics.h"
 #include "agent/options.h"
-#include "agent/trainer_status.h"
+#include "observability/event_log.h"
+#include "observability/http_server.h"
+#include "observability/metrics.h"
+#include "observability/trainer_status.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store/tcpstore_server.h"
 #include "supervisor/supervisor.h"

@@ -4,10 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/metrics.h"
 #include "agent/options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "observability/metrics.h"
 
 namespace distjob {
 namespace {

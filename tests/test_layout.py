@@ -15,15 +15,38 @@ ALLOWED = {
     "supervisor": {"common"},
     "discovery": {"common"},
     "launchers": {"discovery", "common"},
+    "observability": {"common"},
     "rendezvous/store": {"proto", "common"},
     "rendezvous": {"rendezvous/store", "proto", "common"},
     "agent": {"supervisor", "discovery", "launchers", "rendezvous",
-              "rendezvous/store", "proto", "common"},
+              "rendezvous/store", "observability", "proto", "common"},
     "bench": {"rendezvous", "rendezvous/store", "common"},
     # The fuzz targets call every parser directly; nothing depends on them.
     "fuzz": {"agent", "supervisor", "discovery", "launchers", "rendezvous",
              "rendezvous/store", "proto", "common"},
 }
+
+# Arrows the table must never gain, directly or through another package
+# (issue 38): what the job shows outside is not tied to how rounds form or
+# how workers run.
+NEVER_REACHES = {
+    "observability": {"rendezvous", "supervisor"},
+}
+
+
+def reaches(package):
+    """Every package `package` depends on, directly or not."""
+    seen, todo = set(), [package]
+    while todo:
+        for dep in ALLOWED.get(todo.pop(), set()):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def under(package, root):
+    return package == root or package.startswith(root + "/")
 
 
 def packages():
@@ -38,6 +61,15 @@ def packages():
 
 def test_every_package_has_a_rule():
     assert sorted(ALLOWED) == packages()
+
+
+@pytest.mark.parametrize("root", sorted(NEVER_REACHES))
+def test_forbidden_arrows_stay_out_of_the_table(root):
+    bad = [f"{package}/ reaches {dep}/"
+           for package in ALLOWED if under(package, root)
+           for dep in reaches(package)
+           if any(under(dep, no) for no in NEVER_REACHES[root])]
+    assert not bad
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))

@@ -1,4 +1,4 @@
-#include "agent/http_server.h"
+#include "observability/http_server.h"
 
 #include <netinet/in.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "agent/http_server.h"
+#include "observability/http_server.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

@@ -1,4 +1,4 @@
-#include "agent/process_metrics.h"
+#include "observability/process_metrics.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>

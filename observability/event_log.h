@@ -3,8 +3,8 @@
 // round_closed, workers_started, worker_exited, hang, oom, restart,
 // membership_change, stop_signal, exit), so a log pipeline can rebuild a
 // job's history without parsing the agent's prose.
-#ifndef DISTJOB_AGENT_EVENT_LOG_H_
-#define DISTJOB_AGENT_EVENT_LOG_H_
+#ifndef DISTJOB_OBSERVABILITY_EVENT_LOG_H_
+#define DISTJOB_OBSERVABILITY_EVENT_LOG_H_
 
 #include <cstdio>
 #include <string>
@@ -56,4 +56,4 @@ class EventLog {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_EVENT_LOG_H_
+#endif  // DISTJOB_OBSERVABILITY_EVENT_LOG_H_

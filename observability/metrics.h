@@ -1,11 +1,11 @@
 // The agent's Prometheus metrics: a small registry of counters, gauges and
 // histograms, rendered in the text exposition format (version 0.0.4) for
-// the /metrics endpoint (agent/http_server.h). Every series carries the
+// the /metrics endpoint (observability/http_server.h). Every series carries the
 // job_name, role and node_rank labels set once at start-up, so a dashboard
 // over many pods groups by them without relabelling (job_name, not job:
 // Prometheus' own target label `job` would rename ours exported_job).
-#ifndef DISTJOB_AGENT_METRICS_H_
-#define DISTJOB_AGENT_METRICS_H_
+#ifndef DISTJOB_OBSERVABILITY_METRICS_H_
+#define DISTJOB_OBSERVABILITY_METRICS_H_
 
 #include <functional>
 #include <map>
@@ -24,6 +24,11 @@ class Metrics {
   void SetJobLabels(const std::string& job, const std::string& role,
                     int node_rank);
 
+  // The build distjob_build_info names ("unknown" for both until set): the
+  // agent passes its stamp in (agent/build_info.h), so this package needs
+  // nothing above common/.
+  void SetBuild(const std::string& version, const std::string& commit);
+
   // `name` must be declared in metrics.cc's kDefinitions;
   // `label` is an optional extra "key=value" pair (e.g. cause=hang).
   void Increment(const std::string& name, const std::string& label = "",
@@ -38,7 +43,7 @@ class Metrics {
   void SetCollector(std::function<void(Metrics&)> collector);
 
   // The text exposition of every series, and of the agent's own process
-  // (agent/process_metrics.h) read now.
+  // (observability/process_metrics.h) read now.
   std::string Render();
 
  private:
@@ -49,6 +54,8 @@ class Metrics {
   };
   mutable absl::Mutex mu_;
   std::string labels_ ABSL_GUARDED_BY(mu_);
+  std::string build_labels_ ABSL_GUARDED_BY(mu_) =
+      "version=\"unknown\",commit=\"unknown\"";
   std::function<void(Metrics&)> collector_ ABSL_GUARDED_BY(mu_);
   // name -> extra label -> value
   std::map<std::string, std::map<std::string, double>> values_
@@ -65,4 +72,4 @@ std::string EscapeLabelValue(const std::string& value);
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_METRICS_H_
+#endif  // DISTJOB_OBSERVABILITY_METRICS_H_

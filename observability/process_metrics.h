@@ -2,8 +2,8 @@
 // Prometheus client library exports (process_cpu_seconds_total, …), so
 // dashboards and alerts written for any exporter's process metrics work
 // on the agent's /metrics unchanged.
-#ifndef DISTJOB_AGENT_PROCESS_METRICS_H_
-#define DISTJOB_AGENT_PROCESS_METRICS_H_
+#ifndef DISTJOB_OBSERVABILITY_PROCESS_METRICS_H_
+#define DISTJOB_OBSERVABILITY_PROCESS_METRICS_H_
 
 #include <string>
 
@@ -28,4 +28,4 @@ std::string RenderProcessMetrics(const ProcessSample& sample,
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_PROCESS_METRICS_H_
+#endif  // DISTJOB_OBSERVABILITY_PROCESS_METRICS_H_

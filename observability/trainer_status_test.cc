@@ -1,4 +1,4 @@
-#include "agent/trainer_status.h"
+#include "observability/trainer_status.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>

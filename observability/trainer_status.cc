@@ -1,4 +1,4 @@
-#include "agent/trainer_status.h"
+#include "observability/trainer_status.h"
 
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>

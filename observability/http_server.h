@@ -1,8 +1,8 @@
 // The agent's HTTP endpoint (--metrics-port), for clusters and tools that
 // only speak HTTP: Prometheus scrapes and HTTP probes.
-//   /metrics  the registry (agent/metrics.h) in the Prometheus text format
-//   /healthz  200 while the agent's loop is alive, 503 otherwise
-//   /readyz   200 only while the workers run, 503 otherwise
+//   /metrics  the registry (observability/metrics.h) in the Prometheus text
+//   format /healthz  200 while the agent's loop is alive, 503 otherwise /readyz
+//   200 only while the workers run, 503 otherwise
 // The same liveness and readiness as the gRPC health services
 // (agent/health.h). Served by libevent's evhttp on an event loop of its own
 // thread: connections are answered concurrently, so a slow or silent client
@@ -10,8 +10,8 @@
 // A request head must arrive within 1 s, and a connection past the cap
 // evicts the oldest idle one: silent connections from the network cannot
 // starve a kubelet probe.
-#ifndef DISTJOB_AGENT_HTTP_SERVER_H_
-#define DISTJOB_AGENT_HTTP_SERVER_H_
+#ifndef DISTJOB_OBSERVABILITY_HTTP_SERVER_H_
+#define DISTJOB_OBSERVABILITY_HTTP_SERVER_H_
 
 #include <atomic>
 #include <list>
@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/metrics.h"
+#include "observability/metrics.h"
 
 struct bufferevent;
 struct event;
@@ -117,4 +117,4 @@ class HttpServer {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_HTTP_SERVER_H_
+#endif  // DISTJOB_OBSERVABILITY_HTTP_SERVER_H_

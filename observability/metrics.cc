@@ -1,4 +1,4 @@
-#include "agent/metrics.h"
+#include "observability/metrics.h"
 
 #include <cstdio>
 #include <string>
@@ -6,8 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "agent/build_info.h"
-#include "agent/process_metrics.h"
+#include "observability/process_metrics.h"
 
 namespace distjob {
 namespace {
@@ -241,6 +240,12 @@ void Metrics::SetJobLabels(const std::string& job, const std::string& role,
                    EscapeLabelValue(role), "\",node_rank=\"", node_rank, "\"");
 }
 
+void Metrics::SetBuild(const std::string& version, const std::string& commit) {
+  absl::MutexLock lock(&mu_);
+  build_labels_ = absl::StrCat("version=\"", EscapeLabelValue(version),
+                               "\",commit=\"", EscapeLabelValue(commit), "\"");
+}
+
 void Metrics::Increment(const std::string& name, const std::string& label,
                         double by) {
   if (Find(name) == nullptr) return;
@@ -317,13 +322,8 @@ std::string Metrics::Render() {
   // the job's, as every series here).
   Header(&out, "distjob_build_info", "gauge",
          "The agent's release and the commit it was built from.");
-  absl::StrAppend(
-      &out, "distjob_build_info",
-      Labels(
-          labels_,
-          absl::StrCat("version=\"", EscapeLabelValue(BuildVersion()),
-                       "\",commit=\"", EscapeLabelValue(BuildCommit()), "\"")),
-      " 1\n");
+  absl::StrAppend(&out, "distjob_build_info", Labels(labels_, build_labels_),
+                  " 1\n");
   return out;
 }
 

@@ -1,4 +1,4 @@
-#include "agent/event_log.h"
+#include "observability/event_log.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

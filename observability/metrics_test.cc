@@ -1,8 +1,7 @@
-#include "agent/metrics.h"
+#include "observability/metrics.h"
 
 #include <string>
 
-#include "agent/build_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,13 +27,20 @@ TEST(MetricsTest, SeriesCarryTheJobLabelsAndStartAtZero) {
 TEST(MetricsTest, BuildInfoIsOneWithTheVersionAndCommit) {
   Metrics metrics;
   metrics.SetJobLabels("train", "trainer", 3);
+  metrics.SetBuild("0.2.0", "abc1234-dirty");
   const std::string text = metrics.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE distjob_build_info gauge\n"));
-  EXPECT_THAT(
-      text,
-      HasSubstr(std::string("distjob_build_info{job_name=\"train\",") +
-                "role=\"trainer\",node_rank=\"3\",version=\"" + BuildVersion() +
-                "\",commit=\"" + BuildCommit() + "\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("distjob_build_info{job_name=\"train\","
+                              "role=\"trainer\",node_rank=\"3\","
+                              "version=\"0.2.0\",commit=\"abc1234-dirty\"} "
+                              "1\n"));
+}
+
+TEST(MetricsTest, BuildInfoSaysUnknownUntilTheBuildIsSet) {
+  Metrics metrics;
+  EXPECT_THAT(metrics.Render(),
+              HasSubstr("distjob_build_info{version=\"unknown\","
+                        "commit=\"unknown\"} 1\n"));
 }
 
 TEST(MetricsTest, CountersAddAndGaugesSet) {

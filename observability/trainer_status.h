@@ -4,8 +4,8 @@
 // write (pure functions, unit-tested without a server), and the poster, a
 // thread of its own that POSTs them over HTTPS and never blocks or fails
 // the job.
-#ifndef DISTJOB_AGENT_TRAINER_STATUS_H_
-#define DISTJOB_AGENT_TRAINER_STATUS_H_
+#ifndef DISTJOB_OBSERVABILITY_TRAINER_STATUS_H_
+#define DISTJOB_OBSERVABILITY_TRAINER_STATUS_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -177,4 +177,4 @@ class TrainerStatusPoster {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_TRAINER_STATUS_H_
+#endif  // DISTJOB_OBSERVABILITY_TRAINER_STATUS_H_
