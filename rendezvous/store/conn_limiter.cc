@@ -19,9 +19,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/fd_budget.h"
 #include "common/heap_trim.h"
 #include "common/logging.h"
-#include "rendezvous/store/fd_budget.h"
 #include "rendezvous/store/h2_first_bytes.h"
 
 namespace distjob {

@@ -1,4 +1,4 @@
-#include "rendezvous/store/fd_budget.h"
+#include "common/fd_budget.h"
 
 #include <sys/resource.h>
 #include <unistd.h>

@@ -1,10 +1,12 @@
 // How many connections a server of the agent may hold open within the
 // process's open-file limit. One agent can host both stores at once (the
-// rendezvous store, two descriptors a connection: conn_limiter.h; the
-// workers' TCPStore, one: tcpstore_server.h) beside its own pipes and
-// files, so each store gets half of what the limit leaves after those.
-#ifndef DISTJOB_RENDEZVOUS_STORE_FD_BUDGET_H_
-#define DISTJOB_RENDEZVOUS_STORE_FD_BUDGET_H_
+// rendezvous store, two descriptors a connection:
+// rendezvous/store/conn_limiter.h; the workers' TCPStore, one:
+// rendezvous/store/tcpstore_server.h) beside its own pipes and files, so
+// each store gets half of what the limit leaves after those. Here, below
+// both, so that neither store's package reaches the other's.
+#ifndef DISTJOB_COMMON_FD_BUDGET_H_
+#define DISTJOB_COMMON_FD_BUDGET_H_
 
 #include <cstddef>
 
@@ -31,4 +33,4 @@ void FitConnections(size_t fds_per_connection, absl::string_view what,
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_FD_BUDGET_H_
+#endif  // DISTJOB_COMMON_FD_BUDGET_H_
