@@ -19,8 +19,8 @@
 #include "observability/metrics.h"
 #include "observability/trainer_status.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store/tcpstore_server.h"
 #include "supervisor/supervisor.h"
+#include "workerstore/tcpstore_server.h"
 
 namespace distjob {
 

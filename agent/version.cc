@@ -4,7 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/build_info.h"
 #include "rendezvous/protocol_version.h"
-#include "rendezvous/store/tcpstore_protocol.h"
+#include "workerstore/tcpstore_protocol.h"
 
 namespace distjob {
 

@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "common/resolver.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store/tcpstore_server.h"
+#include "workerstore/tcpstore_server.h"
 
 namespace distjob {
 

@@ -2,7 +2,7 @@
 // process's open-file limit. One agent can host both stores at once (the
 // rendezvous store, two descriptors a connection:
 // rendezvous/store/conn_limiter.h; the workers' TCPStore, one:
-// rendezvous/store/tcpstore_server.h) beside its own pipes and files, so
+// workerstore/tcpstore_server.h) beside its own pipes and files, so
 // each store gets half of what the limit leaves after those. Here, below
 // both, so that neither store's package reaches the other's.
 #ifndef DISTJOB_COMMON_FD_BUDGET_H_

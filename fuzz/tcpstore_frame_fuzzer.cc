@@ -9,7 +9,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "rendezvous/store/tcpstore_protocol.h"
+#include "workerstore/tcpstore_protocol.h"
 
 namespace distjob {
 namespace tcpstore {

@@ -1,4 +1,4 @@
-// The TCPStore server's parked waits (rendezvous/store/tcpstore_waits.h)
+// The TCPStore server's parked waits (workerstore/tcpstore_waits.h)
 // against a model that keeps each wait's missing keys and scans every
 // wait (the server's way before the per-key index): each byte is an
 // operation (park, a key arriving, a queue item, a drop), and every answer,
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/store/tcpstore_waits.h"
+#include "workerstore/tcpstore_waits.h"
 
 namespace distjob {
 namespace {

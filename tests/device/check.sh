@@ -4,7 +4,7 @@
 # from a checkout holding the static binaries built here:
 #
 #   bazel build //agent:distjob-agent //bench:stamp //bench:store_bench \
-#       //rendezvous/store:tcpstore_server_main
+#       //workerstore:tcpstore_server_main
 #   tests/device/check.sh OUTDIR [STEP...]
 #
 # STEPs (default: all, in this order), each bounded and writing its own
@@ -37,7 +37,7 @@ trap 'rm -rf "$work"' EXIT
 facts() {
   "$py" -c 'import sys, torch; print("torch", torch.__version__, "python", sys.version)'
   echo "cpus $(nproc)"; uname -a
-  for b in agent/distjob-agent rendezvous/store/tcpstore_server_main \
+  for b in agent/distjob-agent workerstore/tcpstore_server_main \
            bench/stamp bench/store_bench; do
     test -x "bazel-bin/$b" || echo "MISSING bazel-bin/$b"
   done

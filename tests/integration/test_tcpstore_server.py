@@ -1,4 +1,4 @@
-"""The TCPStore-protocol server (rendezvous/store/tcpstore_server.h) against
+"""The TCPStore-protocol server (workerstore/tcpstore_server.h) against
 Debian's PyTorch 1.13: every TCPStore method callable from Python gives the
 same answers from our server as from a real TCPStore server (is_master=True,
 in a subprocess) in the same test, blocking waits included; truncated,
@@ -6,7 +6,7 @@ oversized and garbage frames from a raw socket close that connection with a
 logged reason while the server serves on; a client that goes away with a
 parked wait frees it.
 
-Runs //rendezvous/store:tcpstore_server_main, which `bazel test //...` and
+Runs //workerstore:tcpstore_server_main, which `bazel test //...` and
 `bazel build //...` build (DISTJOB_TCPSTORE_SERVER overrides the path)."""
 
 import json
@@ -26,7 +26,7 @@ dist = pytest.importorskip("torch.distributed")
 
 SERVER = os.environ.get(
     "DISTJOB_TCPSTORE_SERVER",
-    str(ROOT / "bazel-bin" / "rendezvous" / "store" / "tcpstore_server_main"))
+    str(ROOT / "bazel-bin" / "workerstore" / "tcpstore_server_main"))
 
 # A real TCPStore server: prints its port, serves until stdin closes.
 REAL_SERVER = """
@@ -43,7 +43,7 @@ class Ours:
     def __init__(self, bg, log, *flags):
         if not os.path.exists(SERVER):
             pytest.fail(f"{SERVER} is missing: bazel build "
-                        "//rendezvous/store:tcpstore_server_main")
+                        "//workerstore:tcpstore_server_main")
         self.log = log
         self.proc = bg.start([SERVER, *flags], log=None,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,

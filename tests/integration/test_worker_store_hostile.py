@@ -1,5 +1,5 @@
 """Hostile peers against the workers' TCPStore server
-(rendezvous/store/tcpstore_server.h), loopback only, each flood bounded in
+(workerstore/tcpstore_server.h), loopback only, each flood bounded in
 count and time:
 
 - an idle-connection flood (thousands of connections, each one `get` of a
@@ -11,7 +11,7 @@ count and time:
 - a random-frame flood logs at most a line a second per kind of reason,
   with counts of the rest.
 
-Runs //rendezvous/store:tcpstore_server_main (DISTJOB_TCPSTORE_SERVER
+Runs //workerstore:tcpstore_server_main (DISTJOB_TCPSTORE_SERVER
 overrides the path)."""
 
 import json
@@ -32,7 +32,7 @@ from harness import ROOT, Background, raise_fd_limit, wait_for
 
 SERVER = os.environ.get(
     "DISTJOB_TCPSTORE_SERVER",
-    str(ROOT / "bazel-bin" / "rendezvous" / "store" / "tcpstore_server_main"))
+    str(ROOT / "bazel-bin" / "workerstore" / "tcpstore_server_main"))
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -49,7 +49,7 @@ class Server:
     def __init__(self, bg, log, *flags):
         if not os.path.exists(SERVER):
             pytest.fail(f"{SERVER} is missing: bazel build "
-                        "//rendezvous/store:tcpstore_server_main")
+                        "//workerstore:tcpstore_server_main")
         self.log = log
         self.proc = bg.start([SERVER, "--host", "127.0.0.1", *flags],
                              log=None, stdin=subprocess.PIPE,

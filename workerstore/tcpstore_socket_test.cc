@@ -1,4 +1,4 @@
-#include "rendezvous/store/tcpstore_socket.h"
+#include "workerstore/tcpstore_socket.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "rendezvous/store/tcpstore_server.h"
+#include "workerstore/tcpstore_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
-#include "rendezvous/store/tcpstore_protocol.h"
+#include "workerstore/tcpstore_protocol.h"
 
 namespace distjob {
 namespace {
@@ -207,7 +207,7 @@ TEST(TcpStoreServerTest, ServesEveryOperationOfA2xClient) {
   for (int i = 0; i < 5; ++i) EXPECT_NE(c.Bytes(), "<none>");
   const TcpStoreStats stats = server->Stats();
   EXPECT_EQ(stats.keys, 5);
-  EXPECT_GT(stats.bytes, 5 * static_cast<int64_t>(StoreCore::kKeyOverhead));
+  EXPECT_GT(stats.bytes, 5 * static_cast<int64_t>(kTcpStoreKeyBytes));
   EXPECT_EQ(stats.clients, 1);
   EXPECT_EQ(stats.requests.at("compare_set"), 4);
   EXPECT_EQ(stats.requests.at("validate"), 1);
@@ -400,7 +400,7 @@ TEST(TcpStoreServerTest, OneSetAnswersEveryClientWaitingOnTheKey) {
 TEST(TcpStoreServerTest, AKeyNamedTwiceInAWaitIsHeldOnce) {
   TcpStoreServerOptions o;
   // One address may hold a quarter of it: this wait's 648 bytes.
-  o.limits.max_waiter_bytes = 4 * (StoreCore::kWaiterOverhead + 100);
+  o.limits.max_waiter_bytes = 4 * (kTcpStoreWaitBytes + 100);
   auto server = StartServer(o);
   Client waiter(server->port()), writer(server->port());
   std::string frame = Q(Op::kWait) + U64(1001) + Str("/a");

@@ -6,8 +6,8 @@
 // completes it, so thousands of clients cost a socket and a few buffers
 // each. The keys live in this server only: workers never see the
 // rendezvous store's keys. Frames are parsed by tcpstore_protocol.h.
-#ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SERVER_H_
-#define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SERVER_H_
+#ifndef DISTJOB_WORKERSTORE_TCPSTORE_SERVER_H_
+#define DISTJOB_WORKERSTORE_TCPSTORE_SERVER_H_
 
 #include <cstdint>
 #include <map>
@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rendezvous/store/store_core.h"
+#include "workerstore/tcpstore_limits.h"
 
 namespace distjob {
 
@@ -29,11 +29,8 @@ struct TcpStoreServerOptions {
   int port = 0;
   // As SetAllowedPeers, in force from the first connection on.
   std::vector<std::string> allowed_peers;
-  // Used: max_key_bytes, max_value_bytes, max_keys_per_request,
-  // max_total_bytes (keys and values with StoreCore::kKeyOverhead each),
-  // max_waiters (parked waits and gets in all) and max_waiters_per_peer
-  // (per connection here: a TCPStore client waits for one thing at a time).
-  StoreLimits limits;
+  // Keys, values, requests and parked waits (tcpstore_limits.h).
+  TcpStoreLimits limits;
   // Open connections in all, and from one peer address (a 1.13 client
   // opens two). One address holds at most a quarter of max_connections,
   // of max_waiters and of max_waiter_bytes (PeerBudgets::kShare): with
@@ -150,4 +147,4 @@ class TcpStoreServer {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SERVER_H_
+#endif  // DISTJOB_WORKERSTORE_TCPSTORE_SERVER_H_

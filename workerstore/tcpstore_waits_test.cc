@@ -1,4 +1,4 @@
-#include "rendezvous/store/tcpstore_waits.h"
+#include "workerstore/tcpstore_waits.h"
 
 #include <string>
 #include <vector>

@@ -5,8 +5,8 @@
 // established wait of a worker that holds less: one address that parked
 // 28,816 waits once made every real worker's wait fail. Decides only; the
 // server closes what it is told to. Not thread-safe (the server's loop).
-#ifndef DISTJOB_RENDEZVOUS_STORE_PEER_BUDGETS_H_
-#define DISTJOB_RENDEZVOUS_STORE_PEER_BUDGETS_H_
+#ifndef DISTJOB_WORKERSTORE_PEER_BUDGETS_H_
+#define DISTJOB_WORKERSTORE_PEER_BUDGETS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -114,4 +114,4 @@ class PeerBudgets {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_PEER_BUDGETS_H_
+#endif  // DISTJOB_WORKERSTORE_PEER_BUDGETS_H_

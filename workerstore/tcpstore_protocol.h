@@ -38,8 +38,8 @@
 //   the method-by-method comparison with its own server. BARRIER 18 (key,
 //   int64 world size) is from newer sources not seen in a release; no 2.11
 //   client sends it.
-#ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_PROTOCOL_H_
-#define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_PROTOCOL_H_
+#ifndef DISTJOB_WORKERSTORE_TCPSTORE_PROTOCOL_H_
+#define DISTJOB_WORKERSTORE_TCPSTORE_PROTOCOL_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -153,4 +153,4 @@ bool ParseStoredInt(absl::string_view s, int64_t* out);
 }  // namespace tcpstore
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_TCPSTORE_PROTOCOL_H_
+#endif  // DISTJOB_WORKERSTORE_TCPSTORE_PROTOCOL_H_

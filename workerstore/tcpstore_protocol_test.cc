@@ -1,4 +1,4 @@
-#include "rendezvous/store/tcpstore_protocol.h"
+#include "workerstore/tcpstore_protocol.h"
 
 #include <cstring>
 #include <string>

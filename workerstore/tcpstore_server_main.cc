@@ -20,7 +20,7 @@
 
 #include "common/json.h"
 #include "common/logging.h"
-#include "rendezvous/store/tcpstore_server.h"
+#include "workerstore/tcpstore_server.h"
 
 int main(int argc, char** argv) {
   distjob::InitLogging(distjob::LogLevel::kInfo);

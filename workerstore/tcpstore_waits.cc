@@ -1,13 +1,13 @@
-#include "rendezvous/store/tcpstore_waits.h"
+#include "workerstore/tcpstore_waits.h"
 
 #include <utility>
 
-#include "rendezvous/store/store_core.h"
+#include "workerstore/tcpstore_limits.h"
 
 namespace distjob {
 
 size_t TcpStoreWaits::Bytes(const std::vector<std::string>& keys) {
-  size_t bytes = StoreCore::kWaiterOverhead;
+  size_t bytes = kTcpStoreWaitBytes;
   for (const std::string& k : keys) bytes += 2 * k.size();
   return bytes;
 }

@@ -1,4 +1,4 @@
-#include "rendezvous/store/tcpstore_server.h"
+#include "workerstore/tcpstore_server.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -29,10 +29,10 @@
 #include "common/heap_trim.h"
 #include "common/log_rate_limiter.h"
 #include "common/logging.h"
-#include "rendezvous/store/peer_budgets.h"
-#include "rendezvous/store/tcpstore_protocol.h"
-#include "rendezvous/store/tcpstore_socket.h"
-#include "rendezvous/store/tcpstore_waits.h"
+#include "workerstore/peer_budgets.h"
+#include "workerstore/tcpstore_protocol.h"
+#include "workerstore/tcpstore_socket.h"
+#include "workerstore/tcpstore_waits.h"
 
 namespace distjob {
 namespace {
@@ -268,7 +268,7 @@ class TcpStoreServer::Impl {
                         " of keys and values reached"));
   }
   size_t EntryBytes(size_t key, size_t value) const {
-    return key + value + StoreCore::kKeyOverhead;
+    return key + value + kTcpStoreKeyBytes;
   }
 
   const TcpStoreServerOptions options_;
@@ -655,7 +655,7 @@ bool TcpStoreServer::Impl::Serve(Conn& c) {
 }
 
 bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
-  const StoreLimits& limits = options_.limits;
+  const TcpStoreLimits& limits = options_.limits;
   switch (r.op) {
     case Op::kValidate:
       if (r.word != tcpstore::kValidateMagic) {

@@ -1,8 +1,8 @@
 // The TCPStore server's socket plumbing (tcpstore_server.h): its listening
 // socket, and client addresses in the one numeric form that its admission
 // list and per-address budgets (peer_budgets.h) key on.
-#ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SOCKET_H_
-#define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SOCKET_H_
+#ifndef DISTJOB_WORKERSTORE_TCPSTORE_SOCKET_H_
+#define DISTJOB_WORKERSTORE_TCPSTORE_SOCKET_H_
 
 #include <sys/socket.h>
 
@@ -30,4 +30,4 @@ std::string PeerName(const sockaddr_storage& ss, const std::string& ip);
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_TCPSTORE_SOCKET_H_
+#endif  // DISTJOB_WORKERSTORE_TCPSTORE_SOCKET_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/store/peer_budgets.h"
+#include "workerstore/peer_budgets.h"
 
 #include <algorithm>
 #include <utility>

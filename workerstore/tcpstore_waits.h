@@ -3,8 +3,8 @@
 // and visits each parked wait at most once per key it names, never all the
 // waits parked on a key at every write. Not thread-safe: the server's one
 // loop thread owns it.
-#ifndef DISTJOB_RENDEZVOUS_STORE_TCPSTORE_WAITS_H_
-#define DISTJOB_RENDEZVOUS_STORE_TCPSTORE_WAITS_H_
+#ifndef DISTJOB_WORKERSTORE_TCPSTORE_WAITS_H_
+#define DISTJOB_WORKERSTORE_TCPSTORE_WAITS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -80,4 +80,4 @@ class TcpStoreWaits {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_TCPSTORE_WAITS_H_
+#endif  // DISTJOB_WORKERSTORE_TCPSTORE_WAITS_H_
