@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "agent/cli/options.h"
 #include "agent/exit_codes.h"  // the codes RunAgent returns
-#include "agent/options.h"
 #include "common/environment.h"
 #include "rendezvous/rendezvous.h"
 #include "supervisor/supervisor.h"

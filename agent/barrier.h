@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "agent/options.h"
+#include "agent/cli/options.h"
 #include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/options.h"
+#include "agent/cli/options.h"
 #include "common/environment.h"
 #include "discovery/job_env.h"
 

@@ -2,6 +2,7 @@
 
 #include <csignal>
 
+#include "agent/cli/subcommand_flags.h"
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -12,6 +13,11 @@ TEST(ExitCodesTest, InternalErrorIsPermanentAndNotAShellOrWorkerCode) {
   EXPECT_GE(kExitInternalError, 3);
   EXPECT_LT(kExitInternalError, kExitNotExecutable);
   EXPECT_NE(kExitInternalError, kExitBadConfig);
+}
+
+TEST(ExitCodesTest, AFlagErrorOfASubcommandIsBadConfig) {
+  // agent/cli/ cannot include this package: it repeats the code.
+  EXPECT_EQ(kExitUsage, kExitBadConfig);
 }
 
 TEST(ExitCodesTest, SignalCodesAreShellConvention) {

@@ -7,9 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "agent/flag_parser.h"
-#include "agent/security_flags.h"
-#include "agent/subcommand_flags.h"
+#include "agent/cli/flag_parser.h"
+#include "agent/cli/security_flags.h"
+#include "agent/cli/subcommand_flags.h"
+#include "agent/exit_codes.h"
 #include "common/duration.h"
 #include "common/grpc_status.h"
 #include "common/resolver.h"

@@ -10,8 +10,9 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "agent/flag_parser.h"
-#include "agent/subcommand_flags.h"
+#include "agent/cli/flag_parser.h"
+#include "agent/cli/subcommand_flags.h"
+#include "agent/exit_codes.h"
 #include "common/errno_status.h"
 #include "common/files.h"
 

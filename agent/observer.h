@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "agent/options.h"
+#include "agent/cli/options.h"
 #include "observability/event_log.h"
 #include "observability/http_server.h"
 #include "observability/metrics.h"

@@ -4,7 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/options.h"
+#include "agent/cli/options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "observability/metrics.h"

@@ -18,7 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/options.h"
+#include "agent/cli/options.h"
 #include "common/logging.h"
 
 namespace distjob {

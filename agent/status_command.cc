@@ -4,10 +4,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "agent/cli/flag_parser.h"
+#include "agent/cli/security_flags.h"
+#include "agent/cli/subcommand_flags.h"
 #include "agent/exit_codes.h"
-#include "agent/flag_parser.h"
-#include "agent/security_flags.h"
-#include "agent/subcommand_flags.h"
 #include "common/duration.h"
 #include "common/json.h"
 #include "common/text.h"

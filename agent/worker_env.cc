@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "agent/security_flags.h"
+#include "agent/cli/security_flags.h"
 #include "launchers/framework_env.h"
 #include "rendezvous/rendezvous_kind.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "agent/options.h"
+#include "agent/cli/options.h"
 #include "common/environment.h"
 #include "discovery/job_env.h"
 #include "launchers/pytorch_env.h"

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/torchrun_flags.h"
+#include "agent/cli/torchrun_flags.h"
 #include "agent/worker_env.h"
 #include "common/logging.h"
 #include "common/text.h"

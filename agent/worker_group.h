@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/options.h"
+#include "agent/cli/options.h"
 #include "common/environment.h"
 #include "discovery/job_env.h"
 #include "rendezvous/rendezvous.h"

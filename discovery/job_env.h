@@ -19,7 +19,7 @@
 
 namespace distjob {
 
-// Who this pod is and who its peers are (agent/discovery_flags.cc), and the
+// Who this pod is and who its peers are (agent/cli/discovery_flags.cc), and the
 // framework environment built from that; parsed and checked at start-up.
 struct DiscoveryOptions {
   std::string job_name;

@@ -1,12 +1,12 @@
 // `distjob-agent run`'s command line and environment (torchrun's flags with
 // their PET_* defaults, the agent's own with DISTJOB_*), as
-// agent/run_flags parses them: '\0'-separated argv elements, then an empty
+// agent/cli/run_flags parses them: '\0'-separated argv elements, then an empty
 // field, then KEY=VALUE environment entries.
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "agent/run_flags.h"
+#include "agent/cli/run_flags.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 // How the supervisor runs one attempt of the worker group: which signals
 // stop it, how long workers get to exit, and the hang watchdog. Filled by
-// agent/supervisor_flags.cc; the supervisor reads nothing else.
+// agent/cli/supervisor_flags.cc; the supervisor reads nothing else.
 #ifndef DISTJOB_SUPERVISOR_SUPERVISOR_OPTIONS_H_
 #define DISTJOB_SUPERVISOR_SUPERVISOR_OPTIONS_H_
 

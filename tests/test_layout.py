@@ -19,13 +19,16 @@ ALLOWED = {
     "workerstore": {"common"},
     "rendezvous/store": {"proto", "common"},
     "rendezvous": {"rendezvous/store", "proto", "common"},
-    "agent": {"supervisor", "discovery", "launchers", "rendezvous",
-              "rendezvous/store", "observability", "workerstore", "proto",
-              "common"},
+    "agent/cli": {"supervisor", "discovery", "launchers", "rendezvous",
+                  "rendezvous/store", "observability", "common"},
+    "agent": {"agent/cli", "supervisor", "discovery", "launchers",
+              "rendezvous", "rendezvous/store", "observability", "workerstore",
+              "proto", "common"},
     "bench": {"rendezvous", "rendezvous/store", "common"},
     # The fuzz targets call every parser directly; nothing depends on them.
-    "fuzz": {"agent", "supervisor", "discovery", "launchers", "rendezvous",
-             "rendezvous/store", "workerstore", "proto", "common"},
+    "fuzz": {"agent", "agent/cli", "supervisor", "discovery", "launchers",
+             "rendezvous", "rendezvous/store", "workerstore", "proto",
+             "common"},
 }
 
 # Arrows the table must never gain, directly or through another package

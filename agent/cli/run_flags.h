@@ -1,14 +1,14 @@
 // The options of `distjob-agent run` (and `env`): torchrun's, under both
 // spellings and with PET_* defaults, plus the agent's own (DISTJOB_*).
-#ifndef DISTJOB_AGENT_RUN_FLAGS_H_
-#define DISTJOB_AGENT_RUN_FLAGS_H_
+#ifndef DISTJOB_AGENT_CLI_RUN_FLAGS_H_
+#define DISTJOB_AGENT_CLI_RUN_FLAGS_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/flag_parser.h"
-#include "agent/options.h"
+#include "agent/cli/flag_parser.h"
+#include "agent/cli/options.h"
 #include "common/environment.h"
 
 namespace distjob {
@@ -47,4 +47,4 @@ absl::StatusOr<int> ResolveNprocPerNode(absl::string_view value,
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_RUN_FLAGS_H_
+#endif  // DISTJOB_AGENT_CLI_RUN_FLAGS_H_

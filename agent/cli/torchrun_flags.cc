@@ -1,4 +1,4 @@
-#include "agent/torchrun_flags.h"
+#include "agent/cli/torchrun_flags.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

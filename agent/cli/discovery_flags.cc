@@ -1,4 +1,4 @@
-#include "agent/discovery_flags.h"
+#include "agent/cli/discovery_flags.h"
 
 #include <algorithm>
 #include <map>

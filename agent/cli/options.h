@@ -1,8 +1,8 @@
 // Everything `distjob-agent run` is told, after flags and environment are
-// parsed (agent/run_flags.h) and before anything is resolved against the
+// parsed (agent/cli/run_flags.h) and before anything is resolved against the
 // machine or the cluster.
-#ifndef DISTJOB_AGENT_OPTIONS_H_
-#define DISTJOB_AGENT_OPTIONS_H_
+#ifndef DISTJOB_AGENT_CLI_OPTIONS_H_
+#define DISTJOB_AGENT_CLI_OPTIONS_H_
 
 #include <optional>
 #include <set>
@@ -20,7 +20,7 @@
 namespace distjob {
 
 // torchrun's options, same names and defaults (see torchrun --help), each
-// already parsed and checked against the others (agent/run_flags.cc): a
+// already parsed and checked against the others (agent/cli/run_flags.cc): a
 // value wrong here fails the start, not a step minutes into the run.
 struct LaunchOptions {
   std::string nnodes = "1:1";
@@ -57,7 +57,7 @@ struct LaunchOptions {
   std::vector<int> tees = {0};
   // --local-ranks-filter; empty: every local rank.
   std::set<int> local_ranks_filter;
-  // Current torchrun's options (agent/torchrun_flags.cc).
+  // Current torchrun's options (agent/cli/torchrun_flags.cc).
   std::string log_line_prefix_template;
   std::vector<std::string> duplicate_stdout_filters;
   std::vector<std::string> duplicate_stderr_filters;
@@ -123,7 +123,7 @@ struct OutcomeOptions {
   bool health_tls = false;
 };
 
-// What the agent shows of the job from outside (agent/observability_flags).
+// What the agent shows of the job from outside (agent/cli/observability_flags).
 struct ObservabilityOptions {
   // HTTP /metrics, /healthz, /readyz on this port (all interfaces, IPv4 and
   // IPv6); 0 = none.
@@ -148,7 +148,7 @@ struct RunOptions {
   DiscoveryOptions discovery;
   ObservabilityOptions observability;
   // The rendezvous store's and start barrier's token and TLS files
-  // (agent/security_flags), and what they held once loaded.
+  // (agent/cli/security_flags), and what they held once loaded.
   StoreSecurityOptions security_files;
   StoreSecurity security;
   LogLevel log_level = LogLevel::kInfo;
@@ -158,4 +158,4 @@ struct RunOptions {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_OPTIONS_H_
+#endif  // DISTJOB_AGENT_CLI_OPTIONS_H_

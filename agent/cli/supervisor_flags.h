@@ -1,10 +1,10 @@
 // The agent-only options of `distjob-agent run` that shape supervision and
 // reporting: restart policy, backoff, reporting files, health probes.
-#ifndef DISTJOB_AGENT_SUPERVISOR_FLAGS_H_
-#define DISTJOB_AGENT_SUPERVISOR_FLAGS_H_
+#ifndef DISTJOB_AGENT_CLI_SUPERVISOR_FLAGS_H_
+#define DISTJOB_AGENT_CLI_SUPERVISOR_FLAGS_H_
 
-#include "agent/flag_parser.h"
-#include "agent/options.h"
+#include "agent/cli/flag_parser.h"
+#include "agent/cli/options.h"
 
 namespace distjob {
 
@@ -13,4 +13,4 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options);
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_SUPERVISOR_FLAGS_H_
+#endif  // DISTJOB_AGENT_CLI_SUPERVISOR_FLAGS_H_

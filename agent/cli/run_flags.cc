@@ -1,4 +1,4 @@
-#include "agent/run_flags.h"
+#include "agent/cli/run_flags.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/discovery_flags.h"
-#include "agent/observability_flags.h"
-#include "agent/security_flags.h"
-#include "agent/supervisor_flags.h"
-#include "agent/torchrun_flags.h"
+#include "agent/cli/discovery_flags.h"
+#include "agent/cli/observability_flags.h"
+#include "agent/cli/security_flags.h"
+#include "agent/cli/supervisor_flags.h"
+#include "agent/cli/torchrun_flags.h"
 #include "common/duration.h"
 #include "common/environment.h"
 #include "common/logging.h"

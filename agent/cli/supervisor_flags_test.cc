@@ -1,6 +1,6 @@
-#include "agent/supervisor_flags.h"
+#include "agent/cli/supervisor_flags.h"
 
-#include "agent/run_flags.h"
+#include "agent/cli/run_flags.h"
 #include "gtest/gtest.h"
 
 namespace distjob {

@@ -1,14 +1,14 @@
 // The options current torchrun (PyTorch 2.x) added after 1.13, kept apart
-// from agent/run_flags.cc: console and file routing of worker lines, and the
-// Python-only options the agent accepts with a notice.
-#ifndef DISTJOB_AGENT_TORCHRUN_FLAGS_H_
-#define DISTJOB_AGENT_TORCHRUN_FLAGS_H_
+// from agent/cli/run_flags.cc: console and file routing of worker lines, and
+// the Python-only options the agent accepts with a notice.
+#ifndef DISTJOB_AGENT_CLI_TORCHRUN_FLAGS_H_
+#define DISTJOB_AGENT_CLI_TORCHRUN_FLAGS_H_
 
 #include <string>
 #include <vector>
 
-#include "agent/flag_parser.h"
-#include "agent/options.h"
+#include "agent/cli/flag_parser.h"
+#include "agent/cli/options.h"
 #include "common/environment.h"
 #include "supervisor/line_policy.h"
 #include "supervisor/numa.h"
@@ -37,4 +37,4 @@ std::vector<NumaBinding> PlanNumaBindings(const LaunchOptions& launch,
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_TORCHRUN_FLAGS_H_
+#endif  // DISTJOB_AGENT_CLI_TORCHRUN_FLAGS_H_

@@ -7,8 +7,8 @@
 // REMAINDER), as is everything after "--". As argparse, a unique prefix of a
 // long option stands for it ("--nproc 8"); an ambiguous one is an error
 // naming the candidates.
-#ifndef DISTJOB_AGENT_FLAG_PARSER_H_
-#define DISTJOB_AGENT_FLAG_PARSER_H_
+#ifndef DISTJOB_AGENT_CLI_FLAG_PARSER_H_
+#define DISTJOB_AGENT_CLI_FLAG_PARSER_H_
 
 #include <functional>
 #include <string>
@@ -108,4 +108,4 @@ absl::StatusOr<bool> ParseBool(absl::string_view value);
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_FLAG_PARSER_H_
+#endif  // DISTJOB_AGENT_CLI_FLAG_PARSER_H_

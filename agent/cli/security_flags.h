@@ -1,11 +1,11 @@
 // The options of `distjob-agent run` (and `status`) that secure the
 // embedded rendezvous store and the start barrier: the job's shared token
 // and TLS files.
-#ifndef DISTJOB_AGENT_SECURITY_FLAGS_H_
-#define DISTJOB_AGENT_SECURITY_FLAGS_H_
+#ifndef DISTJOB_AGENT_CLI_SECURITY_FLAGS_H_
+#define DISTJOB_AGENT_CLI_SECURITY_FLAGS_H_
 
 #include "absl/status/statusor.h"
-#include "agent/flag_parser.h"
+#include "agent/cli/flag_parser.h"
 #include "common/environment.h"
 #include "rendezvous/store/store_credentials.h"
 
@@ -34,4 +34,4 @@ absl::StatusOr<StoreSecurity> LoadSecurity(StoreSecurityOptions options,
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_SECURITY_FLAGS_H_
+#endif  // DISTJOB_AGENT_CLI_SECURITY_FLAGS_H_

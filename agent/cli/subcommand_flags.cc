@@ -1,4 +1,4 @@
-#include "agent/subcommand_flags.h"
+#include "agent/cli/subcommand_flags.h"
 
 #include <cstdio>
 

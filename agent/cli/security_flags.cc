@@ -1,4 +1,4 @@
-#include "agent/security_flags.h"
+#include "agent/cli/security_flags.h"
 
 #include <string>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "agent/observability_flags.h"
+#include "agent/cli/observability_flags.h"
 
 #include <string>
 

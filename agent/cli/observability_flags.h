@@ -1,10 +1,10 @@
 // The options of `distjob-agent run` that show the job from outside:
 // metrics and HTTP probes, the event log.
-#ifndef DISTJOB_AGENT_OBSERVABILITY_FLAGS_H_
-#define DISTJOB_AGENT_OBSERVABILITY_FLAGS_H_
+#ifndef DISTJOB_AGENT_CLI_OBSERVABILITY_FLAGS_H_
+#define DISTJOB_AGENT_CLI_OBSERVABILITY_FLAGS_H_
 
-#include "agent/flag_parser.h"
-#include "agent/options.h"
+#include "agent/cli/flag_parser.h"
+#include "agent/cli/options.h"
 
 namespace distjob {
 
@@ -18,4 +18,4 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options);
 
 }  // namespace distjob
 
-#endif  // DISTJOB_AGENT_OBSERVABILITY_FLAGS_H_
+#endif  // DISTJOB_AGENT_CLI_OBSERVABILITY_FLAGS_H_

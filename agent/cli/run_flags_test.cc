@@ -1,4 +1,4 @@
-#include "agent/run_flags.h"
+#include "agent/cli/run_flags.h"
 
 #include <csignal>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "agent/flag_parser.h"
+#include "agent/cli/flag_parser.h"
 
 #include <algorithm>
 

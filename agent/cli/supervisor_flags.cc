@@ -1,4 +1,4 @@
-#include "agent/supervisor_flags.h"
+#include "agent/cli/supervisor_flags.h"
 
 #include <string>
 #include <utility>
