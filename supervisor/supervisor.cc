@@ -109,7 +109,16 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
   if (s->event_fd_ < 0) return ErrnoError(errno, "eventfd");
   s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (s->epoll_fd_ < 0) return ErrnoError(errno, "epoll_create1");
-  for (int fd : {s->signal_fd_, s->event_fd_}) {
+  if (!options.file_timer_path.empty()) {
+    auto timer = FileTimerServer::Create(options.file_timer_path);
+    if (!timer.ok()) return timer.status();
+    s->file_timer_ = *std::move(timer);
+    DJ_LOG_INFO("FileTimer: serving {} (TORCHELASTIC_TIMER_FILE)",
+                options.file_timer_path);
+  }
+  std::vector<int> fds = {s->signal_fd_, s->event_fd_};
+  if (s->file_timer_ != nullptr) fds.push_back(s->file_timer_->fd());
+  for (int fd : fds) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -172,6 +181,9 @@ void Supervisor::WaitForEvent(absl::Time deadline) {
   }
   uint64_t drained;
   (void)!read(event_fd_, &drained, sizeof(drained));
+  // Drained on every wake, between attempts too: a readable FIFO left
+  // unread would make every later epoll_wait return at once.
+  if (file_timer_ != nullptr) file_timer_->ReadAvailable(absl::Now());
 }
 
 void Supervisor::ForwardSignal(Running* running, int signal_number) {
@@ -297,6 +309,7 @@ void Supervisor::ReapChildren(Running* running) {
       }
       DJ_LOG_DEBUG("worker local_rank={} pid={} exited with {}", w.local_rank,
                    pid, exit.exit_code);
+      if (file_timer_ != nullptr) file_timer_->table().DropPid(pid);
     }
   }
 }
@@ -304,6 +317,8 @@ void Supervisor::ReapChildren(Running* running) {
 absl::StatusOr<GroupResult> Supervisor::RunGroup(
     const std::vector<WorkerSpec>& workers) {
   Running running;
+  // Timers of the previous attempt's pids are dead with them.
+  if (file_timer_ != nullptr) file_timer_->table().Clear();
   // interrupted_ is not cleared here: an Interrupt() that came after the
   // round formed but before the workers started (a fast peer already
   // opened the next round) must still stop this group.
@@ -354,6 +369,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
       StopGroup(&running, now);
     }
     CheckHeartbeats(&running, now);
+    CheckFileTimers(&running, now);
     if (now >= running.hang_stop_at && !running.stopping) {
       StopGroup(&running, now);
     }
@@ -371,6 +387,9 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
             : absl::InfiniteFuture();
     if (!running.stopping) {
       wake = std::min(wake, running.hang_stop_at);
+      if (file_timer_ != nullptr) {
+        wake = std::min(wake, file_timer_->table().NextExpiry());
+      }
       for (size_t k = 0; k < running.workers.size(); ++k) {
         wake = std::min(wake, HeartbeatDeadline(running, k));
       }
@@ -425,8 +444,6 @@ void Supervisor::CheckHeartbeats(Running* running, absl::Time now) {
   for (size_t k = 0; k < running->workers.size(); ++k) {
     if (now < HeartbeatDeadline(*running, k)) continue;
     const Running::Worker& w = running->workers[k];
-    running->hung_rank = w.local_rank;
-    running->result.hang = true;
     DJ_LOG_ERROR(
         "worker local_rank={} (pid {}) made no progress: {} not "
         "refreshed in time; treating it as hung",
@@ -434,12 +451,73 @@ void Supervisor::CheckHeartbeats(Running* running, absl::Time now) {
     if (options_.hang_signal != 0) {
       // Give a stack dumper (py-spy, faulthandler) a moment first.
       killpg(w.pid, options_.hang_signal);
-      running->hang_stop_at =
-          now + std::min(absl::Seconds(5), options_.shutdown_timeout);
-    } else {
-      StopGroup(running, now);
     }
+    DeclareHang(running, k, now, options_.hang_signal != 0);
     return;
+  }
+}
+
+void Supervisor::DeclareHang(Running* running, size_t index, absl::Time now,
+                             bool signalled) {
+  running->hung_rank = running->workers[index].local_rank;
+  running->result.hang = true;
+  if (signalled) {
+    // What the signal does (a dump, an exit) gets a moment before the stop.
+    running->hang_stop_at =
+        now + std::min(absl::Seconds(5), options_.shutdown_timeout);
+  } else {
+    StopGroup(running, now);
+  }
+}
+
+int Supervisor::WorkerOwning(const Running& running, pid_t pid) const {
+  for (size_t k = 0; k < running.workers.size(); ++k) {
+    const Running::Worker& w = running.workers[k];
+    if (w.exited) continue;
+    if (w.pid == pid) return static_cast<int>(k);
+    const std::vector<pid_t> below = ListDescendants(w.pid);
+    if (std::find(below.begin(), below.end(), pid) != below.end()) {
+      return static_cast<int>(k);
+    }
+  }
+  return -1;
+}
+
+void Supervisor::CheckFileTimers(Running* running, absl::Time now) {
+  if (file_timer_ == nullptr || running->stopping) return;
+  for (const ExpiredTimer& e : file_timer_->table().TakeExpired(now)) {
+    const std::string late = absl::FormatDuration(
+        absl::Trunc(now - e.expiration, absl::Milliseconds(1)));
+    // Only the agent's own workers: a request naming any other pid must
+    // not make the agent (often root, PID 1) signal it.
+    const int index = WorkerOwning(*running, e.pid);
+    if (index < 0) {
+      DJ_LOG_WARNING(
+          "FileTimer: scope '{}' of pid {} expired {} ago, but that pid is "
+          "not a live worker process; its timers are dropped",
+          e.scope_id, e.pid, late);
+      continue;
+    }
+    const int local_rank = running->workers[index].local_rank;
+    if (e.signal <= 0) {
+      // torch's rule: a timer without a signal is only told.
+      DJ_LOG_WARNING(
+          "FileTimer: scope '{}' of pid {} (local_rank {}) expired {} ago; "
+          "it has no signal, so the worker is left running",
+          e.scope_id, e.pid, local_rank, late);
+      continue;
+    }
+    DJ_LOG_ERROR(
+        "FileTimer: scope '{}' of pid {} (local_rank {}) expired {} ago; "
+        "sending {} and treating the worker as hung",
+        e.scope_id, e.pid, local_rank, late, SignalName(e.signal));
+    if (kill(e.pid, e.signal) != 0) {
+      DJ_LOG_WARNING("FileTimer: kill({}, {}): {}", e.pid, e.signal,
+                     std::strerror(errno));
+    }
+    if (running->hung_rank < 0) {
+      DeclareHang(running, static_cast<size_t>(index), now, true);
+    }
   }
 }
 

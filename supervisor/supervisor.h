@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "supervisor/file_timer.h"
 #include "supervisor/process.h"
 #include "supervisor/supervisor_options.h"
 #include "supervisor/tree_guard.h"
@@ -144,6 +145,12 @@ class Supervisor : public SupervisorInterface {
   int PollStopSignal() override;
   int stop_signal() const override { return stop_signal_; }
 
+  // When the FileTimer last received a valid request; InfinitePast when it
+  // is not served or none came.
+  absl::Time last_timer_request() const {
+    return file_timer_ ? file_timer_->last_request() : absl::InfinitePast();
+  }
+
   const InheritedSignalState& inherited_signals() const { return inherited_; }
 
  private:
@@ -158,6 +165,15 @@ class Supervisor : public SupervisorInterface {
   absl::Time HeartbeatDeadline(const Running& running, size_t index) const;
   // Declares a hang for the first worker past its deadline.
   void CheckHeartbeats(Running* running, absl::Time now);
+  // Signals the pids whose FileTimer expired and declares the group hung.
+  void CheckFileTimers(Running* running, absl::Time now);
+  // The hang of worker `index`: when it was `signalled` (a stack dump, the
+  // timer's signal) the group is stopped 5 s later (or at once when the
+  // signal ended it), else at once.
+  void DeclareHang(Running* running, size_t index, absl::Time now,
+                   bool signalled);
+  // The index of the live worker that is `pid` or its ancestor; -1 if none.
+  int WorkerOwning(const Running& running, pid_t pid) const;
   void ForwardSignal(Running* running, int signal_number);
   // The stop signal to every live worker, but those that already recorded
   // their error get it exit_grace later.
@@ -181,6 +197,8 @@ class Supervisor : public SupervisorInterface {
   std::function<void()> on_first_failure_;
   // Not PID 1: kills the workers' groups if the agent dies unannounced.
   std::unique_ptr<TreeGuard> guard_;
+  // Served while options_.file_timer_path is set; read in WaitForEvent.
+  std::unique_ptr<FileTimerServer> file_timer_;
 };
 
 }  // namespace distjob

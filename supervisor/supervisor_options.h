@@ -5,6 +5,7 @@
 #define DISTJOB_SUPERVISOR_SUPERVISOR_OPTIONS_H_
 
 #include <csignal>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -29,6 +30,10 @@ struct SupervisorOptions {
   // (at most the shutdown timeout) before the stop signal, so its exit code
   // is its own and not the agent's SIGTERM.
   absl::Duration exit_grace = absl::Seconds(2);
+  // torch's FileTimer (TORCHELASTIC_ENABLE_FILE_TIMER): the FIFO the
+  // supervisor creates and serves; empty = not served. A worker pid whose
+  // timer expires gets the timer's signal, and its group is handled as hung.
+  std::string file_timer_path;
 };
 
 }  // namespace distjob
