@@ -115,6 +115,10 @@ EnvMap BuildWorkerEnv(const JobEnv& job, const PyTorchGroupInfo& group,
   if (!files.progress_file.empty()) {
     env["DISTJOB_PROGRESS_FILE"] = files.progress_file;
   }
+  if (!files.timer_file.empty()) {
+    // torchrun's name: FileTimerClient(os.environ[...]) works unchanged.
+    env["TORCHELASTIC_TIMER_FILE"] = files.timer_file;
+  }
   return env;
 }
 

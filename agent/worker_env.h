@@ -63,6 +63,7 @@ struct WorkerFiles {
   std::string error_file;      // TORCHELASTIC_ERROR_FILE
   std::string heartbeat_file;  // DISTJOB_HEARTBEAT_FILE
   std::string progress_file;   // DISTJOB_PROGRESS_FILE (Trainer v2 push)
+  std::string timer_file;      // TORCHELASTIC_TIMER_FILE (FileTimer FIFO)
 };
 
 // The full environment of local worker `local_rank`: the agent's own

@@ -87,7 +87,8 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
     }
     spec.process.env =
         BuildWorkerEnv(job, group, local_rank, env,
-                       {spec.error_file, spec.heartbeat_file, progress_file});
+                       {spec.error_file, spec.heartbeat_file, progress_file,
+                        options.supervisor.file_timer_path});
     if (local_rank == 0) {
       LogWorkerCommand(spec.process.argv, spec.process.env, env, restart_count);
     }

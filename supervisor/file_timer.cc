@@ -79,17 +79,17 @@ void FileTimerServer::HandleLine(absl::string_view line, absl::Time now) {
   switch (table_.Apply(*request)) {
     case TimerTable::Outcome::kPidFull:
     case TimerTable::Outcome::kTableFull:
-      warnings_.Warn("full", absl::StrCat("too many timers held; pid ",
-                                          request->pid, " scope ",
-                                          QuoteForMessage(request->scope_id),
-                                          " refused"));
+      warnings_.Warn(
+          "full",
+          absl::StrCat("too many timers held; pid ", request->pid, " scope ",
+                       QuoteForMessage(request->scope_id), " refused"));
       return;
     default:
       break;
   }
   last_request_ns_.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
-  DJ_LOG_DEBUG("FileTimer: pid {} scope {} {}", request->pid,
-               request->scope_id, request->release ? "released" : "set");
+  DJ_LOG_DEBUG("FileTimer: pid {} scope {} {}", request->pid, request->scope_id,
+               request->release ? "released" : "set");
 }
 
 }  // namespace distjob

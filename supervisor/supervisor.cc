@@ -109,7 +109,7 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
   if (s->event_fd_ < 0) return ErrnoError(errno, "eventfd");
   s->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (s->epoll_fd_ < 0) return ErrnoError(errno, "epoll_create1");
-  if (!options.file_timer_path.empty()) {
+  if (options.file_timer) {
     auto timer = FileTimerServer::Create(options.file_timer_path);
     if (!timer.ok()) return timer.status();
     s->file_timer_ = *std::move(timer);

@@ -30,9 +30,12 @@ struct SupervisorOptions {
   // (at most the shutdown timeout) before the stop signal, so its exit code
   // is its own and not the agent's SIGTERM.
   absl::Duration exit_grace = absl::Seconds(2);
-  // torch's FileTimer (TORCHELASTIC_ENABLE_FILE_TIMER): the FIFO the
-  // supervisor creates and serves; empty = not served. A worker pid whose
-  // timer expires gets the timer's signal, and its group is handled as hung.
+  // torch's FileTimer (--file-timer, TORCHELASTIC_ENABLE_FILE_TIMER): the
+  // FIFO the supervisor creates and serves, its path fixed when the options
+  // are parsed (TORCHELASTIC_TIMER_FILE, else a fresh name in the temporary
+  // directory). A worker pid whose timer expires gets the timer's signal,
+  // and its group is handled as hung.
+  bool file_timer = false;
   std::string file_timer_path;
 };
 

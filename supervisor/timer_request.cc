@@ -11,24 +11,23 @@ namespace distjob {
 namespace {
 
 absl::Status Invalid(absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("FileTimer request: ", what));
+  return absl::InvalidArgumentError(absl::StrCat("FileTimer request: ", what));
 }
 
 // An integer field within [lo, hi]; JSON numbers with a fraction refused.
-absl::StatusOr<int64_t> IntField(const Json& doc, const char* name,
-                                 int64_t lo, int64_t hi) {
+absl::StatusOr<int64_t> IntField(const Json& doc, const char* name, int64_t lo,
+                                 int64_t hi) {
   auto it = doc.find(name);
   if (it == doc.end()) return Invalid(absl::StrCat("no \"", name, "\""));
   if (!it->is_number_integer()) {
     return Invalid(absl::StrCat("\"", name, "\" is not an integer"));
   }
-  const int64_t v = it->is_number_unsigned() &&
-                            it->get<uint64_t>() >
-                                static_cast<uint64_t>(
-                                    std::numeric_limits<int64_t>::max())
-                        ? std::numeric_limits<int64_t>::max()
-                        : it->get<int64_t>();
+  const int64_t v =
+      it->is_number_unsigned() &&
+              it->get<uint64_t>() >
+                  static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+          ? std::numeric_limits<int64_t>::max()
+          : it->get<int64_t>();
   if (v < lo || v > hi) {
     return Invalid(absl::StrCat("\"", name, "\" ", v, " is out of range"));
   }
@@ -39,8 +38,8 @@ absl::StatusOr<int64_t> IntField(const Json& doc, const char* name,
 
 absl::StatusOr<TimerRequest> ParseTimerRequest(absl::string_view line) {
   if (line.size() > kMaxTimerRequestBytes) {
-    return Invalid(absl::StrCat(line.size(), " bytes, more than ",
-                                kMaxTimerRequestBytes));
+    return Invalid(
+        absl::StrCat(line.size(), " bytes, more than ", kMaxTimerRequestBytes));
   }
   auto parsed = ParseJson(line, "FileTimer request");
   if (!parsed.ok()) return Invalid("not JSON");
@@ -63,10 +62,12 @@ absl::StatusOr<TimerRequest> ParseTimerRequest(absl::string_view line) {
     return Invalid("\"expiration_time\" is not a number");
   }
   const double seconds = expiration->get<double>();
-  if (!std::isfinite(seconds)) return Invalid("\"expiration_time\" is not finite");
+  if (!std::isfinite(seconds))
+    return Invalid("\"expiration_time\" is not finite");
   r.release = seconds < 0;
-  if (!r.release) r.expiration = absl::FromUnixNanos(static_cast<int64_t>(
-                      std::min(seconds, 9.2e9) * 1e9));
+  if (!r.release)
+    r.expiration = absl::FromUnixNanos(
+        static_cast<int64_t>(std::min(seconds, 9.2e9) * 1e9));
   // Negative or zero: torch logs the expiry and signals nothing.
   auto sig = IntField(doc, "signal", std::numeric_limits<int>::min(), SIGRTMAX);
   if (!sig.ok()) return sig.status();

@@ -40,15 +40,16 @@ std::vector<ExpiredTimer> TimerTable::TakeExpired(absl::Time now) {
   std::vector<ExpiredTimer> expired;
   // In expiry order, so each pid's first entry is its earliest timer and
   // the first with a signal is the one torch would send.
-  for (auto it = by_expiry_.begin();
-       it != by_expiry_.end() && it->first <= now; ++it) {
+  for (auto it = by_expiry_.begin(); it != by_expiry_.end() && it->first <= now;
+       ++it) {
     const pid_t pid = it->second.first;
-    auto seen = std::find_if(expired.begin(), expired.end(),
-                             [pid](const ExpiredTimer& e) { return e.pid == pid; });
+    auto seen =
+        std::find_if(expired.begin(), expired.end(),
+                     [pid](const ExpiredTimer& e) { return e.pid == pid; });
     const int signal = timers_.at(it->second).signal;
     if (seen == expired.end()) {
-      expired.push_back(ExpiredTimer{pid, it->second.second, it->first,
-                                     std::max(signal, 0)});
+      expired.push_back(
+          ExpiredTimer{pid, it->second.second, it->first, std::max(signal, 0)});
     } else if (seen->signal == 0 && signal > 0) {
       seen->scope_id = it->second.second;
       seen->expiration = it->first;

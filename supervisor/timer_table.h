@@ -37,11 +37,11 @@ struct ExpiredTimer {
 class TimerTable {
  public:
   enum class Outcome {
-    kSet,          // set or moved
-    kReleased,     // a release of a timer held
-    kNotHeld,      // a release of a timer not held (already expired)
-    kPidFull,      // refused: that pid holds per_pid timers
-    kTableFull,    // refused: the table holds total timers
+    kSet,        // set or moved
+    kReleased,   // a release of a timer held
+    kNotHeld,    // a release of a timer not held (already expired)
+    kPidFull,    // refused: that pid holds per_pid timers
+    kTableFull,  // refused: the table holds total timers
   };
 
   explicit TimerTable(TimerLimits limits = {}) : limits_(limits) {}

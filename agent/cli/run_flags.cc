@@ -361,6 +361,10 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
   if (!options.launch.print_completion.empty()) return options;
+  if (absl::Status s = ResolveFileTimerPath(env, &options.supervisor);
+      !s.ok()) {
+    return s;
+  }
 
   LaunchOptions& launch = options.launch;
   if (launch.module && launch.no_python) {

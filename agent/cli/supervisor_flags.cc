@@ -1,12 +1,21 @@
 #include "agent/cli/supervisor_flags.h"
 
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/duration.h"
+#include "common/environment.h"
 #include "common/logging.h"
+#include "common/text.h"
 #include "supervisor/exit_policy.h"
 #include "supervisor/failure_cause.h"
 #include "supervisor/signal_names.h"
@@ -82,6 +91,22 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                        "stopped, e.g. SIGUSR1 for a stack dump (default: "
                        "none).",
                        SetParsed(&s->hang_signal, ParseSignal)));
+  Flag file_timer = AgentFlag(
+      "file-timer", "",
+      "Serve torch's FileTimer (torch.distributed.elastic.timer): workers' "
+      "expired timers signal the worker, and the group restarts as hung "
+      "(default $TORCHELASTIC_ENABLE_FILE_TIMER).",
+      SetBool(&s->file_timer), /*is_bool=*/true);
+  file_timer.env.push_back("TORCHELASTIC_ENABLE_FILE_TIMER");
+  flags->Add(std::move(file_timer));
+  Flag timer_path = AgentFlag(
+      "file-timer-path", "PATH",
+      "The FileTimer's FIFO, exported to workers as TORCHELASTIC_TIMER_FILE "
+      "(default $TORCHELASTIC_TIMER_FILE, else watchdog_timer_<uuid> in "
+      "$TMPDIR); what is there is replaced.",
+      SetString(&s->file_timer_path));
+  timer_path.env.push_back("TORCHELASTIC_TIMER_FILE");
+  flags->Add(std::move(timer_path));
   flags->Add(AgentFlag(
       "exit-grace", "SECONDS",
       "When the group is stopped, a worker that has already written its "
@@ -96,6 +121,53 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
   flags->Add(AgentFlag("log-level", "debug|info|warning|error|off",
                        "The agent's own log level (default info).",
                        SetParsed(&options->log_level, ParseLogLevel)));
+}
+
+namespace {
+
+// A random (version 4) UUID, as Python's uuid.uuid4() writes it.
+absl::StatusOr<std::string> RandomUuid() {
+  uint8_t b[16];
+  if (getrandom(b, sizeof(b), 0) != static_cast<ssize_t>(sizeof(b))) {
+    return absl::InternalError(
+        absl::StrCat("getrandom: ", std::strerror(errno)));
+  }
+  b[6] = static_cast<uint8_t>((b[6] & 0x0f) | 0x40);
+  b[8] = static_cast<uint8_t>((b[8] & 0x3f) | 0x80);
+  std::string hex = absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(b), sizeof(b)));
+  return absl::StrCat(hex.substr(0, 8), "-", hex.substr(8, 4), "-",
+                      hex.substr(12, 4), "-", hex.substr(16, 4), "-",
+                      hex.substr(20));
+}
+
+}  // namespace
+
+absl::Status ResolveFileTimerPath(const EnvMap& env,
+                                  SupervisorOptions* supervisor) {
+  if (!supervisor->file_timer) {
+    supervisor->file_timer_path.clear();  // given, but not served
+    return absl::OkStatus();
+  }
+  if (supervisor->file_timer_path.empty()) {
+    auto uuid = RandomUuid();
+    if (!uuid.ok()) return uuid.status();
+    std::string dir = Lookup(env, "TMPDIR").value_or("");
+    if (dir.empty()) dir = "/tmp";
+    supervisor->file_timer_path = absl::StrCat(dir, "/watchdog_timer_", *uuid);
+  }
+  const std::string& path = supervisor->file_timer_path;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--file-timer-path (TORCHELASTIC_TIMER_FILE) ", QuoteForMessage(path),
+        ": its directory ", QuoteForMessage(dir), " does not exist"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace distjob

@@ -47,6 +47,48 @@ TEST(SupervisorFlagsTest, ErrorFileDefaultsFromTorchelasticVariable) {
   EXPECT_EQ(o->outcome.error_file, "/e.json");
 }
 
+TEST(SupervisorFlagsTest, FileTimerOffByDefaultEvenWithAPath) {
+  auto o = ParseRunOptions({"x"}, {{"TORCHELASTIC_TIMER_FILE", "/tmp/t"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->supervisor.file_timer);
+  EXPECT_EQ(o->supervisor.file_timer_path, "");
+}
+
+TEST(SupervisorFlagsTest, FileTimerFromTorchelasticVariables) {
+  auto o = ParseRunOptions({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"},
+                                   {"TORCHELASTIC_TIMER_FILE", "/tmp/t"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->supervisor.file_timer);
+  EXPECT_EQ(o->supervisor.file_timer_path, "/tmp/t");
+}
+
+TEST(SupervisorFlagsTest, FileTimerPathDefaultsToAFreshNameInTmpdir) {
+  auto o = ParseRunOptions({"--file-timer", "x"}, {{"TMPDIR", "/tmp"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  const std::string& path = o->supervisor.file_timer_path;
+  ASSERT_EQ(path.rfind("/tmp/watchdog_timer_", 0), 0u) << path;
+  EXPECT_EQ(path.size(), std::string("/tmp/watchdog_timer_").size() + 36)
+      << path;
+  auto again = ParseRunOptions({"--file-timer", "x"}, {{"TMPDIR", "/tmp"}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->supervisor.file_timer_path, path);
+}
+
+TEST(SupervisorFlagsTest, FileTimerBadValuesNameTheirSource) {
+  auto bad = ParseRunOptions({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "yes please"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("TORCHELASTIC_ENABLE_FILE_TIMER"),
+            std::string::npos)
+      << bad.status();
+  auto nodir = ParseRunOptions(
+      {"--file-timer", "--file-timer-path", "/nonexistent-dir/t", "x"}, {});
+  ASSERT_FALSE(nodir.ok());
+  EXPECT_EQ(nodir.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(nodir.status().message().find("--file-timer-path"),
+            std::string::npos)
+      << nodir.status();
+}
+
 TEST(SupervisorFlagsTest, BadValuesNameTheFlag) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"--restart-policy", "sometimes", "x"},
