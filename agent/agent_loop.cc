@@ -232,7 +232,8 @@ class AgentRun {
       return Fail("error", kExitInternalError);
     }
     supervisor_ = *std::move(supervisor);
-    if (absl::Status observed = observer_.Start(options_); !observed.ok()) {
+    if (absl::Status observed = observer_.Start(options_, supervisor_.get());
+        !observed.ok()) {
       DJ_LOG_ERROR("{}", observed.message());
       return Fail("error", kExitBadConfig);
     }

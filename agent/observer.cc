@@ -8,12 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/build_info.h"
+#include "agent/progress_health.h"
 #include "common/logging.h"
 #include "supervisor/signal_names.h"
 
 namespace distjob {
 
-absl::Status Observer::Start(const RunOptions& options) {
+absl::Status Observer::Start(const RunOptions& options,
+                             const SupervisorInterface* supervisor) {
   // Lines before this one (flag errors) are text: the format is a flag.
   if (options.observability.log_format != LogFormat::kText) {
     InitLogging(options.log_level, options.observability.log_format);
@@ -46,6 +48,15 @@ absl::Status Observer::Start(const RunOptions& options) {
     DJ_LOG_INFO("metrics and HTTP probes on port {}{}", http_->port(),
                 o.metrics_tls_cert.empty() ? "" : " (HTTPS)");
   }
+  if (supervisor != nullptr) {
+    auto progress = StartProgressHealth(o, supervisor);
+    if (!progress.ok()) return progress.status();
+    progress_health_ = *std::move(progress);
+    if (progress_health_ != nullptr) {
+      DJ_LOG_INFO("worker progress health check on port {}",
+                  progress_health_->port());
+    }
+  }
   Json started = Json::object();
   started["pid"] = static_cast<int64_t>(getpid());
   started["nnodes"] = options.launch.nnodes;
@@ -57,6 +68,7 @@ absl::Status Observer::Start(const RunOptions& options) {
 
 void Observer::Shutdown() {
   if (http_ != nullptr) http_->Shutdown();
+  if (progress_health_ != nullptr) progress_health_->Shutdown();
   if (trainer_ != nullptr) trainer_->Shutdown();
 }
 

@@ -31,7 +31,10 @@ class Observer {
 
   // Opens the event log and starts the HTTP endpoint the options ask for;
   // InvalidArgument naming the flag when either cannot be (exit 2).
-  absl::Status Start(const RunOptions& options);
+  // With `supervisor`, also TORCHELASTIC_HEALTH_CHECK_PORT's endpoint over
+  // its progress (it outlives the observer's Shutdown).
+  absl::Status Start(const RunOptions& options,
+                     const SupervisorInterface* supervisor = nullptr);
   void Shutdown();
 
   // job, role and node_rank for every series and event.
@@ -76,6 +79,7 @@ class Observer {
   WorkerStoreStatsSource worker_store_;
   EventLog events_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<HttpServer> progress_health_;  // --health-check-port
   std::unique_ptr<TrainerStatusPoster> trainer_;
 };
 

@@ -206,6 +206,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const HttpServerOptions& options, Metrics* metrics) {
   std::unique_ptr<HttpServer> http(new HttpServer());
   http->metrics_ = metrics;
+  http->answer_all_ = options.answer_all;
   http->max_connections_ = options.max_connections;
   if (!options.tls_cert.empty() || !options.tls_key.empty()) {
     auto tls = LoadTls(options);
@@ -226,7 +227,7 @@ absl::Status HttpServer::Listen(const HttpServerOptions& options) {
   if (fd < 0 && errno == EAFNOSUPPORT) fd = ListenSocket(AF_INET, options.port);
   if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--metrics-port: cannot listen on port ", options.port, ": ",
+        options.port_flag, ": cannot listen on port ", options.port, ": ",
         std::strerror(errno), "; give a free port, or 0 for none"));
   }
   port_ = BoundPort(fd);
@@ -237,9 +238,9 @@ absl::Status HttpServer::Listen(const HttpServerOptions& options) {
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (bound == nullptr || stop_fd_ < 0) {
     if (bound == nullptr) close(fd);
-    return absl::InternalError(
-        absl::StrCat("--metrics-port: cannot start the HTTP event loop: ",
-                     std::strerror(errno)));
+    return absl::InternalError(absl::StrCat(
+        options.port_flag,
+        ": cannot start the HTTP event loop: ", std::strerror(errno)));
   }
   stop_event_ = event_new(
       base_, stop_fd_, EV_READ,
@@ -430,6 +431,10 @@ void HttpServer::Handle(evhttp_request* request, void* arg) {
   if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
     code = 405;
     body = "only GET and HEAD\n";
+  } else if (self->answer_all_) {
+    HttpAnswer answer = self->answer_all_();
+    code = answer.code;
+    body = std::move(answer.body);
   } else if (path == "/metrics") {
     code = 200;
     content_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -14,6 +14,7 @@
 #define DISTJOB_OBSERVABILITY_HTTP_SERVER_H_
 
 #include <atomic>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -36,9 +37,21 @@ struct ssl_ctx_st;
 
 namespace distjob {
 
+// One answer of an endpoint that is not the metrics one.
+struct HttpAnswer {
+  int code = 200;
+  std::string body;
+};
+
 struct HttpServerOptions {
   // 0 picks a free one.
   int port = 0;
+  // The flag a port that cannot be bound is blamed on.
+  std::string port_flag = "--metrics-port";
+  // Set: every GET or HEAD, whatever its path, is answered by this (on the
+  // server's thread; it must be thread-safe and quick), and the metrics
+  // may be null. TORCHELASTIC_HEALTH_CHECK_PORT has no paths.
+  std::function<HttpAnswer()> answer_all;
   // PEM files: with both, the endpoint speaks HTTPS only.
   std::string tls_cert;
   std::string tls_key;
@@ -96,6 +109,7 @@ class HttpServer {
   void Arm(Tracked* tracked, absl::Duration deadline);
 
   Metrics* metrics_ = nullptr;
+  std::function<HttpAnswer()> answer_all_;
   ssl_ctx_st* tls_ = nullptr;
   event_base* base_ = nullptr;
   evhttp* http_ = nullptr;

@@ -352,6 +352,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     running.workers.push_back(std::move(worker));
   }
   DJ_LOG_DEBUG("started {} workers", running.workers.size());
+  SetGroupRunning(running, true);
 
   // A stop signal that arrived before the workers existed is not lost: it
   // is pending in the signalfd, or already recorded in stop_signal_.
@@ -396,6 +397,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     }
     WaitForEvent(wake);
   }
+  SetGroupRunning(running, false);
   // Whatever the workers left behind (in their process groups or escaped
   // with setsid) is stopped with the attempt, so the next attempt starts
   // clean; it gets the rest of the grace period to finish its own cleanup
@@ -551,6 +553,40 @@ void Supervisor::DrainAttempt(Running* running) {
     HandleSignals(running);
   }
   HandleSignals(running);
+}
+
+void Supervisor::SetGroupRunning(const Running& running, bool is_running) {
+  absl::MutexLock lock(&progress_mu_);
+  group_running_ = is_running;
+  group_started_ = absl::Now();
+  heartbeat_files_.clear();
+  if (!is_running) return;
+  for (const Running::Worker& w : running.workers) {
+    if (!w.heartbeat_file.empty()) heartbeat_files_.push_back(w.heartbeat_file);
+  }
+}
+
+ProgressSnapshot Supervisor::Progress() const {
+  ProgressSnapshot snapshot;
+  std::vector<std::string> files;
+  {
+    absl::MutexLock lock(&progress_mu_);
+    snapshot.running = group_running_;
+    snapshot.last_progress = group_started_;
+    files = heartbeat_files_;
+  }
+  if (file_timer_ != nullptr) {
+    snapshot.last_progress =
+        std::max(snapshot.last_progress, file_timer_->last_request());
+  }
+  for (const std::string& path : files) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+      snapshot.last_progress =
+          std::max(snapshot.last_progress, absl::TimeFromTimespec(st.st_mtim));
+    }
+  }
+  return snapshot;
 }
 
 int Supervisor::PollStopSignal() {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "supervisor/file_timer.h"
 #include "supervisor/process.h"
@@ -67,6 +68,14 @@ struct GroupResult {
   // closed"), else the first to exit.
   std::optional<WorkerExit> first_failure;
   bool hang = false;  // the failure is a worker that stopped heartbeating
+};
+
+// What the health endpoint (TORCHELASTIC_HEALTH_CHECK_PORT) reads: whether
+// a group runs and the last sign of its progress (the group's start, a
+// FileTimer request, a worker's heartbeat).
+struct ProgressSnapshot {
+  bool running = false;
+  absl::Time last_progress = absl::InfinitePast();
 };
 
 // What the agent loop asks of the supervisor (agent/agent_loop.cc): the
@@ -117,6 +126,9 @@ class SupervisorInterface {
 
   // The first stop signal received, 0 if none.
   virtual int stop_signal() const = 0;
+
+  // Thread-safe. Default: no group ever runs.
+  virtual ProgressSnapshot Progress() const { return {}; }
 };
 
 class Supervisor : public SupervisorInterface {
@@ -145,11 +157,9 @@ class Supervisor : public SupervisorInterface {
   int PollStopSignal() override;
   int stop_signal() const override { return stop_signal_; }
 
-  // When the FileTimer last received a valid request; InfinitePast when it
-  // is not served or none came.
-  absl::Time last_timer_request() const {
-    return file_timer_ ? file_timer_->last_request() : absl::InfinitePast();
-  }
+  // Stats the running group's heartbeat files: from the health endpoint's
+  // thread, so the supervision loop needs no timer to keep it fresh.
+  ProgressSnapshot Progress() const override;
 
   const InheritedSignalState& inherited_signals() const { return inherited_; }
 
@@ -182,6 +192,8 @@ class Supervisor : public SupervisorInterface {
   // After the workers exited: TERM what they left behind, wait for it up to
   // the deadline while reaping, then SIGKILL and reap.
   void DrainAttempt(Running* running);
+  // What Progress() reads, as the group starts or ends.
+  void SetGroupRunning(const Running& running, bool is_running);
   // epoll_wait until `deadline`; returns after an event or the deadline.
   void WaitForEvent(absl::Time deadline);
 
@@ -199,6 +211,12 @@ class Supervisor : public SupervisorInterface {
   std::unique_ptr<TreeGuard> guard_;
   // Served while options_.file_timer_path is set; read in WaitForEvent.
   std::unique_ptr<FileTimerServer> file_timer_;
+  // What Progress() reads, set as a group starts and ends; under
+  // progress_mu_.
+  mutable absl::Mutex progress_mu_;
+  bool group_running_ = false;
+  absl::Time group_started_;
+  std::vector<std::string> heartbeat_files_;
 };
 
 }  // namespace distjob

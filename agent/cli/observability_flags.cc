@@ -1,6 +1,7 @@
 #include "agent/cli/observability_flags.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/duration.h"
@@ -40,6 +41,29 @@ void AddObservabilityFlags(FlagSet* flags, RunOptions* options) {
         o->metrics_timeout = *d;
         return absl::OkStatus();
       }));
+  Flag check_port = AgentFlag(
+      "health-check-port", "PORT",
+      "HTTP on this port (all interfaces): 200 while the workers showed "
+      "progress (FileTimer requests, heartbeats) within "
+      "--health-progress-window, 503 with its age otherwise; 0 (default) "
+      "serves nothing (default $TORCHELASTIC_HEALTH_CHECK_PORT).",
+      SetInt(&o->health_check_port, 0, 65535));
+  check_port.env.push_back("TORCHELASTIC_HEALTH_CHECK_PORT");
+  flags->Add(std::move(check_port));
+  flags->Add(
+      AgentFlag("health-progress-window", "SECONDS",
+                "How recent the workers' last progress must be for "
+                "--health-check-port to answer 200 (default 60; more than 0).",
+                [o](absl::string_view v, absl::string_view) {
+                  auto d = ParseDuration(v, "value");
+                  if (!d.ok()) return d.status();
+                  if (*d <= absl::ZeroDuration()) {
+                    return absl::InvalidArgumentError(
+                        absl::StrCat("'", v, "' is not more than 0 seconds"));
+                  }
+                  o->health_progress_window = *d;
+                  return absl::OkStatus();
+                }));
   flags->Add(AgentFlag("log-format", "text|json",
                        "The agent's own log lines: text (default) or one "
                        "JSON object a line with time, level, message, pid, "

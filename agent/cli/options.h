@@ -133,6 +133,10 @@ struct ObservabilityOptions {
   // PEM certificate and key: --metrics-port speaks HTTPS only.
   std::string metrics_tls_cert;
   std::string metrics_tls_key;
+  // TORCHELASTIC_HEALTH_CHECK_PORT: 200 while the workers showed progress
+  // within the window, 503 otherwise (agent/progress_health); 0 = none.
+  int health_check_port = 0;
+  absl::Duration health_progress_window = absl::Seconds(60);
   // The event log: null (none), console or file:PATH.
   std::string event_log_handler = "null";
   // The agent's own lines: text, or one JSON object a line.
