@@ -1,5 +1,6 @@
 #include "agent/progress_health.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
@@ -88,7 +89,8 @@ void FileTimerServer::HandleLine(absl::string_view line, absl::Time now) {
       break;
   }
   last_request_ns_.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
-  DJ_LOG_DEBUG("FileTimer: pid {} scope {} {}", request->pid, request->scope_id,
+  DJ_LOG_DEBUG("FileTimer: pid {} scope {} {}", request->pid,
+               QuoteForMessage(request->scope_id),
                request->release ? "released" : "set");
 }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/errno_status.h"
 #include "common/logging.h"
+#include "common/text.h"
 #include "supervisor/exit_policy.h"
 #include "supervisor/process_tree.h"
 #include "supervisor/signal_names.h"
@@ -495,24 +496,25 @@ void Supervisor::CheckFileTimers(Running* running, absl::Time now) {
     const int index = WorkerOwning(*running, e.pid);
     if (index < 0) {
       DJ_LOG_WARNING(
-          "FileTimer: scope '{}' of pid {} expired {} ago, but that pid is "
+          "FileTimer: scope {} of pid {} expired {} ago, but that pid is "
           "not a live worker process; its timers are dropped",
-          e.scope_id, e.pid, late);
+          QuoteForMessage(e.scope_id), e.pid, late);
       continue;
     }
     const int local_rank = running->workers[index].local_rank;
     if (e.signal <= 0) {
       // torch's rule: a timer without a signal is only told.
       DJ_LOG_WARNING(
-          "FileTimer: scope '{}' of pid {} (local_rank {}) expired {} ago; "
+          "FileTimer: scope {} of pid {} (local_rank {}) expired {} ago; "
           "it has no signal, so the worker is left running",
-          e.scope_id, e.pid, local_rank, late);
+          QuoteForMessage(e.scope_id), e.pid, local_rank, late);
       continue;
     }
     DJ_LOG_ERROR(
-        "FileTimer: scope '{}' of pid {} (local_rank {}) expired {} ago; "
+        "FileTimer: scope {} of pid {} (local_rank {}) expired {} ago; "
         "sending {} and treating the worker as hung",
-        e.scope_id, e.pid, local_rank, late, SignalName(e.signal));
+        QuoteForMessage(e.scope_id), e.pid, local_rank, late,
+        SignalName(e.signal));
     if (kill(e.pid, e.signal) != 0) {
       DJ_LOG_WARNING("FileTimer: kill({}, {}): {}", e.pid, e.signal,
                      std::strerror(errno));

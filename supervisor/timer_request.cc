@@ -1,5 +1,6 @@
 #include "supervisor/timer_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <limits>
@@ -65,9 +66,14 @@ absl::StatusOr<TimerRequest> ParseTimerRequest(absl::string_view line) {
   if (!std::isfinite(seconds))
     return Invalid("\"expiration_time\" is not finite");
   r.release = seconds < 0;
-  if (!r.release)
-    r.expiration = absl::FromUnixNanos(
-        static_cast<int64_t>(std::min(seconds, 9.2e9) * 1e9));
+  if (!r.release) {
+    // Whole seconds and the fraction apart: a double holds the epoch's
+    // seconds exactly, but not their nanoseconds.
+    const double capped = std::min(seconds, 9.2e9);  // year 2261
+    const double whole = std::floor(capped);
+    r.expiration = absl::FromUnixSeconds(static_cast<int64_t>(whole)) +
+                   absl::Nanoseconds(std::llround((capped - whole) * 1e9));
+  }
   // Negative or zero: torch logs the expiry and signals nothing.
   auto sig = IntField(doc, "signal", std::numeric_limits<int>::min(), SIGRTMAX);
   if (!sig.ok()) return sig.status();

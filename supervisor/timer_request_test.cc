@@ -69,12 +69,10 @@ TEST(TimerRequestTest, RefusesWhatIsNotARequest) {
 
 TEST(TimerRequestTest, RefusesALineOverTheLimit) {
   const std::string scope(kMaxTimerRequestBytes, 'x');
-  auto r = ParseTimerRequest(
-      R"({"version":1,"pid":7,"scope_id":")" + scope +
-      R"(","expiration_time":5,"signal":9})");
+  auto r = ParseTimerRequest(R"({"version":1,"pid":7,"scope_id":")" + scope +
+                             R"(","expiration_time":5,"signal":9})");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("4096"), std::string::npos)
-      << r.status();
+  EXPECT_NE(r.status().message().find("4096"), std::string::npos) << r.status();
 }
 
 TEST(TimerRequestTest, AFarFutureExpirationDoesNotOverflow) {

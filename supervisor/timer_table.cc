@@ -1,6 +1,8 @@
 #include "supervisor/timer_table.h"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 namespace distjob {
 
@@ -14,7 +16,7 @@ TimerTable::Outcome TimerTable::Apply(const TimerRequest& request) {
   }
   if (it != timers_.end()) {
     // Re-armed: only its place in the expiry order moves.
-    by_expiry_.erase({it->second.expiration, key});
+    by_expiry_.erase(std::make_pair(it->second.expiration, key));
     it->second = Timer{request.expiration, request.signal};
     by_expiry_.insert({request.expiration, std::move(key)});
     return Outcome::kSet;
@@ -79,7 +81,7 @@ void TimerTable::Clear() {
 }
 
 void TimerTable::Erase(std::map<Key, Timer>::iterator it) {
-  by_expiry_.erase({it->second.expiration, it->first});
+  by_expiry_.erase(std::make_pair(it->second.expiration, it->first));
   auto held = per_pid_.find(it->first.first);
   if (held != per_pid_.end() && --held->second == 0) per_pid_.erase(held);
   timers_.erase(it);
