@@ -77,17 +77,20 @@ TEST(WorkerEnvTest, FrameworkVariablesAndFilesOnTopOfTheAgentEnv) {
   job.extra.Set("TF_CONFIG", "{}", "test");
   const EnvMap env =
       BuildWorkerEnv(job, PyTorchGroupInfo{}, 0, {{"TF_CONFIG", "old"}},
-                     {"/e/error.json", "/e/heartbeat", "/p/progress.json"});
+                     {"/e/error.json", "/e/heartbeat", "/p/progress.json",
+                      "/t/watchdog_timer_1"});
   EXPECT_EQ(env.at("TF_CONFIG"), "{}");
   EXPECT_EQ(env.at("TORCHELASTIC_ERROR_FILE"), "/e/error.json");
   EXPECT_EQ(env.at("DISTJOB_HEARTBEAT_FILE"), "/e/heartbeat");
   EXPECT_EQ(env.at("DISTJOB_PROGRESS_FILE"), "/p/progress.json");
+  EXPECT_EQ(env.at("TORCHELASTIC_TIMER_FILE"), "/t/watchdog_timer_1");
 }
 
-TEST(WorkerEnvTest, NoProgressFileWithoutTheTrainerPush) {
+TEST(WorkerEnvTest, NoProgressOrTimerFileWhenNotServed) {
   const EnvMap env = BuildWorkerEnv(JobEnv{}, PyTorchGroupInfo{}, 0, {},
-                                    {"/e/error.json", "/e/heartbeat", ""});
+                                    {"/e/error.json", "/e/heartbeat", "", ""});
   EXPECT_EQ(env.count("DISTJOB_PROGRESS_FILE"), 0u);
+  EXPECT_EQ(env.count("TORCHELASTIC_TIMER_FILE"), 0u);
 }
 
 TEST(WorkerEnvTest, TheStoreTokenNeverReachesAWorker) {
