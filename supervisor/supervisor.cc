@@ -20,6 +20,7 @@
 #include "supervisor/exit_policy.h"
 #include "supervisor/process_tree.h"
 #include "supervisor/signal_names.h"
+#include "supervisor/thread_states.h"
 #include "supervisor/tree_guard.h"
 
 namespace distjob {
@@ -32,6 +33,7 @@ struct Supervisor::Running {
     bool exited = false;
     std::string heartbeat_file;
     std::string error_file;
+    std::string server_socket;
     absl::Time started;
     bool signalled = false;  // sent a stop signal (or SIGKILL) by the agent
   };
@@ -46,6 +48,9 @@ struct Supervisor::Running {
   int hung_rank = -1;
   // After the diagnostic signal, the group is stopped at this time.
   absl::Time hang_stop_at = absl::InfiniteFuture();
+  // After SIGKILL, workers still there at this time are checked for
+  // uninterruptible sleep.
+  absl::Time abandon_at = absl::InfiniteFuture();
 
   bool AllExited() const {
     return std::all_of(workers.begin(), workers.end(),
@@ -54,6 +59,11 @@ struct Supervisor::Running {
 };
 
 namespace {
+
+// How long workers may outlive SIGKILL before those in uninterruptible
+// sleep (D) are given up on: SIGKILL takes effect once their I/O returns,
+// which may be never (a dead NFS server, a wedged GPU driver).
+constexpr absl::Duration kUnkillableWait = absl::Seconds(5);
 
 // When the worker wrote its error file; nullopt if it has not (yet).
 std::optional<absl::Time> ErrorRecordedAt(const std::string& path) {
@@ -202,6 +212,9 @@ void Supervisor::ForwardSignal(Running* running, int signal_number) {
 
 void Supervisor::StopGroup(Running* running, absl::Time now) {
   if (running->stopping) return;
+  // Evidence first: what the workers were doing is gone once they unwind.
+  RecordEvidence(running, now, StopReason(*running), /*before_kill=*/false);
+  now = absl::Now();
   running->stopping = true;
   if (on_group_running_) on_group_running_(false);
   running->kill_deadline =
@@ -225,6 +238,9 @@ void Supervisor::StopGroup(Running* running, absl::Time now) {
     if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
       kill(w.pid, signal_number);
     }
+    // A stopped worker (SIGSTOP, a debugger's detach) handles the signal
+    // only once continued, as systemd does after its stop signal.
+    killpg(w.pid, SIGCONT);
   }
   if (!dying.empty()) {
     running->dying_signal_at =
@@ -349,6 +365,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     worker.exec_errno = spawned->exec_errno;
     worker.heartbeat_file = spec.heartbeat_file;
     worker.error_file = spec.error_file;
+    worker.server_socket = spec.server_socket;
     worker.started = absl::Now();
     running.workers.push_back(std::move(worker));
   }
@@ -378,15 +395,22 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     if (running.AllExited()) break;
     if (now >= running.dying_signal_at) SignalDyingWorkers(&running);
     if (running.stopping && !running.killed && now >= running.kill_deadline) {
+      RecordEvidence(&running, now, "the grace period ended",
+                     /*before_kill=*/true);
       DJ_LOG_WARNING("grace period over: sending SIGKILL to the worker group");
       running.killed = true;
+      running.abandon_at = absl::Now() + kUnkillableWait;
       ForwardSignal(&running, SIGKILL);
       SignalDescendants(getpid(), SIGKILL);
+    }
+    if (running.killed && now >= running.abandon_at &&
+        AbandonUnkillable(&running, now)) {
+      break;
     }
     absl::Time wake =
         running.stopping && !running.killed
             ? std::min(running.kill_deadline, running.dying_signal_at)
-            : absl::InfiniteFuture();
+            : running.abandon_at;
     if (!running.stopping) {
       wake = std::min(wake, running.hang_stop_at);
       if (file_timer_ != nullptr) {
@@ -451,9 +475,22 @@ void Supervisor::CheckHeartbeats(Running* running, absl::Time now) {
         "worker local_rank={} (pid {}) made no progress: {} not "
         "refreshed in time; treating it as hung",
         w.local_rank, w.pid, w.heartbeat_file);
+    // Evidence at the moment of the hang, before any signal changes it.
+    RecordEvidence(
+        running, now,
+        absl::StrCat("local_rank ", w.local_rank, " hung: no heartbeat within ",
+                     absl::FormatDuration(options_.hang_timeout)),
+        /*before_kill=*/false);
     if (options_.hang_signal != 0) {
-      // Give a stack dumper (py-spy, faulthandler) a moment first.
-      killpg(w.pid, options_.hang_signal);
+      // Give a stack dumper (py-spy, faulthandler) a moment first, in every
+      // worker: where the others wait tells who they wait for. A stopped
+      // worker is continued, or it could not dump (and the stop signal,
+      // fatal to a stopped process, would end it first).
+      for (const Running::Worker& other : running->workers) {
+        if (other.exited) continue;
+        killpg(other.pid, options_.hang_signal);
+        killpg(other.pid, SIGCONT);
+      }
     }
     DeclareHang(running, k, now, options_.hang_signal != 0);
     return;
@@ -515,6 +552,11 @@ void Supervisor::CheckFileTimers(Running* running, absl::Time now) {
         "sending {} and treating the worker as hung",
         QuoteForMessage(e.scope_id), e.pid, local_rank, late,
         SignalName(e.signal));
+    // Evidence first: the timer's signal (SIGKILL by default) ends it.
+    RecordEvidence(running, now,
+                   absl::StrCat("FileTimer scope ", QuoteForMessage(e.scope_id),
+                                " of local_rank ", local_rank, " expired"),
+                   /*before_kill=*/false);
     if (kill(e.pid, e.signal) != 0) {
       DJ_LOG_WARNING("FileTimer: kill({}, {}): {}", e.pid, e.signal,
                      std::strerror(errno));
@@ -523,6 +565,65 @@ void Supervisor::CheckFileTimers(Running* running, absl::Time now) {
       DeclareHang(running, static_cast<size_t>(index), now, true);
     }
   }
+}
+
+std::string Supervisor::StopReason(const Running& running) const {
+  if (stop_signal_ != 0) {
+    return absl::StrCat("the agent received ", SignalName(stop_signal_));
+  }
+  if (running.hung_rank >= 0) {
+    return absl::StrCat("local_rank ", running.hung_rank, " hung");
+  }
+  if (running.result.first_failure.has_value()) {
+    return absl::StrCat("local_rank ", running.result.first_failure->local_rank,
+                        " failed");
+  }
+  return "the group was interrupted (a peer's failure or a membership "
+         "change)";
+}
+
+void Supervisor::RecordEvidence(Running* running, absl::Time now,
+                                const std::string& reason, bool before_kill) {
+  if (options_.evidence_budget <= absl::ZeroDuration()) return;
+  std::vector<EvidenceTarget> targets;
+  for (const Running::Worker& w : running->workers) {
+    if (!w.exited) targets.push_back({w.local_rank, w.pid, w.server_socket});
+  }
+  if (targets.empty()) return;
+  EvidenceOptions options;
+  options.proc_root = options_.proc_root;
+  options.budget = options_.evidence_budget;
+  Evidence evidence = CollectEvidence(
+      targets, reason, options, std::min(stop_deadline_, now + options.budget),
+      /*ask_servers=*/!before_kill);
+  DJ_LOG_WARNING(
+      "evidence before {} ({}; {}):",
+      before_kill ? "SIGKILL" : "stopping the workers", reason,
+      absl::FormatDuration(absl::Trunc(evidence.took, absl::Milliseconds(1))));
+  for (const std::string& line : SummarizeEvidence(evidence)) {
+    DJ_LOG_WARNING("  {}", line);
+  }
+  running->result.evidence.push_back(std::move(evidence));
+}
+
+bool Supervisor::AbandonUnkillable(Running* running, absl::Time now) {
+  bool waiting = false;
+  for (Running::Worker& w : running->workers) {
+    if (w.exited) continue;
+    const ProcessStates states = ReadThreadStates(options_.proc_root, w.pid);
+    if (!Unkillable(states)) {
+      waiting = true;  // it is dying; SIGCHLD will tell
+      continue;
+    }
+    DJ_LOG_ERROR(
+        "worker local_rank={} (pid {}) is in uninterruptible sleep and "
+        "outlived SIGKILL by {}: reported as unkillable, not waited for",
+        w.local_rank, w.pid, absl::FormatDuration(kUnkillableWait));
+    w.exited = true;
+    running->result.unkillable.push_back(w.local_rank);
+  }
+  running->abandon_at = now + absl::Seconds(1);
+  return !waiting;
 }
 
 void Supervisor::DrainAttempt(Running* running) {

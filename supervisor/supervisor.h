@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "supervisor/evidence.h"
 #include "supervisor/file_timer.h"
 #include "supervisor/process.h"
 #include "supervisor/supervisor_options.h"
@@ -38,6 +39,9 @@ struct WorkerSpec {
   // The worker's TORCHELASTIC_ERROR_FILE (empty: none): once written, the
   // worker has failed on its own and is exiting.
   std::string error_file;
+  // The worker's TORCH_WORKER_SERVER_SOCKET (empty: none), asked for
+  // evidence before the worker is stopped.
+  std::string server_socket;
 };
 
 struct WorkerExit {
@@ -68,6 +72,12 @@ struct GroupResult {
   // closed"), else the first to exit.
   std::optional<WorkerExit> first_failure;
   bool hang = false;  // the failure is a worker that stopped heartbeating
+  // What the workers were doing before the agent stopped them, and again
+  // before SIGKILL if some outlived the grace period: the attempt's
+  // diagnostics (agent/diagnostics writes them).
+  std::vector<Evidence> evidence;
+  // Local ranks left in uninterruptible sleep after SIGKILL: not waited for.
+  std::vector<int> unkillable;
 };
 
 // What the health endpoint (TORCHELASTIC_HEALTH_CHECK_PORT) reads: whether
@@ -184,6 +194,16 @@ class Supervisor : public SupervisorInterface {
                    bool signalled);
   // The index of the live worker that is `pid` or its ancestor; -1 if none.
   int WorkerOwning(const Running& running, pid_t pid) const;
+  // Evidence of the live workers before they are stopped (`before_kill`:
+  // SIGKILL is due, so the kernel's view only), kept in the result and
+  // summarised in the log.
+  void RecordEvidence(Running* running, absl::Time now,
+                      const std::string& reason, bool before_kill);
+  // Why StopGroup stops the group, for the evidence.
+  std::string StopReason(const Running& running) const;
+  // After SIGKILL: workers still there in uninterruptible sleep are given
+  // up on (reported, not waited for). True when none is left to wait for.
+  bool AbandonUnkillable(Running* running, absl::Time now);
   void ForwardSignal(Running* running, int signal_number);
   // The stop signal to every live worker, but those that already recorded
   // their error get it exit_grace later.

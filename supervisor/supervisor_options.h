@@ -37,6 +37,12 @@ struct SupervisorOptions {
   // and its group is handled as hung.
   bool file_timer = false;
   std::string file_timer_path;
+  // Evidence before every stop or kill the agent decides (threads' kernel
+  // states, the workers' own servers): at most this long, never past the
+  // grace period; zero collects none.
+  absl::Duration evidence_budget = absl::Seconds(5);
+  // Where /proc is: a fake tree in tests of D-state reporting.
+  std::string proc_root = "/proc";
 };
 
 }  // namespace distjob

@@ -419,6 +419,13 @@ std::string WorkerLogs::HeartbeatFile(int attempt, int local_rank) const {
   return AttemptDir(attempt, local_rank) + "/heartbeat";
 }
 
+std::string WorkerLogs::ServerSocket(int attempt, int local_rank) const {
+  if (dir_.empty()) return "";
+  std::string path = AttemptDir(attempt, local_rank) + "/worker.sock";
+  // sun_path holds 107 bytes and a NUL: a longer --log-dir gets no socket.
+  return path.size() <= 107 ? path : "";
+}
+
 absl::Status WorkerLogs::PrepareAttempt(int attempt, int nproc) const {
   if (dir_.empty()) return absl::OkStatus();
   for (int rank = 0; rank < nproc; ++rank) {
@@ -427,6 +434,8 @@ absl::Status WorkerLogs::PrepareAttempt(int attempt, int nproc) const {
     }
     unlink(ErrorFile(attempt, rank).c_str());
     unlink(HeartbeatFile(attempt, rank).c_str());
+    const std::string socket = ServerSocket(attempt, rank);
+    if (!socket.empty()) unlink(socket.c_str());
   }
   return absl::OkStatus();
 }

@@ -75,6 +75,10 @@ class WorkerLogs {
   std::string ErrorFile(int attempt, int local_rank) const;
   // Given to the worker as DISTJOB_HEARTBEAT_FILE with --hang-timeout.
   std::string HeartbeatFile(int attempt, int local_rank) const;
+  // Given to the worker as TORCH_WORKER_SERVER_SOCKET, where torch >= 2.4
+  // serves its control plane (worker_main()); "" when the path would be
+  // too long for a Unix socket.
+  std::string ServerSocket(int attempt, int local_rank) const;
 
  private:
   WorkerLogs(std::string dir, bool temporary)
