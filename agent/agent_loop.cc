@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/cli/torchrun_flags.h"
+#include "agent/diagnostics.h"
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
 #include "agent/failure_report.h"
@@ -563,6 +564,7 @@ class AgentRun {
       SetAttemptRunning(false);
       supervisor_->set_on_first_failure(nullptr);
       files_->FinishAttempt();
+      if (group.ok()) NoteDiagnostics(*group);
       if (!group.ok()) {
         DJ_LOG_ERROR("cannot start the workers: {}", group.status());
         if (restart_count_ > 0 && report_.root_cause.has_value()) {
@@ -681,6 +683,24 @@ class AgentRun {
       return Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
     }
     return std::nullopt;
+  }
+
+  // The attempt's evidence, written beside its logs (which then stay),
+  // named in the event log and, as the last one, in the termination
+  // message.
+  void NoteDiagnostics(const GroupResult& group) {
+    auto path =
+        WriteDiagnostics(group, *files_, restart_count_, options_.launch.nproc);
+    if (!path.ok()) {
+      DJ_LOG_WARNING("no diagnostics file: {}", path.status());
+      return;
+    }
+    if (path->empty()) return;
+    files_->Keep();
+    diagnostics_ = *path;
+    DJ_LOG_WARNING("attempt {}: diagnostics in {}", restart_count_, *path);
+    observer_.Diagnostics(*path, restart_count_, group.unkillable,
+                          SummarizeEvidence(group.evidence.front()));
   }
 
   // The failure of `group` as the restart policy reads it.
@@ -859,6 +879,7 @@ class AgentRun {
           report_.detail.empty() ? line : report_.detail + "\n" + line;
     }
     report_.stop_signal = supervisor_->stop_signal();
+    report_.diagnostics = diagnostics_;
     if (exit_code != 0) ShowRootCause();
     Report(report_, options_.outcome);
     return exit_code;
@@ -976,6 +997,8 @@ class AgentRun {
   std::string last_signature_;
   int restart_count_ = 0;
   RunReport report_;
+  // The last attempt's diagnostics file, "" for none.
+  std::string diagnostics_;
 };
 
 }  // namespace

@@ -253,6 +253,17 @@ void Observer::Oom(int64_t kills) {
 
 void Observer::Hang() { events_.Emit("hang"); }
 
+void Observer::Diagnostics(const std::string& path, int attempt,
+                           const std::vector<int>& unkillable,
+                           const std::vector<std::string>& summary) {
+  Json fields = Json::object();
+  fields["path"] = path;
+  fields["attempt"] = attempt;
+  fields["unkillable_local_ranks"] = unkillable;
+  fields["workers"] = summary;
+  events_.Emit("diagnostics", fields);
+}
+
 void Observer::MembershipChange() {
   metrics_->Increment("distjob_worker_group_restarts_total",
                       "cause=\"membership_change\"");

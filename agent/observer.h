@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -55,6 +56,12 @@ class Observer {
                     const std::string& exit_class);
   void Oom(int64_t kills);
   void Hang();
+  // An attempt's diagnostics file (agent/diagnostics) was written.
+  // `summary`: one line per worker (where it waited), of the first
+  // collection.
+  void Diagnostics(const std::string& path, int attempt,
+                   const std::vector<int>& unkillable,
+                   const std::vector<std::string>& summary);
   void MembershipChange();
   // `cause`: retryable_exit, hang or oom.
   void Restart(const std::string& cause, int attempt);

@@ -89,6 +89,9 @@ std::string FormatTerminationMessage(const RunReport& r) {
   absl::StrAppend(&head, " restarts=", r.restarts, "/", r.max_restarts,
                   " oom=", r.oom ? "true" : "false",
                   " hang=", r.hang ? "true" : "false", "\n");
+  if (!r.diagnostics.empty()) {
+    absl::StrAppend(&head, "diagnostics: ", r.diagnostics, "\n");
+  }
   std::string body;
   if (!r.detail.empty()) absl::StrAppend(&body, r.detail, "\n");
   if (r.root_cause.has_value()) {

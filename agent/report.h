@@ -49,6 +49,9 @@ struct RunReport {
   // Why the job ended when no local worker is to blame (e.g. the
   // rendezvous error naming another node's root cause); "" for none.
   std::string detail;
+  // The last attempt's diagnostics file (evidence before its workers were
+  // stopped; agent/diagnostics), "" for none.
+  std::string diagnostics;
 };
 
 // `text` cut to at most `limit` bytes without splitting a UTF-8 sequence;

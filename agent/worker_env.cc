@@ -119,6 +119,11 @@ EnvMap BuildWorkerEnv(const JobEnv& job, const PyTorchGroupInfo& group,
     // torchrun's name: FileTimerClient(os.environ[...]) works unchanged.
     env["TORCHELASTIC_TIMER_FILE"] = files.timer_file;
   }
+  if (!files.server_socket.empty()) {
+    // Where torch's worker_main() serves its control plane: the agent asks
+    // it for the flight recorder before it stops the worker.
+    env["TORCH_WORKER_SERVER_SOCKET"] = files.server_socket;
+  }
   return env;
 }
 

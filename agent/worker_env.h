@@ -64,6 +64,7 @@ struct WorkerFiles {
   std::string heartbeat_file;  // DISTJOB_HEARTBEAT_FILE
   std::string progress_file;   // DISTJOB_PROGRESS_FILE (Trainer v2 push)
   std::string timer_file;      // TORCHELASTIC_TIMER_FILE (FileTimer FIFO)
+  std::string server_socket;   // TORCH_WORKER_SERVER_SOCKET (evidence)
 };
 
 // The full environment of local worker `local_rank`: the agent's own

@@ -78,19 +78,22 @@ TEST(WorkerEnvTest, FrameworkVariablesAndFilesOnTopOfTheAgentEnv) {
   const EnvMap env =
       BuildWorkerEnv(job, PyTorchGroupInfo{}, 0, {{"TF_CONFIG", "old"}},
                      {"/e/error.json", "/e/heartbeat", "/p/progress.json",
-                      "/t/watchdog_timer_1"});
+                      "/t/watchdog_timer_1", "/e/worker.sock"});
   EXPECT_EQ(env.at("TF_CONFIG"), "{}");
   EXPECT_EQ(env.at("TORCHELASTIC_ERROR_FILE"), "/e/error.json");
   EXPECT_EQ(env.at("DISTJOB_HEARTBEAT_FILE"), "/e/heartbeat");
   EXPECT_EQ(env.at("DISTJOB_PROGRESS_FILE"), "/p/progress.json");
   EXPECT_EQ(env.at("TORCHELASTIC_TIMER_FILE"), "/t/watchdog_timer_1");
+  EXPECT_EQ(env.at("TORCH_WORKER_SERVER_SOCKET"), "/e/worker.sock");
 }
 
 TEST(WorkerEnvTest, NoProgressOrTimerFileWhenNotServed) {
-  const EnvMap env = BuildWorkerEnv(JobEnv{}, PyTorchGroupInfo{}, 0, {},
-                                    {"/e/error.json", "/e/heartbeat", "", ""});
+  const EnvMap env =
+      BuildWorkerEnv(JobEnv{}, PyTorchGroupInfo{}, 0, {},
+                     {"/e/error.json", "/e/heartbeat", "", "", ""});
   EXPECT_EQ(env.count("DISTJOB_PROGRESS_FILE"), 0u);
   EXPECT_EQ(env.count("TORCHELASTIC_TIMER_FILE"), 0u);
+  EXPECT_EQ(env.count("TORCH_WORKER_SERVER_SOCKET"), 0u);
 }
 
 TEST(WorkerEnvTest, TheStoreTokenNeverReachesAWorker) {

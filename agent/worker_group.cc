@@ -85,10 +85,11 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
         files.enabled()) {
       spec.heartbeat_file = files.HeartbeatFile(restart_count, local_rank);
     }
-    spec.process.env =
-        BuildWorkerEnv(job, group, local_rank, env,
-                       {spec.error_file, spec.heartbeat_file, progress_file,
-                        options.supervisor.file_timer_path});
+    spec.server_socket = files.ServerSocket(restart_count, local_rank);
+    spec.process.env = BuildWorkerEnv(
+        job, group, local_rank, env,
+        {spec.error_file, spec.heartbeat_file, progress_file,
+         options.supervisor.file_timer_path, spec.server_socket});
     if (local_rank == 0) {
       LogWorkerCommand(spec.process.argv, spec.process.env, env, restart_count);
     }

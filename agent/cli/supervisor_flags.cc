@@ -86,10 +86,11 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
                        "(default twice --hang-timeout).",
                        SetDuration(&s->first_heartbeat_timeout)));
   flags->Add(AgentFlag("hang-signal", "SIG",
-                       "Signal sent to a hung worker's process group 5 s "
-                       "(at most the shutdown timeout) before it is "
-                       "stopped, e.g. SIGUSR1 for a stack dump (default: "
-                       "none).",
+                       "Signal sent to every worker's process group when "
+                       "one hangs, 5 s (at most the shutdown timeout) "
+                       "before the group is stopped, e.g. SIGUSR1 for a "
+                       "stack dump; a stopped worker is continued to take "
+                       "it (default: none).",
                        SetParsed(&s->hang_signal, ParseSignal)));
   Flag file_timer = AgentFlag(
       "file-timer", "",
@@ -113,6 +114,15 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
       "error file is left this long to exit with its own code before it "
       "gets the stop signal (default 2; at most the shutdown timeout).",
       SetDuration(&s->exit_grace)));
+  flags->Add(AgentFlag(
+      "evidence-budget", "SECONDS",
+      "Before the agent stops or kills workers (a hang, an expired "
+      "FileTimer, a failure, a stop signal, the end of the grace period) it "
+      "records what each was doing (threads' kernel states, the answers of "
+      "its TORCH_WORKER_SERVER_SOCKET) in attempt_<n>/diagnostics.json, "
+      "taking at most this long (default 5; never past the grace period; 0: "
+      "none).",
+      SetDuration(&s->evidence_budget)));
   flags->Add(AgentFlag("health-port", "PORT",
                        "Serve grpc.health.v1.Health on this port on all "
                        "interfaces (services liveness, readiness, \"\"); 0 "
