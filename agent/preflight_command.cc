@@ -59,88 +59,99 @@ struct CommandLine {
   bool json = false;
 };
 
-void AddFlags(FlagSet* flags, CommandLine* cl) {
-  auto add = [flags](std::vector<std::string> names, const char* metavar,
-                     const char* help, FlagSetter set,
-                     std::vector<std::string> env = {}, bool is_bool = false) {
-    Flag f;
-    f.names = std::move(names);
-    f.metavar = metavar;
-    f.help = help;
-    f.set = std::move(set);
-    f.env = std::move(env);
-    f.is_bool = is_bool;
-    flags->Add(std::move(f));
-  };
+void AddFlag(FlagSet* flags, std::vector<std::string> names,
+             const char* metavar, const char* help, FlagSetter set,
+             std::vector<std::string> env = {}, bool is_bool = false) {
+  Flag f;
+  f.names = std::move(names);
+  f.metavar = metavar;
+  f.help = help;
+  f.set = std::move(set);
+  f.env = std::move(env);
+  f.is_bool = is_bool;
+  flags->Add(std::move(f));
+}
+
+// Where the names and the endpoint to check come from.
+void AddSourceFlags(FlagSet* flags, CommandLine* cl) {
   PreflightOptions* o = &cl->checks;
-  add({"master-addr"}, "HOST", "Resolve this name.",
-      SetString(&cl->master_addr), {"MASTER_ADDR", "PET_MASTER_ADDR"});
-  add({"peers"}, "TASK=H1,H2;...",
-      "Resolve these peers (else --peers-file; else the Volcano host files "
-      "and VC_* variables).",
-      SetString(&cl->peers), {"DISTJOB_PEERS"});
-  add({"peers-file"}, "PATH", "A hostfile of peers.",
-      SetString(&cl->peers_file), {"DISTJOB_PEERS_FILE"});
-  add({"volcano-dir"}, "DIR", "Volcano's host files (default /etc/volcano).",
-      SetString(&cl->volcano_dir), {"DISTJOB_VOLCANO_DIR"});
-  add({"rdzv-endpoint"}, "HOST:PORT", "Connect to this endpoint over TCP.",
-      SetString(&o->rdzv_endpoint), {"PET_RDZV_ENDPOINT"});
-  add({"port"}, "N", "A port this node must be able to bind (repeatable).",
-      [o](absl::string_view v, absl::string_view source) {
-        int port = 0;
-        auto status = SetInt(&port, 1, 65535)(v, source);
-        if (status.ok()) o->ports.push_back(port);
-        return status;
-      });
-  add({"check-path"}, "PATH",
-      "Stat, then list (a directory) or read 4 KiB of (a file) PATH "
-      "(repeatable).",
-      Append(&o->paths));
-  add({"check-writable"}, "DIR",
-      "Create and remove a file in DIR (repeatable).",
-      Append(&o->writable_paths));
-  add({"device"}, "GLOB",
-      "Accelerator device files that must exist, e.g. '/dev/nvidia[0-9]*' "
-      "(repeatable).",
-      Append(&o->devices));
-  add({"require-devices"}, "",
-      "A missing --device is retryable (20), not a warning (10).",
-      SetBool(&o->require_devices), {}, true);
-  add({"ib-sysfs-root"}, "DIR",
-      "Where InfiniBand ports' state files are (default "
-      "/sys/class/infiniband).",
-      SetString(&o->ib_root));
-  add({"require-ib"}, "",
-      "No InfiniBand port, or one not ACTIVE, is retryable (20), not a "
-      "warning (10).",
-      SetBool(&o->require_ib), {}, true);
-  add({"health-daemon"}, "unix:///PATH",
-      "Call nvhcd.HealthCheckService/RunHealthCheck on this Unix socket; "
-      "healthy when its output says {\"fail_count\":0}.",
-      [o](absl::string_view v, absl::string_view) {
-        if (!absl::StartsWith(v, "unix:") || v.size() <= 5) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("'", v, "' is not unix:///PATH (a Unix socket)"));
-        }
-        o->health_daemon = std::string(v);
-        return absl::OkStatus();
-      });
-  add({"dns-server"}, "IP[:PORT]",
-      "Ask this DNS server instead of /etc/resolv.conf (repeatable).",
-      Append(&o->dns_servers));
-  add({"timeout"}, "SECONDS", "Bound on each check (default 5).",
-      [o](absl::string_view v, absl::string_view) {
-        auto d = ParseDuration(v, "value");
-        if (!d.ok()) return d.status();
-        if (*d <= absl::ZeroDuration()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("'", v, "' is not a positive number of seconds"));
-        }
-        o->timeout = *d;
-        return absl::OkStatus();
-      });
-  add({"json"}, "", "Print one JSON document instead of one line per check.",
-      SetBool(&cl->json), {}, true);
+  AddFlag(flags, {"master-addr"}, "HOST", "Resolve this name.",
+          SetString(&cl->master_addr), {"MASTER_ADDR", "PET_MASTER_ADDR"});
+  AddFlag(flags, {"peers"}, "TASK=H1,H2;...",
+          "Resolve these peers (else --peers-file; else the Volcano host files "
+          "and VC_* variables).",
+          SetString(&cl->peers), {"DISTJOB_PEERS"});
+  AddFlag(flags, {"peers-file"}, "PATH", "A hostfile of peers.",
+          SetString(&cl->peers_file), {"DISTJOB_PEERS_FILE"});
+  AddFlag(flags, {"volcano-dir"}, "DIR",
+          "Volcano's host files (default /etc/volcano).",
+          SetString(&cl->volcano_dir), {"DISTJOB_VOLCANO_DIR"});
+  AddFlag(flags, {"rdzv-endpoint"}, "HOST:PORT",
+          "Connect to this endpoint over TCP.", SetString(&o->rdzv_endpoint),
+          {"PET_RDZV_ENDPOINT"});
+  AddFlag(flags, {"dns-server"}, "IP[:PORT]",
+          "Ask this DNS server instead of /etc/resolv.conf (repeatable).",
+          Append(&o->dns_servers));
+}
+
+// What to check on this node, and how.
+void AddCheckFlags(FlagSet* flags, CommandLine* cl) {
+  PreflightOptions* o = &cl->checks;
+  AddFlag(flags, {"port"}, "N",
+          "A port this node must be able to bind (repeatable).",
+          [o](absl::string_view v, absl::string_view source) {
+            int port = 0;
+            auto status = SetInt(&port, 1, 65535)(v, source);
+            if (status.ok()) o->ports.push_back(port);
+            return status;
+          });
+  AddFlag(flags, {"check-path"}, "PATH",
+          "Stat, then list (a directory) or read 4 KiB of (a file) PATH "
+          "(repeatable).",
+          Append(&o->paths));
+  AddFlag(flags, {"check-writable"}, "DIR",
+          "Create and remove a file in DIR (repeatable).",
+          Append(&o->writable_paths));
+  AddFlag(flags, {"device"}, "GLOB",
+          "Accelerator device files that must exist, e.g. '/dev/nvidia[0-9]*' "
+          "(repeatable).",
+          Append(&o->devices));
+  AddFlag(flags, {"require-devices"}, "",
+          "A missing --device is retryable (20), not a warning (10).",
+          SetBool(&o->require_devices), {}, true);
+  AddFlag(flags, {"ib-sysfs-root"}, "DIR",
+          "Where InfiniBand ports' state files are (default "
+          "/sys/class/infiniband).",
+          SetString(&o->ib_root));
+  AddFlag(flags, {"require-ib"}, "",
+          "No InfiniBand port, or one not ACTIVE, is retryable (20), not a "
+          "warning (10).",
+          SetBool(&o->require_ib), {}, true);
+  AddFlag(flags, {"health-daemon"}, "unix:///PATH",
+          "Call nvhcd.HealthCheckService/RunHealthCheck on this Unix socket; "
+          "healthy when its output says {\"fail_count\":0}.",
+          [o](absl::string_view v, absl::string_view) {
+            if (!absl::StartsWith(v, "unix:") || v.size() <= 5) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "'", v, "' is not unix:///PATH (a Unix socket)"));
+            }
+            o->health_daemon = std::string(v);
+            return absl::OkStatus();
+          });
+  AddFlag(flags, {"timeout"}, "SECONDS", "Bound on each check (default 5).",
+          [o](absl::string_view v, absl::string_view) {
+            auto d = ParseDuration(v, "value");
+            if (!d.ok()) return d.status();
+            if (*d <= absl::ZeroDuration()) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "'", v, "' is not a positive number of seconds"));
+            }
+            o->timeout = *d;
+            return absl::OkStatus();
+          });
+  AddFlag(flags, {"json"}, "",
+          "Print one JSON document instead of one line per check.",
+          SetBool(&cl->json), {}, true);
 }
 
 // The first stop signal pending (blocked since the start), or 0.
@@ -157,7 +168,8 @@ int PendingStop() {
 int PreflightCommand(const std::vector<std::string>& args, const EnvMap& env) {
   CommandLine cl;
   FlagSet flags(kUsage);
-  AddFlags(&flags, &cl);
+  AddSourceFlags(&flags, &cl);
+  AddCheckFlags(&flags, &cl);
   std::vector<std::string> positional;
   if (auto done =
           ParseSubcommandFlags("preflight", flags, args, env, 0, &positional)) {
