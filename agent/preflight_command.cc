@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -27,23 +28,6 @@ constexpr char kUsage[] =
     "health daemon. Each check is bounded by --timeout; SIGTERM or SIGINT "
     "ends the run within a second. Exits with Kubeflow KEP-3416's codes: 0 "
     "pass, 10 warning, 20 retryable, 30 fatal (2: bad flags).";
-
-// The peer sources discovery reads (discovery/peers.h): --peers, then
-// --peers-file, then Volcano's host files and VC_* variables.
-absl::StatusOr<std::vector<std::string>> PeerNames(
-    const std::string& spec, const std::string& file,
-    const std::string& volcano_dir, const EnvMap& env) {
-  absl::StatusOr<Cluster> cluster =
-      !spec.empty()   ? ParseStaticPeers(spec, "--peers")
-      : !file.empty() ? ReadPeersFile(file)
-                      : ReadVolcanoPeers(volcano_dir, env);
-  if (!cluster.ok()) return cluster.status();
-  std::vector<std::string> names;
-  for (const TaskPeers& task : cluster->tasks) {
-    names.insert(names.end(), task.hosts.begin(), task.hosts.end());
-  }
-  return names;
-}
 
 FlagSetter Append(std::vector<std::string>* out) {
   return [out](absl::string_view v, absl::string_view) {
@@ -165,6 +149,27 @@ int PendingStop() {
 
 }  // namespace
 
+absl::StatusOr<std::vector<std::string>> PreflightNames(
+    const std::string& master_addr, const std::string& peers_spec,
+    const std::string& peers_file, const std::string& volcano_dir,
+    const EnvMap& env) {
+  absl::StatusOr<Cluster> cluster =
+      !peers_spec.empty()   ? ParseStaticPeers(peers_spec, "--peers")
+      : !peers_file.empty() ? ReadPeersFile(peers_file)
+                            : ReadVolcanoPeers(volcano_dir, env);
+  if (!cluster.ok()) return cluster.status();
+  std::vector<std::string> names;
+  if (!master_addr.empty()) names.push_back(master_addr);
+  for (const TaskPeers& task : cluster->tasks) {
+    for (const std::string& host : task.hosts) {
+      if (std::find(names.begin(), names.end(), host) == names.end()) {
+        names.push_back(host);
+      }
+    }
+  }
+  return names;
+}
+
 int PreflightCommand(const std::vector<std::string>& args, const EnvMap& env) {
   CommandLine cl;
   FlagSet flags(kUsage);
@@ -182,16 +187,14 @@ int PreflightCommand(const std::vector<std::string>& args, const EnvMap& env) {
   sigaddset(&stops, SIGTERM);
   sigaddset(&stops, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stops, nullptr);
-  auto peers = PeerNames(cl.peers, cl.peers_file, cl.volcano_dir, env);
-  if (!peers.ok()) {
+  auto names = PreflightNames(cl.master_addr, cl.peers, cl.peers_file,
+                              cl.volcano_dir, env);
+  if (!names.ok()) {
     std::fprintf(stderr, "distjob-agent preflight: %s\n",
-                 std::string(peers.status().message()).c_str());
+                 std::string(names.status().message()).c_str());
     return kExitBadConfig;
   }
-  if (!cl.master_addr.empty()) cl.checks.names.push_back(cl.master_addr);
-  for (const std::string& p : *peers) {
-    if (p != cl.master_addr) cl.checks.names.push_back(p);
-  }
+  cl.checks.names = *std::move(names);
   const auto results =
       RunPreflight(cl.checks, [] { return PendingStop() != 0; });
   if (cl.json) {
