@@ -31,6 +31,7 @@
 #include "agent/outer_agent.h"
 #include "agent/preflight_command.h"
 #include "agent/report.h"
+#include "agent/run_preflight.h"
 #include "agent/status_command.h"
 #include "agent/version.h"
 #include "common/environment.h"
@@ -213,6 +214,11 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
         options->command, OptionsBeforeCommand(args, options->command.size()));
   }
   InitLogging(options->log_level);
+  // Before discovery waits (in RunAgent): a node or a manifest that cannot
+  // run the job ends now, in its class.
+  if (std::optional<int> code = PreflightBeforeRun(*options, run_env)) {
+    return *code;
+  }
   return RunAgent(*options, run_env);
 }
 
