@@ -13,7 +13,7 @@ from concurrent import futures
 import grpc
 import pytest
 
-from harness import wait_for
+from harness import free_port, wait_for
 
 
 def _string_field(number, text):
@@ -206,3 +206,50 @@ def test_sigterm_ends_it_within_a_second(start_agent, tmp_path, silent_dns):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=5) == 128 + signal.SIGTERM
     assert time.monotonic() - start < 1.0
+
+
+# `run --preflight`: the same checks before discovery waits; the agent's
+# own exit classes (1-127 permanent, 138 retryable) and its log.
+def test_run_preflight_fatal_path_stops_before_the_command(run_agent,
+                                                           tmp_path):
+    marker = tmp_path / "ran"
+    result = run_agent(["run", "--preflight", "--check-path",
+                        "/nonexistent/data", "--", "touch", str(marker)],
+                       env=CLEAN_ENV)
+    assert result.returncode == 2, result.stderr  # permanent class
+    assert not marker.exists()
+    assert "preflight: FATAL  path  /nonexistent/data: stat: " \
+        in result.stderr
+    message = (tmp_path / "termination-log").read_text()
+    assert "/nonexistent/data" in message
+
+
+def test_run_preflight_unreachable_store_is_retryable(run_agent, tmp_path):
+    marker = tmp_path / "ran"
+    endpoint = f"127.0.0.1:{free_port()}"  # nothing listens there
+    result = run_agent(["run", "--preflight", "--rdzv-backend", "c10d",
+                        "--rdzv-endpoint", endpoint, "--rdzv-conf",
+                        "is_host=false", "--nnodes", "1:2", "--",
+                        "touch", str(marker)], env=CLEAN_ENV)
+    assert result.returncode == 138, result.stderr
+    assert not marker.exists()
+    assert f"preflight: RETRYABLE  tcp  {endpoint}: " in result.stderr
+
+
+def test_run_preflight_passing_runs_the_command(run_agent, tmp_path):
+    marker = tmp_path / "ran"
+    result = run_agent(["run", "--preflight", "--check-path", str(tmp_path),
+                        "--check-writable", str(tmp_path), "--",
+                        "touch", str(marker)], env=CLEAN_ENV)
+    assert result.returncode == 0, result.stderr
+    assert marker.exists()
+    assert f"preflight: PASS  path  {tmp_path}: " in result.stderr
+    assert f"preflight: PASS  writable  {tmp_path}: " in result.stderr
+
+
+def test_run_check_without_preflight_exits_2(run_agent, tmp_path):
+    result = run_agent(["run", "--check-path", str(tmp_path), "--", "true"],
+                       env=CLEAN_ENV)
+    assert result.returncode == 2
+    assert "--check-path is a check of --preflight" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
