@@ -253,3 +253,23 @@ def test_run_check_without_preflight_exits_2(run_agent, tmp_path):
     assert result.returncode == 2
     assert "--check-path is a check of --preflight" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_run_preflight_sigterm_stops_within_a_second(start_agent, tmp_path,
+                                                     silent_dns):
+    marker = tmp_path / "ran"
+    log = tmp_path / "agent.log"
+    # The name never resolves: without the stop, its 5 s bound ends the
+    # check and run exits 138.
+    proc = start_agent(["run", "--preflight", "--dns-server", silent_dns,
+                        "--master-addr", "master-0.invalid", "--",
+                        "touch", str(marker)], env=CLEAN_ENV, log=log)
+    wait_for(lambda: _blocks_sigterm(proc.pid), 10,
+             what="run blocking its stop signals")
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 128 + signal.SIGTERM, log.read_text()
+    assert time.monotonic() - start < 1.0
+    assert not marker.exists()
+    assert "preflight: RETRYABLE  dns  master-0.invalid: stopped" \
+        in log.read_text()
