@@ -29,7 +29,9 @@
 #include "agent/licenses.h"
 #include "agent/nested_launcher.h"
 #include "agent/outer_agent.h"
+#include "agent/preflight_command.h"
 #include "agent/report.h"
+#include "agent/run_preflight.h"
 #include "agent/status_command.h"
 #include "agent/version.h"
 #include "common/environment.h"
@@ -54,6 +56,9 @@ constexpr char kUsage[] =
     "  status --rdzv-endpoint HOST[:PORT] [--rdzv-id ID] [--json]\n"
     "                                    the live state of a rendezvous\n"
     "  health --port N [--service S]     probe a running agent (exit 0/1)\n"
+    "  preflight [options] [--json]     check DNS, the rendezvous endpoint,\n"
+    "                                    ports, paths, devices, InfiniBand\n"
+    "                                    and nvhcd (exit 0/10/20/30)\n"
     "  install [--dir] DIR               copy this binary to DIR (and link\n"
     "                                    DIR/torchrun to it): init containers\n"
     "  completion bash|zsh|tcsh          print a shell completion script\n"
@@ -209,6 +214,11 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
         options->command, OptionsBeforeCommand(args, options->command.size()));
   }
   InitLogging(options->log_level);
+  // Before discovery waits (in RunAgent): a node or a manifest that cannot
+  // run the job ends now, in its class.
+  if (std::optional<int> code = PreflightBeforeRun(*options, run_env)) {
+    return *code;
+  }
   return RunAgent(*options, run_env);
 }
 
@@ -232,6 +242,7 @@ constexpr Subcommand kSubcommands[] = {
     {"env", Env},
     {"status", StatusCommand},
     {"health", HealthCommand},
+    {"preflight", PreflightCommand},
     {"install", InstallCommand},
     {"completion", Completion},
 };

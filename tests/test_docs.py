@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI_REFERENCE = ROOT / "docs" / "cli.md"
 
 # The subcommands whose options docs/cli.md lists (`completion` has none).
-SUBCOMMANDS = ["run", "env", "status", "health", "install"]
+SUBCOMMANDS = ["run", "env", "status", "health", "preflight", "install"]
 
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_DEF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?")

@@ -145,12 +145,23 @@ struct ObservabilityOptions {
   LogFormat worker_log_format = LogFormat::kText;
 };
 
+// `run --preflight` (agent/cli/preflight_flags): the checks of
+// `distjob-agent preflight` before discovery waits. The names and the
+// endpoint come from run's own options; these are what run cannot know.
+struct RunPreflightOptions {
+  bool enabled = false;
+  std::vector<std::string> paths;           // --check-path
+  std::vector<std::string> writable_paths;  // --check-writable
+  std::string health_daemon;                // --health-daemon unix:///PATH
+};
+
 struct RunOptions {
   LaunchOptions launch;
   SupervisorOptions supervisor;
   OutcomeOptions outcome;
   DiscoveryOptions discovery;
   ObservabilityOptions observability;
+  RunPreflightOptions preflight;
   // The rendezvous store's and start barrier's token and TLS files
   // (agent/cli/security_flags), and what they held once loaded.
   StoreSecurityOptions security_files;

@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "agent/cli/discovery_flags.h"
 #include "agent/cli/observability_flags.h"
+#include "agent/cli/preflight_flags.h"
 #include "agent/cli/security_flags.h"
 #include "agent/cli/supervisor_flags.h"
 #include "agent/cli/torchrun_flags.h"
@@ -342,6 +343,7 @@ std::string RunHelp() {
   AddSupervisorFlags(&flags, &unused);
   AddDiscoveryFlags(&flags, &unused);
   AddObservabilityFlags(&flags, &unused);
+  AddPreflightFlags(&flags, &unused.preflight);
   AddSecurityFlags(&flags, &unused.security_files);
   AddHealthTlsFlag(&flags, &unused.outcome.health_tls);
   return flags.Help() + "  -h, --help\n      Show this help.\n";
@@ -355,12 +357,16 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   AddSupervisorFlags(&flags, &options);
   AddDiscoveryFlags(&flags, &options);
   AddObservabilityFlags(&flags, &options);
+  AddPreflightFlags(&flags, &options.preflight);
   AddSecurityFlags(&flags, &options.security_files);
   AddHealthTlsFlag(&flags, &options.outcome.health_tls);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
   if (!options.launch.print_completion.empty()) return options;
+  if (absl::Status s = CheckPreflightOptions(options.preflight); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ResolveFileTimerPath(env, &options.supervisor);
       !s.ok()) {
     return s;

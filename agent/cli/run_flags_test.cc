@@ -330,5 +330,31 @@ TEST(RunFlagsTest, StoreTokenFromTheVariableAndBadOnesExit2) {
   EXPECT_TRUE(absl::IsInvalidArgument(health.status()));
 }
 
+TEST(RunFlagsTest, PreflightChecksNeedPreflight) {
+  auto o =
+      ParseRunOptions({"--preflight", "--check-path", "/data", "--check-path",
+                       "/models", "--check-writable", "/ckpt",
+                       "--health-daemon", "unix:///run/h.sock", "x"},
+                      {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->preflight.enabled);
+  EXPECT_EQ(o->preflight.paths, (std::vector<std::string>{"/data", "/models"}));
+  EXPECT_EQ(o->preflight.writable_paths, std::vector<std::string>{"/ckpt"});
+  EXPECT_EQ(o->preflight.health_daemon, "unix:///run/h.sock");
+  for (const char* flag : {"--check-path", "--check-writable"}) {
+    auto alone = ParseRunOptions({flag, "/data", "x"}, {});
+    ASSERT_FALSE(alone.ok()) << flag;
+    EXPECT_NE(alone.status().message().find(flag), std::string::npos)
+        << alone.status();
+  }
+  auto daemon = ParseRunOptions({"--health-daemon", "unix:///h.sock", "x"}, {});
+  EXPECT_FALSE(daemon.ok());
+  auto tcp = ParseRunOptions(
+      {"--preflight", "--health-daemon", "tcp://127.0.0.1:1", "x"}, {});
+  ASSERT_FALSE(tcp.ok());
+  EXPECT_NE(tcp.status().message().find("--health-daemon"), std::string::npos)
+      << tcp.status();
+}
+
 }  // namespace
 }  // namespace distjob

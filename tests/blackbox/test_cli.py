@@ -77,11 +77,12 @@ def test_bad_configuration_still_writes_a_termination_message(run_agent,
     assert "exit_code=2" in message and "--nnodes" in message, message
 
 
-# status, health and install parse their flags as `run` does.
+# status, health, preflight and install parse their flags as `run` does.
 
 SUBCOMMAND_USAGE = {
     "status": "Usage: distjob-agent status",
     "health": "Usage: distjob-agent health",
+    "preflight": "Usage: distjob-agent preflight",
     "install": "Usage: distjob-agent install",
 }
 
