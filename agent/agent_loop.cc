@@ -56,20 +56,6 @@
 namespace distjob {
 namespace {
 
-// torchrun's layout, <log_dir>/<run_id>_<random>/attempt_N/RANK/, when
-// invoked as torchrun; `distjob-agent run` keeps <log_dir>/attempt_N/RANK/.
-std::string RunLogDir(const LaunchOptions& launch) {
-  if (!launch.as_torchrun || launch.log_dir.empty()) return launch.log_dir;
-  // The directory itself must exist before mkdtemp; WorkerLogs::Create
-  // reports a --log-dir that cannot be made.
-  (void)mkdir(launch.log_dir.c_str(), 0755);
-  std::string templ =
-      absl::StrCat(launch.log_dir, "/",
-                   launch.rdzv_id.empty() ? "none" : launch.rdzv_id, "_XXXXXX");
-  if (mkdtemp(templ.data()) == nullptr) return launch.log_dir;
-  return templ;
-}
-
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
     const RunOptions& options, std::shared_ptr<WorkerStoreHost> worker_store) {
   const LaunchOptions& launch = options.launch;
@@ -130,18 +116,6 @@ RootCause MakeRootCause(const WorkerExit& failure, const WorkerLogs& files,
                                 "': ", std::strerror(failure.exec_errno));
   }
   return cause;
-}
-
-// The termination message on one line, short enough for a store value and
-// for the other nodes' own messages.
-std::string EndReason(const RunReport& report) {
-  std::string reason = FormatTerminationMessage(report);
-  absl::StrReplaceAll({{"\n", "; "}}, &reason);
-  while (absl::EndsWith(reason, "; ")) reason.resize(reason.size() - 2);
-  // The root cause's rank, host, exception and decision fit; its
-  // traceback may be cut.
-  constexpr size_t kLimit = 1024;
-  return reason.size() > kLimit ? Utf8Truncate(reason, kLimit) + "..." : reason;
 }
 
 void Report(const RunReport& report, const OutcomeOptions& options) {
