@@ -49,6 +49,7 @@
 #include "rendezvous/standalone_rendezvous.h"
 #include "supervisor/cgroup_oom.h"
 #include "supervisor/exit_policy.h"
+#include "supervisor/progress_tracker.h"
 #include "supervisor/signal_names.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/worker_logs.h"
@@ -496,11 +497,17 @@ class AgentRun {
         // A token the store refuses is this pod's configuration: a new pod
         // with the same Secret would be refused again; so is a binary whose
         // rendezvous protocol is not the job's.
-        const int code = absl::IsUnauthenticated(round.status()) ||
+        // Another node ended the job for want of progress: so does this
+        // one, with the same code (every node stops, none is requeued).
+        const bool no_progress =
+            absl::IsAborted(round.status()) &&
+            EndedJobExitCode(round.status().message()) == kExitNoProgress;
+        const int code = no_progress ? kExitNoProgress
+                         : absl::IsUnauthenticated(round.status()) ||
                                  IsRdzvProtocolMismatch(round.status())
                              ? kExitBadConfig
                              : kExitRendezvousUnavailable;
-        Ended("rendezvous", code);
+        Ended(no_progress ? "permanent" : "rendezvous", code);
         report_.detail = std::string(round.status().message());
         return code;
       }
@@ -532,6 +539,7 @@ class AgentRun {
           w.process.env[kOuterAgentVariable] = handover_->path();
         }
       }
+      progress_.AttemptStarted(absl::Now());
       SetAttemptRunning(true);
       auto group = supervisor_->RunGroup(std::move(workers));
       SetAttemptRunning(false);
@@ -569,6 +577,7 @@ class AgentRun {
           observer_.MembershipChange();
           continue;  // a membership change: the next round, no restart
         case GroupOutcome::kFailed:
+          progress_.AttemptFailed(group->last_activity);
           break;
       }
       FailureReport failure = Examine(*group, oom, round->base_rank);
@@ -733,6 +742,10 @@ class AgentRun {
           "the same root cause as the failure before it: not restarting (a "
           "deterministic failure)";
       if (code >= 128 || code <= 0) code = 1;
+    } else if (restart && progress_.Exhausted()) {
+      restart = false;
+      outcome = absl::StrCat(progress_.Describe(), ": not restarting");
+      code = kExitNoProgress;
     } else if (restart && budget_left) {
       outcome = absl::StrCat("restarting (", restart_count_ + 1, "/",
                              options_.launch.max_restarts, ")");
@@ -949,6 +962,9 @@ class AgentRun {
   // it in the store).
   std::string last_signature_;
   int restart_count_ = 0;
+  // Consecutive failed attempts without progress, on this node.
+  ProgressTracker progress_{options_.outcome.progress_file,
+                            options_.outcome.max_no_progress_restarts};
   RunReport report_;
 };
 

@@ -115,6 +115,12 @@ struct OutcomeOptions {
   // --restart-policy; unset: any when invoked as torchrun (its semantics),
   // else auto (EffectiveRestartPolicy).
   std::optional<RestartPolicy> restart_policy;
+  // --progress-file: a file the training updates (e.g. its checkpoint
+  // iteration); "" for none. --max-no-progress-restarts: that many
+  // consecutive failed attempts without progress (this file, a heartbeat,
+  // a FileTimer request) end the job with kExitNoProgress; 0 never does.
+  std::string progress_file;
+  int max_no_progress_restarts = 0;
   // --retryable-error-pattern, each compiled once.
   std::vector<ErrorPattern> retryable_error_patterns;
   // grpc.health.v1 port on all interfaces; 0 = no health server.

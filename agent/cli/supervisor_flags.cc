@@ -75,6 +75,23 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
         o->retryable_error_patterns.push_back(*std::move(pattern));
         return absl::OkStatus();
       }));
+  // Not DISTJOB_PROGRESS_FILE: the agent exports that name to its workers
+  // (the Trainer status push), and an agent a worker starts must not read
+  // it as this flag.
+  Flag progress_file = AgentFlag(
+      "progress-file", "PATH",
+      "A file the training updates as it progresses (e.g. its checkpoint "
+      "iteration): an attempt that creates, modifies or touches it made "
+      "progress (see --max-no-progress-restarts).",
+      SetString(&o->progress_file));
+  progress_file.env = {"DISTJOB_TRAINING_PROGRESS_FILE"};
+  flags->Add(std::move(progress_file));
+  flags->Add(AgentFlag(
+      "max-no-progress-restarts", "N",
+      "End the job with exit 81 (permanent, on every node) once N "
+      "consecutive attempts failed without progress: no heartbeat, FileTimer "
+      "request or --progress-file change (default 0: never).",
+      SetInt(&o->max_no_progress_restarts, 0, 1000000)));
   flags->Add(AgentFlag(
       "hang-timeout", "SECONDS",
       "Hang watchdog: each worker must touch $DISTJOB_HEARTBEAT_FILE at "
