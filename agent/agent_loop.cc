@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/cli/torchrun_flags.h"
+#include "agent/device_release.h"
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
 #include "agent/failure_report.h"
@@ -48,6 +49,7 @@
 #include "rendezvous/rendezvous_kind.h"
 #include "rendezvous/standalone_rendezvous.h"
 #include "supervisor/cgroup_oom.h"
+#include "supervisor/device_fence.h"
 #include "supervisor/exit_policy.h"
 #include "supervisor/progress_tracker.h"
 #include "supervisor/signal_names.h"
@@ -538,6 +540,16 @@ class AgentRun {
         if (handover_ != nullptr) {
           w.process.env[kOuterAgentVariable] = handover_->path();
         }
+        w.process.env[kDeviceFenceVariable] =
+            fence_marker_.substr(fence_marker_.find('=') + 1);
+      }
+      if (attempts_++ > 0) {
+        if (auto held = ReleaseDevices(options_.outcome, fence_marker_,
+                                       supervisor_.get())) {
+          Ended("retryable", kExitRetryElsewhere);
+          report_.detail = *held;
+          return report_.exit_code;
+        }
       }
       progress_.AttemptStarted(absl::Now());
       SetAttemptRunning(true);
@@ -962,6 +974,9 @@ class AgentRun {
   // it in the store).
   std::string last_signature_;
   int restart_count_ = 0;
+  // Marks the processes of this agent's attempts for the GPU-release fence.
+  const std::string fence_marker_ = DeviceFenceMarker(getpid(), absl::Now());
+  int attempts_ = 0;  // started on this node
   // Consecutive failed attempts without progress, on this node.
   ProgressTracker progress_{options_.outcome.progress_file,
                             options_.outcome.max_no_progress_restarts};

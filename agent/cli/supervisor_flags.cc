@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/duration.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -92,6 +93,35 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
       "consecutive attempts failed without progress: no heartbeat, FileTimer "
       "request or --progress-file change (default 0: never).",
       SetInt(&o->max_no_progress_restarts, 0, 1000000)));
+  flags->Add(AgentFlag(
+      "device-release-timeout", "SECONDS",
+      "Before a restart, the previous attempt's processes still holding an "
+      "accelerator's device file are killed and waited for this long "
+      "(default 30).",
+      SetDuration(&o->device_release_timeout)));
+  flags->Add(AgentFlag(
+      "device-release-timeout-action", "start|stop",
+      "Past --device-release-timeout: start the attempt anyway with a "
+      "warning (default), or stop with the retryable exit 138.",
+      [o](absl::string_view v, absl::string_view) -> absl::Status {
+        if (v != "start" && v != "stop") {
+          return absl::InvalidArgumentError(
+              absl::StrCat("must be start or stop, not ", QuoteForMessage(v)));
+        }
+        o->device_release_stop = v == "stop";
+        return absl::OkStatus();
+      }));
+  flags->Add(AgentFlag(
+      "device-files", "GLOB[,GLOB...]",
+      "The device files that pin an accelerator (default "
+      "/dev/nvidia*,/dev/dri/*,/dev/kfd,/dev/accel*).",
+      [o](absl::string_view v, absl::string_view) -> absl::Status {
+        o->device_patterns = absl::StrSplit(v, ',', absl::SkipEmpty());
+        if (o->device_patterns.empty()) {
+          return absl::InvalidArgumentError("names no device file");
+        }
+        return absl::OkStatus();
+      }));
   flags->Add(AgentFlag(
       "hang-timeout", "SECONDS",
       "Hang watchdog: each worker must touch $DISTJOB_HEARTBEAT_FILE at "
