@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/cli/torchrun_flags.h"
+#include "agent/device_release.h"
 #include "agent/diagnostics.h"
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
@@ -49,27 +50,15 @@
 #include "rendezvous/rendezvous_kind.h"
 #include "rendezvous/standalone_rendezvous.h"
 #include "supervisor/cgroup_oom.h"
+#include "supervisor/device_fence.h"
 #include "supervisor/exit_policy.h"
+#include "supervisor/progress_tracker.h"
 #include "supervisor/signal_names.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/worker_logs.h"
 
 namespace distjob {
 namespace {
-
-// torchrun's layout, <log_dir>/<run_id>_<random>/attempt_N/RANK/, when
-// invoked as torchrun; `distjob-agent run` keeps <log_dir>/attempt_N/RANK/.
-std::string RunLogDir(const LaunchOptions& launch) {
-  if (!launch.as_torchrun || launch.log_dir.empty()) return launch.log_dir;
-  // The directory itself must exist before mkdtemp; WorkerLogs::Create
-  // reports a --log-dir that cannot be made.
-  (void)mkdir(launch.log_dir.c_str(), 0755);
-  std::string templ =
-      absl::StrCat(launch.log_dir, "/",
-                   launch.rdzv_id.empty() ? "none" : launch.rdzv_id, "_XXXXXX");
-  if (mkdtemp(templ.data()) == nullptr) return launch.log_dir;
-  return templ;
-}
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
     const RunOptions& options, std::shared_ptr<WorkerStoreHost> worker_store) {
@@ -115,34 +104,6 @@ RunReport MakeReport(const std::string& outcome, int exit_code,
   report.restarts = restart_count;
   report.max_restarts = options.launch.max_restarts;
   return report;
-}
-
-RootCause MakeRootCause(const WorkerExit& failure, const WorkerLogs& files,
-                        int attempt, const std::string& command) {
-  RootCause cause;
-  cause.local_rank = failure.local_rank;
-  cause.pid = failure.pid;
-  cause.exit_code = failure.exit_code;
-  cause.term_signal = failure.term_signal;
-  cause.time = failure.time;
-  cause.error_file = files.ErrorFile(attempt, failure.local_rank);
-  if (failure.exec_errno != 0) {
-    cause.reason = absl::StrCat("cannot execute '", command,
-                                "': ", std::strerror(failure.exec_errno));
-  }
-  return cause;
-}
-
-// The termination message on one line, short enough for a store value and
-// for the other nodes' own messages.
-std::string EndReason(const RunReport& report) {
-  std::string reason = FormatTerminationMessage(report);
-  absl::StrReplaceAll({{"\n", "; "}}, &reason);
-  while (absl::EndsWith(reason, "; ")) reason.resize(reason.size() - 2);
-  // The root cause's rank, host, exception and decision fit; its
-  // traceback may be cut.
-  constexpr size_t kLimit = 1024;
-  return reason.size() > kLimit ? Utf8Truncate(reason, kLimit) + "..." : reason;
 }
 
 void Report(const RunReport& report, const OutcomeOptions& options) {
@@ -523,11 +484,17 @@ class AgentRun {
         // A token the store refuses is this pod's configuration: a new pod
         // with the same Secret would be refused again; so is a binary whose
         // rendezvous protocol is not the job's.
-        const int code = absl::IsUnauthenticated(round.status()) ||
+        // Another node ended the job for want of progress: so does this
+        // one, with the same code (every node stops, none is requeued).
+        const bool no_progress =
+            absl::IsAborted(round.status()) &&
+            EndedJobExitCode(round.status().message()) == kExitNoProgress;
+        const int code = no_progress ? kExitNoProgress
+                         : absl::IsUnauthenticated(round.status()) ||
                                  IsRdzvProtocolMismatch(round.status())
                              ? kExitBadConfig
                              : kExitRendezvousUnavailable;
-        Ended("rendezvous", code);
+        Ended(no_progress ? "permanent" : "rendezvous", code);
         report_.detail = std::string(round.status().message());
         return code;
       }
@@ -558,13 +525,29 @@ class AgentRun {
         if (handover_ != nullptr) {
           w.process.env[kOuterAgentVariable] = handover_->path();
         }
+        w.process.env[kDeviceFenceVariable] =
+            fence_marker_.substr(fence_marker_.find('=') + 1);
       }
+      if (attempts_++ > 0) {
+        if (auto held = ReleaseDevices(options_.outcome, fence_marker_,
+                                       supervisor_.get())) {
+          Ended("retryable", kExitRetryElsewhere);
+          report_.detail = *held;
+          return report_.exit_code;
+        }
+      }
+      progress_.AttemptStarted(absl::Now());
       SetAttemptRunning(true);
       auto group = supervisor_->RunGroup(std::move(workers));
       SetAttemptRunning(false);
       supervisor_->set_on_first_failure(nullptr);
       files_->FinishAttempt();
-      if (group.ok()) NoteDiagnostics(*group);
+      if (group.ok()) {
+        const std::string path =
+            RecordDiagnostics(*group, &*files_, restart_count_,
+                              options_.launch.nproc, &observer_);
+        if (!path.empty()) diagnostics_ = path;
+      }
       if (!group.ok()) {
         DJ_LOG_ERROR("cannot start the workers: {}", group.status());
         if (restart_count_ > 0 && report_.root_cause.has_value()) {
@@ -597,6 +580,7 @@ class AgentRun {
           observer_.MembershipChange();
           continue;  // a membership change: the next round, no restart
         case GroupOutcome::kFailed:
+          progress_.AttemptFailed(group->last_activity);
           break;
       }
       FailureReport failure = Examine(*group, oom, round->base_rank);
@@ -685,24 +669,6 @@ class AgentRun {
     return std::nullopt;
   }
 
-  // The attempt's evidence, written beside its logs (which then stay),
-  // named in the event log and, as the last one, in the termination
-  // message.
-  void NoteDiagnostics(const GroupResult& group) {
-    auto path =
-        WriteDiagnostics(group, *files_, restart_count_, options_.launch.nproc);
-    if (!path.ok()) {
-      DJ_LOG_WARNING("no diagnostics file: {}", path.status());
-      return;
-    }
-    if (path->empty()) return;
-    files_->Keep();
-    diagnostics_ = *path;
-    DJ_LOG_WARNING("attempt {}: diagnostics in {}", restart_count_, *path);
-    observer_.Diagnostics(*path, restart_count_, group.unkillable,
-                          SummarizeEvidence(group.evidence.front()));
-  }
-
   // The failure of `group` as the restart policy reads it.
   FailureReport Examine(const GroupResult& group, bool oom, int base_rank) {
     int exit_code = group.first_failure->exit_code;
@@ -779,6 +745,10 @@ class AgentRun {
           "the same root cause as the failure before it: not restarting (a "
           "deterministic failure)";
       if (code >= 128 || code <= 0) code = 1;
+    } else if (restart && progress_.Exhausted()) {
+      restart = false;
+      outcome = absl::StrCat(progress_.Describe(), ": not restarting");
+      code = kExitNoProgress;
     } else if (restart && budget_left) {
       outcome = absl::StrCat("restarting (", restart_count_ + 1, "/",
                              options_.launch.max_restarts, ")");
@@ -996,6 +966,12 @@ class AgentRun {
   // it in the store).
   std::string last_signature_;
   int restart_count_ = 0;
+  // Marks the processes of this agent's attempts for the GPU-release fence.
+  const std::string fence_marker_ = DeviceFenceMarker(getpid(), absl::Now());
+  int attempts_ = 0;  // started on this node
+  // Consecutive failed attempts without progress, on this node.
+  ProgressTracker progress_{options_.outcome.progress_file,
+                            options_.outcome.max_no_progress_restarts};
   RunReport report_;
   // The last attempt's diagnostics file, "" for none.
   std::string diagnostics_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/errno_status.h"
 #include "common/files.h"
+#include "common/logging.h"
 
 namespace distjob {
 
@@ -53,6 +54,21 @@ absl::StatusOr<std::string> WriteDiagnostics(const GroupResult& group,
     done += static_cast<size_t>(n);
   }
   return path;
+}
+
+std::string RecordDiagnostics(const GroupResult& group, WorkerLogs* files,
+                              int attempt, int nproc, Observer* observer) {
+  auto path = WriteDiagnostics(group, *files, attempt, nproc);
+  if (!path.ok()) {
+    DJ_LOG_WARNING("no diagnostics file: {}", path.status());
+    return "";
+  }
+  if (path->empty()) return "";
+  files->Keep();
+  DJ_LOG_WARNING("attempt {}: diagnostics in {}", attempt, *path);
+  observer->Diagnostics(*path, attempt, group.unkillable,
+                        SummarizeEvidence(group.evidence.front()));
+  return *path;
 }
 
 }  // namespace distjob

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "agent/observer.h"
 #include "common/json.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/worker_logs.h"
@@ -27,6 +28,12 @@ Json DiagnosticsJson(const GroupResult& group, const WorkerLogs& files,
 absl::StatusOr<std::string> WriteDiagnostics(const GroupResult& group,
                                              const WorkerLogs& files,
                                              int attempt, int nproc);
+
+// The agent's part after an attempt: writes the file when `group` carries
+// evidence, keeps the logs it sits beside, logs its path and tells the
+// event log (with one line per worker). The path, "" when none was written.
+std::string RecordDiagnostics(const GroupResult& group, WorkerLogs* files,
+                              int attempt, int nproc, Observer* observer);
 
 }  // namespace distjob
 

@@ -18,6 +18,7 @@
 #include "launchers/worker_command.h"
 #include "observability/trainer_status.h"
 #include "rendezvous/rendezvous_kind.h"
+#include "supervisor/device_fence.h"
 
 namespace distjob {
 namespace {
@@ -162,7 +163,14 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
        "directory)"},
       {kOuterAgentVariable,
        "decided at launch (the socket an agent started by a worker asks to "
-       "take over through: one launcher per job)"}};
+       "take over through: one launcher per job)"},
+      {kDeviceFenceVariable,
+       "decided at launch (the agent process's marker, by which the "
+       "GPU-release fence knows its attempts' processes)"},
+      {"TORCH_WORKER_SERVER_SOCKET",
+       "decided at launch (a per-attempt socket in the agent's temporary "
+       "directory, where torch's worker_main() serves the evidence the "
+       "agent asks for before a stop)"}};
   if (options->supervisor.hang_timeout > absl::ZeroDuration()) {
     at_launch["DISTJOB_HEARTBEAT_FILE"] =
         "decided at launch (a per-attempt file in the agent's temporary "

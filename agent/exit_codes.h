@@ -19,6 +19,11 @@ inline constexpr int kExitBadConfig = 2;
 // sysexits.h): permanent, and distinct from a worker's usual exit 1 so the
 // pod's status does not blame the training script.
 inline constexpr int kExitInternalError = 70;
+// --max-no-progress-restarts consecutive attempts failed without any sign
+// of progress: restarting again would only repeat them, so the job ends on
+// every node with this permanent code (outside sysexits' 64-78 and the
+// shell's 126-127, so the pod's status tells it apart).
+inline constexpr int kExitNoProgress = 81;
 // The worker command exists but cannot be executed / was not found (the
 // shell's codes, set by the worker's exec failure).
 inline constexpr int kExitNotExecutable = 126;

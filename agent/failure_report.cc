@@ -1,5 +1,7 @@
 #include "agent/failure_report.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 
@@ -47,6 +49,22 @@ std::string DecisionLine(const FailureReport& report,
   }
   absl::StrAppend(&line, report.cause.rule, ": ", outcome);
   return line;
+}
+
+RootCause MakeRootCause(const WorkerExit& failure, const WorkerLogs& files,
+                        int attempt, const std::string& command) {
+  RootCause cause;
+  cause.local_rank = failure.local_rank;
+  cause.pid = failure.pid;
+  cause.exit_code = failure.exit_code;
+  cause.term_signal = failure.term_signal;
+  cause.time = failure.time;
+  cause.error_file = files.ErrorFile(attempt, failure.local_rank);
+  if (failure.exec_errno != 0) {
+    cause.reason = absl::StrCat("cannot execute '", command,
+                                "': ", std::strerror(failure.exec_errno));
+  }
+  return cause;
 }
 
 }  // namespace distjob

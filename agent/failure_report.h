@@ -44,6 +44,11 @@ FailureReport ExamineFailure(const GroupResult& group, int exit_code, bool oom,
 std::string DecisionLine(const FailureReport& report,
                          const std::string& outcome);
 
+// What the report says of `failure`, the worker that failed in `attempt`
+// (`command`: its program, named when it could not be executed).
+RootCause MakeRootCause(const WorkerExit& failure, const WorkerLogs& files,
+                        int attempt, const std::string& command);
+
 }  // namespace distjob
 
 #endif  // DISTJOB_AGENT_FAILURE_REPORT_H_

@@ -5,13 +5,16 @@
 
 #include <cerrno>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "common/errno_status.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "common/logging.h"
+#include "common/text.h"
 #include "supervisor/signal_names.h"
 
 namespace distjob {
@@ -159,6 +162,16 @@ std::string FormatRootCauseBlock(const RootCause& c) {
   if (!c.logs.empty()) absl::StrAppend(&block, "logs: ", c.logs, "\n");
   absl::StrAppend(&block, "=================================\n");
   return ValidUtf8(block);
+}
+
+std::string EndReason(const RunReport& report) {
+  std::string reason = FormatTerminationMessage(report);
+  absl::StrReplaceAll({{"\n", "; "}}, &reason);
+  while (absl::EndsWith(reason, "; ")) reason.resize(reason.size() - 2);
+  // The root cause's rank, host, exception and decision fit; its
+  // traceback may be cut.
+  constexpr size_t kLimit = 1024;
+  return reason.size() > kLimit ? Utf8Truncate(reason, kLimit) + "..." : reason;
 }
 
 std::optional<int> EndedJobExitCode(absl::string_view message) {

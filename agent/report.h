@@ -74,6 +74,10 @@ std::string FormatTerminationMessage(const RunReport& report);
 // and where its files are.
 std::string FormatRootCauseBlock(const RootCause& cause);
 
+// The termination message on one line, short enough for a store value and
+// for the other nodes' own messages (the job's end reason).
+std::string EndReason(const RunReport& report);
+
 // The exit code in the message of a job another node ended ("the job
 // ended: node N exited: distjob-agent: permanent exit_code=1 ..."), as
 // that node's termination message put it; nullopt when it says none.

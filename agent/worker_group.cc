@@ -1,5 +1,8 @@
 #include "agent/worker_group.h"
 
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +48,18 @@ void LogWorkerCommand(const std::vector<std::string>& argv,
 }
 
 }  // namespace
+
+std::string RunLogDir(const LaunchOptions& launch) {
+  if (!launch.as_torchrun || launch.log_dir.empty()) return launch.log_dir;
+  // The directory itself must exist before mkdtemp; WorkerLogs::Create
+  // reports a --log-dir that cannot be made.
+  (void)mkdir(launch.log_dir.c_str(), 0755);
+  std::string templ =
+      absl::StrCat(launch.log_dir, "/",
+                   launch.rdzv_id.empty() ? "none" : launch.rdzv_id, "_XXXXXX");
+  if (mkdtemp(templ.data()) == nullptr) return launch.log_dir;
+  return templ;
+}
 
 std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const EnvMap& env, const JobEnv& job,

@@ -28,6 +28,11 @@ std::vector<WorkerSpec> BuildWorkers(const RunOptions& options,
                                      const std::vector<int>& tees,
                                      const std::string& progress_file);
 
+// The directory of the workers' log files (--log-dir): torchrun's layout,
+// <log_dir>/<run_id>_<random>/attempt_N/RANK/, when invoked as torchrun;
+// `distjob-agent run` keeps <log_dir>/attempt_N/RANK/.
+std::string RunLogDir(const LaunchOptions& launch);
+
 }  // namespace distjob
 
 #endif  // DISTJOB_AGENT_WORKER_GROUP_H_

@@ -422,6 +422,7 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     }
     WaitForEvent(wake);
   }
+  running.result.last_activity = LastActivity();
   SetGroupRunning(running, false);
   // Whatever the workers left behind (in their process groups or escaped
   // with setsid) is stopped with the attempt, so the next attempt starts
@@ -669,26 +670,32 @@ void Supervisor::SetGroupRunning(const Running& running, bool is_running) {
   }
 }
 
+absl::Time Supervisor::LastActivity() const {
+  absl::Time last = absl::InfinitePast();
+  std::vector<std::string> files;
+  {
+    absl::MutexLock lock(&progress_mu_);
+    files = heartbeat_files_;
+  }
+  if (file_timer_ != nullptr)
+    last = std::max(last, file_timer_->last_request());
+  for (const std::string& path : files) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0) {
+      last = std::max(last, absl::TimeFromTimespec(st.st_mtim));
+    }
+  }
+  return last;
+}
+
 ProgressSnapshot Supervisor::Progress() const {
   ProgressSnapshot snapshot;
-  std::vector<std::string> files;
   {
     absl::MutexLock lock(&progress_mu_);
     snapshot.running = group_running_;
     snapshot.last_progress = group_started_;
-    files = heartbeat_files_;
   }
-  if (file_timer_ != nullptr) {
-    snapshot.last_progress =
-        std::max(snapshot.last_progress, file_timer_->last_request());
-  }
-  for (const std::string& path : files) {
-    struct stat st;
-    if (stat(path.c_str(), &st) == 0) {
-      snapshot.last_progress =
-          std::max(snapshot.last_progress, absl::TimeFromTimespec(st.st_mtim));
-    }
-  }
+  snapshot.last_progress = std::max(snapshot.last_progress, LastActivity());
   return snapshot;
 }
 

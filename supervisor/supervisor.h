@@ -78,6 +78,10 @@ struct GroupResult {
   std::vector<Evidence> evidence;
   // Local ranks left in uninterruptible sleep after SIGKILL: not waited for.
   std::vector<int> unkillable;
+  // The workers' last sign of progress (a heartbeat touch, a FileTimer
+  // request), the group's start left out; InfinitePast if none was seen.
+  // A FileTimer request of an earlier attempt may be older than the start.
+  absl::Time last_activity = absl::InfinitePast();
 };
 
 // What the health endpoint (TORCHELASTIC_HEALTH_CHECK_PORT) reads: whether
@@ -212,6 +216,9 @@ class Supervisor : public SupervisorInterface {
   // After the workers exited: TERM what they left behind, wait for it up to
   // the deadline while reaping, then SIGKILL and reap.
   void DrainAttempt(Running* running);
+  // The latest heartbeat mtime or FileTimer request: the workers' own
+  // signs of progress, for Progress() and GroupResult::last_activity.
+  absl::Time LastActivity() const;
   // What Progress() reads, as the group starts or ends.
   void SetGroupRunning(const Running& running, bool is_running);
   // epoll_wait until `deadline`; returns after an event or the deadline.

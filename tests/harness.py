@@ -369,6 +369,9 @@ WORKER = textwrap.dedent("""
     tmp = out / f".{node}-{os.getpid()}.tmp"
     tmp.write_text(json.dumps(rec))
     tmp.rename(out / f"{node}-{os.getpid()}.json")
+    if (os.environ.get("TEST_FAIL_ALWAYS") == node
+            and rec["LOCAL_RANK"] == "0"):
+        sys.exit(int(os.environ.get("TEST_FAIL_CODE", "137")))
     fail = os.environ.get("TEST_FAIL_ONCE")
     if (fail == node and rec["LOCAL_RANK"] == "0"
             and not (out / "failed").exists()):

@@ -115,6 +115,19 @@ struct OutcomeOptions {
   // --restart-policy; unset: any when invoked as torchrun (its semantics),
   // else auto (EffectiveRestartPolicy).
   std::optional<RestartPolicy> restart_policy;
+  // --progress-file: a file the training updates (e.g. its checkpoint
+  // iteration); "" for none. --max-no-progress-restarts: that many
+  // consecutive failed attempts without progress (this file, a heartbeat,
+  // a FileTimer request) end the job with kExitNoProgress; 0 never does.
+  std::string progress_file;
+  int max_no_progress_restarts = 0;
+  // The GPU-release fence before each restart (agent/device_release.h):
+  // how long the previous attempt's holders of a device file get, whether
+  // the agent then stops (retryable) instead of starting anyway, and the
+  // device files' patterns (empty: the accelerators' usual ones).
+  absl::Duration device_release_timeout = absl::Seconds(30);
+  bool device_release_stop = false;
+  std::vector<std::string> device_patterns;
   // --retryable-error-pattern, each compiled once.
   std::vector<ErrorPattern> retryable_error_patterns;
   // grpc.health.v1 port on all interfaces; 0 = no health server.

@@ -12,8 +12,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/duration.h"
 #include "common/environment.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "supervisor/exit_policy.h"
@@ -73,6 +75,64 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
         auto pattern = ErrorPattern::Compile(v);
         if (!pattern.ok()) return pattern.status();
         o->retryable_error_patterns.push_back(*std::move(pattern));
+        return absl::OkStatus();
+      }));
+  // Not DISTJOB_PROGRESS_FILE: the agent exports that name to its workers
+  // (the Trainer status push), and an agent a worker starts must not read
+  // it as this flag.
+  Flag progress_file = AgentFlag(
+      "progress-file", "PATH",
+      "A file the training updates as it progresses (e.g. its checkpoint "
+      "iteration): an attempt that creates, modifies or touches it made "
+      "progress (see --max-no-progress-restarts).",
+      [o](absl::string_view v, absl::string_view) -> absl::Status {
+        // Only its mtime and first bytes are read, each attempt; what is
+        // there at start must already be a file that cannot block a read.
+        struct stat st;
+        const std::string path(v);
+        if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(QuoteForMessage(path), " is ", FileKind(st.st_mode),
+                           ", not a regular file"));
+        }
+        o->progress_file = path;
+        return absl::OkStatus();
+      });
+  progress_file.env = {"DISTJOB_TRAINING_PROGRESS_FILE"};
+  flags->Add(std::move(progress_file));
+  flags->Add(AgentFlag(
+      "max-no-progress-restarts", "N",
+      "End the job with exit 81 (permanent, on every node) once N "
+      "consecutive attempts failed without progress: no heartbeat, FileTimer "
+      "request or --progress-file change (default 0: never).",
+      SetInt(&o->max_no_progress_restarts, 0, 1000000)));
+  flags->Add(AgentFlag(
+      "device-release-timeout", "SECONDS",
+      "Before a restart, the previous attempt's processes still holding an "
+      "accelerator's device file are killed and waited for this long "
+      "(default 30).",
+      SetDuration(&o->device_release_timeout)));
+  flags->Add(AgentFlag(
+      "device-release-timeout-action", "start|stop",
+      "Past --device-release-timeout: start the attempt anyway with a "
+      "warning (default), or stop with the retryable exit 138.",
+      [o](absl::string_view v, absl::string_view) -> absl::Status {
+        if (v != "start" && v != "stop") {
+          return absl::InvalidArgumentError(
+              absl::StrCat("must be start or stop, not ", QuoteForMessage(v)));
+        }
+        o->device_release_stop = v == "stop";
+        return absl::OkStatus();
+      }));
+  flags->Add(AgentFlag(
+      "device-files", "GLOB[,GLOB...]",
+      "The device files that pin an accelerator (default "
+      "/dev/nvidia*,/dev/dri/*,/dev/kfd,/dev/accel*).",
+      [o](absl::string_view v, absl::string_view) -> absl::Status {
+        o->device_patterns = absl::StrSplit(v, ',', absl::SkipEmpty());
+        if (o->device_patterns.empty()) {
+          return absl::InvalidArgumentError("names no device file");
+        }
         return absl::OkStatus();
       }));
   flags->Add(AgentFlag(

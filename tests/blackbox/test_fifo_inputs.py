@@ -25,10 +25,14 @@ DEADLINE_S = 5
 # generated flag is an input and must be exit 2.
 OUTPUT_FLAGS = {"--termination-log", "--error-file", "--event-log-handler"}
 
-# Paths the agent creates itself, replacing what is there (docs/hangs.md:
-# the FileTimer's FIFO, as torchrun does): a FIFO there is no input, and
-# the run, with the flag's feature on, must go on and not wait on it.
-CREATED_FLAGS = {"--file-timer-path": ["--file-timer"]}
+# Paths that are no input, each with the flag that turns its feature on
+# and the exit it must end with, never waiting on the FIFO: the FileTimer's
+# FIFO, which the agent creates itself, replacing what is there
+# (docs/hangs.md, as torchrun does); a path run --preflight only stats
+# (docs/preflight.md), and one it needs to be a writable directory.
+NOT_INPUT_FLAGS = {"--file-timer-path": (["--file-timer"], 0),
+                   "--check-path": (["--preflight"], 0),
+                   "--check-writable": (["--preflight"], 2)}
 
 # Files named by variables or inside another flag's value, which the help's
 # metavars do not show (docs/kubernetes.md: the Trainer push;
@@ -119,10 +123,14 @@ COMMAND = ["--standalone", "--no-python", "--", "/bin/true"]
 @pytest.mark.parametrize("flag,metavar", FILE_FLAGS,
                          ids=[flag for flag, _ in FILE_FLAGS])
 def test_a_fifo_as_a_file_flag(run_agent, tmp_path, fifo, flag, metavar):
-    r = run_bounded(run_agent, ["run"] + CREATED_FLAGS.get(flag, []) +
-                    reach_args(flag, fifo, tmp_path) + COMMAND)
-    if flag in CREATED_FLAGS:
-        assert r.returncode == 0, r.stderr
+    feature, code = NOT_INPUT_FLAGS.get(flag, ([], None))
+    r = run_bounded(run_agent,
+                    ["run"] + feature + reach_args(flag, fifo, tmp_path) +
+                    COMMAND)
+    if flag in NOT_INPUT_FLAGS:
+        assert r.returncode == code, r.stderr
+        if code != 0:
+            assert fifo in r.stderr, r.stderr
         return
     if flag in OUTPUT_FLAGS:
         # Skipped with a warning at start; the exit does not wait on it.

@@ -184,6 +184,23 @@ def test_worker_failure_restarts_every_node_into_a_new_round(job_factory):
         assert job.procs[i].wait(60) == 0, job.log(i)
 
 
+def test_no_progress_stops_every_node_with_81(job_factory):
+    """node1's worker fails before any progress on every attempt: after
+    3 attempts (10 restarts allowed) the job ends with the permanent 81
+    on both nodes, node0 following node1's decision."""
+    job = job_factory(nnodes="2", conf=FAST, max_restarts=10)
+    for i in range(2):
+        job.start(i, env={"TEST_FAIL_ALWAYS": "node1",
+                          "TEST_FAIL_CODE": "200",
+                          "DISTJOB_MAX_NO_PROGRESS_RESTARTS": "3"})
+    for i in range(2):
+        assert job.procs[i].wait(90) == 81, job.log(i)
+    counts = {r["TORCHELASTIC_RESTART_COUNT"] for r in job.records()
+              if r["node"] == "node1"}
+    assert counts == {"0", "1", "2"}, job.records()
+    assert "without progress" in job.log(1)
+
+
 def test_host_killed_makes_the_others_exit_retryable(job_factory):
     job = job_factory(nnodes="2",
                       conf="keep_alive_interval=0.5,read_timeout=3")

@@ -151,7 +151,9 @@ def test_static_multi_node_pytorch_job(uts_agent, tmp_path):
     assert w1["env"]["WORLD_SIZE"] == "6"
     assert w1["env"]["MASTER_ADDR"] == "node-0.example"
     assert set(w1.get("undecided", {})) == {"TORCHELASTIC_ERROR_FILE",
-                                            "DISTJOB_OUTER_AGENT"}
+                                            "DISTJOB_OUTER_AGENT",
+                                            "DISTJOB_AGENT_INSTANCE",
+                                            "TORCH_WORKER_SERVER_SOCKET"}
 
 
 def test_elastic_values_are_never_invented(agent, tmp_path):

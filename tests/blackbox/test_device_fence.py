@@ -1,0 +1,94 @@
+"""The GPU-release fence (docs/supervision.md, "Device release"): before a
+restart, a process of the previous attempt that still holds an
+accelerator's device file is killed and waited for, its pid and path
+logged. A fake device (--device-files) stands for /dev/nvidia*."""
+
+import json
+import signal
+
+from harness import PYTHON, wait_for
+
+# Attempt 0 hands its environment to the test, waits until a holder
+# started from it has the fake device open, then fails; attempt 1
+# succeeds.
+WORKER = """
+import json, os, sys, time
+d = sys.argv[1]
+if os.environ["TORCHELASTIC_RESTART_COUNT"] != "0":
+    sys.exit(0)
+with open(os.path.join(d, "env.tmp"), "w") as f:
+    json.dump(dict(os.environ), f)
+os.rename(os.path.join(d, "env.tmp"), os.path.join(d, "env.json"))
+deadline = time.monotonic() + 30
+while not os.path.exists(os.path.join(d, "held")):
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.01)
+sys.exit(200)
+"""
+
+# Holds the device open until killed; says so once it does.
+HOLDER = """
+import os, sys, time
+f = open(sys.argv[1], "rb")
+open(sys.argv[2], "w").close()
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_straggler_holding_the_device_is_killed_before_the_restart(
+        start_agent, background, tmp_path):
+    device = tmp_path / "fake-gpu0"
+    device.write_text("")
+    log = tmp_path / "agent.log"
+    proc = start_agent(["run", "--max-restarts", "1",
+                        "--device-files", str(tmp_path / "fake-gpu*"),
+                        "--device-release-timeout", "20",
+                        "--no-python", PYTHON, "-c", WORKER, str(tmp_path)],
+                       log=str(log))
+    env_file = tmp_path / "env.json"
+    wait_for(env_file.exists, 30, what="attempt 0's environment")
+    # A process of the attempt that the drain does not reach (here one
+    # outside the agent's tree, as `kubectl exec` starts them) but that
+    # carries the attempt's environment.
+    holder = background.start(
+        [PYTHON, "-c", HOLDER, str(device), str(tmp_path / "held")],
+        env=json.loads(env_file.read_text()), start_new_session=True)
+    assert proc.wait(timeout=60) == 0, log.read_text()
+    assert holder.wait(timeout=10) == -signal.SIGKILL
+    text = log.read_text()
+    assert (f"pid {holder.pid} of the previous attempt still holds "
+            f"{device}") in text, text
+    assert "released the devices" in text, text
+
+
+def test_an_unrelated_holder_is_left_alone(start_agent, background,
+                                           tmp_path):
+    device = tmp_path / "fake-gpu1"
+    device.write_text("")
+    ready = tmp_path / "held"
+    # Not started by the agent and without its marker: another job's.
+    other = background.start([PYTHON, "-c", HOLDER, str(device), str(ready)])
+    wait_for(ready.exists, 30, what="the other holder")
+    side = tmp_path / "launches"
+    proc = start_agent(["run", "--max-restarts", "1",
+                        "--device-files", str(tmp_path / "fake-gpu*"),
+                        "--", "sh", "-c",
+                        f'echo x >> {side}; [ "$(wc -l < {side})" -eq 2 ] '
+                        "|| exit 200"], log=str(tmp_path / "agent.log"))
+    assert proc.wait(timeout=60) == 0, (tmp_path / "agent.log").read_text()
+    assert other.poll() is None
+
+
+def test_bad_fence_flags_are_exit_2_naming_the_flag(run_agent):
+    """Each bad value exits 2 at once with one line naming its flag."""
+    for args, flag in [
+            (["--device-release-timeout-action", "later"],
+             "--device-release-timeout-action"),
+            (["--device-files", ","], "--device-files"),
+            (["--device-release-timeout", "-1"], "--device-release-timeout")]:
+        r = run_agent(["run", *args, "--", "true"])
+        assert r.returncode == 2, (args, r.stderr)
+        assert flag in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
