@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "observability/http_server.h"
 #include "agent/cli/options.h"
+#include "observability/http_server.h"
 #include "supervisor/supervisor.h"
 
 namespace distjob {

@@ -75,7 +75,8 @@ TEST(SupervisorFlagsTest, FileTimerPathDefaultsToAFreshNameInTmpdir) {
 }
 
 TEST(SupervisorFlagsTest, FileTimerBadValuesNameTheirSource) {
-  auto bad = ParseRunOptions({"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "yes please"}});
+  auto bad = ParseRunOptions(
+      {"x"}, {{"TORCHELASTIC_ENABLE_FILE_TIMER", "yes please"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("TORCHELASTIC_ENABLE_FILE_TIMER"),
             std::string::npos)
