@@ -6,6 +6,8 @@ the workers' progress."""
 
 import json
 import os
+import pathlib
+import re
 import textwrap
 import time
 import urllib.error
@@ -71,8 +73,16 @@ def test_overrunning_step_is_killed_and_the_group_restarts(
     text = log.read_text()
     assert f"of pid {pid} (local_rank 0) expired" in text, text
     assert "SIGKILL" in text
-    assert "restarts=1/1" in (tmp_path / "termination-log").read_text()
+    message = (tmp_path / "termination-log").read_text()
+    assert "restarts=1/1" in message
     assert not timer_file.exists()  # removed when the agent exits
+    # Evidence before the timer's signal, in the file the message names.
+    path = re.search(r"^diagnostics: (.+)$", message, re.M).group(1)
+    first = json.loads(pathlib.Path(path).read_text())["collections"][0]
+    assert "FileTimer scope" in first["reason"], first
+    assert "local_rank 0" in first["reason"], first
+    assert first["workers"][0]["pid"] == pid, first
+    assert first["workers"][0]["processes"][0]["threads"], first
 
 
 JUNK_WORKER = textwrap.dedent("""
