@@ -6,6 +6,7 @@ import datetime
 import json
 import os
 import pathlib
+import random
 import resource
 import socket
 import subprocess
@@ -136,9 +137,71 @@ def kill_tree(proc):
     proc.wait()
 
 
+def _ephemeral_low():
+    """The lowest port the kernel hands to outgoing connections."""
+    try:
+        text = pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports for the servers that tests start come from below the kernel's
+# ephemeral range. A port taken with bind(("", 0)) and released is an
+# ephemeral one: any outgoing connection on the machine (a gRPC client, a
+# flood) may take it as its source port before the server binds it, and the
+# server then fails with "Address already in use" (a CI failure of
+# test_store_auth did exactly that). Below the range only an explicit bind
+# can take a port, and _handed_out keeps one run from handing a port twice,
+# so a process a previous test left behind cannot hold it. The start is
+# random so that two runs on one machine rarely probe the same ports.
+_PORT_FLOOR = 10000
+_handed_out = set()
+_next_port = [None]
+
+
+def _candidate_ports():
+    low = _ephemeral_low()
+    if low - _PORT_FLOOR < 2000:  # no room below the range: let the kernel pick
+        return None
+    if _next_port[0] is None:
+        _next_port[0] = random.Random(os.getpid()).randrange(_PORT_FLOOR, low)
+    span = low - _PORT_FLOOR
+    for i in range(span):
+        yield _PORT_FLOOR + (_next_port[0] - _PORT_FLOOR + i) % span
+
+
+def _bindable(port, host):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        try:
+            # No SO_REUSEADDR: a port in TIME_WAIT counts as taken too.
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_ports(n, host="127.0.0.1"):
-    """`n` distinct free TCP ports on `host`: all bound at once, then
-    released, so no two are the same."""
+    """`n` distinct free TCP ports on `host`, from below the ephemeral
+    range, none handed out before in this run."""
+    candidates = _candidate_ports()
+    if candidates is None:
+        return _kernel_ports(n, host)
+    ports = []
+    for port in candidates:
+        if port in _handed_out or not _bindable(port, host):
+            continue
+        ports.append(port)
+        _handed_out.add(port)
+        if len(ports) == n:
+            _next_port[0] = port + 1
+            return ports
+    raise RuntimeError(f"no {n} free ports on {host} below the ephemeral range")
+
+
+def _kernel_ports(n, host):
+    """`n` distinct ports the kernel picks: all bound at once, then released."""
     socks = []
     try:
         for _ in range(n):

@@ -5,14 +5,13 @@ and host names aside). torchrun is the one of PYTHON's PyTorch: Debian's
 
 import json
 import os
-import socket
 import subprocess
 import textwrap
 
 import pytest
 
 
-from harness import PYTHON, kill_tree
+from harness import PYTHON, free_port, kill_tree
 
 NAMES = ["LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME",
          "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE",
@@ -67,9 +66,7 @@ def test_same_worker_env_as_torchrun(agent, tmp_path):
     for who in ("torchrun", "agent"):
         out = tmp_path / who
         out.mkdir()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         cmds = []
         for i in range(2):
             common = ["--nnodes", "2", "--nproc_per_node", "2",
