@@ -42,7 +42,8 @@ TARGET = "//agent:distjob-agent"
 NOTICES = ROOT / "THIRD_PARTY_NOTICES"
 
 # External repositories compiled in from headers: a header of each library
-# whose code they bring (spdlog with FMT_HEADER_ONLY brings fmt too).
+# whose code they bring (spdlog brings fmt too; both are compiled once in
+# //third_party:spdlog).
 HEADER_ONLY = {
     "com_github_gabime_spdlog": ["/usr/include/spdlog/spdlog.h",
                                  "/usr/include/fmt/format.h"],
