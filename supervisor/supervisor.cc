@@ -12,9 +12,11 @@
 #include <cerrno>
 #include <csignal>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/errno_status.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "supervisor/exit_policy.h"
@@ -219,12 +221,17 @@ std::vector<pid_t> Supervisor::Leftovers() const {
   return left;
 }
 
-int Supervisor::SignalLeftovers(int signal_number) {
-  int count = 0;
+std::vector<std::string> Supervisor::SignalLeftovers(int signal_number) {
+  std::vector<std::string> signalled;
   for (pid_t pid : Leftovers()) {
-    if (send_signal_(pid, signal_number) == 0) ++count;
+    // Named before the signal: a killed process's comm is gone with it.
+    std::string comm = std::string(absl::StripTrailingAsciiWhitespace(
+        ReadSmallFile(absl::StrCat("/proc/", pid, "/comm"), 64)));
+    if (send_signal_(pid, signal_number) == 0) {
+      signalled.push_back(absl::StrCat("pid ", pid, " (", comm, ")"));
+    }
   }
-  return count;
+  return signalled;
 }
 
 void Supervisor::ForwardSignal(Running* running, int signal_number) {
@@ -694,8 +701,15 @@ void Supervisor::DrainAttempt(Running* running) {
         std::min(running->kill_deadline, absl::Now() + absl::Milliseconds(20)));
     HandleSignals(running);
   }
-  if (SignalLeftovers(SIGKILL) > 0) {
-    DJ_LOG_WARNING("killed leftover worker processes at the deadline");
+  // Named one by one: a straggler that ignored the stop signal (a
+  // DataLoader child, a daemon escaped with setsid) may be what held the
+  // GPU, and its pid is what an operator greps the node for.
+  if (const std::vector<std::string> killed = SignalLeftovers(SIGKILL);
+      !killed.empty()) {
+    DJ_LOG_WARNING(
+        "killed the attempt's leftover process(es) still running at the "
+        "deadline: {}",
+        absl::StrJoin(killed, ", "));
   }
   // Reap them, so none is mistaken for a later attempt's worker.
   const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
@@ -770,8 +784,11 @@ void Supervisor::DrainDescendants() {
     WaitForEvent(std::min(deadline, absl::Now() + absl::Milliseconds(50)));
     HandleSignals(nullptr);
   }
-  if (SignalLeftovers(SIGKILL) > 0) {
-    DJ_LOG_WARNING("killed descendants still running after the grace period");
+  if (const std::vector<std::string> killed = SignalLeftovers(SIGKILL);
+      !killed.empty()) {
+    DJ_LOG_WARNING(
+        "killed descendants still running after the grace period: {}",
+        absl::StrJoin(killed, ", "));
   }
   // Reap what was killed; a process in D state may take a moment.
   const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);

@@ -195,8 +195,9 @@ class Supervisor : public SupervisorInterface {
   void SignalWorker(pid_t pid, int signal_number);
   // The agent's live descendants but the abandoned unkillable ones.
   std::vector<pid_t> Leftovers() const;
-  // `signal_number` to every leftover; returns how many were signalled.
-  int SignalLeftovers(int signal_number);
+  // `signal_number` to every leftover; returns those signalled, each
+  // named "pid 123 (comm)".
+  std::vector<std::string> SignalLeftovers(int signal_number);
   // Spawns every worker into `running`; a failure to start one kills and
   // reaps the ones started and is returned.
   absl::Status StartWorkers(const std::vector<WorkerSpec>& workers,
