@@ -4,6 +4,7 @@ accelerator's device file is killed and waited for, its pid and path
 logged. A fake device (--device-files) stands for /dev/nvidia*."""
 
 import json
+import os
 import signal
 
 from harness import PYTHON, wait_for
@@ -63,6 +64,82 @@ def test_a_straggler_holding_the_device_is_killed_before_the_restart(
     assert "released the devices" in text, text
 
 
+# Attempt 0 starts a grandchild that escapes the group as DataLoader
+# stragglers and daemons do (double fork + setsid: re-parented to the
+# agent, no longer the worker's descendant), holds the fake device and
+# ignores SIGTERM; once it says so, the worker crashes. Attempt 1 records
+# what it sees of the grandchild.
+ESCAPING_WORKER = """
+import os, signal, sys, time
+d, device = sys.argv[1], sys.argv[2]
+straggler = os.path.join(d, "straggler")
+if os.environ["TORCHELASTIC_RESTART_COUNT"] != "0":
+    pid = open(straggler).read().split()[0]
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            seen = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        seen = "gone"
+    open(os.path.join(d, "seen"), "w").write(seen)
+    sys.exit(0)
+agent = os.getppid()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        held = open(device, "rb")
+        deadline = time.monotonic() + 30
+        while os.getppid() != agent:
+            if time.monotonic() > deadline:
+                os._exit(3)
+            time.sleep(0.01)
+        with open(straggler + ".tmp", "w") as f:
+            f.write(f"{os.getpid()} {os.getppid()}")
+        os.rename(straggler + ".tmp", straggler)
+        while True:
+            time.sleep(1)
+    os._exit(0)
+os.wait()
+deadline = time.monotonic() + 30
+while not os.path.exists(straggler):
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.01)
+os.abort()
+"""
+
+
+def test_an_escaped_grandchild_holding_the_device_is_killed_first(
+        start_agent, tmp_path):
+    """The issue's straggler: a grandchild that escaped the worker's group
+    (double fork + setsid), holds the device, ignores SIGTERM, and outlives
+    the crashed worker. The agent is its subreaper, so the drain after the
+    attempt reaches it: SIGTERM, then SIGKILL at the end of the grace period
+    (--shutdown-timeout), naming its pid. By the time the fence looks, it
+    is gone, so the fence has nothing to kill here; the fence's own kill of
+    a holder the drain cannot reach is the first test above. It ignores
+    SIGTERM and never exits on its own: gone means killed by SIGKILL."""
+    device = tmp_path / "fake-gpu3"
+    device.write_text("")
+    log = tmp_path / "agent.log"
+    proc = start_agent(["run", "--max-restarts", "1", "--shutdown-timeout",
+                        "2", "--device-files", str(tmp_path / "fake-gpu*"),
+                        "--no-python", PYTHON, "-c", ESCAPING_WORKER,
+                        str(tmp_path), str(device)],
+                       log=str(log))
+    assert proc.wait(timeout=60) == 0, log.read_text()
+    text = log.read_text()
+    pid, parent = (tmp_path / "straggler").read_text().split()
+    # Re-parented to the agent: no longer a descendant of the worker.
+    assert int(parent) == proc.pid, (parent, proc.pid)
+    # The next attempt started only once it was gone (reaped, not a zombie).
+    assert (tmp_path / "seen").read_text() == "gone"
+    killed = [line for line in text.splitlines()
+              if "leftover process(es) still running at the deadline" in line]
+    assert killed and f"pid {pid} (python3)" in killed[0], text
+    assert "still holds" not in text, text
+
+
 def test_an_unrelated_holder_is_left_alone(start_agent, background,
                                            tmp_path):
     device = tmp_path / "fake-gpu1"
@@ -92,3 +169,4 @@ def test_bad_fence_flags_are_exit_2_naming_the_flag(run_agent):
         assert r.returncode == 2, (args, r.stderr)
         assert flag in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
+
