@@ -3,11 +3,13 @@ restart, a process of the previous attempt that still holds an
 accelerator's device file is killed and waited for, its pid and path
 logged. A fake device (--device-files) stands for /dev/nvidia*."""
 
+import ctypes
 import json
 import os
 import signal
+import time
 
-from harness import PYTHON, wait_for
+from harness import PYTHON, log_time, wait_for
 
 # Attempt 0 hands its environment to the test, waits until a holder
 # started from it has the fake device open, then fails; attempt 1
@@ -170,3 +172,114 @@ def test_bad_fence_flags_are_exit_2_naming_the_flag(run_agent):
         assert flag in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
+
+# Each attempt leaves launch-<n>; attempt 0 hands its environment to the
+# test, waits until a holder started from it has the fake device open,
+# then fails.
+LAUNCH_WORKER = """
+import json, os, sys, time
+d = sys.argv[1]
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+open(os.path.join(d, "launch-" + attempt), "w").close()
+if attempt != "0":
+    sys.exit(0)
+with open(os.path.join(d, "env.tmp"), "w") as f:
+    json.dump(dict(os.environ), f)
+os.rename(os.path.join(d, "env.tmp"), os.path.join(d, "env.json"))
+deadline = time.monotonic() + 30
+while not os.path.exists(os.path.join(d, "held")):
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.01)
+sys.exit(200)
+"""
+
+PR_CAPBSET_DROP = 24
+CAP_KILL = 5
+NOBODY = 65534
+
+
+def _without_cap_kill():
+    """Runs in the agent's child before exec: the agent (root) loses
+    CAP_KILL, as in a pod whose securityContext drops it, and may then
+    signal only processes of its own user."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_CAPBSET_DROP, CAP_KILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _start_holder_agent_cannot_kill(start_agent, background, tmp_path,
+                                    action):
+    """An agent without CAP_KILL whose attempt 0 fails while a process of
+    another user (nobody), outside the agent's tree and carrying the
+    attempt's environment, holds the fake device: the fence finds it
+    (root still reads every /proc/<pid>/fd) and cannot kill it, as it
+    could not kill a process in uninterruptible sleep. Returns the agent,
+    the holder, the device and the agent's log."""
+    device = tmp_path / "fake-gpu4"
+    device.write_text("")
+    log = tmp_path / "agent.log"
+    args = ["run", "--max-restarts", "1",
+            "--device-files", str(tmp_path / "fake-gpu*"),
+            "--device-release-timeout", "2"]
+    if action is not None:
+        args += ["--device-release-timeout-action", action]
+    proc = start_agent(args + ["--no-python", PYTHON, "-c", LAUNCH_WORKER,
+                               str(tmp_path)],
+                       log=str(log), preexec_fn=_without_cap_kill)
+    env_file = tmp_path / "env.json"
+    wait_for(env_file.exists, 30, what="attempt 0's environment")
+    env = json.loads(env_file.read_text())
+    # Opened here and inherited: nobody cannot open a file under tmp_path.
+    fd = os.open(device, os.O_RDONLY)
+    try:
+        holder = background.start(
+            [PYTHON, "-c", "import time\nwhile True: time.sleep(1)"],
+            env=env, pass_fds=(fd,), user=NOBODY, group=NOBODY,
+            extra_groups=[], start_new_session=True)
+    finally:
+        os.close(fd)
+    marker = "DISTJOB_AGENT_INSTANCE=" + env["DISTJOB_AGENT_INSTANCE"]
+
+    def exec_done():
+        with open(f"/proc/{holder.pid}/environ", "rb") as f:
+            return marker.encode() in f.read().split(b"\0")
+    wait_for(exec_done, 30, what="the holder's exec")
+    (tmp_path / "held").touch()
+    return proc, holder, device, log
+
+
+def test_stop_action_exits_retryable_naming_the_holder(
+        start_agent, background, tmp_path):
+    """--device-release-timeout-action stop: past the timeout the agent
+    exits 138 (retryable) within a second, names the holder's pid and
+    path, and starts no next attempt."""
+    proc, holder, device, log = _start_holder_agent_cannot_kill(
+        start_agent, background, tmp_path, "stop")
+    assert proc.wait(timeout=60) == 138, log.read_text()
+    ended = time.time()
+    text = log.read_text()
+    assert f"cannot kill pid {holder.pid}" in text, text
+    took = ended - log_time(text, f"pid {holder.pid} of the previous attempt")
+    assert 2 <= took < 3, (took, text)
+    held = f"pid {holder.pid} holds {device}"
+    assert held in (tmp_path / "termination-log").read_text()
+    assert not (tmp_path / "launch-1").exists()
+    assert holder.poll() is None  # it was never the agent's to kill
+
+
+def test_default_action_starts_the_attempt_with_a_warning(
+        start_agent, background, tmp_path):
+    """The default (start): past the timeout the attempt starts anyway,
+    with a warning naming the holder's pid and path."""
+    proc, holder, device, log = _start_holder_agent_cannot_kill(
+        start_agent, background, tmp_path, None)
+    assert proc.wait(timeout=60) == 0, log.read_text()
+    text = log.read_text()
+    warning = [line for line in text.splitlines()
+               if "starting the attempt anyway" in line]
+    assert warning and f"pid {holder.pid} holds {device}" in warning[0], text
+    waited = (log_time(text, "starting the attempt anyway")
+              - log_time(text, f"pid {holder.pid} of the previous attempt"))
+    assert waited >= 2, (waited, text)
+    assert (tmp_path / "launch-1").exists()
