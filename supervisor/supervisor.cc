@@ -12,9 +12,11 @@
 #include <cerrno>
 #include <csignal>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/errno_status.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "supervisor/exit_policy.h"
@@ -95,8 +97,12 @@ WorkerExit RootCause(const std::vector<WorkerExit>& exits,
 
 }  // namespace
 
-Supervisor::Supervisor(const SupervisorOptions& options)
-    : options_(options), inherited_(InheritedSignalState::Capture()) {}
+Supervisor::Supervisor(const SupervisorOptions& options,
+                       SignalSender send_signal)
+    : options_(options),
+      send_signal_(send_signal != nullptr ? std::move(send_signal)
+                                          : SignalSender(::kill)),
+      inherited_(InheritedSignalState::Capture()) {}
 
 Supervisor::~Supervisor() {
   if (signal_fd_ >= 0) close(signal_fd_);
@@ -105,8 +111,9 @@ Supervisor::~Supervisor() {
 }
 
 absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
-    const SupervisorOptions& options) {
-  std::unique_ptr<Supervisor> s(new Supervisor(options));
+    const SupervisorOptions& options, SignalSender send_signal) {
+  std::unique_ptr<Supervisor> s(
+      new Supervisor(options, std::move(send_signal)));
   // Block everything catchable, so every signal waits in the signalfd until
   // the loop reads it. SIGKILL/SIGSTOP cannot be blocked; synchronous
   // faults (SEGV, BUS, FPE, ILL) must not be, or a bug would hang the agent.
@@ -197,16 +204,42 @@ void Supervisor::WaitForEvent(absl::Time deadline) {
   if (file_timer_ != nullptr) file_timer_->ReadAvailable(absl::Now());
 }
 
+void Supervisor::SignalWorker(pid_t pid, int signal_number) {
+  // The worker's process group: the worker and everything it started that
+  // did not leave the group.
+  if (send_signal_(-pid, signal_number) != 0 && errno == ESRCH) {
+    send_signal_(pid, signal_number);
+  }
+}
+
+std::vector<pid_t> Supervisor::Leftovers() const {
+  std::vector<pid_t> left = ListDescendants(getpid());
+  left.erase(
+      std::remove_if(left.begin(), left.end(),
+                     [this](pid_t pid) { return abandoned_.count(pid); }),
+      left.end());
+  return left;
+}
+
+std::vector<std::string> Supervisor::SignalLeftovers(int signal_number) {
+  std::vector<std::string> signalled;
+  for (pid_t pid : Leftovers()) {
+    // Named before the signal: a killed process's comm is gone with it.
+    std::string comm = std::string(absl::StripTrailingAsciiWhitespace(
+        ReadSmallFile(absl::StrCat("/proc/", pid, "/comm"), 64)));
+    if (send_signal_(pid, signal_number) == 0) {
+      signalled.push_back(absl::StrCat("pid ", pid, " (", comm, ")"));
+    }
+  }
+  return signalled;
+}
+
 void Supervisor::ForwardSignal(Running* running, int signal_number) {
   for (Running::Worker& w : running->workers) {
     if (w.exited) continue;
     // Once stopping, whatever the agent sends may be what ends the worker.
     if (running->stopping) w.signalled = true;
-    // The worker's process group: the worker and everything it started
-    // that did not leave the group.
-    if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
-      kill(w.pid, signal_number);
-    }
+    SignalWorker(w.pid, signal_number);
   }
 }
 
@@ -235,12 +268,10 @@ void Supervisor::StopGroup(Running* running, absl::Time now) {
       continue;
     }
     w.signalled = true;
-    if (killpg(w.pid, signal_number) != 0 && errno == ESRCH) {
-      kill(w.pid, signal_number);
-    }
+    SignalWorker(w.pid, signal_number);
     // A stopped worker (SIGSTOP, a debugger's detach) handles the signal
     // only once continued, as systemd does after its stop signal.
-    killpg(w.pid, SIGCONT);
+    send_signal_(-w.pid, SIGCONT);
   }
   if (!dying.empty()) {
     running->dying_signal_at =
@@ -302,6 +333,7 @@ void Supervisor::ReapChildren(Running* running) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) return;
+    abandoned_.erase(pid);             // its I/O returned at last
     if (running == nullptr) continue;  // an orphan between attempts
     for (Running::Worker& w : running->workers) {
       if (w.pid != pid || w.exited) continue;
@@ -339,35 +371,8 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
   // interrupted_ is not cleared here: an Interrupt() that came after the
   // round formed but before the workers started (a fast peer already
   // opened the next round) must still stop this group.
-  for (const WorkerSpec& spec : workers) {
-    auto spawned = SpawnProcess(spec.process, inherited_);
-    if (!spawned.ok()) {
-      // Never leave a half-started group behind.
-      StopGroup(&running, absl::Now());
-      running.kill_deadline = absl::Now();
-      for (const auto& w : running.workers) killpg(w.pid, SIGKILL);
-      while (!running.AllExited()) {
-        WaitForEvent(absl::Now() + absl::Milliseconds(100));
-        HandleSignals(&running);
-      }
-      if (guard_ != nullptr) guard_->Clear();
-      return spawned.status();
-    }
-    if (spawned->exec_errno != 0) {
-      DJ_LOG_ERROR("cannot execute '{}' for local_rank {}: {}",
-                   spec.process.argv[0], spec.local_rank,
-                   std::strerror(spawned->exec_errno));
-    }
-    if (guard_ != nullptr) guard_->Add(spawned->pid);  // its process group
-    Running::Worker worker;
-    worker.local_rank = spec.local_rank;
-    worker.pid = spawned->pid;
-    worker.exec_errno = spawned->exec_errno;
-    worker.heartbeat_file = spec.heartbeat_file;
-    worker.error_file = spec.error_file;
-    worker.server_socket = spec.server_socket;
-    worker.started = absl::Now();
-    running.workers.push_back(std::move(worker));
+  if (absl::Status started = StartWorkers(workers, &running); !started.ok()) {
+    return started;
   }
   DJ_LOG_DEBUG("started {} workers", running.workers.size());
   SetGroupRunning(running, true);
@@ -395,32 +400,13 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     if (running.AllExited()) break;
     if (now >= running.dying_signal_at) SignalDyingWorkers(&running);
     if (running.stopping && !running.killed && now >= running.kill_deadline) {
-      RecordEvidence(&running, now, "the grace period ended",
-                     /*before_kill=*/true);
-      DJ_LOG_WARNING("grace period over: sending SIGKILL to the worker group");
-      running.killed = true;
-      running.abandon_at = absl::Now() + kUnkillableWait;
-      ForwardSignal(&running, SIGKILL);
-      SignalDescendants(getpid(), SIGKILL);
+      KillGroup(&running);
     }
     if (running.killed && now >= running.abandon_at &&
         AbandonUnkillable(&running, now)) {
       break;
     }
-    absl::Time wake =
-        running.stopping && !running.killed
-            ? std::min(running.kill_deadline, running.dying_signal_at)
-            : running.abandon_at;
-    if (!running.stopping) {
-      wake = std::min(wake, running.hang_stop_at);
-      if (file_timer_ != nullptr) {
-        wake = std::min(wake, file_timer_->table().NextExpiry());
-      }
-      for (size_t k = 0; k < running.workers.size(); ++k) {
-        wake = std::min(wake, HeartbeatDeadline(running, k));
-      }
-    }
-    WaitForEvent(wake);
+    WaitForEvent(NextWake(running));
   }
   running.result.last_activity = LastActivity();
   SetGroupRunning(running, false);
@@ -447,6 +433,71 @@ absl::StatusOr<GroupResult> Supervisor::RunGroup(
     result.outcome = GroupOutcome::kSucceeded;
   }
   return result;
+}
+
+absl::Status Supervisor::StartWorkers(const std::vector<WorkerSpec>& workers,
+                                      Running* running) {
+  for (const WorkerSpec& spec : workers) {
+    auto spawned = SpawnProcess(spec.process, inherited_);
+    if (!spawned.ok()) {
+      AbortStart(running);
+      return spawned.status();
+    }
+    if (spawned->exec_errno != 0) {
+      DJ_LOG_ERROR("cannot execute '{}' for local_rank {}: {}",
+                   spec.process.argv[0], spec.local_rank,
+                   std::strerror(spawned->exec_errno));
+    }
+    if (guard_ != nullptr) guard_->Add(spawned->pid);  // its process group
+    Running::Worker worker;
+    worker.local_rank = spec.local_rank;
+    worker.pid = spawned->pid;
+    worker.exec_errno = spawned->exec_errno;
+    worker.heartbeat_file = spec.heartbeat_file;
+    worker.error_file = spec.error_file;
+    worker.server_socket = spec.server_socket;
+    worker.started = absl::Now();
+    running->workers.push_back(std::move(worker));
+  }
+  return absl::OkStatus();
+}
+
+void Supervisor::AbortStart(Running* running) {
+  // Never leave a half-started group behind.
+  StopGroup(running, absl::Now());
+  running->kill_deadline = absl::Now();
+  for (const auto& w : running->workers) send_signal_(-w.pid, SIGKILL);
+  while (!running->AllExited()) {
+    WaitForEvent(absl::Now() + absl::Milliseconds(100));
+    HandleSignals(running);
+  }
+  if (guard_ != nullptr) guard_->Clear();
+}
+
+void Supervisor::KillGroup(Running* running) {
+  RecordEvidence(running, absl::Now(), "the grace period ended",
+                 /*before_kill=*/true);
+  DJ_LOG_WARNING("grace period over: sending SIGKILL to the worker group");
+  running->killed = true;
+  running->abandon_at = absl::Now() + kUnkillableWait;
+  ForwardSignal(running, SIGKILL);
+  SignalLeftovers(SIGKILL);
+}
+
+absl::Time Supervisor::NextWake(const Running& running) const {
+  absl::Time wake =
+      running.stopping && !running.killed
+          ? std::min(running.kill_deadline, running.dying_signal_at)
+          : running.abandon_at;
+  if (running.stopping) return wake;
+  wake = std::min(wake, running.hang_stop_at);
+  if (file_timer_ != nullptr) {
+    wake = std::min(wake, file_timer_->table().NextExpiry());
+  }
+  for (size_t k = 0; k < running.workers.size(); ++k) {
+    wake = std::min(wake, HeartbeatDeadline(running, k));
+  }
+  return wake;
 }
 
 absl::Time Supervisor::HeartbeatDeadline(const Running& running,
@@ -489,8 +540,8 @@ void Supervisor::CheckHeartbeats(Running* running, absl::Time now) {
       // fatal to a stopped process, would end it first).
       for (const Running::Worker& other : running->workers) {
         if (other.exited) continue;
-        killpg(other.pid, options_.hang_signal);
-        killpg(other.pid, SIGCONT);
+        send_signal_(-other.pid, options_.hang_signal);
+        send_signal_(-other.pid, SIGCONT);
       }
     }
     DeclareHang(running, k, now, options_.hang_signal != 0);
@@ -558,7 +609,7 @@ void Supervisor::CheckFileTimers(Running* running, absl::Time now) {
                    absl::StrCat("FileTimer scope ", QuoteForMessage(e.scope_id),
                                 " of local_rank ", local_rank, " expired"),
                    /*before_kill=*/false);
-    if (kill(e.pid, e.signal) != 0) {
+    if (send_signal_(e.pid, e.signal) != 0) {
       DJ_LOG_WARNING("FileTimer: kill({}, {}): {}", e.pid, e.signal,
                      std::strerror(errno));
     }
@@ -621,6 +672,7 @@ bool Supervisor::AbandonUnkillable(Running* running, absl::Time now) {
         "outlived SIGKILL by {}: reported as unkillable, not waited for",
         w.local_rank, w.pid, absl::FormatDuration(kUnkillableWait));
     w.exited = true;
+    abandoned_.insert(w.pid);
     running->result.unkillable.push_back(w.local_rank);
   }
   running->abandon_at = now + absl::Seconds(1);
@@ -628,7 +680,9 @@ bool Supervisor::AbandonUnkillable(Running* running, absl::Time now) {
 }
 
 void Supervisor::DrainAttempt(Running* running) {
-  if (ListDescendants(getpid()).empty()) return;
+  // An abandoned unkillable worker is not waited for here either: its
+  // device files are the next attempt's fence's to wait for, bounded.
+  if (Leftovers().empty()) return;
   if (!running->stopping) {
     // The workers exited on their own: their leftovers get the full grace
     // period, as dumb-init does after its child exits.
@@ -639,20 +693,27 @@ void Supervisor::DrainAttempt(Running* running) {
   const int signal_number = stop_signal_ != 0 ? stop_signal_ : SIGTERM;
   if (!running->killed) {
     // Escaped processes never saw the group signal.
-    SignalDescendants(getpid(), signal_number);
+    SignalLeftovers(signal_number);
   }
   while (!running->killed && absl::Now() < running->kill_deadline &&
-         !ListDescendants(getpid()).empty()) {
+         !Leftovers().empty()) {
     WaitForEvent(
         std::min(running->kill_deadline, absl::Now() + absl::Milliseconds(20)));
     HandleSignals(running);
   }
-  if (SignalDescendants(getpid(), SIGKILL) > 0) {
-    DJ_LOG_WARNING("killed leftover worker processes at the deadline");
+  // Named one by one: a straggler that ignored the stop signal (a
+  // DataLoader child, a daemon escaped with setsid) may be what held the
+  // GPU, and its pid is what an operator greps the node for.
+  if (const std::vector<std::string> killed = SignalLeftovers(SIGKILL);
+      !killed.empty()) {
+    DJ_LOG_WARNING(
+        "killed the attempt's leftover process(es) still running at the "
+        "deadline: {}",
+        absl::StrJoin(killed, ", "));
   }
   // Reap them, so none is mistaken for a later attempt's worker.
   const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);
-  while (!ListDescendants(getpid()).empty() && absl::Now() < reap_deadline) {
+  while (!Leftovers().empty() && absl::Now() < reap_deadline) {
     WaitForEvent(absl::Now() + absl::Milliseconds(20));
     HandleSignals(running);
   }
@@ -715,16 +776,19 @@ bool Supervisor::Sleep(absl::Duration duration) {
 
 void Supervisor::DrainDescendants() {
   HandleSignals(nullptr);
-  if (ListDescendants(getpid()).empty()) return;
+  if (Leftovers().empty()) return;
   const absl::Time deadline =
       std::min(absl::Now() + options_.shutdown_timeout, stop_deadline_);
-  SignalDescendants(getpid(), SIGTERM);
-  while (absl::Now() < deadline && !ListDescendants(getpid()).empty()) {
+  SignalLeftovers(SIGTERM);
+  while (absl::Now() < deadline && !Leftovers().empty()) {
     WaitForEvent(std::min(deadline, absl::Now() + absl::Milliseconds(50)));
     HandleSignals(nullptr);
   }
-  if (SignalDescendants(getpid(), SIGKILL) > 0) {
-    DJ_LOG_WARNING("killed descendants still running after the grace period");
+  if (const std::vector<std::string> killed = SignalLeftovers(SIGKILL);
+      !killed.empty()) {
+    DJ_LOG_WARNING(
+        "killed descendants still running after the grace period: {}",
+        absl::StrJoin(killed, ", "));
   }
   // Reap what was killed; a process in D state may take a moment.
   const absl::Time reap_deadline = absl::Now() + absl::Seconds(5);

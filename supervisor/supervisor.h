@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -145,12 +146,19 @@ class SupervisorInterface {
   virtual ProgressSnapshot Progress() const { return {}; }
 };
 
+// How the supervisor sends a signal, with kill(2)'s contract (a negative
+// pid names a process group). The agent's is kill(2) itself; a unit test's
+// double withholds SIGKILL from one worker, standing for a process in
+// uninterruptible sleep, which no test can make.
+using SignalSender = std::function<int(pid_t, int)>;
+
 class Supervisor : public SupervisorInterface {
  public:
   // Blocks every catchable signal, opens the signalfd and, unless the agent
-  // is PID 1, registers it as a child subreaper.
+  // is PID 1, registers it as a child subreaper. Signals go through
+  // `send_signal` (null: kill(2)).
   static absl::StatusOr<std::unique_ptr<Supervisor>> Create(
-      const SupervisorOptions& options);
+      const SupervisorOptions& options, SignalSender send_signal = nullptr);
   ~Supervisor() override;
 
   Supervisor(const Supervisor&) = delete;
@@ -178,9 +186,28 @@ class Supervisor : public SupervisorInterface {
   const InheritedSignalState& inherited_signals() const { return inherited_; }
 
  private:
-  explicit Supervisor(const SupervisorOptions& options);
+  Supervisor(const SupervisorOptions& options, SignalSender send_signal);
 
   struct Running;  // per-RunGroup state
+
+  // `signal_number` to a worker's process group, else (the group is gone)
+  // to the worker alone.
+  void SignalWorker(pid_t pid, int signal_number);
+  // The agent's live descendants but the abandoned unkillable ones.
+  std::vector<pid_t> Leftovers() const;
+  // `signal_number` to every leftover; returns those signalled, each
+  // named "pid 123 (comm)".
+  std::vector<std::string> SignalLeftovers(int signal_number);
+  // Spawns every worker into `running`; a failure to start one kills and
+  // reaps the ones started and is returned.
+  absl::Status StartWorkers(const std::vector<WorkerSpec>& workers,
+                            Running* running);
+  // Starting a worker failed: the ones started are killed and reaped.
+  void AbortStart(Running* running);
+  // The grace period is over: evidence, then SIGKILL to everything left.
+  void KillGroup(Running* running);
+  // When RunGroup's loop must wake next if nothing happens before.
+  absl::Time NextWake(const Running& running) const;
 
   // Reads pending signals; returns after handling what was read.
   void HandleSignals(Running* running);
@@ -225,7 +252,11 @@ class Supervisor : public SupervisorInterface {
   void WaitForEvent(absl::Time deadline);
 
   SupervisorOptions options_;
+  SignalSender send_signal_;
   InheritedSignalState inherited_;
+  // Workers given up on in uninterruptible sleep, until they are reaped:
+  // no later drain waits for them again.
+  std::set<pid_t> abandoned_;
   int signal_fd_ = -1;
   int event_fd_ = -1;
   int epoll_fd_ = -1;
