@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # What each package may depend on (docs/architecture.md, "Packages").
 ALLOWED = {
-    "common": set(),
+    "common": {"third_party"},  # spdlog and fmt, compiled once
     "proto": {"third_party"},  # the cc_grpc_library macro
     "supervisor": {"common"},
     "discovery": {"common"},
