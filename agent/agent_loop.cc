@@ -529,8 +529,9 @@ class AgentRun {
             fence_marker_.substr(fence_marker_.find('=') + 1);
       }
       if (attempts_++ > 0) {
-        if (auto held = ReleaseDevices(options_.outcome, fence_marker_,
-                                       supervisor_.get())) {
+        if (auto held = ReleaseDevices(options_.outcome,
+                                       options_.supervisor.device_patterns,
+                                       fence_marker_, supervisor_.get())) {
           Ended("retryable", kExitRetryElsewhere);
           report_.detail = *held;
           return report_.exit_code;

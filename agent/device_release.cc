@@ -11,13 +11,12 @@
 
 namespace distjob {
 
-std::optional<std::string> ReleaseDevices(const OutcomeOptions& options,
-                                          const std::string& marker,
-                                          SupervisorInterface* supervisor) {
+std::optional<std::string> ReleaseDevices(
+    const OutcomeOptions& options,
+    const std::vector<std::string>& device_patterns, const std::string& marker,
+    SupervisorInterface* supervisor) {
   DeviceFenceOptions fence;
-  if (!options.device_patterns.empty()) {
-    fence.device_patterns = options.device_patterns;
-  }
+  if (!device_patterns.empty()) fence.device_patterns = device_patterns;
   fence.marker = marker;
   // The supervisor's Sleep reaps the killed stragglers (the agent is their
   // subreaper) and ends the wait on a stop signal.

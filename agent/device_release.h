@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/cli/options.h"
 #include "supervisor/supervisor.h"
@@ -14,13 +15,15 @@
 namespace distjob {
 
 // Kills the previous attempt's processes (those whose environment holds
-// `marker`) that still hold a device file and waits for the devices, at
-// most --device-release-timeout. Returns the reason the job must stop
+// `marker`) that still hold a device file (`device_patterns`; empty: the
+// usual ones) and waits for the devices, at most --device-release-timeout.
+// Returns the reason the job must stop
 // (--device-release-timeout-action stop and holders left), else nullopt:
 // the attempt starts, with a warning naming each holder left.
-std::optional<std::string> ReleaseDevices(const OutcomeOptions& options,
-                                          const std::string& marker,
-                                          SupervisorInterface* supervisor);
+std::optional<std::string> ReleaseDevices(
+    const OutcomeOptions& options,
+    const std::vector<std::string>& device_patterns, const std::string& marker,
+    SupervisorInterface* supervisor);
 
 }  // namespace distjob
 

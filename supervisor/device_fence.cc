@@ -68,21 +68,26 @@ std::string DeviceFenceMarker(pid_t agent_pid, absl::Time started) {
                       absl::ToUnixNanos(started));
 }
 
+std::vector<std::string> DevicesHeldBy(const DeviceFenceOptions& options,
+                                       pid_t pid) {
+  const std::string fd_dir = absl::StrCat(options.proc_root, "/", pid, "/fd");
+  std::set<std::string> held;
+  for (const std::string& fd : ListDir(fd_dir)) {
+    std::string target = ReadLink(absl::StrCat(fd_dir, "/", fd));
+    if (IsDevice(target, options.device_patterns)) {
+      held.insert(std::move(target));
+    }
+  }
+  return {held.begin(), held.end()};
+}
+
 std::vector<DeviceHolder> FindDeviceHolders(const DeviceFenceOptions& options,
                                             pid_t self) {
   std::vector<DeviceHolder> holders;
   for (const std::string& name : ListDir(options.proc_root)) {
     int pid = 0;
     if (!absl::SimpleAtoi(name, &pid) || pid <= 0 || pid == self) continue;
-    const std::string fd_dir =
-        absl::StrCat(options.proc_root, "/", name, "/fd");
-    std::set<std::string> held;
-    for (const std::string& fd : ListDir(fd_dir)) {
-      std::string target = ReadLink(absl::StrCat(fd_dir, "/", fd));
-      if (IsDevice(target, options.device_patterns)) {
-        held.insert(std::move(target));
-      }
-    }
+    const std::vector<std::string> held = DevicesHeldBy(options, pid);
     if (held.empty() ||
         !CarriesMarker(options.proc_root, name, options.marker)) {
       continue;

@@ -46,6 +46,11 @@ struct DeviceHolder {
 // process, also across restarts of the container (same pid, later time).
 std::string DeviceFenceMarker(pid_t agent_pid, absl::Time started);
 
+// The device files (options.device_patterns) that `pid` holds open, each
+// once; empty when none or when the process is gone.
+std::vector<std::string> DevicesHeldBy(const DeviceFenceOptions& options,
+                                       pid_t pid);
+
 // Every process (not `self`) carrying options.marker and holding one of
 // the device files open, one entry per process and path.
 std::vector<DeviceHolder> FindDeviceHolders(const DeviceFenceOptions& options,

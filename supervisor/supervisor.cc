@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/text.h"
+#include "supervisor/device_fence.h"
 #include "supervisor/exit_policy.h"
 #include "supervisor/process_tree.h"
 #include "supervisor/signal_names.h"
@@ -227,8 +228,18 @@ std::vector<std::string> Supervisor::SignalLeftovers(int signal_number) {
     // Named before the signal: a killed process's comm is gone with it.
     std::string comm = std::string(absl::StripTrailingAsciiWhitespace(
         ReadSmallFile(absl::StrCat("/proc/", pid, "/comm"), 64)));
+    // And the accelerators it holds: a straggler holding a GPU is what the
+    // next attempt would have failed on, and the operator's question.
+    DeviceFenceOptions devices;
+    devices.proc_root = options_.proc_root;
+    if (!options_.device_patterns.empty()) {
+      devices.device_patterns = options_.device_patterns;
+    }
+    const std::vector<std::string> held = DevicesHeldBy(devices, pid);
     if (send_signal_(pid, signal_number) == 0) {
-      signalled.push_back(absl::StrCat("pid ", pid, " (", comm, ")"));
+      signalled.push_back(absl::StrCat("pid ", pid, " (", comm, ")",
+                                       held.empty() ? "" : " holding ",
+                                       absl::StrJoin(held, ", ")));
     }
   }
   return signalled;

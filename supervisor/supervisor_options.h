@@ -43,6 +43,11 @@ struct SupervisorOptions {
   absl::Duration evidence_budget = absl::Seconds(5);
   // Where /proc is: a fake tree in tests of D-state reporting.
   std::string proc_root = "/proc";
+  // fnmatch(3) patterns of the device files that pin an accelerator
+  // (--device-files; empty: DeviceFenceOptions' usual ones). The drain
+  // names the ones a leftover it kills holds; the fence between attempts
+  // waits for them.
+  std::vector<std::string> device_patterns;
 };
 
 }  // namespace distjob

@@ -122,12 +122,11 @@ struct OutcomeOptions {
   std::string progress_file;
   int max_no_progress_restarts = 0;
   // The GPU-release fence before each restart (agent/device_release.h):
-  // how long the previous attempt's holders of a device file get, whether
-  // the agent then stops (retryable) instead of starting anyway, and the
-  // device files' patterns (empty: the accelerators' usual ones).
+  // how long the previous attempt's holders of a device file get, and
+  // whether the agent then stops (retryable) instead of starting anyway.
+  // The device files' patterns are the supervisor's (its drain names them).
   absl::Duration device_release_timeout = absl::Seconds(30);
   bool device_release_stop = false;
-  std::vector<std::string> device_patterns;
   // --retryable-error-pattern, each compiled once.
   std::vector<ErrorPattern> retryable_error_patterns;
   // grpc.health.v1 port on all interfaces; 0 = no health server.

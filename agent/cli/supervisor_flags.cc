@@ -128,9 +128,9 @@ void AddSupervisorFlags(FlagSet* flags, RunOptions* options) {
       "device-files", "GLOB[,GLOB...]",
       "The device files that pin an accelerator (default "
       "/dev/nvidia*,/dev/dri/*,/dev/kfd,/dev/accel*).",
-      [o](absl::string_view v, absl::string_view) -> absl::Status {
-        o->device_patterns = absl::StrSplit(v, ',', absl::SkipEmpty());
-        if (o->device_patterns.empty()) {
+      [s](absl::string_view v, absl::string_view) -> absl::Status {
+        s->device_patterns = absl::StrSplit(v, ',', absl::SkipEmpty());
+        if (s->device_patterns.empty()) {
           return absl::InvalidArgumentError("names no device file");
         }
         return absl::OkStatus();

@@ -116,10 +116,11 @@ def test_an_escaped_grandchild_holding_the_device_is_killed_first(
     (double fork + setsid), holds the device, ignores SIGTERM, and outlives
     the crashed worker. The agent is its subreaper, so the drain after the
     attempt reaches it: SIGTERM, then SIGKILL at the end of the grace period
-    (--shutdown-timeout), naming its pid. By the time the fence looks, it
-    is gone, so the fence has nothing to kill here; the fence's own kill of
-    a holder the drain cannot reach is the first test above. It ignores
-    SIGTERM and never exits on its own: gone means killed by SIGKILL."""
+    (--shutdown-timeout), naming its pid and the device it held. By the
+    time the fence looks, it is gone, so the fence has nothing to kill
+    here; the fence's own kill of a holder the drain cannot reach is the
+    first test above. It ignores SIGTERM and never exits on its own: gone
+    means killed by SIGKILL."""
     device = tmp_path / "fake-gpu3"
     device.write_text("")
     log = tmp_path / "agent.log"
@@ -137,7 +138,7 @@ def test_an_escaped_grandchild_holding_the_device_is_killed_first(
     assert (tmp_path / "seen").read_text() == "gone"
     killed = [line for line in text.splitlines()
               if "leftover process(es) still running at the deadline" in line]
-    assert killed and f"pid {pid} (python3)" in killed[0], text
+    assert killed and f"pid {pid} (python3) holding {device}" in killed[0], text
     assert "still holds" not in text, text
 
 
