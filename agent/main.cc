@@ -253,8 +253,10 @@ int PrintCompletion(const std::string& shell, const EnvMap& env) {
   for (const Subcommand& sub : kSubcommands) {
     CompletedCommand c{sub.name, {}};
     if (c.name != "completion") {
-      c.options = OptionsInHelp(
-          CaptureStdout([&] { (void)sub.main({"--help"}, env); }));
+      c.options = OptionsInHelp(CaptureStdout([&] {
+        // Only what --help prints is wanted, not its exit code.
+        (void)sub.main({"--help"}, env);
+      }));
     }
     commands.push_back(std::move(c));
   }

@@ -175,6 +175,7 @@ int ProbePath(const std::string& path, bool writable, std::string* what) {
     DIR* dir = opendir(path.c_str());
     if (dir == nullptr) return *what = "list", errno;
     errno = 0;
+    // One entry read or none: only errno (set on failure) is the answer.
     (void)readdir(dir);
     const int error = errno;
     closedir(dir);

@@ -251,7 +251,7 @@ class SharedStore : public StoreInterface {
         n_(n),
         renewals_(renewals),
         one_request_join_(one_request_join) {}
-  absl::StatusOr<int64_t> MultiSet(
+  [[nodiscard]] absl::StatusOr<int64_t> MultiSet(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) override {
     ++*n_;
@@ -260,25 +260,26 @@ class SharedStore : public StoreInterface {
                   kvs.empty() ? "" : kvs[0].first);
     return s_->MultiSet(kvs, ttl);
   }
-  absl::StatusOr<std::vector<std::string>> MultiGet(
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> MultiGet(
       const std::vector<std::string>& keys, absl::Duration timeout) override {
     ++*n_;
     Tally()->Note("MultiGet", keys.empty() ? "" : keys[0]);
     return s_->MultiGet(keys, timeout);
   }
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
+  [[nodiscard]] absl::StatusOr<int64_t> Add(const std::string& key,
+                                            int64_t delta) override {
     ++*n_;
     Tally()->Note("Add", key);
     return s_->Add(key, delta);
   }
-  absl::StatusOr<AddRecordResult> AddThenRecord(
+  [[nodiscard]] absl::StatusOr<AddRecordResult> AddThenRecord(
       const std::string& key, int64_t delta, const std::string& record_prefix,
       const std::string& record) override {
     ++*n_;
     Tally()->Note("AddThenRecord", key);
     return s_->AddThenRecord(key, delta, record_prefix, record);
   }
-  absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
+  [[nodiscard]] absl::StatusOr<AddRecordResult> LeaseThenAddRecord(
       const std::vector<std::pair<std::string, std::string>>& lease,
       absl::Duration ttl, const std::string& key, int64_t delta,
       const std::string& record_prefix, const std::string& record) override {
@@ -287,7 +288,7 @@ class SharedStore : public StoreInterface {
     return s_->LeaseThenAddRecord(lease, ttl, key, delta, record_prefix,
                                   record);
   }
-  absl::StatusOr<AddRecordListing> AddRecordThenList(
+  [[nodiscard]] absl::StatusOr<AddRecordListing> AddRecordThenList(
       const std::vector<std::pair<std::string, std::string>>& lease,
       absl::Duration ttl, const std::string& key, int64_t delta,
       const std::string& record_prefix, const std::string& record,
@@ -303,45 +304,46 @@ class SharedStore : public StoreInterface {
     return s_->AddRecordThenList(lease, ttl, key, delta, record_prefix, record,
                                  list_prefix);
   }
-  absl::StatusOr<CompareSetResult> CompareSet(
+  [[nodiscard]] absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override {
     ++*n_;
     Tally()->Note("CompareSet", key);
     return s_->CompareSet(key, expected, desired);
   }
-  absl::StatusOr<int64_t> Append(const std::string& key,
-                                 const std::string& value) override {
+  [[nodiscard]] absl::StatusOr<int64_t> Append(
+      const std::string& key, const std::string& value) override {
     ++*n_;
     Tally()->Note("Append", key);
     return s_->Append(key, value);
   }
-  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override {
+  [[nodiscard]] absl::StatusOr<bool> Check(
+      const std::vector<std::string>& keys) override {
     ++*n_;
     Tally()->Note("Check", keys.empty() ? "" : keys[0]);
     return s_->Check(keys);
   }
-  absl::StatusOr<int64_t> Delete(
+  [[nodiscard]] absl::StatusOr<int64_t> Delete(
       const std::vector<std::string>& keys) override {
     ++*n_;
     Tally()->Note("Delete", keys.empty() ? "" : keys[0]);
     return s_->Delete(keys);
   }
-  absl::StatusOr<int64_t> NumKeys() override {
+  [[nodiscard]] absl::StatusOr<int64_t> NumKeys() override {
     ++*n_;
     Tally()->Note("NumKeys", "");
     return s_->NumKeys();
   }
-  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
-                                        const std::string& start_after,
-                                        size_t limit) override {
+  [[nodiscard]] absl::StatusOr<StoreListing> ListPage(
+      const std::string& prefix, const std::string& start_after,
+      size_t limit) override {
     ++*n_;
     Tally()->Note("ListPage", prefix);
     return s_->ListPage(prefix, start_after, limit);
   }
-  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
-                                       int64_t after_revision,
-                                       absl::Duration timeout) override {
+  [[nodiscard]] absl::StatusOr<WatchResult> WatchAny(
+      const std::vector<std::string>& prefixes, int64_t after_revision,
+      absl::Duration timeout) override {
     ++*n_;
     auto r = s_->WatchAny(prefixes, after_revision, timeout);
     // The prefix count tells a monitor's watch (2 or 3) from a join's (1).
@@ -696,8 +698,9 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     return 2;
   }
   changes.NextPhase();
+  // Reset, not read: the next phase counts from zero.
   (void)phase_requests();
-  (void)Tally()->TakeJson();
+  (void)Tally()->TakeJson();  // likewise
   long long kill_ns = 0;
   if (kill >= first && kill < first + count) {
     // Stops its heartbeat and watch without a word to the store. Timed

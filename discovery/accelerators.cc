@@ -56,8 +56,12 @@ int CountAmd(const std::string& root) {
       std::vector<absl::string_view> kv =
           absl::StrSplit(line, ' ', absl::SkipEmpty());
       if (kv.size() != 2) continue;
-      if (kv[0] == "simd_count") (void)absl::SimpleAtoi(kv[1], &simd);
-      if (kv[0] == "drm_render_minor") (void)absl::SimpleAtoi(kv[1], &minor);
+      // An unparsable value leaves the node out below: SimpleAtoi leaves
+      // its output unspecified on failure, so it parses into a copy.
+      long v = 0;
+      if (!absl::SimpleAtoi(kv[1], &v)) continue;
+      if (kv[0] == "simd_count") simd = v;
+      if (kv[0] == "drm_render_minor") minor = v;
     }
     if (simd > 0 && minor >= 0 &&
         Exists(Join(root, absl::StrCat("dev/dri/renderD", minor)))) {

@@ -426,6 +426,7 @@ void TrainerStatusPoster::Shutdown() {
   }
   if (stop_fd_ >= 0) {
     const uint64_t one = 1;
+    // A wake-up: an eventfd that is full already wakes the thread.
     (void)!write(stop_fd_, &one, sizeof(one));
   }
   if (thread_.joinable()) thread_.join();

@@ -34,6 +34,12 @@ std::string NameList(const std::vector<std::string>& names) {
       names.size() - kShown, " more");
 }
 
+// A write the other nodes would have read, lost: the peers wait longer
+// (a lease or a deadline) for what it said, so the log says why.
+void WarnIfLost(absl::string_view what, const absl::Status& s) {
+  if (!s.ok()) DJ_LOG_WARNING("rendezvous: cannot {}: {}", what, s.message());
+}
+
 }  // namespace
 
 DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
@@ -126,19 +132,37 @@ absl::Status DynamicRendezvous::Heartbeat() {
   const absl::Time start = absl::Now();
   absl::Status s = store_->MultiSet(kvs, lease_).status();
   if (s.ok()) NoteRenewed(start);
-  if (kvs.size() > 1) {
-    bool withdrawn;
-    {
-      absl::MutexLock lock(&waiting_mu_);
-      withdrawn = !waiting_.has_value() && waiting_withdrawals_ != withdrawals;
-    }
-    // The ask was withdrawn (its key deleted) while this wrote it again:
-    // deleted once more, or it would live with the lease (an etcd renewal
-    // keeps a lease's keys) and the members would keep seeing it.
-    // Best effort: a store that fails here fails the next heartbeat too.
-    if (withdrawn) (void)store_->Delete({keys_.Waiting(options_.node)});
+  bool withdraw;
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    // The ask was withdrawn (its key deleted) while this wrote it again,
+    // or its delete failed: deleted once more, or it would live with the
+    // lease (an etcd renewal keeps a lease's keys) and the members would
+    // keep seeing it.
+    withdraw = !waiting_.has_value() &&
+               ((kvs.size() > 1 && waiting_withdrawals_ != withdrawals) ||
+                withdrawal_pending_);
   }
+  if (withdraw) Withdraw();
   return s;
+}
+
+void DynamicRendezvous::Withdraw() {
+  const std::string key = keys_.Waiting(options_.node);
+  const absl::Status s = store_->Delete({key}).status();
+  absl::MutexLock lock(&waiting_mu_);
+  // Asking again writes the ask anew: nothing left to delete then.
+  if (s.ok() || waiting_.has_value()) {
+    withdrawal_pending_ = false;
+    return;
+  }
+  if (!withdrawal_pending_) {
+    DJ_LOG_WARNING(
+        "rendezvous: cannot withdraw this node's ask to join ({}): {}; "
+        "deleting it again at each lease renewal",
+        key, s.message());
+  }
+  withdrawal_pending_ = true;
 }
 
 void DynamicRendezvous::StopWaiting() {
@@ -149,8 +173,7 @@ void DynamicRendezvous::StopWaiting() {
     waiting_.reset();
     if (was_waiting) ++waiting_withdrawals_;
   }
-  // Best effort: a store that fails here fails the next heartbeat too.
-  if (was_waiting) (void)store_->Delete({keys_.Waiting(options_.node)});
+  if (was_waiting) Withdraw();
 }
 
 void DynamicRendezvous::NoteRenewed(absl::Time start) {
@@ -1529,9 +1552,14 @@ std::string DynamicRendezvous::WaitProgress() {
 
 void DynamicRendezvous::AcknowledgeEnd() {
   if (end_acknowledged_.exchange(true)) return;
-  // Best effort: the node that ended the job waits for these marks only
-  // until its deadline.
-  (void)store_->Set(keys_.SeenEnd(options_.node), "1");
+  // The node that ended the job (maybe the store's host) waits for this
+  // mark until its lease is up: a lost one is said, and the next caller
+  // (the monitor, Next, Shutdown) writes it again.
+  const std::string key = keys_.SeenEnd(options_.node);
+  if (absl::Status s = store_->Set(key, "1").status(); !s.ok()) {
+    WarnIfLost(absl::StrCat("mark the job's end as read at ", key), s);
+    end_acknowledged_ = false;
+  }
 }
 
 bool DynamicRendezvous::AllMarkedOrGone(
@@ -1781,19 +1809,25 @@ void DynamicRendezvous::Shutdown(bool succeeded) {
                                    ? absl::InfiniteFuture()
                                    : absl::Now() +
                                          options_.config.keep_alive_interval);
-      // A goodbye: without it the others see this node's lease expire.
-      (void)store_->Add(left, 1);
+      // A goodbye: without it the host waits for this node's count until
+      // its 5 s are up. Said, not retried: the store leaves with the host.
+      WarnIfLost(absl::StrCat("count this node's goodbye at ", left),
+                 store_->Add(left, 1).status());
     }
   } else if (!store_lost_ && last_round_ >= 0 && ended_by_another) {
     // The key is there, and its writer, maybe the store's host, may be gone:
     // a write would only wait out read_timeout.
     AcknowledgeEnd();
   } else if (!store_lost_ && last_round_ >= 0) {
-    // Likewise: without it the others see this node's lease expire.
-    (void)store_->Set(
-        keys_.Aborted(),
-        absl::StrCat("node ", options_.node, " exited",
-                     end_reason_.empty() ? "" : ": ", end_reason_));
+    // Without it the others learn the job ended only when this node's
+    // lease expires: said, so that the wait they see is explained.
+    WarnIfLost(
+        absl::StrCat("end the job at ", keys_.Aborted()),
+        store_
+            ->Set(keys_.Aborted(),
+                  absl::StrCat("node ", options_.node, " exited",
+                               end_reason_.empty() ? "" : ": ", end_reason_))
+            .status());
     if (options_.hosting) AwaitEndSeen(round);
   }
   closed_ = true;

@@ -176,6 +176,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool RenewedWithin(absl::Duration d) const;
   // Withdraws this node's ask to join, if it made one (deletes its key).
   void StopWaiting();
+  // Deletes this node's ask; a failed delete is said once and left to the
+  // next renewal (withdrawal_pending_).
+  void Withdraw();
   void HeartbeatLoop();
   void MonitorLoop();
   // Why the current round is no longer the job's, or "" if it still is;
@@ -287,6 +290,10 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Asks withdrawn (StopWaiting): a heartbeat that wrote the key while one
   // was withdrawn deletes it again.
   uint64_t waiting_withdrawals_ ABSL_GUARDED_BY(waiting_mu_) = 0;
+  // A withdrawal whose delete failed: the ask would live as long as the
+  // lease (an etcd renewal keeps a lease's keys), so each renewal deletes
+  // it again until one succeeds (Withdraw).
+  bool withdrawal_pending_ ABSL_GUARDED_BY(waiting_mu_) = false;
   mutable absl::Mutex seen_mu_;
   std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 

@@ -84,28 +84,31 @@ class EtcdStore : public StoreInterface {
   // naming every endpoint otherwise.
   absl::Status WaitUntilReachable(absl::Duration timeout);
 
-  absl::StatusOr<int64_t> MultiSet(
+  [[nodiscard]] absl::StatusOr<int64_t> MultiSet(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) override;
-  absl::StatusOr<std::vector<std::string>> MultiGet(
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> MultiGet(
       const std::vector<std::string>& keys, absl::Duration timeout) override;
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
-  absl::StatusOr<CompareSetResult> CompareSet(
+  [[nodiscard]] absl::StatusOr<int64_t> Add(const std::string& key,
+                                            int64_t delta) override;
+  [[nodiscard]] absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override;
-  absl::StatusOr<int64_t> Append(const std::string& key,
-                                 const std::string& value) override;
-  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override;
-  absl::StatusOr<int64_t> Delete(const std::vector<std::string>& keys) override;
-  absl::StatusOr<int64_t> NumKeys() override;
+  [[nodiscard]] absl::StatusOr<int64_t> Append(
+      const std::string& key, const std::string& value) override;
+  [[nodiscard]] absl::StatusOr<bool> Check(
+      const std::vector<std::string>& keys) override;
+  [[nodiscard]] absl::StatusOr<int64_t> Delete(
+      const std::vector<std::string>& keys) override;
+  [[nodiscard]] absl::StatusOr<int64_t> NumKeys() override;
   // The whole range in one page: etcd bounds its own responses
   // (--max-request-bytes, the client's message size).
-  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
-                                        const std::string& start_after,
-                                        size_t limit) override;
-  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
-                                       int64_t after_revision,
-                                       absl::Duration timeout) override;
+  [[nodiscard]] absl::StatusOr<StoreListing> ListPage(
+      const std::string& prefix, const std::string& start_after,
+      size_t limit) override;
+  [[nodiscard]] absl::StatusOr<WatchResult> WatchAny(
+      const std::vector<std::string>& prefixes, int64_t after_revision,
+      absl::Duration timeout) override;
 
  private:
   struct Impl;

@@ -318,48 +318,52 @@ class StoreCore {
 class LocalStore : public StoreInterface {
  public:
   explicit LocalStore(StoreCore* core) : core_(core) {}
-  absl::StatusOr<int64_t> MultiSet(
+  [[nodiscard]] absl::StatusOr<int64_t> MultiSet(
       const std::vector<std::pair<std::string, std::string>>& kvs,
       absl::Duration ttl) override {
     return core_->MultiSet(kvs, ttl);
   }
-  absl::StatusOr<std::vector<std::string>> MultiGet(
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> MultiGet(
       const std::vector<std::string>& keys, absl::Duration timeout) override;
-  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
+  [[nodiscard]] absl::StatusOr<int64_t> Add(const std::string& key,
+                                            int64_t delta) override {
     return core_->Add(key, delta);
   }
-  absl::StatusOr<AddRecordResult> AddThenRecord(
+  [[nodiscard]] absl::StatusOr<AddRecordResult> AddThenRecord(
       const std::string& key, int64_t delta, const std::string& record_prefix,
       const std::string& record) override {
     auto count = core_->AddThenRecord(key, delta, record_prefix, record);
     if (!count.ok()) return count.status();
     return AddRecordResult{*count, !record_prefix.empty()};
   }
-  absl::StatusOr<CompareSetResult> CompareSet(
+  [[nodiscard]] absl::StatusOr<CompareSetResult> CompareSet(
       const std::string& key, const std::string& expected,
       const std::string& desired) override {
     return core_->CompareSet(key, expected, desired);
   }
-  absl::StatusOr<int64_t> Append(const std::string& key,
-                                 const std::string& value) override {
+  [[nodiscard]] absl::StatusOr<int64_t> Append(
+      const std::string& key, const std::string& value) override {
     return core_->Append(key, value);
   }
-  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override {
+  [[nodiscard]] absl::StatusOr<bool> Check(
+      const std::vector<std::string>& keys) override {
     return core_->Check(keys);
   }
-  absl::StatusOr<int64_t> Delete(
+  [[nodiscard]] absl::StatusOr<int64_t> Delete(
       const std::vector<std::string>& keys) override {
     return core_->Delete(keys);
   }
-  absl::StatusOr<int64_t> NumKeys() override { return core_->NumKeys(); }
-  absl::StatusOr<StoreListing> ListPage(const std::string& prefix,
-                                        const std::string& start_after,
-                                        size_t limit) override {
+  [[nodiscard]] absl::StatusOr<int64_t> NumKeys() override {
+    return core_->NumKeys();
+  }
+  [[nodiscard]] absl::StatusOr<StoreListing> ListPage(
+      const std::string& prefix, const std::string& start_after,
+      size_t limit) override {
     return core_->List(prefix, start_after, limit);
   }
-  absl::StatusOr<WatchResult> WatchAny(const std::vector<std::string>& prefixes,
-                                       int64_t after_revision,
-                                       absl::Duration timeout) override;
+  [[nodiscard]] absl::StatusOr<WatchResult> WatchAny(
+      const std::vector<std::string>& prefixes, int64_t after_revision,
+      absl::Duration timeout) override;
   // Ends this view's blocking calls (MultiGet, Watch) in flight and fails
   // later ones at once with Cancelled; other calls still reach the core
   // (the host tells the others why it ends after it stopped waiting).
