@@ -127,6 +127,7 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
     if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
     execve(executable.c_str(), argv.data(), envp.data());
     const int err = errno;
+    // Should it fail, the exit code below still says exec failed, and why.
     (void)!write(pipe_fds[1], &err, sizeof(err));
     _exit(ExecFailureExitCode(err));
   }

@@ -181,6 +181,7 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(
 void Supervisor::Interrupt() {
   interrupted_ = true;
   const uint64_t one = 1;
+  // Only EAGAIN can fail it (the counter is full): the loop is awake then.
   (void)!write(event_fd_, &one, sizeof(one));
 }
 
@@ -199,6 +200,7 @@ void Supervisor::WaitForEvent(absl::Time deadline) {
     DJ_LOG_ERROR("epoll_wait: {}", std::strerror(errno));
   }
   uint64_t drained;
+  // Non-blocking: EAGAIN means nobody woke us, which is no error.
   (void)!read(event_fd_, &drained, sizeof(drained));
   // Drained on every wake, between attempts too: a readable FIFO left
   // unread would make every later epoll_wait return at once.

@@ -132,9 +132,6 @@ VOID_CALL = re.compile(r"\(void\)\s*!?\s*[\w:.>\-\[\]]+\s*\(")
 # comments there (remove each entry once its comment is in).
 VOID_CALL_PENDING = {
     "rendezvous/store/conn_limiter.cc": ["(void)!write(wake_fd_"],
-    "supervisor/process.cc": ["(void)!write(pipe_fds[1]"],
-    "supervisor/supervisor.cc": ["(void)!write(event_fd_",
-                                 "(void)!read(event_fd_"],
 }
 
 
