@@ -13,8 +13,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <deque>
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -29,7 +27,10 @@
 #include "common/heap_trim.h"
 #include "common/log_rate_limiter.h"
 #include "common/logging.h"
+#include "workerstore/allowed_peers.h"
 #include "workerstore/peer_budgets.h"
+#include "workerstore/tcpstore_conn.h"
+#include "workerstore/tcpstore_data.h"
 #include "workerstore/tcpstore_protocol.h"
 #include "workerstore/tcpstore_socket.h"
 #include "workerstore/tcpstore_waits.h"
@@ -41,14 +42,6 @@ using tcpstore::Op;
 
 constexpr uint64_t kListenerId = 0;
 constexpr uint64_t kWakeId = 1;
-constexpr size_t kReadChunk = 64 * 1024;
-// What a drained connection keeps of its answer buffer for reuse; its
-// request buffer it gives back (to the loop's one read buffer, or to the
-// allocator). 9,000 idle connections once held 128 KiB each.
-constexpr size_t kIdleBufferBytes = 4096;
-// A connection's own bookkeeping, counted against max_buffered_bytes with
-// its buffers: the Conn, its address strings, its entries in the maps.
-constexpr size_t kConnBytes = 1024;
 // Freed memory is handed back to the kernel after this much, at most once
 // a second (HeapTrimPacer).
 constexpr size_t kTrimAfterBytes = size_t{8} << 20;
@@ -74,7 +67,8 @@ class TcpStoreServer::Impl {
         budgets_(PeerBudgets::Shared(
             options_.max_connections, options_.max_connections_per_peer,
             options_.limits.max_waiters, options_.limits.max_waiter_bytes)),
-        trim_(kTrimAfterBytes, absl::Seconds(1)) {
+        trim_(kTrimAfterBytes, absl::Seconds(1)),
+        data_(options_.limits.max_total_bytes) {
     parse_limits_.max_key_bytes = o.limits.max_key_bytes;
     parse_limits_.max_value_bytes = o.limits.max_value_bytes;
     parse_limits_.max_keys_per_request = o.limits.max_keys_per_request;
@@ -109,8 +103,8 @@ class TcpStoreServer::Impl {
   }
   TcpStoreStats Stats() {
     TcpStoreStats s;
-    s.keys = keys_.load(std::memory_order_relaxed);
-    s.bytes = bytes_.load(std::memory_order_relaxed);
+    s.keys = data_.keys();
+    s.bytes = data_.bytes();
     s.clients = clients_.load(std::memory_order_relaxed);
     s.parked_waits = parked_.load(std::memory_order_relaxed);
     s.protocol_errors = protocol_errors_.load(std::memory_order_relaxed);
@@ -153,41 +147,12 @@ class TcpStoreServer::Impl {
         "the workers' TCPStore on port ", port_, " did not clear within ",
         absl::FormatDuration(options_.clear_timeout), ": its loop is busy"));
   }
-  void SetAllowedPeers(std::vector<std::string> ips) {
-    std::set<std::string> allowed;
-    for (const std::string& ip : ips) {
-      std::string n = NormalizeText(ip);
-      if (n.empty()) {
-        DJ_LOG_WARNING("tcpstore: allowed peer '{}' is not a numeric address",
-                       ip);
-        continue;
-      }
-      allowed.insert(std::move(n));
-    }
-    absl::MutexLock lock(&allowed_mu_);
-    allowed_ = std::move(allowed);
+  void SetAllowedPeers(const std::vector<std::string>& ips) {
+    allowed_.Set(ips);
   }
 
  private:
-  struct Conn {
-    uint64_t id = 0;
-    int fd = -1;
-    std::string peer;  // address:port, for logs
-    std::string ip;
-    tcpstore::Dialect dialect = tcpstore::Dialect::kUnknown;
-    // Received bytes [in_off, in_len) of `in` (whose size is its capacity).
-    std::string in;
-    size_t in_off = 0;
-    size_t in_len = 0;
-    size_t need = 1;  // parse again once this many bytes are buffered
-    std::string out;
-    size_t out_off = 0;
-    bool reading = true;                  // EPOLLIN registered
-    uint32_t events = EPOLLIN;            // registered with epoll
-    bool dirty = false;                   // in dirty_ (output to flush)
-    absl::flat_hash_set<uint64_t> waits;  // parked waits
-    size_t accounted = 0;  // its buffers, as counted in buffered_
-  };
+  using Conn = TcpStoreConn;
 
   void Loop();
   void Accept();
@@ -199,6 +164,25 @@ class TcpStoreServer::Impl {
   bool Serve(Conn& c);
   // Serves one request; false when `c` must be closed (reason logged).
   bool Execute(Conn& c, const tcpstore::Request& r);
+  // One handler per operation, as Execute: false when `c` must be closed.
+  bool OnValidate(Conn& c, const tcpstore::Request& r);
+  bool OnPing(Conn& c, const tcpstore::Request& r);
+  bool OnSet(Conn& c, const tcpstore::Request& r);
+  bool OnMultiSet(Conn& c, const tcpstore::Request& r);
+  bool OnCompareSet(Conn& c, const tcpstore::Request& r);
+  bool OnGet(Conn& c, const tcpstore::Request& r);
+  bool OnMultiGet(Conn& c, const tcpstore::Request& r);
+  bool OnAdd(Conn& c, const tcpstore::Request& r);
+  bool OnAppend(Conn& c, const tcpstore::Request& r);
+  bool OnCheck(Conn& c, const tcpstore::Request& r);
+  bool OnWait(Conn& c, const tcpstore::Request& r);
+  bool OnCancelWait(Conn& c, const tcpstore::Request& r);
+  bool OnNumKeys(Conn& c, const tcpstore::Request& r);
+  bool OnDeleteKey(Conn& c, const tcpstore::Request& r);
+  bool OnQueuePush(Conn& c, const tcpstore::Request& r);
+  bool OnQueuePop(Conn& c, const tcpstore::Request& r);
+  bool OnQueueLen(Conn& c, const tcpstore::Request& r);
+  bool OnListKeys(Conn& c, const tcpstore::Request& r);
   void Flush(Conn& c);
   // Counts c's buffers that hold something (their capacity) in buffered_.
   void Account(Conn& c);
@@ -209,9 +193,8 @@ class TcpStoreServer::Impl {
   void CloseConn(uint64_t id, const std::string& reason, bool error);
   // Closes every open connection quietly; returns how many.
   size_t CloseAllConns();
-  bool Exists(absl::string_view key) const;
+  // Sets `key` and answers the waits it completes.
   void Put(absl::string_view key, std::string value);
-  void Erase(absl::string_view key);
   // Answers parked waits that `key` (now present) completes; `one`: a
   // queue item, for one popper (TcpStoreWaits::ArrivedOnce).
   void Wake(absl::string_view key, bool one = false);
@@ -235,13 +218,6 @@ class TcpStoreServer::Impl {
   void Warn(absl::string_view kind, const std::string& line) {
     warnings_.Warn(kind, line);
   }
-  // The request buffer for a connection that has nothing buffered: the
-  // loop's read buffer, lent (ReturnInput gives it back).
-  void LendInput(Conn& c);
-  // After a read: a drained connection gives its request buffer back (an
-  // idle one holds none); one with a small request in part keeps it in
-  // 4 KiB.
-  void ReturnInput(Conn& c);
   // Parks a wait of `keys` for `c`, making room in a full budget at the
   // cost of the heaviest other address; false when `c` must be closed.
   bool ParkWait(Conn& c, std::vector<std::string> keys);
@@ -258,17 +234,10 @@ class TcpStoreServer::Impl {
   // Whether `key` may hold a value of `size` bytes under max_total_bytes;
   // closes nothing itself.
   bool Room(Conn& c, absl::string_view key, size_t size) {
-    auto it = data_.find(key);
-    const size_t after = it == data_.end()
-                             ? total_bytes_ + EntryBytes(key.size(), size)
-                             : total_bytes_ - it->second.size() + size;
-    if (after <= options_.limits.max_total_bytes) return true;
+    if (data_.Fits(key, size)) return true;
     return Violation(
         c, absl::StrCat("max_total_bytes ", options_.limits.max_total_bytes,
                         " of keys and values reached"));
-  }
-  size_t EntryBytes(size_t key, size_t value) const {
-    return key + value + kTcpStoreKeyBytes;
   }
 
   const TcpStoreServerOptions options_;
@@ -281,8 +250,7 @@ class TcpStoreServer::Impl {
   std::thread thread_ ABSL_GUARDED_BY(shutdown_mu_);
   std::atomic<bool> stop_{false};
 
-  absl::Mutex allowed_mu_;
-  std::set<std::string> allowed_ ABSL_GUARDED_BY(allowed_mu_);
+  AllowedPeers allowed_;
 
   // Clear(): asked by any thread, done by the loop.
   absl::Mutex clear_mu_;
@@ -305,18 +273,16 @@ class TcpStoreServer::Impl {
   RateLimitedWarnings warnings_{"tcpstore"};
   HeapTrimPacer trim_;
   // Lent to the connection being read when it has nothing buffered, so
-  // that idle connections hold no request buffer (LendInput).
+  // that idle connections hold no request buffer (TcpStoreConn::LendInput).
   std::string read_buffer_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::vector<uint64_t> dirty_;
-  absl::flat_hash_map<std::string, std::string> data_;
-  absl::flat_hash_map<std::string, std::deque<std::string>> queues_;
-  size_t total_bytes_ = 0;
+  TcpStoreData data_;
   uint64_t next_wait_id_ = 1;
   TcpStoreWaits waits_;
   tcpstore::Request request_;
 
-  std::atomic<int64_t> keys_{0}, bytes_{0}, clients_{0}, parked_{0};
+  std::atomic<int64_t> clients_{0}, parked_{0};
   std::atomic<int64_t> protocol_errors_{0}, refused_{0}, sleeps_{0},
       stream_pauses_{0}, accept_pauses_{0}, evictions_{0}, buffered_bytes_{0};
   // Whether the loop's current batch sent anything (Flush), and whether it
@@ -433,11 +399,7 @@ size_t TcpStoreServer::Impl::CloseAllConns() {
 void TcpStoreServer::Impl::ClearIfAsked() {
   absl::MutexLock lock(&clear_mu_);
   if (clear_done_ == clear_requested_) return;
-  data_.clear();
-  queues_.clear();
-  total_bytes_ = 0;
-  keys_.store(0, std::memory_order_relaxed);
-  bytes_.store(0, std::memory_order_relaxed);
+  data_.Clear();
   // Every connection open now is the last group's: its workers have exited
   // or, on a node the round left out, may still run. Closed, neither the
   // bytes a dead worker left unread nor a live stale worker's next request
@@ -486,12 +448,7 @@ void TcpStoreServer::Impl::Accept() {
     std::string ip = NormalizeAddress(ss);
     std::string peer = PeerName(ss, ip);
     std::string refusal;
-    {
-      absl::MutexLock lock(&allowed_mu_);
-      if (!allowed_.empty() && allowed_.count(ip) == 0) {
-        refusal = "not an allowed peer";
-      }
-    }
+    if (!allowed_.Admits(ip)) refusal = "not an allowed peer";
     if (refusal.empty() &&
         buffered_ + kConnBytes > options_.max_buffered_bytes) {
       refusal = absl::StrCat("max_buffered_bytes ", options_.max_buffered_bytes,
@@ -536,27 +493,10 @@ void TcpStoreServer::Impl::Accept() {
 
 void TcpStoreServer::Impl::OnReadable(Conn& c) {
   const uint64_t id = c.id;
-  LendInput(c);
+  c.LendInput(&read_buffer_);
   size_t got = 0;
   while (got < kMaxReadPerEvent) {
-    if (c.in_off == c.in_len) c.in_off = c.in_len = 0;
-    // Room for one more chunk; a large frame grows the buffer by doubling
-    // as it arrives (never past what max_frame_bytes lets the parser wait
-    // for), not at once from what its header claims.
-    const size_t want = c.in_len - c.in_off + kReadChunk;
-    if (c.in.size() - c.in_off < want) {
-      if (c.in_off > 0) {
-        std::memmove(&c.in[0], c.in.data() + c.in_off, c.in_len - c.in_off);
-        c.in_len -= c.in_off;
-        c.in_off = 0;
-      }
-      if (c.in.size() < want) {
-        // Doubling, but never past one whole frame and a chunk.
-        const size_t cap = options_.max_frame_bytes + kReadChunk;
-        c.in.resize(std::max(want, std::min(c.in.size() * 2, cap)));
-      }
-    }
-    const size_t space = c.in.size() - c.in_len;
+    const size_t space = c.ReadRoom(options_.max_frame_bytes);
     const ssize_t n = read(c.fd, &c.in[c.in_len], space);
     if (n == 0) {
       // What was received before the close is still served (a client may
@@ -583,40 +523,12 @@ void TcpStoreServer::Impl::OnReadable(Conn& c) {
     if (!c.reading || static_cast<size_t>(n) < space) break;
   }
   Flush(c);
-  ReturnInput(c);
-}
-
-void TcpStoreServer::Impl::LendInput(Conn& c) {
-  if (c.in_off != c.in_len || !c.in.empty()) return;
-  c.in_off = c.in_len = 0;
-  c.in.swap(read_buffer_);
-}
-
-void TcpStoreServer::Impl::ReturnInput(Conn& c) {
-  const size_t pending = c.in_len - c.in_off;
-  if (c.in.empty() || pending > kIdleBufferBytes) return;
-  if (pending > 0 && c.in.size() <= kIdleBufferBytes) return;
-  std::string kept;
-  if (pending > 0) {
-    // A request in part (maybe one byte, maybe a slow peer's): kept in a
-    // small buffer, which grows again as the rest arrives.
-    kept.resize(kIdleBufferBytes);
-    std::memcpy(&kept[0], c.in.data() + c.in_off, pending);
-  }
-  c.in_off = 0;
-  c.in_len = pending;
-  if (read_buffer_.empty() && c.in.size() >= kReadChunk &&
-      c.in.size() <= 2 * kReadChunk) {
-    c.in.swap(read_buffer_);
-  } else {
-    trim_.Released(c.in.capacity());
-  }
-  c.in = std::move(kept);
+  trim_.Released(c.ReturnInput(&read_buffer_));
 }
 
 bool TcpStoreServer::Impl::Serve(Conn& c) {
   while (c.in_len - c.in_off >= c.need) {
-    if (c.out.size() - c.out_off > options_.max_pending_output_bytes) {
+    if (c.PendingOutput() > options_.max_pending_output_bytes) {
       // The client does not read its answers: stop reading its requests
       // until it does (OnWritable resumes).
       c.reading = false;
@@ -655,213 +567,43 @@ bool TcpStoreServer::Impl::Serve(Conn& c) {
 }
 
 bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
-  const TcpStoreLimits& limits = options_.limits;
   switch (r.op) {
     case Op::kValidate:
-      if (r.word != tcpstore::kValidateMagic) {
-        return Violation(c, "validate: wrong magic number");
-      }
-      return true;
+      return OnValidate(c, r);
     case Op::kPing:
-      tcpstore::AppendU32(&c.out, r.word);
-      return true;
+      return OnPing(c, r);
     case Op::kSet:
-      if (!Room(c, r.keys[0], r.values[0].size())) return false;
-      Put(r.keys[0], std::string(r.values[0]));
-      streamed_ = true;
-      return true;
+      return OnSet(c, r);
     case Op::kMultiSet:
-      streamed_ = true;
-      for (size_t i = 0; i < r.keys.size(); ++i) {
-        if (!Room(c, r.keys[i], r.values[i].size())) return false;
-        Put(r.keys[i], std::string(r.values[i]));
-      }
-      return true;
-    case Op::kCompareSet: {
-      auto it = data_.find(r.keys[0]);
-      const absl::string_view expected = r.values[0], desired = r.values[1];
-      if (it == data_.end()) {
-        if (expected.empty()) {
-          if (!Room(c, r.keys[0], desired.size())) return false;
-          Put(r.keys[0], std::string(desired));
-          tcpstore::AppendBytes(&c.out, desired);
-        } else {
-          // As TCPStore: the expected value comes back although the key
-          // does not exist, which the caller reads as a failed swap.
-          tcpstore::AppendBytes(&c.out, expected);
-        }
-      } else {
-        if (it->second == expected) {
-          if (!Room(c, r.keys[0], desired.size())) return false;
-          Put(r.keys[0], std::string(desired));
-        }
-        tcpstore::AppendBytes(&c.out, data_.find(r.keys[0])->second);
-      }
-      return true;
-    }
-    case Op::kGet: {
-      auto it = data_.find(r.keys[0]);
-      if (it == data_.end()) {
-        // TCPStore's get throws here and drops the connection; its
-        // clients always wait for the key first, so the key was deleted
-        // in between.
-        return Violation(c, "get of a key that does not exist");
-      }
-      tcpstore::AppendBytes(&c.out, it->second);
-      return true;
-    }
-    case Op::kMultiGet: {
-      // A small request may name one large value many times: the answer
-      // is sized before any of it is queued.
-      size_t answer = 0;
-      for (absl::string_view k : r.keys) {
-        auto it = data_.find(k);
-        if (it == data_.end()) {
-          return Violation(c, "multi_get of a key that does not exist");
-        }
-        answer += sizeof(uint64_t) + it->second.size();
-      }
-      if (!AnswerFits(c, answer)) {
-        return Violation(
-            c, absl::StrCat("multi_get answer of ", answer,
-                            " bytes over max_pending_output_", "bytes ",
-                            options_.max_pending_output_bytes));
-      }
-      for (absl::string_view k : r.keys) {
-        tcpstore::AppendBytes(&c.out, data_.find(k)->second);
-      }
-      return true;
-    }
-    case Op::kAdd: {
-      int64_t value = r.number;
-      auto it = data_.find(r.keys[0]);
-      if (it != data_.end()) {
-        int64_t old;
-        if (!tcpstore::ParseStoredInt(it->second, &old)) {
-          return Violation(c, "add to a value that is not a decimal number");
-        }
-        if (__builtin_add_overflow(old, r.number, &value)) {
-          return Violation(c, "add overflows int64");
-        }
-      }
-      std::string text = std::to_string(value);
-      if (!Room(c, r.keys[0], text.size())) return false;
-      Put(r.keys[0], std::move(text));
-      tcpstore::AppendI64(&c.out, value);
-      return true;
-    }
-    case Op::kAppend: {
-      auto it = data_.find(r.keys[0]);
-      if (it == data_.end()) {
-        if (!Room(c, r.keys[0], r.values[0].size())) return false;
-        Put(r.keys[0], std::string(r.values[0]));
-      } else {
-        std::string v;
-        v.reserve(it->second.size() + r.values[0].size());
-        v.append(it->second).append(r.values[0].data(), r.values[0].size());
-        if (v.size() > limits.max_value_bytes) {
-          return Violation(c, absl::StrCat("append makes a value over "
-                                           "max_value_bytes ",
-                                           limits.max_value_bytes));
-        }
-        if (!Room(c, r.keys[0], v.size())) return false;
-        Put(r.keys[0], std::move(v));
-      }
-      return true;
-    }
-    case Op::kCheck: {
-      bool all = true;
-      for (absl::string_view k : r.keys) all = all && Exists(k);
-      tcpstore::AppendU8(&c.out, all ? tcpstore::kReady : tcpstore::kNotReady);
-      return true;
-    }
-    case Op::kWait: {
-      std::vector<std::string> keys;
-      for (absl::string_view k : r.keys) {
-        if (!Exists(k)) keys.emplace_back(k);
-      }
-      // A key named twice is waited for once, and held once.
-      std::sort(keys.begin(), keys.end());
-      keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-      if (keys.empty()) {
-        tcpstore::AppendU8(&c.out, tcpstore::kStopWaiting);
-        return true;
-      }
-      if (c.waits.size() >= limits.max_waiters_per_peer) {
-        return Violation(c, absl::StrCat("max_waiters_per_peer ",
-                                         limits.max_waiters_per_peer,
-                                         " parked waits on one connection"));
-      }
-      return ParkWait(c, std::move(keys));
-    }
-    case Op::kCancelWait: {
-      absl::flat_hash_set<uint64_t> ids;
-      ids.swap(c.waits);
-      for (uint64_t wid : ids) DropWait(wid);
-      tcpstore::AppendU8(&c.out, tcpstore::kWaitCanceled);
-      return true;
-    }
+      return OnMultiSet(c, r);
+    case Op::kCompareSet:
+      return OnCompareSet(c, r);
+    case Op::kGet:
+      return OnGet(c, r);
+    case Op::kMultiGet:
+      return OnMultiGet(c, r);
+    case Op::kAdd:
+      return OnAdd(c, r);
+    case Op::kAppend:
+      return OnAppend(c, r);
+    case Op::kCheck:
+      return OnCheck(c, r);
+    case Op::kWait:
+      return OnWait(c, r);
+    case Op::kCancelWait:
+      return OnCancelWait(c, r);
     case Op::kNumKeys:
-      tcpstore::AppendI64(&c.out, static_cast<int64_t>(data_.size()));
-      return true;
-    case Op::kDeleteKey: {
-      const bool existed = data_.find(r.keys[0]) != data_.end();
-      if (existed) Erase(r.keys[0]);
-      tcpstore::AppendI64(&c.out, existed ? 1 : 0);
-      return true;
-    }
-    case Op::kQueuePush: {
-      const size_t add = EntryBytes(r.keys[0].size(), r.values[0].size());
-      if (total_bytes_ + add > limits.max_total_bytes) {
-        return Violation(
-            c, absl::StrCat("max_total_bytes ", limits.max_total_bytes));
-      }
-      total_bytes_ += add;
-      bytes_.store(static_cast<int64_t>(total_bytes_),
-                   std::memory_order_relaxed);
-      auto it = queues_.find(r.keys[0]);
-      if (it == queues_.end()) {
-        it = queues_.emplace(std::string(r.keys[0]), std::deque<std::string>())
-                 .first;
-      }
-      it->second.emplace_back(r.values[0]);
-      Wake(r.keys[0], /*one=*/true);
-      return true;
-    }
-    case Op::kQueuePop: {
-      auto it = queues_.find(r.keys[0]);
-      const size_t size = it == queues_.end() ? 0 : it->second.size();
-      tcpstore::AppendI64(&c.out, static_cast<int64_t>(size));
-      if (size > 0) {
-        tcpstore::AppendBytes(&c.out, it->second.front());
-        total_bytes_ -= EntryBytes(r.keys[0].size(), it->second.front().size());
-        bytes_.store(static_cast<int64_t>(total_bytes_),
-                     std::memory_order_relaxed);
-        it->second.pop_front();
-        if (it->second.empty()) queues_.erase(it);
-      }
-      return true;
-    }
-    case Op::kQueueLen: {
-      auto it = queues_.find(r.keys[0]);
-      tcpstore::AppendI64(
-          &c.out,
-          it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
-      return true;
-    }
-    case Op::kListKeys: {
-      size_t answer = sizeof(int64_t);
-      for (const auto& [k, v] : data_) answer += sizeof(uint64_t) + k.size();
-      if (!AnswerFits(c, answer)) {
-        return Violation(
-            c, absl::StrCat("list_keys answer of ", answer,
-                            " bytes over max_pending_output_", "bytes ",
-                            options_.max_pending_output_bytes));
-      }
-      tcpstore::AppendI64(&c.out, static_cast<int64_t>(data_.size()));
-      for (const auto& [k, v] : data_) tcpstore::AppendBytes(&c.out, k);
-      return true;
-    }
+      return OnNumKeys(c, r);
+    case Op::kDeleteKey:
+      return OnDeleteKey(c, r);
+    case Op::kQueuePush:
+      return OnQueuePush(c, r);
+    case Op::kQueuePop:
+      return OnQueuePop(c, r);
+    case Op::kQueueLen:
+      return OnQueueLen(c, r);
+    case Op::kListKeys:
+      return OnListKeys(c, r);
     case Op::kWatchKey:
     case Op::kBarrier:
     case Op::kCount:
@@ -871,37 +613,221 @@ bool TcpStoreServer::Impl::Execute(Conn& c, const tcpstore::Request& r) {
                                    " is not supported by this server"));
 }
 
-bool TcpStoreServer::Impl::AnswerFits(const Conn& c, size_t answer) const {
-  return c.out.size() - c.out_off + answer <= options_.max_pending_output_bytes;
+bool TcpStoreServer::Impl::OnValidate(Conn& c, const tcpstore::Request& r) {
+  if (r.word != tcpstore::kValidateMagic) {
+    return Violation(c, "validate: wrong magic number");
+  }
+  return true;
 }
 
-bool TcpStoreServer::Impl::Exists(absl::string_view key) const {
-  if (data_.find(key) != data_.end()) return true;
-  auto q = queues_.find(key);
-  return q != queues_.end() && !q->second.empty();
+bool TcpStoreServer::Impl::OnPing(Conn& c, const tcpstore::Request& r) {
+  tcpstore::AppendU32(&c.out, r.word);
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnSet(Conn& c, const tcpstore::Request& r) {
+  if (!Room(c, r.keys[0], r.values[0].size())) return false;
+  Put(r.keys[0], std::string(r.values[0]));
+  streamed_ = true;
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnMultiSet(Conn& c, const tcpstore::Request& r) {
+  streamed_ = true;
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    if (!Room(c, r.keys[i], r.values[i].size())) return false;
+    Put(r.keys[i], std::string(r.values[i]));
+  }
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnCompareSet(Conn& c, const tcpstore::Request& r) {
+  const std::string* current = data_.Find(r.keys[0]);
+  const absl::string_view expected = r.values[0], desired = r.values[1];
+  if (current == nullptr) {
+    if (expected.empty()) {
+      if (!Room(c, r.keys[0], desired.size())) return false;
+      Put(r.keys[0], std::string(desired));
+      tcpstore::AppendBytes(&c.out, desired);
+    } else {
+      // As TCPStore: the expected value comes back although the key
+      // does not exist, which the caller reads as a failed swap.
+      tcpstore::AppendBytes(&c.out, expected);
+    }
+    return true;
+  }
+  if (*current == expected) {
+    if (!Room(c, r.keys[0], desired.size())) return false;
+    Put(r.keys[0], std::string(desired));
+  }
+  tcpstore::AppendBytes(&c.out, *data_.Find(r.keys[0]));
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnGet(Conn& c, const tcpstore::Request& r) {
+  const std::string* value = data_.Find(r.keys[0]);
+  if (value == nullptr) {
+    // TCPStore's get throws here and drops the connection; its clients
+    // always wait for the key first, so the key was deleted in between.
+    return Violation(c, "get of a key that does not exist");
+  }
+  tcpstore::AppendBytes(&c.out, *value);
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnMultiGet(Conn& c, const tcpstore::Request& r) {
+  // A small request may name one large value many times: the answer is
+  // sized before any of it is queued.
+  size_t answer = 0;
+  for (absl::string_view k : r.keys) {
+    const std::string* value = data_.Find(k);
+    if (value == nullptr) {
+      return Violation(c, "multi_get of a key that does not exist");
+    }
+    answer += sizeof(uint64_t) + value->size();
+  }
+  if (!AnswerFits(c, answer)) {
+    return Violation(c,
+                     absl::StrCat("multi_get answer of ", answer,
+                                  " bytes over max_pending_output_", "bytes ",
+                                  options_.max_pending_output_bytes));
+  }
+  for (absl::string_view k : r.keys) {
+    tcpstore::AppendBytes(&c.out, *data_.Find(k));
+  }
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnAdd(Conn& c, const tcpstore::Request& r) {
+  int64_t value = r.number;
+  if (const std::string* stored = data_.Find(r.keys[0])) {
+    int64_t old;
+    if (!tcpstore::ParseStoredInt(*stored, &old)) {
+      return Violation(c, "add to a value that is not a decimal number");
+    }
+    if (__builtin_add_overflow(old, r.number, &value)) {
+      return Violation(c, "add overflows int64");
+    }
+  }
+  std::string text = std::to_string(value);
+  if (!Room(c, r.keys[0], text.size())) return false;
+  Put(r.keys[0], std::move(text));
+  tcpstore::AppendI64(&c.out, value);
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnAppend(Conn& c, const tcpstore::Request& r) {
+  const std::string* stored = data_.Find(r.keys[0]);
+  if (stored == nullptr) {
+    if (!Room(c, r.keys[0], r.values[0].size())) return false;
+    Put(r.keys[0], std::string(r.values[0]));
+    return true;
+  }
+  const size_t max_value_bytes = options_.limits.max_value_bytes;
+  std::string v;
+  v.reserve(stored->size() + r.values[0].size());
+  v.append(*stored).append(r.values[0].data(), r.values[0].size());
+  if (v.size() > max_value_bytes) {
+    return Violation(c, absl::StrCat("append makes a value over "
+                                     "max_value_bytes ",
+                                     max_value_bytes));
+  }
+  if (!Room(c, r.keys[0], v.size())) return false;
+  Put(r.keys[0], std::move(v));
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnCheck(Conn& c, const tcpstore::Request& r) {
+  bool all = true;
+  for (absl::string_view k : r.keys) all = all && data_.Exists(k);
+  tcpstore::AppendU8(&c.out, all ? tcpstore::kReady : tcpstore::kNotReady);
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnWait(Conn& c, const tcpstore::Request& r) {
+  std::vector<std::string> keys;
+  for (absl::string_view k : r.keys) {
+    if (!data_.Exists(k)) keys.emplace_back(k);
+  }
+  // A key named twice is waited for once, and held once.
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (keys.empty()) {
+    tcpstore::AppendU8(&c.out, tcpstore::kStopWaiting);
+    return true;
+  }
+  const size_t max_waiters_per_peer = options_.limits.max_waiters_per_peer;
+  if (c.waits.size() >= max_waiters_per_peer) {
+    return Violation(c,
+                     absl::StrCat("max_waiters_per_peer ", max_waiters_per_peer,
+                                  " parked waits on one connection"));
+  }
+  return ParkWait(c, std::move(keys));
+}
+
+bool TcpStoreServer::Impl::OnCancelWait(Conn& c, const tcpstore::Request&) {
+  absl::flat_hash_set<uint64_t> ids;
+  ids.swap(c.waits);
+  for (uint64_t wid : ids) DropWait(wid);
+  tcpstore::AppendU8(&c.out, tcpstore::kWaitCanceled);
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnNumKeys(Conn& c, const tcpstore::Request&) {
+  tcpstore::AppendI64(&c.out, static_cast<int64_t>(data_.values().size()));
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnDeleteKey(Conn& c, const tcpstore::Request& r) {
+  const bool existed = data_.Erase(r.keys[0]);
+  tcpstore::AppendI64(&c.out, existed ? 1 : 0);
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnQueuePush(Conn& c, const tcpstore::Request& r) {
+  if (!data_.Push(r.keys[0], r.values[0])) {
+    return Violation(
+        c, absl::StrCat("max_total_bytes ", options_.limits.max_total_bytes));
+  }
+  Wake(r.keys[0], /*one=*/true);
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnQueuePop(Conn& c, const tcpstore::Request& r) {
+  const size_t size = data_.QueueLength(r.keys[0]);
+  tcpstore::AppendI64(&c.out, static_cast<int64_t>(size));
+  if (size > 0) tcpstore::AppendBytes(&c.out, *data_.Pop(r.keys[0]));
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnQueueLen(Conn& c, const tcpstore::Request& r) {
+  tcpstore::AppendI64(&c.out,
+                      static_cast<int64_t>(data_.QueueLength(r.keys[0])));
+  return true;
+}
+
+bool TcpStoreServer::Impl::OnListKeys(Conn& c, const tcpstore::Request&) {
+  const TcpStoreData::Values& values = data_.values();
+  size_t answer = sizeof(int64_t);
+  for (const auto& [k, v] : values) answer += sizeof(uint64_t) + k.size();
+  if (!AnswerFits(c, answer)) {
+    return Violation(c,
+                     absl::StrCat("list_keys answer of ", answer,
+                                  " bytes over max_pending_output_", "bytes ",
+                                  options_.max_pending_output_bytes));
+  }
+  tcpstore::AppendI64(&c.out, static_cast<int64_t>(values.size()));
+  for (const auto& [k, v] : values) tcpstore::AppendBytes(&c.out, k);
+  return true;
+}
+
+bool TcpStoreServer::Impl::AnswerFits(const Conn& c, size_t answer) const {
+  return c.PendingOutput() + answer <= options_.max_pending_output_bytes;
 }
 
 void TcpStoreServer::Impl::Put(absl::string_view key, std::string value) {
-  auto it = data_.find(key);
-  if (it == data_.end()) {
-    total_bytes_ += EntryBytes(key.size(), value.size());
-    data_.emplace(std::string(key), std::move(value));
-    keys_.store(static_cast<int64_t>(data_.size()), std::memory_order_relaxed);
-  } else {
-    total_bytes_ += value.size();
-    total_bytes_ -= it->second.size();
-    it->second = std::move(value);
-  }
-  bytes_.store(static_cast<int64_t>(total_bytes_), std::memory_order_relaxed);
+  data_.Put(key, std::move(value));
   Wake(key);
-}
-
-void TcpStoreServer::Impl::Erase(absl::string_view key) {
-  auto it = data_.find(key);
-  total_bytes_ -= EntryBytes(it->first.size(), it->second.size());
-  data_.erase(it);
-  keys_.store(static_cast<int64_t>(data_.size()), std::memory_order_relaxed);
-  bytes_.store(static_cast<int64_t>(total_bytes_), std::memory_order_relaxed);
 }
 
 void TcpStoreServer::Impl::Wake(absl::string_view key, bool one) {
@@ -953,40 +879,15 @@ void TcpStoreServer::Impl::DropWait(uint64_t wait_id) {
 }
 
 void TcpStoreServer::Impl::Flush(Conn& c) {
-  if (c.out_off < c.out.size()) answered_ = true;
-  while (c.out_off < c.out.size()) {
-    const ssize_t n = send(c.fd, c.out.data() + c.out_off,
-                           c.out.size() - c.out_off, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      // The read side sees the error too and closes the connection.
-      c.out.clear();
-      c.out_off = 0;
-      break;
-    }
-    c.out_off += static_cast<size_t>(n);
-  }
-  if (c.out_off == c.out.size()) {
-    c.out.clear();
-    c.out_off = 0;
-    // An idle connection keeps a small answer buffer only (a 60 KB get
-    // once left 64 KiB on each of thousands of idle connections).
-    if (c.out.capacity() > kIdleBufferBytes) {
-      trim_.Released(c.out.capacity());
-      std::string().swap(c.out);
-    }
-  } else if (c.out_off > c.out.size() / 2) {
-    c.out.erase(0, c.out_off);
-    c.out_off = 0;
-  }
+  if (c.PendingOutput() > 0) answered_ = true;
+  trim_.Released(c.Send());
   UpdateEvents(c);
 }
 
 void TcpStoreServer::Impl::Account(Conn& c) {
   // Everything the connection holds counts, idle or not: an idle one holds
   // its bookkeeping and at most kIdleBufferBytes (ReturnInput, Flush).
-  const size_t now = kConnBytes + c.in.capacity() + c.out.capacity();
+  const size_t now = c.Holds();
   buffered_ = buffered_ - c.accounted + now;
   c.accounted = now;
   buffered_bytes_.store(static_cast<int64_t>(buffered_),
@@ -1013,7 +914,7 @@ void TcpStoreServer::Impl::ShedBuffers() {
 void TcpStoreServer::Impl::OnWritable(Conn& c) {
   Flush(c);
   if (!c.reading &&
-      c.out.size() - c.out_off <= options_.max_pending_output_bytes / 2) {
+      c.PendingOutput() <= options_.max_pending_output_bytes / 2) {
     c.reading = true;
     UpdateEvents(c);
     // Requests that arrived meanwhile are buffered already.
@@ -1026,7 +927,7 @@ void TcpStoreServer::Impl::UpdateEvents(Conn& c) {
   // A paused connection waits for writability even with nothing left to
   // send: OnWritable resumes its reading then.
   const uint32_t events = (c.reading ? EPOLLIN : EPOLLOUT) |
-                          (c.out_off < c.out.size() ? EPOLLOUT : 0u);
+                          (c.PendingOutput() > 0 ? EPOLLOUT : 0u);
   // Most answers go out at once: no system call then.
   if (events == c.events) return;
   c.events = events;
@@ -1083,7 +984,7 @@ int TcpStoreServer::port() const { return impl_->port(); }
 void TcpStoreServer::Shutdown() { impl_->Shutdown(); }
 TcpStoreStats TcpStoreServer::Stats() { return impl_->Stats(); }
 void TcpStoreServer::SetAllowedPeers(std::vector<std::string> ips) {
-  impl_->SetAllowedPeers(std::move(ips));
+  impl_->SetAllowedPeers(ips);
 }
 
 absl::Status TcpStoreServer::Clear() { return impl_->Clear(); }

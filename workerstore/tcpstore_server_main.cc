@@ -22,6 +22,30 @@
 #include "common/logging.h"
 #include "workerstore/tcpstore_server.h"
 
+namespace {
+
+// One line of JSON on stdout.
+void PrintStats(const distjob::TcpStoreStats& s) {
+  distjob::Json requests = distjob::Json::object();
+  for (const auto& [op, n] : s.requests) requests[op] = n;
+  const distjob::Json stats = {{"keys", s.keys},
+                               {"bytes", s.bytes},
+                               {"clients", s.clients},
+                               {"parked_waits", s.parked_waits},
+                               {"protocol_errors", s.protocol_errors},
+                               {"refused_connections", s.refused_connections},
+                               {"evictions", s.evictions},
+                               {"buffered_bytes", s.buffered_bytes},
+                               {"accept_pauses", s.accept_pauses},
+                               {"sleeps", s.sleeps},
+                               {"stream_pauses", s.stream_pauses},
+                               {"requests", std::move(requests)}};
+  std::printf("%s\n", distjob::DumpJson(stats).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   distjob::InitLogging(distjob::LogLevel::kInfo);
   distjob::TcpStoreServerOptions options;
@@ -72,28 +96,11 @@ int main(int argc, char** argv) {
   if (!allowed.empty()) (*server)->SetAllowedPeers(allowed);
   std::printf("port %d\n", (*server)->port());
   std::fflush(stdout);
+  // Stats on request; the end of stdin stops the server.
   std::thread input([&server] {
     std::string line;
     while (std::getline(std::cin, line)) {
-      if (line != "stats") continue;
-      const distjob::TcpStoreStats s = (*server)->Stats();
-      distjob::Json requests = distjob::Json::object();
-      for (const auto& [op, n] : s.requests) requests[op] = n;
-      const distjob::Json stats = {
-          {"keys", s.keys},
-          {"bytes", s.bytes},
-          {"clients", s.clients},
-          {"parked_waits", s.parked_waits},
-          {"protocol_errors", s.protocol_errors},
-          {"refused_connections", s.refused_connections},
-          {"evictions", s.evictions},
-          {"buffered_bytes", s.buffered_bytes},
-          {"accept_pauses", s.accept_pauses},
-          {"sleeps", s.sleeps},
-          {"stream_pauses", s.stream_pauses},
-          {"requests", std::move(requests)}};
-      std::printf("%s\n", distjob::DumpJson(stats).c_str());
-      std::fflush(stdout);
+      if (line == "stats") PrintStats((*server)->Stats());
     }
     kill(getpid(), SIGTERM);
   });

@@ -277,266 +277,347 @@ ConnStats ConnLimiter::Stats() const {
   return s;
 }
 
+// The accept loop's thread: what the loop knows of every connection it
+// holds, and one method per step, the state a member rather than a local
+// of one long function.
+class ConnLimiter::AcceptLoop {
+ public:
+  explicit AcceptLoop(ConnLimiter& owner)
+      : owner_(owner), limits_(owner.limits_) {}
+  AcceptLoop(const AcceptLoop&) = delete;
+  AcceptLoop& operator=(const AcceptLoop&) = delete;
+
+  // Until Stop; closes what it holds before it returns.
+  void Run();
+
+ private:
+  bool Watch(int fd, uint32_t events);
+  void ResumeAccept();
+  // How long epoll may wait: until the next first-bytes deadline, at most
+  // a second.
+  int TimeoutMs();
+  // Accepts what is waiting on the listener.
+  void AcceptAll();
+  void OnEvent(int fd);
+  // Closes the connections whose deadline has passed, and trims the heap
+  // once gRPC has surely freed what closed.
+  void Expire();
+  void Forget(int fd);
+  // Ends gRPC's connection too: its fd and our dup share the socket.
+  void Evict(int fd);
+  void Refuse(int fd, const std::string& addr, const std::string& why);
+  void Admit(int fd, const std::string& addr);
+  // Under max_conns, or after evicting the oldest connection of the
+  // address holding the most; false when `fd` was refused instead.
+  bool MakeRoom(int fd, const std::string& addr);
+  void CloseAfter(Conn& c, const std::string& answer);
+  void HandOver(Conn& c);
+  // What the first bytes say: false when the connection is gone, handed
+  // or answered.
+  bool OnFirstBytes(Conn& c);
+  void OnReadable(Conn& c);
+
+  ConnLimiter& owner_;
+  const ConnLimits& limits_;
+  int ep_ = -1;
+  // Out of fds, the listener stays readable: it leaves epoll (no
+  // spinning) until a connection ends or a second has passed.
+  absl::Time accept_paused_at_ = absl::InfinitePast();
+  bool accept_paused_ = false;
+  absl::flat_hash_map<int, Conn> conns_;  // by the fd we watch
+  // Per address, its connections oldest first (seq -> fd).
+  absl::flat_hash_map<std::string, std::map<uint64_t, int>> by_addr_;
+  std::set<int> waiting_;  // fds not yet handed to gRPC (have a deadline)
+  uint64_t next_seq_ = 0;
+  RateLimitedLog refused_log_, mismatch_log_;
+  // Memory gRPC freed for closed connections goes back to the kernel.
+  HeapTrimPacer trim_{8 << 20, absl::Seconds(1)};
+  absl::Time trim_at_ = absl::InfiniteFuture();
+};
+
 void ConnLimiter::Loop() {
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) {
+  AcceptLoop loop(*this);
+  loop.Run();
+}
+
+void ConnLimiter::AcceptLoop::Run() {
+  ep_ = epoll_create1(EPOLL_CLOEXEC);
+  if (ep_ < 0) {
     DJ_LOG_ERROR("{}: epoll_create1: {}", limits_.name, strerror(errno));
     return;
   }
-  auto watch = [ep](int fd, uint32_t events) {
-    epoll_event ev = {};
-    ev.events = events;
-    ev.data.fd = fd;
-    return epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0;
-  };
-  watch(listen_fd_, EPOLLIN);
-  watch(wake_fd_, EPOLLIN);
-  // Out of fds, the listener stays readable: it leaves epoll (no spinning)
-  // until a connection ends or a second has passed.
-  absl::Time accept_paused_at = absl::InfinitePast();
-  bool accept_paused = false;
-  auto resume_accept = [&] {
-    if (!accept_paused) return;
-    accept_paused = !watch(listen_fd_, EPOLLIN);
-  };
-
-  absl::flat_hash_map<int, Conn> conns;  // by the fd we watch
-  // Per address, its connections oldest first (seq -> fd).
-  absl::flat_hash_map<std::string, std::map<uint64_t, int>> by_addr;
-  std::set<int> waiting;  // fds not yet handed to gRPC (have a deadline)
-  uint64_t next_seq = 0;
-  RateLimitedLog refused_log, mismatch_log;
-
-  auto forget = [&](int fd) {
-    auto it = conns.find(fd);
-    if (it == conns.end()) return;
-    auto a = by_addr.find(it->second.addr);
-    if (a != by_addr.end()) {
-      a->second.erase(it->second.seq);
-      if (a->second.empty()) by_addr.erase(a);
-    }
-    epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
-    close(fd);
-    waiting.erase(fd);
-    conns.erase(it);
-    open_.fetch_sub(1, std::memory_order_relaxed);
-    resume_accept();
-  };
-  // Ends gRPC's connection too: its fd and our dup share the socket.
-  auto evict = [&](int fd) {
-    shutdown(fd, SHUT_RDWR);
-    forget(fd);
-    evicted_.fetch_add(1, std::memory_order_relaxed);
-  };
-  auto refuse = [&](int fd, const std::string& addr, const std::string& why) {
-    close(fd);
-    refused_.fetch_add(1, std::memory_order_relaxed);
-    refused_log.Log(absl::StrCat(
-        limits_.name, ": ", "refused a connection from ", addr, ": ", why));
-  };
-  auto admit = [&](int fd, const std::string& addr) {
-    auto& mine = by_addr[addr];
-    if (mine.size() >= limits_.max_conns_per_peer) {
-      if (mine.empty()) by_addr.erase(addr);
-      refuse(fd, addr,
-             absl::StrCat("it has ", limits_.max_conns_per_peer,
-                          " open, the limit (", limits_.peer_cap, ")"));
-      return;
-    }
-    if (conns.size() >= limits_.max_conns) {
-      const std::string* biggest = nullptr;
-      size_t most = 0;
-      for (const auto& [a, list] : by_addr) {
-        if (list.size() > most) {
-          most = list.size();
-          biggest = &a;
-        }
-      }
-      if (biggest == nullptr || *biggest == addr || most <= mine.size() + 1) {
-        if (mine.empty()) by_addr.erase(addr);
-        refuse(fd, addr,
-               absl::StrCat("the server has ", limits_.max_conns,
-                            " open, the limit (", limits_.total_cap, ")"));
-        return;
-      }
-      const std::string victim = *biggest;
-      evict(by_addr[victim].begin()->second);
-      refused_log.Log(
-          absl::StrCat(limits_.name, ": ", "closed the oldest connection of ",
-                       victim, " (it has the most) to admit ", addr,
-                       ": the server is at its limit (", limits_.total_cap,
-                       ") of ", limits_.max_conns));
-    }
-    const int nodelay = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
-    Conn c;
-    c.fd = fd;
-    c.addr = addr;
-    c.seq = next_seq++;
-    c.deadline = absl::Now() + limits_.first_bytes_timeout;
-    by_addr[addr][c.seq] = fd;
-    conns[fd] = std::move(c);
-    waiting.insert(fd);
-    open_.fetch_add(1, std::memory_order_relaxed);
-    watch(fd, EPOLLIN | EPOLLRDHUP);
-  };
-  auto close_after = [&](Conn& c, const std::string& answer) {
-    // Counted before the client can read the answer.
-    mismatch_.fetch_add(1, std::memory_order_relaxed);
-    WriteAll(c.fd, answer);
-    shutdown(c.fd, SHUT_WR);
-    c.phase = Phase::kClosing;
-    c.deadline = absl::Now() + kDrainTime;
-    c.buf.clear();
-  };
-  auto hand_over = [&](Conn& c) {
-    const int dup = fcntl(c.fd, F_DUPFD_CLOEXEC, 0);
-    if (dup < 0) {
-      const std::string addr = c.addr;
-      forget(c.fd);
-      refused_.fetch_add(1, std::memory_order_relaxed);
-      refused_log.Log(absl::StrCat(limits_.name, ": ",
-                                   "refused a connection "
-                                   "from ",
-                                   addr, ": ", strerror(errno)));
-      return;
-    }
-    const int fd = c.fd;
-    epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
-    waiting.erase(fd);
-    Conn moved = std::move(c);
-    conns.erase(fd);
-    moved.fd = dup;
-    moved.phase = Phase::kHanded;
-    moved.deadline = absl::InfiniteFuture();
-    by_addr[moved.addr][moved.seq] = dup;
-    conns[dup] = std::move(moved);
-    // gRPC shuts its socket down (shutdown(2)) when it ends a connection,
-    // whoever ended it: the dup then reports the hang-up.
-    watch(dup, EPOLLRDHUP);
-    handoff_(fd);
-  };
-  // What the first bytes say; false when the connection is gone or handed.
-  auto on_readable = [&](Conn& c) {
-    if (c.phase == Phase::kFirstBytes) {
-      char head[kH2PrefaceLen];
-      const ssize_t n = recv(c.fd, head, sizeof(head), MSG_PEEK);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-      if (n <= 0) return forget(c.fd);
-      const bool tls_hello = head[0] == 0x16;
-      if (tls_ && !tls_hello && head[0] == 'P') {
-        c.phase = Phase::kMismatch;  // the bytes are read below
-        mismatch_log.Log(
-            absl::StrCat(limits_.name, ": ", "a plaintext client at ", c.addr,
-                         " connected to this TLS store: ", FlagsHint(true)));
-      } else if (!tls_ && tls_hello) {
-        mismatch_log.Log(absl::StrCat(
-            limits_.name, ": a TLS client at ", c.addr,
-            " connected to this plaintext store: ", FlagsHint(false)));
-        close_after(c, absl::StrCat(kStoreSpeaksPlaintext, ": ",
-                                    FlagsHint(false), "\r\n"));
-        return;
-      } else {
-        return hand_over(c);
-      }
-    }
-    char chunk[4096];
-    // Bounded per wake-up: a peer that keeps sending to a closing
-    // connection must not hold the one accept thread.
-    for (size_t read = 0; read < kMaxMismatchBytes;) {
-      const ssize_t n = recv(c.fd, chunk, sizeof(chunk), 0);
-      if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-      if (n <= 0) return forget(c.fd);
-      read += static_cast<size_t>(n);
-      if (c.phase == Phase::kClosing) continue;
-      c.buf.append(chunk, static_cast<size_t>(n));
-      if (c.buf.size() > kMaxMismatchBytes) return forget(c.fd);
-    }
-    if (c.phase != Phase::kMismatch) return;
-    const int64_t stream = FirstHeadersStream(c.buf);
-    if (stream < 0) return forget(c.fd);
-    if (!c.sent_settings && c.buf.size() >= kH2PrefaceLen) {
-      WriteAll(c.fd, H2Settings());
-      c.sent_settings = true;
-    }
-    if (stream == 0) return;
-    close_after(
-        c, H2Refusal(static_cast<uint32_t>(stream),
-                     absl::StrCat(kStoreSpeaksTls, " and this agent does not: ",
-                                  FlagsHint(true))));
-  };
-
-  // Memory gRPC freed for closed connections goes back to the kernel.
-  HeapTrimPacer trim(8 << 20, absl::Seconds(1));
-  absl::Time trim_at = absl::InfiniteFuture();
+  Watch(owner_.listen_fd_, EPOLLIN);
+  Watch(owner_.wake_fd_, EPOLLIN);
   std::vector<epoll_event> events(256);
   bool stopping = false;
   while (!stopping) {
-    if (accept_paused && absl::Now() - accept_paused_at >= absl::Seconds(1)) {
-      resume_accept();  // fds freed elsewhere in the process
+    if (accept_paused_ && absl::Now() - accept_paused_at_ >= absl::Seconds(1)) {
+      ResumeAccept();  // fds freed elsewhere in the process
     }
-    absl::Time next = absl::InfiniteFuture();
-    for (int fd : waiting) next = std::min(next, conns[fd].deadline);
-    const absl::Duration until = next - absl::Now();
-    // At most a second (a wait with none waiting is infinite: clamped
-    // before the +1 that rounds up, which would overflow it).
-    const int timeout_ms = static_cast<int>(
-        std::clamp<int64_t>(absl::ToInt64Milliseconds(until), -1, 999) + 1);
-    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()),
-                             timeout_ms);
+    const int n = epoll_wait(ep_, events.data(),
+                             static_cast<int>(events.size()), TimeoutMs());
     for (int i = 0; i < n; ++i) {
       const int fd = events[i].data.fd;
-      if (fd == wake_fd_) {
+      if (fd == owner_.wake_fd_) {
         stopping = true;
         continue;
       }
-      if (fd == listen_fd_) {
-        // Bounded per wake-up so that closes and first bytes keep flowing.
-        for (int k = 0; k < 256; ++k) {
-          sockaddr_storage peer = {};
-          socklen_t len = sizeof(peer);
-          const int c = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer),
-                                &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (c < 0) {
-            if (errno == EMFILE || errno == ENFILE) {
-              refused_log.Log(absl::StrCat(limits_.name, ": ",
-                                           "cannot accept: ", strerror(errno)));
-              epoll_ctl(ep, EPOLL_CTL_DEL, listen_fd_, nullptr);
-              accept_paused = true;
-              accept_paused_at = absl::Now();
-            }
-            break;
-          }
-          admit(c, AddressText(peer));
-        }
-        continue;
-      }
-      auto it = conns.find(fd);
-      if (it == conns.end()) continue;
-      Conn& c = it->second;
-      if (c.phase == Phase::kHanded) {
-        forget(fd);
-        trim.Released(kHandedConnBytes);
-        trim_at = absl::Now() + kTrimDelay;
-        continue;
-      }
-      on_readable(c);
+      OnEvent(fd);
     }
-    const absl::Time now = absl::Now();
-    std::vector<int> late;
-    for (int fd : waiting) {
-      if (conns[fd].deadline <= now) late.push_back(fd);
-    }
-    for (int fd : late) forget(fd);
-    if (now >= trim_at && trim.Due(now)) {
-      TrimHeap();
-      trim_at = absl::InfiniteFuture();
-    }
+    Expire();
   }
   std::vector<int> all;
-  for (const auto& [fd, c] : conns) all.push_back(fd);
-  for (int fd : all) forget(fd);
-  close(ep);
+  for (const auto& [fd, c] : conns_) all.push_back(fd);
+  for (int fd : all) Forget(fd);
+  close(ep_);
+}
+
+bool ConnLimiter::AcceptLoop::Watch(int fd, uint32_t events) {
+  epoll_event ev = {};
+  ev.events = events;
+  ev.data.fd = fd;
+  return epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+void ConnLimiter::AcceptLoop::ResumeAccept() {
+  if (!accept_paused_) return;
+  accept_paused_ = !Watch(owner_.listen_fd_, EPOLLIN);
+}
+
+int ConnLimiter::AcceptLoop::TimeoutMs() {
+  absl::Time next = absl::InfiniteFuture();
+  for (int fd : waiting_) next = std::min(next, conns_[fd].deadline);
+  const absl::Duration until = next - absl::Now();
+  // At most a second (a wait with none waiting is infinite: clamped
+  // before the +1 that rounds up, which would overflow it).
+  return static_cast<int>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(until), -1, 999) + 1);
+}
+
+void ConnLimiter::AcceptLoop::AcceptAll() {
+  // Bounded per wake-up so that closes and first bytes keep flowing.
+  for (int k = 0; k < 256; ++k) {
+    sockaddr_storage peer = {};
+    socklen_t len = sizeof(peer);
+    const int c = accept4(owner_.listen_fd_, reinterpret_cast<sockaddr*>(&peer),
+                          &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+      if (errno == EMFILE || errno == ENFILE) {
+        refused_log_.Log(absl::StrCat(limits_.name, ": ",
+                                      "cannot accept: ", strerror(errno)));
+        epoll_ctl(ep_, EPOLL_CTL_DEL, owner_.listen_fd_, nullptr);
+        accept_paused_ = true;
+        accept_paused_at_ = absl::Now();
+      }
+      return;
+    }
+    Admit(c, AddressText(peer));
+  }
+}
+
+void ConnLimiter::AcceptLoop::OnEvent(int fd) {
+  if (fd == owner_.listen_fd_) {
+    AcceptAll();
+    return;
+  }
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  if (c.phase == Phase::kHanded) {
+    Forget(fd);
+    trim_.Released(kHandedConnBytes);
+    trim_at_ = absl::Now() + kTrimDelay;
+    return;
+  }
+  OnReadable(c);
+}
+
+void ConnLimiter::AcceptLoop::Expire() {
+  const absl::Time now = absl::Now();
+  std::vector<int> late;
+  for (int fd : waiting_) {
+    if (conns_[fd].deadline <= now) late.push_back(fd);
+  }
+  for (int fd : late) Forget(fd);
+  if (now >= trim_at_ && trim_.Due(now)) {
+    TrimHeap();
+    trim_at_ = absl::InfiniteFuture();
+  }
+}
+
+void ConnLimiter::AcceptLoop::Forget(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  auto a = by_addr_.find(it->second.addr);
+  if (a != by_addr_.end()) {
+    a->second.erase(it->second.seq);
+    if (a->second.empty()) by_addr_.erase(a);
+  }
+  epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  waiting_.erase(fd);
+  conns_.erase(it);
+  owner_.open_.fetch_sub(1, std::memory_order_relaxed);
+  ResumeAccept();
+}
+
+void ConnLimiter::AcceptLoop::Evict(int fd) {
+  shutdown(fd, SHUT_RDWR);
+  Forget(fd);
+  owner_.evicted_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ConnLimiter::AcceptLoop::Refuse(int fd, const std::string& addr,
+                                     const std::string& why) {
+  close(fd);
+  owner_.refused_.fetch_add(1, std::memory_order_relaxed);
+  refused_log_.Log(absl::StrCat(limits_.name, ": ",
+                                "refused a connection from ", addr, ": ", why));
+}
+
+void ConnLimiter::AcceptLoop::Admit(int fd, const std::string& addr) {
+  auto& mine = by_addr_[addr];
+  if (mine.size() >= limits_.max_conns_per_peer) {
+    if (mine.empty()) by_addr_.erase(addr);
+    Refuse(fd, addr,
+           absl::StrCat("it has ", limits_.max_conns_per_peer,
+                        " open, the limit (", limits_.peer_cap, ")"));
+    return;
+  }
+  if (conns_.size() >= limits_.max_conns && !MakeRoom(fd, addr)) return;
+  const int nodelay = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof(nodelay));
+  Conn c;
+  c.fd = fd;
+  c.addr = addr;
+  c.seq = next_seq_++;
+  c.deadline = absl::Now() + limits_.first_bytes_timeout;
+  by_addr_[addr][c.seq] = fd;
+  conns_[fd] = std::move(c);
+  waiting_.insert(fd);
+  owner_.open_.fetch_add(1, std::memory_order_relaxed);
+  Watch(fd, EPOLLIN | EPOLLRDHUP);
+}
+
+bool ConnLimiter::AcceptLoop::MakeRoom(int fd, const std::string& addr) {
+  const size_t mine = by_addr_[addr].size();
+  const std::string* biggest = nullptr;
+  size_t most = 0;
+  for (const auto& [a, list] : by_addr_) {
+    if (list.size() > most) {
+      most = list.size();
+      biggest = &a;
+    }
+  }
+  if (biggest == nullptr || *biggest == addr || most <= mine + 1) {
+    if (mine == 0) by_addr_.erase(addr);
+    Refuse(fd, addr,
+           absl::StrCat("the server has ", limits_.max_conns,
+                        " open, the limit (", limits_.total_cap, ")"));
+    return false;
+  }
+  const std::string victim = *biggest;
+  Evict(by_addr_[victim].begin()->second);
+  refused_log_.Log(absl::StrCat(
+      limits_.name, ": ", "closed the oldest connection of ", victim,
+      " (it has the most) to admit ", addr, ": the server is at its limit (",
+      limits_.total_cap, ") of ", limits_.max_conns));
+  return true;
+}
+
+void ConnLimiter::AcceptLoop::CloseAfter(Conn& c, const std::string& answer) {
+  // Counted before the client can read the answer.
+  owner_.mismatch_.fetch_add(1, std::memory_order_relaxed);
+  WriteAll(c.fd, answer);
+  shutdown(c.fd, SHUT_WR);
+  c.phase = Phase::kClosing;
+  c.deadline = absl::Now() + kDrainTime;
+  c.buf.clear();
+}
+
+void ConnLimiter::AcceptLoop::HandOver(Conn& c) {
+  const int dup = fcntl(c.fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) {
+    const std::string addr = c.addr;
+    Forget(c.fd);
+    owner_.refused_.fetch_add(1, std::memory_order_relaxed);
+    refused_log_.Log(absl::StrCat(limits_.name, ": ",
+                                  "refused a connection "
+                                  "from ",
+                                  addr, ": ", strerror(errno)));
+    return;
+  }
+  const int fd = c.fd;
+  epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
+  waiting_.erase(fd);
+  Conn moved = std::move(c);
+  conns_.erase(fd);
+  moved.fd = dup;
+  moved.phase = Phase::kHanded;
+  moved.deadline = absl::InfiniteFuture();
+  by_addr_[moved.addr][moved.seq] = dup;
+  conns_[dup] = std::move(moved);
+  // gRPC shuts its socket down (shutdown(2)) when it ends a connection,
+  // whoever ended it: the dup then reports the hang-up.
+  Watch(dup, EPOLLRDHUP);
+  owner_.handoff_(fd);
+}
+
+bool ConnLimiter::AcceptLoop::OnFirstBytes(Conn& c) {
+  const bool tls = owner_.tls_;
+  char head[kH2PrefaceLen];
+  const ssize_t n = recv(c.fd, head, sizeof(head), MSG_PEEK);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+  if (n <= 0) {
+    Forget(c.fd);
+    return false;
+  }
+  const bool tls_hello = head[0] == 0x16;
+  if (tls && !tls_hello && head[0] == 'P') {
+    c.phase = Phase::kMismatch;  // the bytes are read by OnReadable
+    mismatch_log_.Log(
+        absl::StrCat(limits_.name, ": ", "a plaintext client at ", c.addr,
+                     " connected to this TLS store: ", FlagsHint(true)));
+    return true;
+  }
+  if (!tls && tls_hello) {
+    mismatch_log_.Log(
+        absl::StrCat(limits_.name, ": a TLS client at ", c.addr,
+                     " connected to this plaintext store: ", FlagsHint(false)));
+    CloseAfter(
+        c, absl::StrCat(kStoreSpeaksPlaintext, ": ", FlagsHint(false), "\r\n"));
+    return false;
+  }
+  HandOver(c);
+  return false;
+}
+
+void ConnLimiter::AcceptLoop::OnReadable(Conn& c) {
+  if (c.phase == Phase::kFirstBytes && !OnFirstBytes(c)) return;
+  char chunk[4096];
+  // Bounded per wake-up: a peer that keeps sending to a closing
+  // connection must not hold the one accept thread.
+  for (size_t read = 0; read < kMaxMismatchBytes;) {
+    const ssize_t n = recv(c.fd, chunk, sizeof(chunk), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+    if (n <= 0) return Forget(c.fd);
+    read += static_cast<size_t>(n);
+    if (c.phase == Phase::kClosing) continue;
+    c.buf.append(chunk, static_cast<size_t>(n));
+    if (c.buf.size() > kMaxMismatchBytes) return Forget(c.fd);
+  }
+  if (c.phase != Phase::kMismatch) return;
+  const int64_t stream = FirstHeadersStream(c.buf);
+  if (stream < 0) return Forget(c.fd);
+  if (!c.sent_settings && c.buf.size() >= kH2PrefaceLen) {
+    WriteAll(c.fd, H2Settings());
+    c.sent_settings = true;
+  }
+  if (stream == 0) return;
+  CloseAfter(c, H2Refusal(static_cast<uint32_t>(stream),
+                          absl::StrCat(
+                              kStoreSpeaksTls,
+                              " and this agent does not: ", FlagsHint(true))));
 }
 
 }  // namespace distjob

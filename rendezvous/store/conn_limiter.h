@@ -74,6 +74,9 @@ class ConnLimiter {
   ConnStats Stats() const;
 
  private:
+  // The loop's state and steps (conn_limiter.cc).
+  class AcceptLoop;
+
   ConnLimiter() = default;
   void Loop();
 

@@ -1,0 +1,92 @@
+#include "workerstore/tcpstore_conn.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gtest/gtest.h"
+
+namespace distjob {
+namespace {
+
+TEST(TcpStoreConnTest, ReadRoomGrowsByDoublingUpToOneFrameAndAChunk) {
+  TcpStoreConn c;
+  EXPECT_EQ(c.ReadRoom(size_t{1} << 20), kTcpStoreReadChunk);
+  c.in_len = kTcpStoreReadChunk;  // a full read, no request complete
+  EXPECT_EQ(c.ReadRoom(size_t{1} << 20), kTcpStoreReadChunk);
+  EXPECT_EQ(c.in.size(), 2 * kTcpStoreReadChunk);
+  c.in_len = c.in.size();
+  c.ReadRoom(size_t{1} << 20);
+  EXPECT_EQ(c.in.size(), 4 * kTcpStoreReadChunk);
+  // A small frame limit caps the doubling at what one more chunk needs.
+  TcpStoreConn small;
+  small.ReadRoom(1000);
+  small.in_len = small.in.size();
+  small.ReadRoom(1000);
+  EXPECT_EQ(small.in.size(), 2 * kTcpStoreReadChunk);
+}
+
+TEST(TcpStoreConnTest, ReadRoomMovesUnservedBytesToTheFront) {
+  TcpStoreConn c;
+  c.ReadRoom(size_t{1} << 20);
+  c.in.replace(0, 5, "xxabc");
+  c.in_off = 2;
+  c.in_len = kTcpStoreReadChunk;
+  c.ReadRoom(size_t{1} << 20);
+  EXPECT_EQ(c.in_off, 0u);
+  EXPECT_EQ(c.in_len, kTcpStoreReadChunk - 2);
+  EXPECT_EQ(c.in.substr(0, 3), "abc");
+}
+
+TEST(TcpStoreConnTest, ADrainedConnectionGivesItsRequestBufferBack) {
+  std::string read_buffer;
+  TcpStoreConn c;
+  c.LendInput(&read_buffer);
+  c.ReadRoom(size_t{1} << 20);
+  c.in_off = c.in_len = 10;                    // all served
+  EXPECT_EQ(c.ReturnInput(&read_buffer), 0u);  // kept as the read buffer
+  EXPECT_TRUE(c.in.empty());
+  EXPECT_EQ(read_buffer.size(), kTcpStoreReadChunk);
+  // Lent again to the next connection with nothing buffered.
+  TcpStoreConn next;
+  next.LendInput(&read_buffer);
+  EXPECT_EQ(next.in.size(), kTcpStoreReadChunk);
+  EXPECT_TRUE(read_buffer.empty());
+}
+
+TEST(TcpStoreConnTest, ARequestInPartIsKeptInASmallBuffer) {
+  std::string read_buffer = "taken";
+  TcpStoreConn c;
+  c.ReadRoom(size_t{1} << 20);
+  c.in.replace(0, 3, "abc");
+  c.in_len = 3;
+  EXPECT_GE(c.ReturnInput(&read_buffer), kTcpStoreReadChunk);
+  EXPECT_EQ(c.in.size(), kIdleBufferBytes);
+  EXPECT_EQ(c.in.substr(0, 3), "abc");
+  EXPECT_EQ(c.in_off, 0u);
+  EXPECT_EQ(c.in_len, 3u);
+}
+
+TEST(TcpStoreConnTest, SendDrainsAndShrinksTheAnswerBuffer) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  TcpStoreConn c;
+  c.fd = fds[0];
+  c.out.assign(3 * kIdleBufferBytes, 'a');
+  EXPECT_EQ(c.PendingOutput(), 3 * kIdleBufferBytes);
+  EXPECT_GE(c.Send(), 3 * kIdleBufferBytes);
+  EXPECT_EQ(c.PendingOutput(), 0u);
+  EXPECT_LE(c.out.capacity(), kIdleBufferBytes);
+  EXPECT_EQ(c.Holds(), kConnBytes + c.in.capacity() + c.out.capacity());
+  char got[3 * kIdleBufferBytes];
+  size_t total = 0;
+  while (total < sizeof(got)) {
+    const ssize_t n = read(fds[1], got + total, sizeof(got) - total);
+    ASSERT_GT(n, 0);
+    total += static_cast<size_t>(n);
+  }
+  close(fds[0]);
+  close(fds[1]);
+}
+
+}  // namespace
+}  // namespace distjob
