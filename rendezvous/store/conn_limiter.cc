@@ -256,6 +256,7 @@ void ConnLimiter::Start(Handoff handoff) {
 void ConnLimiter::Stop() {
   if (wake_fd_ >= 0) {
     const uint64_t one = 1;
+    // Only EAGAIN can fail it (the counter is full): the loop is awake then.
     (void)!write(wake_fd_, &one, sizeof(one));
   }
   if (thread_.joinable()) thread_.join();
