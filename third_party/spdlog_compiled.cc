@@ -11,7 +11,8 @@
 // what the project uses: the default logger's colour sink, base_sink with a
 // std::mutex, and fmt's char formatting.
 #include <fmt/format-inl.h>
-#include <spdlog/async.h>  // unused, but registry-inl.h names its thread pool
+#include <spdlog/async.h>
+#include <spdlog/async_logger-inl.h>  // unused, but the thread pool names it
 #include <spdlog/common-inl.h>
 #include <spdlog/details/backtracer-inl.h>
 #include <spdlog/details/log_msg-inl.h>
