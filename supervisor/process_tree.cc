@@ -1,7 +1,6 @@
 #include "supervisor/process_tree.h"
 
 #include <dirent.h>
-#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -60,14 +59,6 @@ std::vector<pid_t> ListDescendants(pid_t root) {
     }
   }
   return out;
-}
-
-int SignalDescendants(pid_t root, int signal_number) {
-  int count = 0;
-  for (pid_t pid : ListDescendants(root)) {
-    if (kill(pid, signal_number) == 0) ++count;
-  }
-  return count;
 }
 
 }  // namespace distjob

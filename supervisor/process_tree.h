@@ -14,9 +14,6 @@ namespace distjob {
 // Every live descendant of `root` (not `root` itself), zombies excluded.
 std::vector<pid_t> ListDescendants(pid_t root);
 
-// Sends `signal_number` to every descendant of `root`; returns how many.
-int SignalDescendants(pid_t root, int signal_number);
-
 }  // namespace distjob
 
 #endif  // DISTJOB_SUPERVISOR_PROCESS_TREE_H_

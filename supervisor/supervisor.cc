@@ -224,8 +224,12 @@ std::vector<pid_t> Supervisor::Leftovers() const {
   return left;
 }
 
-std::vector<std::string> Supervisor::SignalLeftovers(int signal_number) {
-  std::vector<std::string> signalled;
+void Supervisor::SignalLeftovers(int signal_number) {
+  for (pid_t pid : Leftovers()) send_signal_(pid, signal_number);
+}
+
+std::vector<std::string> Supervisor::KillLeftovers() {
+  std::vector<std::string> killed;
   for (pid_t pid : Leftovers()) {
     // Named before the signal: a killed process's comm is gone with it.
     std::string comm = std::string(absl::StripTrailingAsciiWhitespace(
@@ -238,13 +242,13 @@ std::vector<std::string> Supervisor::SignalLeftovers(int signal_number) {
       devices.device_patterns = options_.device_patterns;
     }
     const std::vector<std::string> held = DevicesHeldBy(devices, pid);
-    if (send_signal_(pid, signal_number) == 0) {
-      signalled.push_back(absl::StrCat("pid ", pid, " (", comm, ")",
-                                       held.empty() ? "" : " holding ",
-                                       absl::StrJoin(held, ", ")));
+    if (send_signal_(pid, SIGKILL) == 0) {
+      killed.push_back(absl::StrCat("pid ", pid, " (", comm, ")",
+                                    held.empty() ? "" : " holding ",
+                                    absl::StrJoin(held, ", ")));
     }
   }
-  return signalled;
+  return killed;
 }
 
 void Supervisor::ForwardSignal(Running* running, int signal_number) {
@@ -717,7 +721,7 @@ void Supervisor::DrainAttempt(Running* running) {
   // Named one by one: a straggler that ignored the stop signal (a
   // DataLoader child, a daemon escaped with setsid) may be what held the
   // GPU, and its pid is what an operator greps the node for.
-  if (const std::vector<std::string> killed = SignalLeftovers(SIGKILL);
+  if (const std::vector<std::string> killed = KillLeftovers();
       !killed.empty()) {
     DJ_LOG_WARNING(
         "killed the attempt's leftover process(es) still running at the "
@@ -797,7 +801,7 @@ void Supervisor::DrainDescendants() {
     WaitForEvent(std::min(deadline, absl::Now() + absl::Milliseconds(50)));
     HandleSignals(nullptr);
   }
-  if (const std::vector<std::string> killed = SignalLeftovers(SIGKILL);
+  if (const std::vector<std::string> killed = KillLeftovers();
       !killed.empty()) {
     DJ_LOG_WARNING(
         "killed descendants still running after the grace period: {}",

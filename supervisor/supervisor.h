@@ -195,9 +195,12 @@ class Supervisor : public SupervisorInterface {
   void SignalWorker(pid_t pid, int signal_number);
   // The agent's live descendants but the abandoned unkillable ones.
   std::vector<pid_t> Leftovers() const;
-  // `signal_number` to every leftover; returns those signalled, each
-  // named "pid 123 (comm)".
-  std::vector<std::string> SignalLeftovers(int signal_number);
+  // `signal_number` to every leftover.
+  void SignalLeftovers(int signal_number);
+  // SIGKILL to every leftover; returns those killed, each named
+  // "pid 123 (comm)" and, when it held device files, " holding <paths>"
+  // (read from /proc before the kill: only these names are logged).
+  std::vector<std::string> KillLeftovers();
   // Spawns every worker into `running`; a failure to start one kills and
   // reaps the ones started and is returned.
   absl::Status StartWorkers(const std::vector<WorkerSpec>& workers,
