@@ -204,13 +204,23 @@ struct GrpcStoreClient::Impl {
   // that refuses connections it would end only at its deadline (a join's:
   // join_timeout) with "Deadline Exceeded". Until the channel has been
   // ready once, a call whose channel is failing asks why with a call that
-  // does not wait, and fails at once with it ("connection refused by
-  // ADDR"): the join retries and says so. A channel still connecting after
-  // kFirstContactWait (no answer at all) is left to the call.
+  // does not wait, and fails with it within kFirstContactWait ("connection
+  // refused by ADDR"): the join retries and says so. A channel still connecting
+  // after kFirstContactWait (no answer at all) is left to the call.
+  //
+  // gRPC advances a connection (connect completed, the server's SETTINGS
+  // read) only while a thread polls for the channel: a call waiting for it,
+  // or WaitForStateChange. A call that does not wait polls nothing, and
+  // between a join's attempts nothing else does but gRPC's backup poller,
+  // every 5 s: slower than an attempt's own deadline (the reconnect
+  // backoff, 2 s at most), so a store that came up after the first
+  // refusal was never reached. A failing channel therefore gets a fresh
+  // attempt and is watched until `until` before it is asked why.
   absl::Status FirstContact(absl::Time deadline) {
     if (ever_ready.load(std::memory_order_acquire)) return absl::OkStatus();
     const absl::Time until =
         std::min(deadline, absl::Now() + kFirstContactWait);
+    bool attempted = false;
     for (;;) {
       {
         absl::MutexLock lock(&mu);
@@ -221,7 +231,11 @@ struct GrpcStoreClient::Impl {
         ever_ready.store(true, std::memory_order_release);
         return absl::OkStatus();
       }
-      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && !attempted) {
+        grpc::experimental::ChannelResetConnectionBackoff(channel.get());
+        attempted = true;
+      }
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && absl::Now() >= until) {
         const grpc::Status s = Probe();
         if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
           return absl::OkStatus();  // it answered: the call says the rest

@@ -218,6 +218,27 @@ def test_host_killed_makes_the_others_exit_retryable(job_factory):
     assert "store" in job.log(1)
 
 
+def test_store_host_up_seconds_after_a_refused_join(job_factory):
+    """A joining agent starts first and is refused (the host pod is not up
+    yet: a common order in a real cluster), then the host starts. gRPC's
+    client only makes progress on a connection while some thread polls it;
+    a join that only asked "why not ready?" between its pauses left the
+    new connection to gRPC's backup poller (every 5 s), each attempt timed
+    out before the server's SETTINGS were read, and the joiner waited
+    until its join_timeout although the store was up."""
+    job = job_factory(nnodes="2")
+    if job.backend != "c10d":
+        pytest.skip("c10d store host only")
+    job.start(1)
+    wait_for(lambda: "waiting for the rendezvous store" in job.log(1), 30,
+             interval=0.05, what="node1 to be refused by the absent host")
+    job.start(0)
+    job.wait_round(["node0", "node1"], timeout=20)
+    job.go()
+    for i in range(2):
+        assert job.procs[i].wait(30) == 0, job.log(i)
+
+
 def test_endpoint_name_that_resolves_late(job_factory, tmp_path):
     """The joining agent sees an endpoint name that is not in its hosts
     file yet (a private mount namespace gives it its own /etc/hosts); it
