@@ -8,36 +8,15 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
 #include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic_rendezvous_testing.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/store/store_core.h"
 
 namespace distjob {
 namespace {
-
-DynamicRendezvousOptions Options(int i, int min, int max) {
-  DynamicRendezvousOptions o;
-  o.run_id = "job";
-  o.min_nodes = min;
-  o.max_nodes = max;
-  o.node = "n" + std::to_string(i);
-  o.addr = "127.0.0.1";
-  o.config.keep_alive_interval = absl::Milliseconds(100);
-  o.config.keep_alive_max_attempt = 3;
-  o.config.last_call_timeout = absl::Milliseconds(300);
-  o.config.join_timeout = absl::Seconds(20);
-  return o;
-}
-
-// Until `done()` or a 10 s deadline; whether it came true.
-bool WaitUntil(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return done();
-}
 
 bool Exists(StoreCore* core, const std::string& key) {
   auto listing = core->List(key);
@@ -121,7 +100,7 @@ TEST(DynamicRendezvousStoreFailureTest, AFailedWithdrawalIsRetried) {
   DynamicRendezvous late(o, std::move(failing));
   absl::StatusOr<RendezvousResult> joined;
   std::thread joining([&] { joined = late.Next(1); });
-  ASSERT_TRUE(WaitUntil([&] { return changes > 0; }));
+  ASSERT_TRUE(WaitFor([&] { return changes > 0; }));
   FormRound(members);
   joining.join();
   ASSERT_TRUE(joined.ok()) << joined.status();
@@ -151,7 +130,7 @@ TEST(DynamicRendezvousStoreFailureTest, AFailedEndMarkIsWrittenAgain) {
   FormRound(nodes);
   nodes[0]->Shutdown(/*succeeded=*/false);  // ends the job
   ASSERT_TRUE(changed.WaitForNotificationWithTimeout(absl::Seconds(10)));
-  ASSERT_TRUE(WaitUntil([&] { return store->failed() == 1; }))
+  ASSERT_TRUE(WaitFor([&] { return store->failed() == 1; }))
       << "the mark was not refused";
   nodes[1]->Shutdown(/*succeeded=*/false);
   EXPECT_TRUE(Exists(&core, mark)) << "the refused mark was dropped";

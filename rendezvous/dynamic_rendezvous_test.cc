@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
+#include "rendezvous/dynamic_rendezvous_testing.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/store/fake_store_clock.h"
@@ -21,20 +23,6 @@
 
 namespace distjob {
 namespace {
-
-DynamicRendezvousOptions Options(int i, int min, int max) {
-  DynamicRendezvousOptions o;
-  o.run_id = "job";
-  o.min_nodes = min;
-  o.max_nodes = max;
-  o.node = "n" + std::to_string(i);
-  o.addr = "127.0.0.1";
-  o.config.keep_alive_interval = absl::Milliseconds(100);
-  o.config.keep_alive_max_attempt = 3;
-  o.config.last_call_timeout = absl::Milliseconds(300);
-  o.config.join_timeout = absl::Seconds(20);
-  return o;
-}
 
 int64_t StoredRound(StoreCore* core) {
   const StoreListing listing = *core->List("rdzv/job/ctl/state");
@@ -1528,15 +1516,6 @@ TEST(DynamicRendezvousTest, OnlyTheMemberBeforeALostOneIsWokenByItsLease) {
   EXPECT_EQ(StoredRound(&core), 1);
 }
 
-// Until `done()` or a 10 s deadline; whether it came true.
-bool WaitUntil(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!done() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return done();
-}
-
 // Members' monitors watch from the revision their round closed at. A node
 // that asked to join during round 0 and missed the whole of round 1 (its
 // watch was slow) asks again once it sees round 1 closed without it: the
@@ -1557,12 +1536,12 @@ TEST(DynamicRendezvousTest, NodeThatMissedARoundAsksAgainToJoinTheNext) {
   std::thread joining([&] { joined = late.Next(1); });
   // It asked to join round 0's successor, and its watch is held.
   ASSERT_TRUE(slow_store->HoldWatches());
-  ASSERT_TRUE(WaitUntil([&] { return changes[0] > 0 && changes[1] > 0; }));
+  ASSERT_TRUE(WaitFor([&] { return changes[0] > 0 && changes[1] > 0; }));
   std::vector<RendezvousResult> round1 = FormRound(members);
   ASSERT_EQ(round1[0].round, 1);
   ASSERT_EQ(round1[0].group_world_size, 2);
   slow_store->ReleaseWatches();
-  const bool asked = WaitUntil([&] { return changes[0] > 1; });
+  const bool asked = WaitFor([&] { return changes[0] > 1; });
   if (!asked) late.Cancel();  // else it waits out join_timeout
   EXPECT_TRUE(asked) << "the members never heard of the waiting node";
   if (asked) {
@@ -1628,12 +1607,12 @@ TEST(DynamicRendezvousTest, ARenewalRacingTheJoinLeavesNoAskBehind) {
   };
   absl::StatusOr<RendezvousResult> joined;
   std::thread joining([&] { joined = late.Next(1); });
-  ASSERT_TRUE(WaitUntil(asked));
+  ASSERT_TRUE(WaitFor(asked));
   store->Arm();
   std::thread renewal([&] { late.RenewLease(); });
   ASSERT_TRUE(store->AwaitHeld());
   // The members re-form with the late node, which withdraws its ask.
-  ASSERT_TRUE(WaitUntil([&] { return changes > 0; }));
+  ASSERT_TRUE(WaitFor([&] { return changes > 0; }));
   FormRound(members);
   joining.join();
   ASSERT_TRUE(joined.ok()) << joined.status();
@@ -1683,15 +1662,15 @@ TEST(DynamicRendezvousTest, NodeLeftOverByAFullRoundAsksAgainOnceItCloses) {
   };
   absl::StatusOr<RendezvousResult> formed, joined;
   std::thread forming([&] { formed = member.Next(1); });
-  ASSERT_TRUE(WaitUntil([&] { return joined_count() == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return joined_count() == 2; }));
   std::thread joining([&] { joined = late.Next(1); });
   // Place 3 of 2: it asks for the next round before this one closes.
-  ASSERT_TRUE(WaitUntil([&] { return joined_count() == 3; }));
+  ASSERT_TRUE(WaitFor([&] { return joined_count() == 3; }));
   closer_store->Open();
   forming.join();
   ASSERT_TRUE(formed.ok()) << formed.status();
   ASSERT_EQ(formed->group_world_size, 1);
-  const bool asked = WaitUntil([&] { return changes > 0; });
+  const bool asked = WaitFor([&] { return changes > 0; });
   if (!asked) late.Cancel();  // else it waits out join_timeout
   EXPECT_TRUE(asked) << "the member never heard of the waiting node";
   if (asked) {
@@ -1750,17 +1729,17 @@ TEST(DynamicRendezvousTest, AWatchOfTheLastRoundIsNotJudgedAgainstTheNext) {
   }
   nodes[0]->SetOnMembershipChange([&] { ++changes; });
   FormRound(nodes);
-  ASSERT_TRUE(WaitUntil([&] { return core.Stats().parked_waits == 2; }));
+  ASSERT_TRUE(WaitFor([&] { return core.Stats().parked_waits == 2; }));
   stores[0]->HoldAnswersInFlight();
   // Node 1's worker failed: it opens round 1, which answers node 0's
   // watch; the answer is held until round 1 formed.
   nodes[1]->NoteFailureRestart(1);
   std::vector<RendezvousResult> results = FormRound(nodes);
   ASSERT_EQ(results[0].round, 1);
-  ASSERT_TRUE(WaitUntil([&] { return stores[0]->held_ == 1; }));
+  ASSERT_TRUE(WaitFor([&] { return stores[0]->held_ == 1; }));
   stores[0]->Release();
   // Both monitors watch round 1 again, and nobody heard of a change.
-  EXPECT_TRUE(WaitUntil([&] { return core.Stats().parked_waits == 2; }));
+  EXPECT_TRUE(WaitFor([&] { return core.Stats().parked_waits == 2; }));
   EXPECT_EQ(changes.load(), 0);
 }
 
