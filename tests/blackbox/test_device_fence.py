@@ -10,13 +10,15 @@ import signal
 
 from harness import PYTHON, log_time, wait_for
 
-# Attempt 0 hands its environment to the test, waits until a holder
-# started from it has the fake device open, then fails; attempt 1
-# succeeds.
+# Each attempt leaves launch-<n>; attempt 0 hands its environment to the
+# test, waits until a holder started from it has the fake device open,
+# then fails; attempt 1 succeeds.
 WORKER = """
 import json, os, sys, time
 d = sys.argv[1]
-if os.environ["TORCHELASTIC_RESTART_COUNT"] != "0":
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+open(os.path.join(d, "launch-" + attempt), "w").close()
+if attempt != "0":
     sys.exit(0)
 with open(os.path.join(d, "env.tmp"), "w") as f:
     json.dump(dict(os.environ), f)
@@ -173,27 +175,6 @@ def test_bad_fence_flags_are_exit_2_naming_the_flag(run_agent):
         assert len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
 
-# Each attempt leaves launch-<n>; attempt 0 hands its environment to the
-# test, waits until a holder started from it has the fake device open,
-# then fails.
-LAUNCH_WORKER = """
-import json, os, sys, time
-d = sys.argv[1]
-attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
-open(os.path.join(d, "launch-" + attempt), "w").close()
-if attempt != "0":
-    sys.exit(0)
-with open(os.path.join(d, "env.tmp"), "w") as f:
-    json.dump(dict(os.environ), f)
-os.rename(os.path.join(d, "env.tmp"), os.path.join(d, "env.json"))
-deadline = time.monotonic() + 30
-while not os.path.exists(os.path.join(d, "held")):
-    if time.monotonic() > deadline:
-        sys.exit(3)
-    time.sleep(0.01)
-sys.exit(200)
-"""
-
 PR_CAPBSET_DROP = 24
 CAP_KILL = 5
 NOBODY = 65534
@@ -224,7 +205,7 @@ def _start_holder_agent_cannot_kill(start_agent, background, tmp_path,
             "--device-release-timeout", "2"]
     if action is not None:
         args += ["--device-release-timeout-action", action]
-    proc = start_agent(args + ["--no-python", PYTHON, "-c", LAUNCH_WORKER,
+    proc = start_agent(args + ["--no-python", PYTHON, "-c", WORKER,
                                str(tmp_path)],
                        log=str(log), preexec_fn=_without_cap_kill)
     env_file = tmp_path / "env.json"
