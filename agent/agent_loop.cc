@@ -71,14 +71,13 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
         launch.master_port_given ? launch.master_port : 0);
   }
   RendezvousParams params;
-  params.backend = RdzvBackendName(launch.rdzv_backend);
-  params.endpoint = launch.rdzv_endpoint;
-  params.parsed_endpoint = launch.endpoint;
+  params.backend = launch.rdzv_backend;
+  params.endpoint = launch.endpoint;
+  params.etcd = launch.etcd;
   params.run_id = launch.rdzv_id;
   if (!launch.rdzv_key_suffix.empty()) {
     params.key_run_id = launch.rdzv_id + launch.rdzv_key_suffix;
   }
-  params.conf = launch.rdzv_conf;
   params.config = launch.rdzv_config;
   params.min_nodes = launch.min_nodes;
   params.max_nodes = launch.max_nodes;

@@ -141,12 +141,11 @@ std::string StoppedBarrierMessage(const BarrierPlan& plan,
 absl::Status RunBarrier(const BarrierPlan& plan,
                         std::function<bool()> cancelled) {
   RendezvousParams params;
-  params.backend = "c10d";
-  params.endpoint = plan.endpoint.ToString();
-  params.parsed_endpoint = plan.endpoint;
+  params.backend = RdzvBackend::kC10d;
+  params.endpoint = plan.endpoint;
   params.run_id = plan.run_id;
   params.security = plan.security;
-  RdzvConfig config;
+  RdzvConfig& config = params.config;
   config.is_host = plan.is_host;
   config.join_timeout = plan.timeout;
   // Short store calls: while the host's pod is not up, each call blocks
@@ -154,7 +153,6 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   // between calls.
   config.read_timeout = std::min(plan.timeout, absl::Seconds(2));
   config.exit_barrier_timeout = absl::Seconds(30);
-  params.config = config;
   params.min_nodes = params.max_nodes = static_cast<int>(plan.pods.size());
   // The pod label is this node's address in the store: the listing of the
   // open round then names the pods that arrived.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/net.h"
 #include "rendezvous/dynamic_rendezvous.h"
@@ -28,8 +29,7 @@ std::string LocalNodeAddress(const std::string& local_addr) {
 namespace {
 
 // This node in an elastic rendezvous, whichever store it runs over.
-DynamicRendezvousOptions NodeOptions(const RendezvousParams& p,
-                                     const RdzvConfig& config) {
+DynamicRendezvousOptions NodeOptions(const RendezvousParams& p) {
   DynamicRendezvousOptions options;
   options.run_id = p.run_id;
   options.key_run_id = p.key_run_id;
@@ -39,7 +39,7 @@ DynamicRendezvousOptions NodeOptions(const RendezvousParams& p,
   options.node = absl::StrCat(options.addr, "-", getpid());
   options.pod_index = p.pod_index;
   options.order_key = p.order_key;
-  options.config = config;
+  options.config = p.config;
   options.worker_store = p.worker_store;
   options.worker_store_off = p.worker_store_off;
   if (p.max_nodes == 1 && p.master_port_given) {
@@ -89,7 +89,7 @@ void StaticRendezvous::Shutdown(bool succeeded) {
 
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     const RendezvousParams& p) {
-  if (p.backend == "static") {
+  if (p.backend == RdzvBackend::kStatic) {
     if (p.node_rank >= p.max_nodes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--node-rank ", p.node_rank, " is not below --nnodes ", p.max_nodes));
@@ -102,34 +102,19 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
                                               p.master_addr, p.master_port,
                                               p.run_id, p.worker_store);
   }
-  if (p.backend == "etcd" || p.backend == "etcd-v3") {
+  if (p.backend == RdzvBackend::kEtcd || p.backend == RdzvBackend::kEtcdV3) {
     // Same algorithm, external store: no host, every node a client.
-    auto config = p.config ? absl::StatusOr<RdzvConfig>(*p.config)
-                           : ParseRdzvConf(p.conf);
-    if (!config.ok()) return config.status();
-    auto etcd = ParseEtcdOptions(p.endpoint, p.conf, p.run_id);
-    if (!etcd.ok()) return etcd.status();
-    auto store = EtcdStore::Connect(*etcd);
+    auto store = EtcdStore::Connect(p.etcd);
     if (!store.ok()) return store.status();
-    DJ_LOG_INFO("rendezvous over etcd at {}", p.endpoint);
+    DJ_LOG_INFO("rendezvous over etcd at {}",
+                absl::StrJoin(p.etcd.endpoints, ","));
     return std::unique_ptr<Rendezvous>(
-        new DynamicRendezvous(NodeOptions(p, *config), std::move(*store)));
+        new DynamicRendezvous(NodeOptions(p), std::move(*store)));
   }
-  if (p.backend != "c10d") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rdzv-backend '", p.backend,
-        "' is not supported; expected c10d, etcd, etcd-v3 or static"));
-  }
-  auto endpoint = p.parsed_endpoint
-                      ? absl::StatusOr<Endpoint>(*p.parsed_endpoint)
-                      : ParseEndpoint(p.endpoint);
-  if (!endpoint.ok()) return endpoint.status();
-  auto config =
-      p.config ? absl::StatusOr<RdzvConfig>(*p.config) : ParseRdzvConf(p.conf);
-  if (!config.ok()) return config.status();
-
-  DynamicRendezvousOptions options = NodeOptions(p, *config);
-  if (options.worker_store_port == endpoint->port) {
+  const Endpoint& endpoint = p.endpoint;
+  const RdzvConfig& config = p.config;
+  DynamicRendezvousOptions options = NodeOptions(p);
+  if (options.worker_store_port == endpoint.port) {
     // torchrun shares that port's store with the workers; this agent's
     // rendezvous store is not a TCPStore (README, The workers' store).
     DJ_LOG_INFO(
@@ -143,10 +128,10 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   // hosts one, whatever is_host says.
   const bool taken_over = !p.key_run_id.empty() && p.key_run_id != p.run_id;
   const bool try_host =
-      !taken_over && config->is_host.value_or(IsLocalHost(endpoint->host));
+      !taken_over && config.is_host.value_or(IsLocalHost(endpoint.host));
   std::shared_ptr<StoreServer> server;
   if (try_host) {
-    std::string bind = endpoint->host;
+    std::string bind = endpoint.host;
     if (bind == "localhost") bind = "127.0.0.1";
     if (!IsIpLiteral(bind)) {
       // A name: listen where this node says it is, else everywhere.
@@ -155,25 +140,25 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     // The parked-wait budget grows with the job (host_store_limits.h); the
     // keys of --rdzv-conf set the rest, and never lower it below that.
     StoreLimits limits = HostStoreLimits(p.max_nodes);
-    limits.max_total_bytes = static_cast<size_t>(config->store_max_memory_mb)
+    limits.max_total_bytes = static_cast<size_t>(config.store_max_memory_mb)
                              << 20;
-    limits.max_value_bytes = static_cast<size_t>(config->store_max_value_kb)
+    limits.max_value_bytes = static_cast<size_t>(config.store_max_value_kb)
                              << 10;
-    limits.max_waiters = std::max(
-        limits.max_waiters, static_cast<size_t>(config->store_max_parked));
+    limits.max_waiters = std::max(limits.max_waiters,
+                                  static_cast<size_t>(config.store_max_parked));
     ConnLimits conns;
-    conns.max_conns = static_cast<size_t>(config->store_max_conns);
+    conns.max_conns = static_cast<size_t>(config.store_max_conns);
     conns.max_conns_per_peer =
-        static_cast<size_t>(config->store_max_conns_per_peer);
+        static_cast<size_t>(config.store_max_conns_per_peer);
     auto started =
-        StoreServer::Start(bind, endpoint->port, limits, p.security, conns);
+        StoreServer::Start(bind, endpoint.port, limits, p.security, conns);
     if (started.ok()) {
       server = std::move(*started);
-    } else if (config->is_host.value_or(false)) {
+    } else if (config.is_host.value_or(false)) {
       return started.status();
     } else {
       DJ_LOG_INFO("not hosting the store ({}); joining {}",
-                  started.status().message(), endpoint->ToString());
+                  started.status().message(), endpoint.ToString());
     }
   }
   std::unique_ptr<StoreInterface> store;
@@ -191,8 +176,8 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
       return s.status();
     }
   } else {
-    DJ_LOG_INFO("joining the rendezvous store at {}", endpoint->ToString());
-    store = GrpcStoreClient::Connect(endpoint->ToString(), config->read_timeout,
+    DJ_LOG_INFO("joining the rendezvous store at {}", endpoint.ToString());
+    store = GrpcStoreClient::Connect(endpoint.ToString(), config.read_timeout,
                                      p.security);
   }
   return std::unique_ptr<Rendezvous>(new DynamicRendezvous(

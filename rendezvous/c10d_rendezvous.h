@@ -5,29 +5,29 @@
 #define DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "rendezvous/master_watch.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rendezvous.h"
+#include "rendezvous/store/etcd_store.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace distjob {
 
 struct RendezvousParams {
-  std::string backend = "c10d";
-  std::string endpoint;
-  // Already parsed (at start-up, by the agent's flags): used instead of
-  // parsing `endpoint` (c10d) and `conf` again.
-  std::optional<Endpoint> parsed_endpoint;
+  // Parsed once, by the agent's flags: nothing here is parsed again.
+  RdzvBackend backend = RdzvBackend::kC10d;
+  // c10d: the store's address.
+  Endpoint endpoint;
+  // etcd, etcd-v3: the cluster and the backend's own --rdzv-conf keys.
+  EtcdStoreOptions etcd;
   std::string run_id = "none";
   // The run id the keys live under when not run_id (an agent that took
   // over from an outer agent: its round never touches the outer's).
   std::string key_run_id;
-  std::string conf;
-  std::optional<RdzvConfig> config;
+  RdzvConfig config;
   int min_nodes = 1;
   int max_nodes = 1;
   std::string local_addr;
@@ -50,8 +50,8 @@ struct RendezvousParams {
   bool master_port_given = false;
 };
 
-// InvalidArgument for bad endpoint / conf / backend values (exit 2);
-// Unavailable when is_host is forced and the port cannot be bound.
+// InvalidArgument for a static backend's bad ranks (exit 2); Unavailable
+// when is_host is forced and the port cannot be bound.
 absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
     const RendezvousParams& params);
 

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
+#include "rendezvous/store/etcd_store.h"
 #include "rendezvous/store/store_credentials.h"
 #include "supervisor/failure_cause.h"
 #include "supervisor/supervisor_options.h"
@@ -34,8 +35,11 @@ struct LaunchOptions {
   // As given: the etcd backends take a comma-separated list of URLs.
   std::string rdzv_endpoint;
   // The c10d store's address parsed from rdzv_endpoint (the other backends
-  // leave it at localhost).
+  // leave it at localhost)...
   Endpoint endpoint;
+  // ...the etcd backends' cluster and own --rdzv-conf keys, parsed from
+  // rdzv_endpoint and rdzv_conf (empty for the other backends).
+  EtcdStoreOptions etcd;
   std::string rdzv_id = "none";
   // As given (k1=v1,k2=v2), for the etcd backend's own keys...
   std::string rdzv_conf;

@@ -349,6 +349,31 @@ std::string RunHelp() {
   return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
+namespace {
+
+// The store --rdzv-endpoint and --rdzv-conf name, parsed into `launch`:
+// checked here, not where it is used, which is after the DNS wait, the
+// start barrier or the rendezvous, minutes into a run.
+absl::Status ParseRdzvStore(LaunchOptions* launch) {
+  if (launch->rdzv_backend == RdzvBackend::kC10d) {
+    auto endpoint = ParseEndpoint(launch->rdzv_endpoint);
+    if (!endpoint.ok()) return endpoint.status();
+    launch->endpoint = *endpoint;
+  }
+  if (launch->rdzv_backend == RdzvBackend::kEtcd ||
+      launch->rdzv_backend == RdzvBackend::kEtcdV3) {
+    // The etcd backend's own keys (etcd_prefix, cert and key together...).
+    auto etcd = ParseEtcdOptions(launch->rdzv_endpoint, launch->rdzv_conf,
+                                 launch->rdzv_id);
+    if (!etcd.ok()) return etcd.status();
+    if (absl::Status s = CheckEtcdTlsFiles(*etcd); !s.ok()) return s;
+    launch->etcd = *std::move(etcd);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
                                            const EnvMap& env) {
   RunOptions options;
@@ -415,21 +440,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
         "--nnodes ", launch.nnodes, " x --nproc-per-node ", launch.nproc, " = ",
         world_size, " workers; the world size must stay below 2^31"));
   }
-  // Checked here, not where they are used: that is after the DNS wait, the
-  // start barrier or the rendezvous, minutes into a run.
-  if (launch.rdzv_backend == RdzvBackend::kC10d) {
-    auto endpoint = ParseEndpoint(launch.rdzv_endpoint);
-    if (!endpoint.ok()) return endpoint.status();
-    launch.endpoint = *endpoint;
-  }
-  if (launch.rdzv_backend == RdzvBackend::kEtcd ||
-      launch.rdzv_backend == RdzvBackend::kEtcdV3) {
-    // The etcd backend's own keys (etcd_prefix, cert and key together...).
-    auto etcd = ParseEtcdOptions(launch.rdzv_endpoint, launch.rdzv_conf,
-                                 launch.rdzv_id);
-    if (!etcd.ok()) return etcd.status();
-    if (absl::Status s = CheckEtcdTlsFiles(*etcd); !s.ok()) return s;
-  }
+  if (absl::Status s = ParseRdzvStore(&launch); !s.ok()) return s;
   // Read now: a secret or certificate that does not load must end the run
   // before anything listens or waits.
   auto security = LoadSecurity(options.security_files, env);
