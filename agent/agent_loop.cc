@@ -273,8 +273,9 @@ class AgentRun {
   std::optional<int> PrepareRounds() {
     if (WorkerStoreOnAgent(options_.launch)) {
       // A TCPStore client cannot present the rendezvous token: with one,
-      // an elastic round's store admits only its members (README, worker
-      // store). Static and one-node jobs know no member list to admit.
+      // an elastic round's store admits only its members
+      // (docs/worker-store.md). Static and one-node jobs know no member list to
+      // admit.
       const LaunchOptions& launch = options_.launch;
       const bool elastic =
           ChooseRendezvous(launch.standalone, launch.max_nodes,
@@ -341,8 +342,8 @@ class AgentRun {
   }
 
   // An agent started below this one's worker asks this one to step aside
-  // (README, "One launcher, always"). On the handover thread; the main
-  // thread is in RunGroup, which the handover leaves running.
+  // (docs/torchrun.md, "One launcher, always"). On the handover thread; the
+  // main thread is in RunGroup, which the handover leaves running.
   HandoverReply StepAside(pid_t inner) {
     HandoverReply reply;
     const std::string outer =

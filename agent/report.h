@@ -1,6 +1,6 @@
-// What the agent leaves behind when it exits (README: "Supervision and
-// reporting"): the Kubernetes termination message and torchelastic's root-cause
-// error file.
+// What the agent leaves behind when it exits (docs/supervision.md: "Supervision
+// and reporting"): the Kubernetes termination message and torchelastic's
+// root-cause error file.
 #ifndef DISTJOB_AGENT_REPORT_H_
 #define DISTJOB_AGENT_REPORT_H_
 

@@ -19,7 +19,7 @@
 namespace distjob {
 namespace {
 
-// What runs, said once an attempt (README, "What runs"): local rank 0's
+// What runs, said once an attempt (docs/cli.md, "What runs"): local rank 0's
 // exact argv and the absolute path of its program, the interpreter of a
 // Python script: PYTHON_EXEC, else the first python3 on the workers' PATH.
 void LogWorkerCommand(const std::vector<std::string>& argv,

@@ -7,7 +7,7 @@ Builds nothing: run `bazel build //agent:distjob-agent //bench:all` first
 (bench/run.sh does both). Each benchmark alternates the two launchers,
 repetition by repetition, so drift on the machine hits both alike. Results
 go to docs/bench/results.json, docs/bench/results.md and docs/bench/*.png.
-The method is in README.md, "Benchmarks".
+The method is in docs/bench/README.md.
 """
 
 import argparse
@@ -1695,7 +1695,7 @@ def write_markdown(results, meta):
              f"Measured {meta['date']} on {meta['machine']} by "
              f"`{meta['command']}` (up to {meta['reps']} repetitions per "
              "launcher, alternating; the multi-node, store and scale "
-             "benchmarks cap theirs, see the README's Benchmarks section). Median (min–max, stdev). Speed-up: torchrun median / agent "
+             "benchmarks cap theirs, see docs/bench/README.md). Median (min–max, stdev). Speed-up: torchrun median / agent "
              "median for times, agent / TCPStore for throughput (> 1: the "
              "agent is faster). Store rows: the torchrun column is "
              "PyTorch's TCPStore." + took(meta), "",
@@ -1831,8 +1831,7 @@ def main():
             sys.exit(f"{path} is not built: run bench/run.sh")
     OUT.mkdir(parents=True, exist_ok=True)
     results = []
-    # Wall seconds per section, for the sweep's own budget (the README's
-    # Benchmarks section).
+    # Wall seconds per section, for the sweep's own budget (docs/bench/README.md).
     seconds = {}
     for name in args.only.split(","):
         print(f"running {name} ...", flush=True)

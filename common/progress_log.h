@@ -1,7 +1,7 @@
 // The pace of a long wait's progress lines: a wait asks Due() on each of
 // its iterations, however often it wakes, and logs only when it says so,
 // so a wait that lasts minutes says what it waits for every interval
-// (README, "No silent wait") without a line per retry.
+// (docs/rendezvous.md, "No silent wait") without a line per retry.
 #ifndef DISTJOB_COMMON_PROGRESS_LOG_H_
 #define DISTJOB_COMMON_PROGRESS_LOG_H_
 
@@ -14,8 +14,8 @@ namespace distjob {
 
 // The interval between two progress lines: 15 s, inside the 10-30 s that
 // an operator watching a pod expects; DISTJOB_TEST_PROGRESS_INTERVAL_MS
-// (a test hook, documented in the README) shortens it, so black-box tests
-// do not wait 15 s for a line.
+// (a test hook, documented in docs/rendezvous.md) shortens it, so black-box
+// tests do not wait 15 s for a line.
 absl::Duration ProgressInterval();
 
 class ProgressLog {

@@ -1,5 +1,5 @@
 // MXNet / ps-lite: the DMLC_* variables and MX_CONFIG as Kubeflow's MXJob
-// controller writes them (README: "Peer discovery, framework launchers").
+// controller writes them (docs/discovery.md).
 #ifndef DISTJOB_LAUNCHERS_MXNET_H_
 #define DISTJOB_LAUNCHERS_MXNET_H_
 

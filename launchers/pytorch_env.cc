@@ -58,7 +58,7 @@ EnvMap PyTorchWorkerEnv(const PyTorchGroupInfo& group, int local_rank,
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   // And 1.13's name, which current torchrun no longer sets: the only one a
   // 1.13 NCCL process group reads. 2.11 warns once per process that it is
-  // deprecated (seen by tests/device/check.sh's probes step; README,
+  // deprecated (seen by tests/device/check.sh's probes step; docs/torchrun.md,
   // "Worker environment, 1.13 and current torchrun side by side").
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   return env;

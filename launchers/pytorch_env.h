@@ -1,6 +1,6 @@
-// The PyTorch worker environment: torchrun's contract (README: "Worker
-// environment"), as a pure function from where this node stands in the job to
-// each local worker's environment.
+// The PyTorch worker environment: torchrun's contract (docs/cli.md:
+// "Worker environment"), as a pure function from where this node stands in the
+// job to each local worker's environment.
 #ifndef DISTJOB_LAUNCHERS_PYTORCH_ENV_H_
 #define DISTJOB_LAUNCHERS_PYTORCH_ENV_H_
 

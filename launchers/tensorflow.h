@@ -1,5 +1,5 @@
 // TensorFlow: TF_CONFIG as Volcano's tensorflow plugin and Kubeflow's TFJob
-// controller write it (README: "Peer discovery, framework launchers").
+// controller write it (docs/discovery.md).
 #ifndef DISTJOB_LAUNCHERS_TENSORFLOW_H_
 #define DISTJOB_LAUNCHERS_TENSORFLOW_H_
 

@@ -23,7 +23,7 @@ struct Definition {
   const char* preset[5];
 };
 
-// Every series the agent exposes; the README's "See the job" section
+// Every series the agent exposes; docs/observability.md
 // lists the same names.
 constexpr Definition kDefinitions[] = {
     {"distjob_worker_group_restarts_total",

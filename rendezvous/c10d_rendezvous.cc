@@ -69,8 +69,8 @@ absl::StatusOr<RendezvousResult> StaticRendezvous::Next(int local_world_size) {
       // Not cleared between attempts, unlike a one-node job's
       // (StandaloneRendezvous::Next): the other nodes restart their workers
       // when they see the failure, unsynchronised, so no moment is safe.
-      // The README sends restarting multi-node jobs to --rdzv-backend
-      // c10d, whose rounds clear it.
+      // docs/worker-store.md sends restarting multi-node jobs to
+      // --rdzv-backend c10d, whose rounds clear it.
     }
     r.use_agent_store = true;
   }
@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvousFor(
   DynamicRendezvousOptions options = NodeOptions(p);
   if (options.worker_store_port == endpoint.port) {
     // torchrun shares that port's store with the workers; this agent's
-    // rendezvous store is not a TCPStore (README, The workers' store).
+    // rendezvous store is not a TCPStore (docs/worker-store.md).
     DJ_LOG_INFO(
         "--master-port {} is the rendezvous endpoint's port: the workers' "
         "store listens on a free port instead",

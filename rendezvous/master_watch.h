@@ -2,7 +2,7 @@
 // torch's TCPStore client waits for node rank 0's store without a word:
 // a job whose master never came up printed nothing. The watch says, once
 // per progress interval, that the master does not accept connections yet
-// and why, until it does (README, "No silent wait").
+// and why, until it does (docs/rendezvous.md, "No silent wait").
 #ifndef DISTJOB_RENDEZVOUS_MASTER_WATCH_H_
 #define DISTJOB_RENDEZVOUS_MASTER_WATCH_H_
 

@@ -41,7 +41,7 @@ struct RdzvConfig {
   // round's members for the workers' store's allow list (a rendezvous
   // token only); the other nodes wait for it up to close_timeout.
   absl::Duration worker_store_resolve_timeout = absl::Seconds(10);
-  // The store host's main limits (the README's limits table); not torchrun
+  // The store host's main limits (docs/rendezvous.md, its limits); not torchrun
   // keys. Each is bounded (kStoreLimitKeys).
   int64_t store_max_memory_mb = 256;
   int64_t store_max_value_kb = 1024;

@@ -122,12 +122,12 @@ class Rendezvous {
   // other nodes are told the job ended. Nothing to do without a store.
   virtual void Shutdown(bool succeeded) { (void)succeeded; }
 
-  // The agent stepped aside for a launcher its worker started (README,
-  // "One launcher, always"): from now on no membership change is reported
-  // and Shutdown says nothing to the other nodes (their agents step aside
-  // the same way). The lease stays renewed and a hosted store stays up
-  // until the rendezvous is destroyed: the inner launchers' rounds run in
-  // it. Callable from any thread.
+  // The agent stepped aside for a launcher its worker started
+  // (docs/torchrun.md, "One launcher, always"): from now on no membership
+  // change is reported and Shutdown says nothing to the other nodes (their
+  // agents step aside the same way). The lease stays renewed and a hosted store
+  // stays up until the rendezvous is destroyed: the inner launchers' rounds run
+  // in it. Callable from any thread.
   virtual void Abandon() {}
 
   // Why this agent ends the job when it does not succeed (its one-line

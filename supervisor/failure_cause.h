@@ -1,5 +1,5 @@
 // Why a worker failed, and whether restarting can help: the restart
-// policy's table (README: "Restart policy").
+// policy's table (docs/supervision.md, "Restart policy").
 //
 // A worker's exit code does not say why it failed: a lost peer, a gloo or
 // NCCL connection reset, a CUDA ECC error and a KeyError all end a Python

@@ -37,7 +37,8 @@ struct TcpStoreServerOptions {
   // one full, the newest of the address that holds the most gives way.
   // 16384 (not 65536): at the cap, the connections' own memory (counted
   // in max_buffered_bytes) and the kernel's for their sockets fit a 1 GiB
-  // container beside the keys (README, *TCPStore-protocol server*).
+  // container beside the keys (docs/worker-store.md, *TCPStore-protocol
+  // server*).
   size_t max_connections = 16384;
   size_t max_connections_per_peer = 4096;
   // One request frame (a multi_set with all its keys and values).
@@ -56,7 +57,7 @@ struct TcpStoreServerOptions {
   // How long the loop polls for the next request, rather than sleep, after
   // its last work: a request that finds the loop asleep waits for its
   // wake-up before it is served, and one client's next request, sent on its
-  // answer, finds it awake (README, *The workers' store*). The loop polls
+  // answer, finds it awake (docs/worker-store.md). The loop polls
   // only while the last wait for work was shorter than this, so sparse
   // traffic costs at most this much of one core per gap longer than it.
   // Zero: sleep as soon as there is nothing to do.
@@ -67,7 +68,7 @@ struct TcpStoreServerOptions {
   // reads again, so that one read takes many sets: each read that drains a
   // socket makes the kernel acknowledge at once, and per set the client's
   // TCP stack handled ~2.7 acknowledgements where a read behind the stream
-  // leaves ~0.1 (README, *The workers' store*). A request that needs an
+  // leaves ~0.1 (docs/worker-store.md). A request that needs an
   // answer and arrives during the pause waits for its end. Zero: no pause.
   absl::Duration set_stream_pause = absl::Microseconds(50);
   // How long Clear() waits for the loop to come to it. A pass of the loop

@@ -84,7 +84,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   // --master-port (or PET_MASTER_PORT) was given: a one-node job's
-  // workers' store listens there (README, The workers' store).
+  // workers' store listens there (docs/worker-store.md).
   bool master_port_given = false;
   std::string local_addr;
   // The rank order of the dynamic backends: this pod's index from its

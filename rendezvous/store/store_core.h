@@ -32,8 +32,8 @@
 
 namespace distjob {
 
-// What one store may hold and what one request may ask; the README's
-// limits table lists them. Over a limit: RESOURCE_EXHAUSTED (or
+// What one store may hold and what one request may ask; docs/rendezvous.md
+// lists them with the limits. Over a limit: RESOURCE_EXHAUSTED (or
 // INVALID_ARGUMENT for a request that can never succeed), naming the limit.
 struct StoreLimits {
   size_t max_key_bytes = 4096;  // keys, and prefixes of listings and watches

@@ -30,7 +30,8 @@ absl::Duration Ms(int64_t ms) { return absl::Milliseconds(ms); }
 // Whole requests are bounded by the transport; this is the gRPC-level cap.
 constexpr int kMaxMessageBytes = 8 << 20;
 
-// Channel arguments of the server; the README's limits table lists them.
+// Channel arguments of the server; docs/rendezvous.md lists them with the
+// limits.
 constexpr int kMaxStreams = 8192;
 constexpr int kHandshakeTimeoutMs = 10 * 1000;
 constexpr int kKeepaliveMs = 30 * 1000;
