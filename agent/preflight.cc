@@ -24,6 +24,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/files.h"
 #include "common/resolver.h"
+#include "common/socket_address.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/nvhcd.grpc.pb.h"
 
@@ -92,28 +93,16 @@ bool SplitHostPort(const std::string& endpoint, std::string* host, int* port) {
 absl::Status ConnectOnce(const std::string& address, int port,
                          absl::Time deadline,
                          const std::function<bool()>& cancelled) {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
-  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    length = sizeof(*v4);
-  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    length = sizeof(*v6);
-  } else {
+  const std::optional<SocketAddress> to = ParseSocketAddress(address, port);
+  if (!to.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", address, "' is no address"));
   }
   const int fd =
-      socket(storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      socket(to->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::UnavailableError(std::strerror(errno));
   absl::Status status = absl::OkStatus();
-  if (connect(fd, reinterpret_cast<sockaddr*>(&storage), length) != 0 &&
-      errno != EINPROGRESS) {
+  if (connect(fd, to->get(), to->length) != 0 && errno != EINPROGRESS) {
     status = absl::UnavailableError(std::strerror(errno));
   }
   while (status.ok()) {

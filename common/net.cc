@@ -19,6 +19,7 @@
 #include "common/ares_poll.h"
 #include "common/errno_status.h"
 #include "common/files.h"
+#include "common/socket_address.h"
 #include "common/text.h"
 
 namespace distjob {
@@ -167,22 +168,9 @@ absl::StatusOr<int> FindFreePort(const std::string& address) {
   // every interface, which includes whichever the name stands for.
   absl::string_view literal = address;
   if (!IsIpLiteral(literal)) literal = "0.0.0.0";
-  if (literal.size() > 2 && literal.front() == '[') {
-    literal = literal.substr(1, literal.size() - 2);
-  }
-  const std::string text(literal);
-  sockaddr_storage addr{};
-  socklen_t addr_len = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
-  if (inet_pton(AF_INET, text.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    addr_len = sizeof(*v4);
-  } else if (inet_pton(AF_INET6, text.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    addr_len = sizeof(*v6);
-  }
-  const int fd = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const SocketAddress addr =
+      ParseSocketAddress(literal, 0).value_or(SocketAddress{});
+  const int fd = socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return ErrnoError(errno,
                       absl::StrCat("binding a free port on '", address, "'"));
@@ -190,7 +178,7 @@ absl::StatusOr<int> FindFreePort(const std::string& address) {
   absl::Cleanup close_fd = [fd] { close(fd); };
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), addr_len) != 0 ||
+  if (bind(fd, addr.get(), addr.length) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
     return ErrnoError(errno,
                       absl::StrCat("binding a free port on '", address, "'"));

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/resolver.h"
+#include "common/socket_address.h"
 
 namespace distjob {
 namespace {
@@ -22,27 +23,13 @@ namespace {
 // One non-blocking connect to `addr` (an IP literal), waited for up to
 // `timeout`; 0, or the errno that ended it (ETIMEDOUT for no answer).
 int ConnectOnce(const std::string& addr, int port, absl::Duration timeout) {
-  sockaddr_storage ss = {};
-  socklen_t len = 0;
-  int family = AF_INET;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET, addr.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*v4);
-  } else if (inet_pton(AF_INET6, addr.c_str(), &v6->sin6_addr) == 1) {
-    family = AF_INET6;
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*v6);
-  } else {
-    return EINVAL;
-  }
-  const int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const std::optional<SocketAddress> to = ParseSocketAddress(addr, port);
+  if (!to.has_value()) return EINVAL;
+  const int fd =
+      socket(to->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return errno;
   int err = 0;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+  if (connect(fd, to->get(), to->length) != 0) {
     err = errno;
     if (err == EINPROGRESS) {
       pollfd p = {fd, POLLOUT, 0};

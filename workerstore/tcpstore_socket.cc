@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/socket_address.h"
 
 namespace distjob {
 namespace {
@@ -22,35 +23,20 @@ uint16_t PortOf(const sockaddr_storage& ss) {
 }  // namespace
 
 absl::StatusOr<int> ListenTcp(const std::string& host, int port) {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*a6);
-  } else if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*a4);
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tcpstore: listen address '", host,
-                     "' is not a numeric IPv4 or IPv6 address"));
-  }
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("tcpstore: port ", port, " is not in 0..65535"));
   }
-  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0 && ss.ss_family == AF_INET6 && host == "::") {
+  std::optional<SocketAddress> at = ParseSocketAddress(host, port);
+  if (!at.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tcpstore: listen address '", host,
+                     "' is not a numeric IPv4 or IPv6 address"));
+  }
+  int fd = socket(at->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0 && at->family() == AF_INET6 && host == "::") {
     // A host without IPv6: every IPv4 address instead.
-    ss = {};
-    a4->sin_family = AF_INET;
-    a4->sin_addr.s_addr = htonl(INADDR_ANY);
-    a4->sin_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*a4);
+    at = ParseSocketAddress("0.0.0.0", port);
     fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   }
   if (fd < 0) {
@@ -59,11 +45,10 @@ absl::StatusOr<int> ListenTcp(const std::string& host, int port) {
   }
   const int yes = 1, no = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  if (ss.ss_family == AF_INET6) {
+  if (at->family() == AF_INET6) {
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
   }
-  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      listen(fd, 4096) != 0) {
+  if (bind(fd, at->get(), at->length) != 0 || listen(fd, 4096) != 0) {
     const int err = errno;
     close(fd);
     return absl::UnavailableError(absl::StrCat("tcpstore: cannot listen on ",
@@ -97,17 +82,8 @@ std::string NormalizeAddress(const sockaddr_storage& ss) {
 }
 
 std::string NormalizeText(const std::string& ip) {
-  sockaddr_storage ss{};
-  auto* a4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET, ip.c_str(), &a4->sin_addr) == 1) {
-    ss.ss_family = AF_INET;
-  } else if (inet_pton(AF_INET6, ip.c_str(), &a6->sin6_addr) == 1) {
-    ss.ss_family = AF_INET6;
-  } else {
-    return "";
-  }
-  return NormalizeAddress(ss);
+  const std::optional<SocketAddress> at = ParseSocketAddress(ip, 0);
+  return at.has_value() ? NormalizeAddress(at->storage) : "";
 }
 
 std::string PeerName(const sockaddr_storage& ss, const std::string& ip) {

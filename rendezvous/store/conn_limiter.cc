@@ -22,6 +22,7 @@
 #include "common/fd_budget.h"
 #include "common/heap_trim.h"
 #include "common/logging.h"
+#include "common/socket_address.h"
 #include "rendezvous/store/h2_first_bytes.h"
 
 namespace distjob {
@@ -190,30 +191,20 @@ absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  sockaddr_storage ss = {};
-  socklen_t len = 0;
-  auto* in4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(sockaddr_in6);
-  } else if (inet_pton(AF_INET, host.c_str(), &in4->sin_addr) == 1) {
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(sockaddr_in);
-  } else {
+  const std::optional<SocketAddress> at = ParseSocketAddress(host, port);
+  if (!at.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat(limits.name, ": ", "cannot listen on '", host_in,
                      "': expected an IP address"));
   }
-  const std::string where = ss.ss_family == AF_INET6
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(at->get());
+  const std::string where = at->family() == AF_INET6
                                 ? absl::StrCat("[", host, "]:", port)
                                 : absl::StrCat(host, ":", port);
   std::unique_ptr<ConnLimiter> l(new ConnLimiter());
   l->tls_ = tls;
   l->listen_fd_ =
-      socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      socket(at->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (l->listen_fd_ < 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", where, ": ", strerror(errno)));
@@ -221,10 +212,10 @@ absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
   const int on = 1, off = 0;
   // As gRPC's own listener: a restarted host may bind over TIME_WAIT.
   setsockopt(l->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-  if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) {
+  if (at->family() == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) {
     setsockopt(l->listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
   }
-  if (bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+  if (bind(l->listen_fd_, at->get(), at->length) != 0 ||
       listen(l->listen_fd_, 1024) != 0) {
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", where, " (in use?): ", strerror(errno)));

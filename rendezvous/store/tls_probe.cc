@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/socket_address.h"
 
 namespace distjob {
 namespace {
@@ -40,28 +41,12 @@ int Connect(const std::string& address) {
       port > 65535) {
     return -1;
   }
-  host = host.substr(0, colon);
-  absl::ConsumePrefix(&host, "[");
-  absl::ConsumeSuffix(&host, "]");
-  const std::string text(host);
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
-  if (inet_pton(AF_INET, text.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*v4);
-  } else if (inet_pton(AF_INET6, text.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof(*v6);
-  } else {
-    return -1;
-  }
+  const std::optional<SocketAddress> to =
+      ParseSocketAddress(host.substr(0, colon), port);
+  if (!to.has_value()) return -1;
   const int fd =
-      socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 &&
+      socket(to->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, to->get(), to->length) != 0 &&
       errno != EINPROGRESS) {
     close(fd);
     return -1;
