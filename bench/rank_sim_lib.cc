@@ -23,9 +23,9 @@ constexpr uint8_t kWaitType = 6;
 constexpr uint8_t kMultiGetType = 10;
 constexpr uint32_t kValidateMagic = 0x3C85F7CE;
 
-constexpr char kCounterKey[] = "rank_sim/init/counter";
-constexpr char kReleasedKey[] = "rank_sim/init/released";
-constexpr char kNcclKey[] = "rank_sim/nccl/unique_id";
+constexpr char kCounterKey[] = "init/counter";
+constexpr char kReleasedKey[] = "init/released";
+constexpr char kNcclKey[] = "nccl/unique_id";
 constexpr int kNcclIdBytes = 128;
 
 template <typename T>
@@ -43,10 +43,6 @@ T ReadRaw(const char* p) {
   T v;
   std::memcpy(&v, p, sizeof(v));
   return v;
-}
-
-std::string AllgatherKey(int rank) {
-  return absl::StrCat("rank_sim/allgather/", rank);
 }
 
 // A flag's value as an integer in [lo, hi].
@@ -128,6 +124,8 @@ absl::StatusOr<SimOptions> ParseFlags(const std::vector<std::string>& args) {
     if (known) continue;
     if (flag == "--host") {
       o.host = value;
+    } else if (flag == "--prefix") {
+      o.prefix = value;
     } else if (flag == "--pattern") {
       if (absl::Status s = ParsePattern(value, &o.pattern); !s.ok()) return s;
     } else {
@@ -215,27 +213,33 @@ std::string RankValue(int rank, int bytes) {
 }
 
 RankProgram::RankProgram(Pattern pattern, int rank, int world, int batch,
-                         int value_bytes)
-    : pattern_(pattern),
+                         int value_bytes, absl::string_view prefix)
+    : prefix_(prefix),
+      pattern_(pattern),
       rank_(rank),
       world_(world),
       batch_(batch),
       value_bytes_(value_bytes) {}
 
+std::string RankProgram::Key(absl::string_view name, int rank) const {
+  return rank < 0 ? absl::StrCat(prefix_, name)
+                  : absl::StrCat(prefix_, name, rank);
+}
+
 Expect RankProgram::Start(std::string* out) {
   EncodeValidate(out);
   switch (pattern_) {
     case Pattern::kBarrier:
-      EncodeAdd(out, kCounterKey, 1);
+      EncodeAdd(out, Key(kCounterKey), 1);
       return {Expect::kI64, 0};
     case Pattern::kNccl:
       // Rank 0 waits for its own id too: its set has no answer, and the
       // wait's says the server holds it.
-      if (rank_ == 0) EncodeSet(out, kNcclKey, RankValue(0, kNcclIdBytes));
-      EncodeWait(out, {kNcclKey});
+      if (rank_ == 0) EncodeSet(out, Key(kNcclKey), RankValue(0, kNcclIdBytes));
+      EncodeWait(out, {Key(kNcclKey)});
       return {Expect::kU8, 0};
     case Pattern::kAllgather:
-      EncodeSet(out, AllgatherKey(rank_), RankValue(rank_, value_bytes_));
+      EncodeSet(out, Key("allgather/", rank_), RankValue(rank_, value_bytes_));
       return NextBatch(out);
   }
   return {};
@@ -252,7 +256,7 @@ Expect RankProgram::NextBatch(std::string* out) {
   }
   if (batch_ranks_.empty()) return {Expect::kNone, 0};
   std::vector<std::string> keys;
-  for (int r : batch_ranks_) keys.push_back(AllgatherKey(r));
+  for (int r : batch_ranks_) keys.push_back(Key("allgather/", r));
   EncodeWait(out, keys);
   return {Expect::kU8, 0};
 }
@@ -289,8 +293,8 @@ absl::StatusOr<Expect> RankProgram::OnAnswer(const Answer& answer,
                          ", outside [1, ", world_, "]"));
       }
       // The last rank in releases everyone, as TCPStore's store barrier.
-      if (answer.number == world_) EncodeSet(out, kReleasedKey, "1");
-      EncodeWait(out, {kReleasedKey});
+      if (answer.number == world_) EncodeSet(out, Key(kReleasedKey), "1");
+      EncodeWait(out, {Key(kReleasedKey)});
       return Expect{Expect::kU8, 0};
     case Pattern::kNccl:
       if (step == 1) {
@@ -298,12 +302,12 @@ absl::StatusOr<Expect> RankProgram::OnAnswer(const Answer& answer,
         return Expect{Expect::kNone, 0};
       }
       if (rank_ == 0) return Expect{Expect::kNone, 0};
-      EncodeGet(out, kNcclKey);
+      EncodeGet(out, Key(kNcclKey));
       return Expect{Expect::kValues, 1};
     case Pattern::kAllgather:
       if (step % 2 == 0) {
         std::vector<std::string> keys;
-        for (int r : batch_ranks_) keys.push_back(AllgatherKey(r));
+        for (int r : batch_ranks_) keys.push_back(Key("allgather/", r));
         EncodeMultiGet(out, keys);
         return Expect{Expect::kValues, batch_ranks_.size()};
       }

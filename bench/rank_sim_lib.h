@@ -44,6 +44,9 @@ struct SimOptions {
   // Every wait of the run (connects, answers, the hold) ends by then.
   absl::Duration timeout = absl::Seconds(60);
   int server_pid = 0;  // 0: no server figures
+  // Every key starts with it: runs against one server keep apart (a
+  // barrier counter left by the last run would release this one early).
+  std::string prefix = "rank_sim/";
   // After the report, keep every connection open until stdin ends (the
   // test reads the server's stats meanwhile).
   bool hold = false;
@@ -87,7 +90,9 @@ std::string RankValue(int rank, int bytes);
 // it waits for the answer of.
 class RankProgram {
  public:
-  RankProgram(Pattern pattern, int rank, int world, int batch, int value_bytes);
+  // Its keys start with `prefix`, which must outlive it.
+  RankProgram(Pattern pattern, int rank, int world, int batch, int value_bytes,
+              absl::string_view prefix);
   // Appends the first requests to `out`; what to read next.
   Expect Start(std::string* out);
   // Checks `answer` (to the last request), appends the next requests;
@@ -97,8 +102,11 @@ class RankProgram {
 
  private:
   Expect NextBatch(std::string* out);
+  // prefix_ + name, and the rank's number unless it is negative.
+  std::string Key(absl::string_view name, int rank = -1) const;
   absl::Status CheckValues(const Answer& answer) const;
 
+  absl::string_view prefix_;
   Pattern pattern_;
   int rank_, world_, batch_, value_bytes_;
   int step_ = 0;

@@ -65,13 +65,14 @@ Answer Number(int64_t n) {
 
 TEST(RankSimBarrier, OnlyTheLastRankReleases) {
   std::string out;
-  RankProgram last(Pattern::kBarrier, 2, 3, 512, 100);
+  RankProgram last(Pattern::kBarrier, 2, 3, 512, 100, "p/");
   EXPECT_EQ(last.Start(&out).kind, Expect::kI64);
+  EXPECT_NE(out.find("p/init/counter"), std::string::npos);
   out.clear();
   ASSERT_EQ(last.OnAnswer(Number(3), &out)->kind, Expect::kU8);
   EXPECT_EQ(out[0], '\1');  // the set of the released key, then the wait
   out.clear();
-  RankProgram early(Pattern::kBarrier, 0, 3, 512, 100);
+  RankProgram early(Pattern::kBarrier, 0, 3, 512, 100, "p/");
   early.Start(&out);
   out.clear();
   ASSERT_EQ(early.OnAnswer(Number(1), &out)->kind, Expect::kU8);
@@ -81,21 +82,21 @@ TEST(RankSimBarrier, OnlyTheLastRankReleases) {
 
 TEST(RankSimBarrier, RejectsACountOutsideTheWorld) {
   std::string out;
-  RankProgram p(Pattern::kBarrier, 0, 3, 512, 100);
+  RankProgram p(Pattern::kBarrier, 0, 3, 512, 100, "p/");
   p.Start(&out);
   EXPECT_FALSE(p.OnAnswer(Number(4), &out).ok());
 }
 
 TEST(RankSimNccl, OthersGetTheIdRankZeroSet) {
   std::string out;
-  RankProgram p(Pattern::kNccl, 1, 2, 512, 100);
+  RankProgram p(Pattern::kNccl, 1, 2, 512, 100, "p/");
   EXPECT_EQ(p.Start(&out).kind, Expect::kU8);
   Expect e = *p.OnAnswer(Answer(), &out);
   EXPECT_EQ(e.kind, Expect::kValues);
   Answer id;
   id.values = {RankValue(0, 128)};
   EXPECT_EQ(p.OnAnswer(id, &out)->kind, Expect::kNone);
-  RankProgram wrong(Pattern::kNccl, 1, 2, 512, 100);
+  RankProgram wrong(Pattern::kNccl, 1, 2, 512, 100, "p/");
   wrong.Start(&out);
   ASSERT_TRUE(wrong.OnAnswer(Answer(), &out).ok());
   id.values = {RankValue(1, 128)};
@@ -104,7 +105,7 @@ TEST(RankSimNccl, OthersGetTheIdRankZeroSet) {
 
 TEST(RankSimAllgather, FetchesEveryOtherRankInBatches) {
   std::string out;
-  RankProgram p(Pattern::kAllgather, 1, 5, 2, 100);
+  RankProgram p(Pattern::kAllgather, 1, 5, 2, 100, "p/");
   EXPECT_EQ(p.Start(&out).kind, Expect::kU8);
   std::vector<std::vector<int>> batches = {{0, 2}, {3, 4}};
   for (size_t b = 0; b < batches.size(); ++b) {

@@ -116,7 +116,8 @@ def test_other_patterns_complete(server, pattern, ranks, expected):
 
 def test_a_wrong_answer_fails_the_rank(server):
     """The simulator checks what it reads: a barrier counter the ranks
-    did not start from zero is an add answer outside the world."""
+    did not start from zero (the last run's, same --prefix) is an add
+    answer outside the world; another prefix starts afresh."""
     bg, srv = server
     report, proc = simulate(bg, srv, 10, "barrier")
     assert proc.wait(timeout=TIMEOUT_S) == 0
@@ -124,6 +125,9 @@ def test_a_wrong_answer_fails_the_rank(server):
     assert proc.wait(timeout=TIMEOUT_S) == 1
     assert report["failed"] == 10 and report["all_done_s"] is None
     assert "outside [1, 10]" in proc.stderr.read()
+    report, proc = simulate(bg, srv, 10, "barrier", "--prefix", "again/")
+    assert proc.wait(timeout=TIMEOUT_S) == 0
+    assert report["passed"] == 10
 
 
 @pytest.mark.parametrize("flags,named", [
