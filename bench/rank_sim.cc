@@ -10,7 +10,7 @@
 //       [--pattern barrier|nccl|allgather] [--threads 2]
 //       [--per-source 1000] [--max-connecting 256] [--batch 512]
 //       [--value-bytes 100] [--timeout-s 60] [--server-pid PID]
-//       [--prefix rank_sim/] [--hold]
+//       [--prefix rank_sim/] [--dialect validated|legacy] [--hold]
 //
 // Exit 0 when every rank finished its pattern, 1 when one failed or the
 // deadline passed first, 2 for a bad flag.
@@ -386,8 +386,7 @@ int Main(int argc, char** argv) {
   std::vector<RankProgram> programs;
   programs.reserve(o.ranks);
   for (int r = 0; r < o.ranks; ++r) {
-    programs.emplace_back(o.pattern, r, o.ranks, o.batch, o.value_bytes,
-                          o.prefix);
+    programs.emplace_back(o, r);
   }
   const ServerUse before = ReadServerUse(o.server_pid);
   const absl::Time start = absl::Now();

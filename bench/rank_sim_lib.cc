@@ -13,14 +13,17 @@ namespace distjob {
 namespace ranksim {
 namespace {
 
-// PyTorch 2.2+'s query types (TCPStoreBackend.hpp), the only numbering a
-// validating client speaks.
-constexpr uint8_t kValidateType = 0;
-constexpr uint8_t kSetType = 1;
-constexpr uint8_t kGetType = 3;
-constexpr uint8_t kAddType = 4;
-constexpr uint8_t kWaitType = 6;
-constexpr uint8_t kMultiGetType = 10;
+// The query types of each numbering: PyTorch 2.2+'s (TCPStoreBackend.hpp)
+// and 1.13's (TCPStore.cpp), which has no VALIDATE and no MULTI_GET.
+struct QueryTypes {
+  uint8_t validate, set, get, add, wait, multi_get;
+};
+constexpr QueryTypes kValidatedTypes = {0, 1, 3, 4, 6, 10};
+constexpr QueryTypes kLegacyTypes = {0xff, 0, 2, 3, 5, 0xff};
+
+const QueryTypes& Types(Dialect d) {
+  return d == Dialect::kLegacy ? kLegacyTypes : kValidatedTypes;
+}
 constexpr uint32_t kValidateMagic = 0x3C85F7CE;
 
 constexpr char kCounterKey[] = "init/counter";
@@ -66,6 +69,15 @@ absl::Status ParsePattern(const std::string& value, Pattern* out) {
         "--pattern: want barrier, nccl or allgather, got '", value, "'"));
   }
   *out = it->second;
+  return absl::OkStatus();
+}
+
+absl::Status ParseDialect(const std::string& value, Dialect* out) {
+  if (value != "validated" && value != "legacy") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dialect: want validated or legacy, got '", value, "'"));
+  }
+  *out = value == "legacy" ? Dialect::kLegacy : Dialect::kValidated;
   return absl::OkStatus();
 }
 
@@ -124,6 +136,8 @@ absl::StatusOr<SimOptions> ParseFlags(const std::vector<std::string>& args) {
     if (known) continue;
     if (flag == "--host") {
       o.host = value;
+    } else if (flag == "--dialect") {
+      if (absl::Status s = ParseDialect(value, &o.dialect); !s.ok()) return s;
     } else if (flag == "--prefix") {
       o.prefix = value;
     } else if (flag == "--pattern") {
@@ -137,37 +151,45 @@ absl::StatusOr<SimOptions> ParseFlags(const std::vector<std::string>& args) {
   return o;
 }
 
-void EncodeValidate(std::string* out) {
-  AppendRaw<uint8_t>(out, kValidateType);
+void EncodeValidate(Dialect d, std::string* out) {
+  if (d == Dialect::kLegacy) return;
+  AppendRaw<uint8_t>(out, Types(d).validate);
   AppendRaw<uint32_t>(out, kValidateMagic);
 }
 
-void EncodeSet(std::string* out, absl::string_view key,
+void EncodeSet(Dialect d, std::string* out, absl::string_view key,
                absl::string_view value) {
-  AppendRaw<uint8_t>(out, kSetType);
+  AppendRaw<uint8_t>(out, Types(d).set);
   AppendString(out, key);
   AppendString(out, value);
 }
 
-void EncodeGet(std::string* out, absl::string_view key) {
-  AppendRaw<uint8_t>(out, kGetType);
+void EncodeGet(Dialect d, std::string* out, absl::string_view key) {
+  AppendRaw<uint8_t>(out, Types(d).get);
   AppendString(out, key);
 }
 
-void EncodeAdd(std::string* out, absl::string_view key, int64_t amount) {
-  AppendRaw<uint8_t>(out, kAddType);
+void EncodeAdd(Dialect d, std::string* out, absl::string_view key,
+               int64_t amount) {
+  AppendRaw<uint8_t>(out, Types(d).add);
   AppendString(out, key);
   AppendRaw<int64_t>(out, amount);
 }
 
-void EncodeWait(std::string* out, const std::vector<std::string>& keys) {
-  AppendRaw<uint8_t>(out, kWaitType);
+void EncodeWait(Dialect d, std::string* out,
+                const std::vector<std::string>& keys) {
+  AppendRaw<uint8_t>(out, Types(d).wait);
   AppendRaw<uint64_t>(out, keys.size());
   for (const std::string& k : keys) AppendString(out, k);
 }
 
-void EncodeMultiGet(std::string* out, const std::vector<std::string>& keys) {
-  AppendRaw<uint8_t>(out, kMultiGetType);
+void EncodeMultiGet(Dialect d, std::string* out,
+                    const std::vector<std::string>& keys) {
+  if (d == Dialect::kLegacy) {
+    for (const std::string& k : keys) EncodeGet(d, out, k);
+    return;
+  }
+  AppendRaw<uint8_t>(out, Types(d).multi_get);
   AppendRaw<uint64_t>(out, keys.size());
   for (const std::string& k : keys) AppendString(out, k);
 }
@@ -212,34 +234,29 @@ std::string RankValue(int rank, int bytes) {
   return v;
 }
 
-RankProgram::RankProgram(Pattern pattern, int rank, int world, int batch,
-                         int value_bytes, absl::string_view prefix)
-    : prefix_(prefix),
-      pattern_(pattern),
-      rank_(rank),
-      world_(world),
-      batch_(batch),
-      value_bytes_(value_bytes) {}
+RankProgram::RankProgram(const SimOptions& o, int rank) : o_(&o), rank_(rank) {}
 
 std::string RankProgram::Key(absl::string_view name, int rank) const {
-  return rank < 0 ? absl::StrCat(prefix_, name)
-                  : absl::StrCat(prefix_, name, rank);
+  return rank < 0 ? absl::StrCat(o_->prefix, name)
+                  : absl::StrCat(o_->prefix, name, rank);
 }
 
 Expect RankProgram::Start(std::string* out) {
-  EncodeValidate(out);
-  switch (pattern_) {
+  EncodeValidate(o_->dialect, out);
+  switch (o_->pattern) {
     case Pattern::kBarrier:
-      EncodeAdd(out, Key(kCounterKey), 1);
+      EncodeAdd(o_->dialect, out, Key(kCounterKey), 1);
       return {Expect::kI64, 0};
     case Pattern::kNccl:
       // Rank 0 waits for its own id too: its set has no answer, and the
       // wait's says the server holds it.
-      if (rank_ == 0) EncodeSet(out, Key(kNcclKey), RankValue(0, kNcclIdBytes));
-      EncodeWait(out, {Key(kNcclKey)});
+      if (rank_ == 0)
+        EncodeSet(o_->dialect, out, Key(kNcclKey), RankValue(0, kNcclIdBytes));
+      EncodeWait(o_->dialect, out, {Key(kNcclKey)});
       return {Expect::kU8, 0};
     case Pattern::kAllgather:
-      EncodeSet(out, Key("allgather/", rank_), RankValue(rank_, value_bytes_));
+      EncodeSet(o_->dialect, out, Key("allgather/", rank_),
+                RankValue(rank_, o_->value_bytes));
       return NextBatch(out);
   }
   return {};
@@ -250,21 +267,22 @@ Expect RankProgram::Start(std::string* out) {
 // wait's answer is read first, so the multi_get is sent after it.
 Expect RankProgram::NextBatch(std::string* out) {
   batch_ranks_.clear();
-  for (; next_ < world_ && static_cast<int>(batch_ranks_.size()) < batch_;
+  for (; next_ < o_->ranks && static_cast<int>(batch_ranks_.size()) < o_->batch;
        ++next_) {
     if (next_ != rank_) batch_ranks_.push_back(next_);
   }
   if (batch_ranks_.empty()) return {Expect::kNone, 0};
   std::vector<std::string> keys;
   for (int r : batch_ranks_) keys.push_back(Key("allgather/", r));
-  EncodeWait(out, keys);
+  EncodeWait(o_->dialect, out, keys);
   return {Expect::kU8, 0};
 }
 
 absl::Status RankProgram::CheckValues(const Answer& answer) const {
   for (size_t i = 0; i < answer.values.size(); ++i) {
-    const int r = pattern_ == Pattern::kNccl ? 0 : batch_ranks_[i];
-    const int bytes = pattern_ == Pattern::kNccl ? kNcclIdBytes : value_bytes_;
+    const int r = o_->pattern == Pattern::kNccl ? 0 : batch_ranks_[i];
+    const int bytes =
+        o_->pattern == Pattern::kNccl ? kNcclIdBytes : o_->value_bytes;
     if (answer.values[i] != RankValue(r, bytes)) {
       return absl::FailedPreconditionError(
           absl::StrCat("rank ", rank_, ": wrong value for rank ", r, "'s key"));
@@ -276,25 +294,27 @@ absl::Status RankProgram::CheckValues(const Answer& answer) const {
 absl::StatusOr<Expect> RankProgram::OnAnswer(const Answer& answer,
                                              std::string* out) {
   const int step = step_++;
-  const bool wait_answer = (pattern_ == Pattern::kBarrier && step == 1) ||
-                           (pattern_ == Pattern::kNccl && step == 0) ||
-                           (pattern_ == Pattern::kAllgather && step % 2 == 0);
+  const bool wait_answer =
+      (o_->pattern == Pattern::kBarrier && step == 1) ||
+      (o_->pattern == Pattern::kNccl && step == 0) ||
+      (o_->pattern == Pattern::kAllgather && step % 2 == 0);
   if (wait_answer && answer.byte != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("rank ", rank_, ": wait answered ",
                      static_cast<int>(answer.byte), ", not STOP_WAITING"));
   }
-  switch (pattern_) {
+  switch (o_->pattern) {
     case Pattern::kBarrier:
       if (step == 1) return Expect{Expect::kNone, 0};
-      if (answer.number < 1 || answer.number > world_) {
+      if (answer.number < 1 || answer.number > o_->ranks) {
         return absl::FailedPreconditionError(
             absl::StrCat("rank ", rank_, ": add answered ", answer.number,
-                         ", outside [1, ", world_, "]"));
+                         ", outside [1, ", o_->ranks, "]"));
       }
       // The last rank in releases everyone, as TCPStore's store barrier.
-      if (answer.number == world_) EncodeSet(out, Key(kReleasedKey), "1");
-      EncodeWait(out, {Key(kReleasedKey)});
+      if (answer.number == o_->ranks)
+        EncodeSet(o_->dialect, out, Key(kReleasedKey), "1");
+      EncodeWait(o_->dialect, out, {Key(kReleasedKey)});
       return Expect{Expect::kU8, 0};
     case Pattern::kNccl:
       if (step == 1) {
@@ -302,13 +322,13 @@ absl::StatusOr<Expect> RankProgram::OnAnswer(const Answer& answer,
         return Expect{Expect::kNone, 0};
       }
       if (rank_ == 0) return Expect{Expect::kNone, 0};
-      EncodeGet(out, Key(kNcclKey));
+      EncodeGet(o_->dialect, out, Key(kNcclKey));
       return Expect{Expect::kValues, 1};
     case Pattern::kAllgather:
       if (step % 2 == 0) {
         std::vector<std::string> keys;
         for (int r : batch_ranks_) keys.push_back(Key("allgather/", r));
-        EncodeMultiGet(out, keys);
+        EncodeMultiGet(o_->dialect, out, keys);
         return Expect{Expect::kValues, batch_ranks_.size()};
       }
       if (absl::Status s = CheckValues(answer); !s.ok()) return s;

@@ -24,11 +24,18 @@ namespace ranksim {
 
 enum class Pattern { kBarrier, kNccl, kAllgather };
 
+// Which numbering the simulated clients speak: PyTorch 2.2+'s, with the
+// validation handshake first, or 1.13's and 2.0's (no handshake, no
+// MULTI_GET), to measure Debian's 1.13 TCPStore server with the same
+// ranks.
+enum class Dialect { kValidated, kLegacy };
+
 struct SimOptions {
   std::string host = "127.0.0.1";
   int port = 0;   // required
   int ranks = 0;  // required
   Pattern pattern = Pattern::kBarrier;
+  Dialect dialect = Dialect::kValidated;
   int threads = 2;
   // Connections bound to one 127.0.0.0/8 source address before the next
   // is used: the server's per-address budgets (a quarter of its
@@ -56,16 +63,21 @@ struct SimOptions {
 // flag on anything unknown, missing or out of range.
 absl::StatusOr<SimOptions> ParseFlags(const std::vector<std::string>& args);
 
-// Client frames (the 2.2+ numbering: VALIDATE 0, SET 1, GET 3, ADD 4,
-// WAIT 6, MULTI_GET 10), appended to `out`. Integers and lengths are in
-// host byte order, as TCPStore sends them.
-void EncodeValidate(std::string* out);
-void EncodeSet(std::string* out, absl::string_view key,
+// Client frames, appended to `out`: in kValidated, VALIDATE 0, SET 1,
+// GET 3, ADD 4, WAIT 6, MULTI_GET 10; in kLegacy SET 0, GET 2, ADD 3,
+// WAIT 5, no VALIDATE (nothing is appended), and a MULTI_GET becomes one
+// GET a key, whose answers read as the MULTI_GET's. Integers and lengths
+// are in host byte order, as TCPStore sends them.
+void EncodeValidate(Dialect d, std::string* out);
+void EncodeSet(Dialect d, std::string* out, absl::string_view key,
                absl::string_view value);
-void EncodeGet(std::string* out, absl::string_view key);
-void EncodeAdd(std::string* out, absl::string_view key, int64_t amount);
-void EncodeWait(std::string* out, const std::vector<std::string>& keys);
-void EncodeMultiGet(std::string* out, const std::vector<std::string>& keys);
+void EncodeGet(Dialect d, std::string* out, absl::string_view key);
+void EncodeAdd(Dialect d, std::string* out, absl::string_view key,
+               int64_t amount);
+void EncodeWait(Dialect d, std::string* out,
+                const std::vector<std::string>& keys);
+void EncodeMultiGet(Dialect d, std::string* out,
+                    const std::vector<std::string>& keys);
 
 // What the answer to a rank's last request is.
 struct Expect {
@@ -90,9 +102,9 @@ std::string RankValue(int rank, int bytes);
 // it waits for the answer of.
 class RankProgram {
  public:
-  // Its keys start with `prefix`, which must outlive it.
-  RankProgram(Pattern pattern, int rank, int world, int batch, int value_bytes,
-              absl::string_view prefix);
+  // Rank `rank` of o.ranks, as `o` says (pattern, dialect, batch, value
+  // bytes, key prefix); `o` must outlive it.
+  RankProgram(const SimOptions& o, int rank);
   // Appends the first requests to `out`; what to read next.
   Expect Start(std::string* out);
   // Checks `answer` (to the last request), appends the next requests;
@@ -102,13 +114,12 @@ class RankProgram {
 
  private:
   Expect NextBatch(std::string* out);
-  // prefix_ + name, and the rank's number unless it is negative.
+  // The prefix + name, and the rank's number unless it is negative.
   std::string Key(absl::string_view name, int rank = -1) const;
   absl::Status CheckValues(const Answer& answer) const;
 
-  absl::string_view prefix_;
-  Pattern pattern_;
-  int rank_, world_, batch_, value_bytes_;
+  const SimOptions* o_;
+  int rank_;
   int step_ = 0;
   // all-gather: the first rank of the batch being fetched.
   int next_ = 0;

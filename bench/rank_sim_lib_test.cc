@@ -18,27 +18,42 @@ std::string Bytes(const std::string& s) { return U64(s.size()) + s; }
 
 TEST(RankSimFrames, AreTheValidatedNumberingInHostOrder) {
   std::string out;
-  EncodeValidate(&out);
+  EncodeValidate(Dialect::kValidated, &out);
   const uint32_t magic = 0x3C85F7CE;
   EXPECT_EQ(out, std::string(1, '\0') +
                      std::string(reinterpret_cast<const char*>(&magic), 4));
   out.clear();
-  EncodeSet(&out, "k", "vv");
+  EncodeSet(Dialect::kValidated, &out, "k", "vv");
   EXPECT_EQ(out, std::string(1, '\1') + Bytes("k") + Bytes("vv"));
   out.clear();
-  EncodeGet(&out, "k");
+  EncodeGet(Dialect::kValidated, &out, "k");
   EXPECT_EQ(out, std::string(1, '\3') + Bytes("k"));
   out.clear();
-  EncodeAdd(&out, "k", -2);
+  EncodeAdd(Dialect::kValidated, &out, "k", -2);
   const int64_t minus_two = -2;
   EXPECT_EQ(out, std::string(1, '\4') + Bytes("k") +
                      std::string(reinterpret_cast<const char*>(&minus_two), 8));
   out.clear();
-  EncodeWait(&out, {"a", "bc"});
+  EncodeWait(Dialect::kValidated, &out, {"a", "bc"});
   EXPECT_EQ(out, std::string(1, '\6') + U64(2) + Bytes("a") + Bytes("bc"));
   out.clear();
-  EncodeMultiGet(&out, {"a"});
+  EncodeMultiGet(Dialect::kValidated, &out, {"a"});
   EXPECT_EQ(out, std::string(1, '\x0a') + U64(1) + Bytes("a"));
+}
+
+TEST(RankSimFrames, LegacyHasNoHandshakeAndGetsKeyByKey) {
+  std::string out;
+  EncodeValidate(Dialect::kLegacy, &out);
+  EXPECT_EQ(out, "");
+  EncodeAdd(Dialect::kLegacy, &out, "k", 1);
+  EXPECT_EQ(out[0], '\3');
+  out.clear();
+  EncodeWait(Dialect::kLegacy, &out, {"a"});
+  EXPECT_EQ(out, std::string(1, '\5') + U64(1) + Bytes("a"));
+  out.clear();
+  EncodeMultiGet(Dialect::kLegacy, &out, {"a", "b"});
+  EXPECT_EQ(out, std::string(1, '\2') + Bytes("a") + std::string(1, '\2') +
+                     Bytes("b"));
 }
 
 TEST(RankSimAnswers, WaitForTheWholeAnswer) {
@@ -57,6 +72,15 @@ TEST(RankSimAnswers, WaitForTheWholeAnswer) {
   EXPECT_EQ(a.number, 7);
 }
 
+SimOptions Options(Pattern pattern, int ranks, int batch) {
+  SimOptions o;
+  o.pattern = pattern;
+  o.ranks = ranks;
+  o.batch = batch;
+  o.prefix = "p/";
+  return o;
+}
+
 Answer Number(int64_t n) {
   Answer a;
   a.number = n;
@@ -65,14 +89,16 @@ Answer Number(int64_t n) {
 
 TEST(RankSimBarrier, OnlyTheLastRankReleases) {
   std::string out;
-  RankProgram last(Pattern::kBarrier, 2, 3, 512, 100, "p/");
+  const SimOptions last_options = Options(Pattern::kBarrier, 3, 512);
+  RankProgram last(last_options, 2);
   EXPECT_EQ(last.Start(&out).kind, Expect::kI64);
   EXPECT_NE(out.find("p/init/counter"), std::string::npos);
   out.clear();
   ASSERT_EQ(last.OnAnswer(Number(3), &out)->kind, Expect::kU8);
   EXPECT_EQ(out[0], '\1');  // the set of the released key, then the wait
   out.clear();
-  RankProgram early(Pattern::kBarrier, 0, 3, 512, 100, "p/");
+  const SimOptions early_options = Options(Pattern::kBarrier, 3, 512);
+  RankProgram early(early_options, 0);
   early.Start(&out);
   out.clear();
   ASSERT_EQ(early.OnAnswer(Number(1), &out)->kind, Expect::kU8);
@@ -82,21 +108,24 @@ TEST(RankSimBarrier, OnlyTheLastRankReleases) {
 
 TEST(RankSimBarrier, RejectsACountOutsideTheWorld) {
   std::string out;
-  RankProgram p(Pattern::kBarrier, 0, 3, 512, 100, "p/");
+  const SimOptions options = Options(Pattern::kBarrier, 3, 512);
+  RankProgram p(options, 0);
   p.Start(&out);
   EXPECT_FALSE(p.OnAnswer(Number(4), &out).ok());
 }
 
 TEST(RankSimNccl, OthersGetTheIdRankZeroSet) {
   std::string out;
-  RankProgram p(Pattern::kNccl, 1, 2, 512, 100, "p/");
+  const SimOptions options = Options(Pattern::kNccl, 2, 512);
+  RankProgram p(options, 1);
   EXPECT_EQ(p.Start(&out).kind, Expect::kU8);
   Expect e = *p.OnAnswer(Answer(), &out);
   EXPECT_EQ(e.kind, Expect::kValues);
   Answer id;
   id.values = {RankValue(0, 128)};
   EXPECT_EQ(p.OnAnswer(id, &out)->kind, Expect::kNone);
-  RankProgram wrong(Pattern::kNccl, 1, 2, 512, 100, "p/");
+  const SimOptions wrong_options = Options(Pattern::kNccl, 2, 512);
+  RankProgram wrong(wrong_options, 1);
   wrong.Start(&out);
   ASSERT_TRUE(wrong.OnAnswer(Answer(), &out).ok());
   id.values = {RankValue(1, 128)};
@@ -105,7 +134,8 @@ TEST(RankSimNccl, OthersGetTheIdRankZeroSet) {
 
 TEST(RankSimAllgather, FetchesEveryOtherRankInBatches) {
   std::string out;
-  RankProgram p(Pattern::kAllgather, 1, 5, 2, 100, "p/");
+  const SimOptions options = Options(Pattern::kAllgather, 5, 2);
+  RankProgram p(options, 1);
   EXPECT_EQ(p.Start(&out).kind, Expect::kU8);
   std::vector<std::vector<int>> batches = {{0, 2}, {3, 4}};
   for (size_t b = 0; b < batches.size(); ++b) {

@@ -2,7 +2,9 @@
 store server (//workerstore:tcpstore_server_main): at 2,000 ranks every
 rank passes the store barrier and the server counts 2,000 connections;
 the NCCL-style and all-gather patterns complete at a smaller size with
-every value checked; a bad flag exits 2 naming it. A test of the
+every value checked; the same ranks in 1.13's numbering complete against
+Debian's PyTorch 1.13 TCPStore server, so the frames are PyTorch's and not
+only what our server accepts; a bad flag exits 2 naming it. A test of the
 simulator's correctness, not a benchmark: it asserts no timings.
 
 Needs `bazel build //bench:rank_sim //workerstore:tcpstore_server_main`
@@ -14,7 +16,7 @@ import subprocess
 
 import pytest
 
-from harness import ROOT, Background, raise_fd_limit
+from harness import PYTHON, ROOT, Background, raise_fd_limit
 
 SERVER = os.environ.get(
     "DISTJOB_TCPSTORE_SERVER",
@@ -32,6 +34,17 @@ def binary(path, target):
     if not os.path.exists(path):
         pytest.fail(f"{path} is missing: bazel build {target}")
     return path
+
+
+# A real TCPStore server: prints its port, serves until stdin closes.
+REAL_SERVER = """
+import sys
+from datetime import timedelta
+import torch.distributed as dist
+s = dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=30))
+print("port", s.port, flush=True)
+sys.stdin.read()
+"""
 
 
 class Server:
@@ -65,6 +78,16 @@ def simulate(bg, server, ranks, pattern, *flags, hold=False):
     line = proc.stdout.readline()
     assert line, proc.stderr.read()
     return json.loads(line), proc
+
+
+class RealServer:
+    """PyTorch's own TCPStore server (Debian's 1.13: the legacy one)."""
+
+    def __init__(self, bg):
+        self.proc = bg.start([PYTHON, "-c", REAL_SERVER],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
 
 
 @pytest.fixture
@@ -130,12 +153,31 @@ def test_a_wrong_answer_fails_the_rank(server):
     assert report["passed"] == 10
 
 
+@pytest.fixture(scope="module")
+def real_server():
+    pytest.importorskip("torch.distributed")
+    with Background() as bg:
+        yield bg, RealServer(bg)
+
+
+@pytest.mark.parametrize("pattern,prefix", [
+    ("barrier", "b/"), ("nccl", "n/"), ("allgather", "a/")])
+def test_legacy_ranks_complete_against_pytorch_tcpstore(real_server, pattern,
+                                                        prefix):
+    bg, srv = real_server
+    report, proc = simulate(bg, srv, 300, pattern, "--dialect", "legacy",
+                            "--batch", "128", "--prefix", prefix)
+    assert proc.wait(timeout=TIMEOUT_S) == 0, proc.stderr.read()
+    assert report["passed"] == 300, report
+
+
 @pytest.mark.parametrize("flags,named", [
     (["--ranks", "10"], "--port"),
     (["--port", "1", "--ranks", "0"], "--ranks"),
     (["--port", "1", "--ranks", "1", "--pattern", "ring"], "--pattern"),
     (["--port", "1", "--ranks", "1", "--timeout-s", "-1"], "--timeout-s"),
     (["--port", "1", "--ranks", "1", "--host", "localhost"], "--host"),
+    (["--port", "1", "--ranks", "1", "--dialect", "1.13"], "--dialect"),
     (["--port", "1", "--ranks", "1", "--frobnicate", "1"], "--frobnicate"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(flags, named):
