@@ -144,13 +144,16 @@ void Shard::Run(absl::Time deadline) {
       Fail(r, absl::StrCat("rank ", r, ": not done by --timeout-s"));
     }
   }
+  close(epoll_);  // the connections stay open for --hold
 }
 
 void Shard::StartConnect(int r) {
   Rank& k = ranks_[r];
   k.connect_start = absl::Now();
   k.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (k.fd < 0) return Fail(r, absl::StrCat("socket: ", strerror(errno)));
+  if (k.fd < 0) {
+    return Fail(r, absl::StrCat("rank ", r, ": socket: ", strerror(errno)));
+  }
   const int one = 1;
   setsockopt(k.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   sockaddr_in server{};
@@ -166,7 +169,10 @@ void Shard::StartConnect(int r) {
     source.sin_family = AF_INET;
     source.sin_addr.s_addr = htonl(0x7F000001u + r / o_.per_source);
     if (bind(k.fd, reinterpret_cast<sockaddr*>(&source), sizeof(source))) {
-      return Fail(r, absl::StrCat("bind: ", strerror(errno)));
+      char text[INET_ADDRSTRLEN] = "";
+      inet_ntop(AF_INET, &source.sin_addr, text, sizeof(text));
+      return Fail(r, absl::StrCat("rank ", r, ": bind to ", text, ": ",
+                                  strerror(errno)));
     }
   }
   epoll_event ev{};
@@ -393,6 +399,7 @@ int Main(int argc, char** argv) {
   const absl::Time deadline = start + o.timeout;
   const int threads = std::min(o.threads, o.ranks);
   std::vector<Shard> shards;
+  shards.reserve(threads);
   for (int t = 0; t < threads; ++t)
     shards.emplace_back(o, t, &ranks, &programs);
   std::vector<std::thread> running;
