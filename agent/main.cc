@@ -35,6 +35,7 @@
 #include "agent/status_command.h"
 #include "agent/version.h"
 #include "common/environment.h"
+#include "common/fd_budget.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "launchers/worker_command.h"
@@ -214,6 +215,13 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
         options->command, OptionsBeforeCommand(args, options->command.size()));
   }
   InitLogging(options->log_level);
+  // Before any server listens (in RunAgent): the limit the pod was given
+  // in force.
+  const OpenFileLimit nofile = RaiseOpenFileLimit();
+  if (nofile.raised()) {
+    DJ_LOG_INFO("open-file limit raised from {} to its hard limit {}",
+                nofile.soft_before, nofile.soft);
+  }
   // Before discovery waits (in RunAgent): a node or a manifest that cannot
   // run the job ends now, in its class.
   if (std::optional<int> code = PreflightBeforeRun(*options, run_env)) {

@@ -92,8 +92,9 @@ class RealServer:
 
 @pytest.fixture
 def server(tmp_path):
-    # The server takes half its open-file limit for connections, the
-    # simulator one a rank.
+    # The server holds a descriptor a rank beside its own 256 (it raises
+    # its soft limit to the hard one, as the agent), the simulator one a
+    # rank.
     raise_fd_limit(2 * RANKS + 512)
     with Background() as bg:
         yield bg, Server(bg, tmp_path / "server.log")
