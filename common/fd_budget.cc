@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 
 namespace distjob {
@@ -14,8 +15,8 @@ namespace {
 constexpr int kUsers = 3;
 
 // Per FdUser: the declared need in descriptors and in connections, and
-// whether its cut was logged. Atomics: the stores start on the agent's
-// threads while the agent may declare; nothing else is shared.
+// whether its line was logged (once per process). Atomics: the stores start on
+// the agent's threads while the agent may declare; nothing else is shared.
 struct Need {
   std::atomic<size_t> fds{0};
   std::atomic<size_t> connections{0};
@@ -32,6 +33,39 @@ size_t OthersFds(FdUser user) {
     if (i != static_cast<int>(user)) sum += needs[i].fds.load();
   }
   return sum;
+}
+
+// The one line FitConnections logs about a cap of `total` connections
+// that the limit cuts to `fit`, for a job that needs `needed`; nothing
+// when the cap is neither cut nor below the need.
+void LogCap(absl::string_view what, size_t total, size_t fit, uint64_t limit,
+            size_t fds_per_connection, size_t needed) {
+  const size_t cap = std::min(total, fit);
+  const size_t fds = std::max<size_t>(fds_per_connection, 1);
+  if (total > fit && fit < needed) {
+    // The limit is what keeps the job out (and maybe the cap as well).
+    DJ_LOG_WARNING(
+        "{}={} cut to {} by the open-file limit ({}), below the {} "
+        "connection(s) this job's declared size needs; raise the pod's "
+        "open-file limit (ulimit -n) by at least {}{}",
+        what, total, fit, limit, needed, (std::min(needed, total) - fit) * fds,
+        total < needed
+            ? absl::StrCat("; ", what, "=", total, " is below it too")
+            : "");
+  } else if (cap < needed) {
+    DJ_LOG_WARNING(
+        "{}={} is below the {} connection(s) this job's declared size "
+        "needs: connections past {} are refused",
+        what, total, needed, total);
+  } else if (total > fit) {
+    DJ_LOG_INFO(
+        "{}={} cut to {} by the open-file limit ({}; {} descriptor(s) a "
+        "connection){}",
+        what, total, fit, limit, fds,
+        needed == 0
+            ? ""
+            : absl::StrCat(", which holds the ", needed, " this job needs"));
+  }
 }
 
 }  // namespace
@@ -79,21 +113,11 @@ void FitConnections(FdUser user, size_t fds_per_connection,
     const size_t fit = ConnectionsThatFit(nofile.rlim_cur, fds_per_connection,
                                           OthersFds(user));
     Need& need = NeedOf(user);
-    if (*total > fit && !need.logged.exchange(true)) {
-      const size_t needed = need.connections;
-      if (fit < needed) {
-        DJ_LOG_WARNING(
-            "{}={} cut to {} by the open-file limit ({}), below the {} "
-            "connection(s) this job's declared size needs; raise the pod's "
-            "open-file limit (ulimit -n) by at least {}",
-            what, *total, fit, nofile.rlim_cur, needed,
-            (needed - fit) * std::max<size_t>(fds_per_connection, 1));
-      } else {
-        DJ_LOG_INFO(
-            "{}={} cut to {} by the open-file limit ({}; {} descriptor(s) "
-            "a connection), which holds the {} this job needs",
-            what, *total, fit, nofile.rlim_cur, fds_per_connection, needed);
-      }
+    const bool said =
+        *total > fit || std::min(*total, fit) < need.connections.load();
+    if (said && !need.logged.exchange(true)) {
+      LogCap(what, *total, fit, nofile.rlim_cur, fds_per_connection,
+             need.connections);
     }
     *total = std::min(*total, fit);
   }

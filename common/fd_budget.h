@@ -63,10 +63,10 @@ void DeclareConnectionNeed(FdUser user, size_t connections,
 size_t DeclaredConnections(FdUser user);
 
 // A server's caps cut to what fits under the current soft limit after the
-// other servers' declared need: *total to that, *per_peer to *total. A cut
-// is logged once per `user` (`what` names the cap: "tcpstore:
-// max_connections"): at info, or as a warning naming both numbers when
-// the cut leaves fewer than `user`'s declared need.
+// other servers' declared need: *total to that, *per_peer to *total. One
+// line per `user` (`what` names the cap: "tcpstore: max_connections"): a
+// cut at info; a warning naming the numbers when the cap, cut or not, is
+// below `user`'s declared need.
 void FitConnections(FdUser user, size_t fds_per_connection,
                     absl::string_view what, size_t* total, size_t* per_peer);
 

@@ -156,6 +156,22 @@ TEST(FdBudgetTest, ACutBelowTheJobsNeedWarnsNamingIt) {
           std::to_string(4000 - (n - kOtherFds)) + "\n$");
 }
 
+TEST(FdBudgetTest, ACapBelowTheJobsNeedWarnsUncut) {
+  const rlim_t n = std::min<rlim_t>(Hard(), 1280);
+  ASSERT_GT(n, kOtherFds + 64) << "the hard open-file limit is too low";
+  UnderLimit(
+      {n, n},
+      [] {
+        DeclareConnectionNeed(FdUser::kRendezvousStore, 200, 2);
+        size_t total = 100, per_peer = 64;
+        FitConnections(FdUser::kRendezvousStore, 2, "test: store_max_conns",
+                       &total, &per_peer);
+        EXPECT_EQ(total, 100u);
+      },
+      "warning\\] test: store_max_conns=100 is below the 200 connection\\(s\\) "
+      "this job's declared size needs: connections past 100 are refused\n$");
+}
+
 TEST(FdBudgetTest, TheSoftLimitIsRaisedToTheHardOne) {
   const rlim_t hard = std::min<rlim_t>(Hard(), 1024);
   ASSERT_GT(hard, 300u) << "the hard open-file limit is too low";

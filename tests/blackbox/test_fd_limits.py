@@ -75,3 +75,24 @@ def test_a_job_larger_than_the_limit_warns_naming_its_need(
     assert " warning] tcpstore: max_connections=16384 cut to 1792 " in line
     assert "the 4000 connection(s) this job's declared size needs" in line
     assert "(ulimit -n) by at least 2208" in line
+
+
+def test_a_rendezvous_store_cap_below_the_job_warns_uncut(
+        start_agent, tmp_path):
+    # 5,000 nodes: the c10d host's store needs 5,000 connections, beyond
+    # its store_max_conns of 4,096 though the limit would hold them.
+    port = free_port()
+    log = tmp_path / "agent.log"
+    agent = start_agent(
+        ["run", "--nnodes", "1:5000", "--nproc-per-node", "1",
+         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+         "--rdzv-id", "big", "--", "sleep", "60"],
+        log=log, preexec_fn=under_nofile(20000, 20000))
+    line = wait_for(
+        lambda: next((x for x in log.read_text().splitlines()
+                      if "store_max_conns=" in x), None),
+        timeout=30, what="the rendezvous store's cap")
+    assert agent.poll() is None
+    assert (" warning] rendezvous store: store_max_conns=4096 is below the "
+            "5000 connection(s) this job's declared size needs: "
+            "connections past 4096 are refused") in line, line
