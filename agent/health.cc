@@ -12,6 +12,7 @@
 #include "agent/cli/subcommand_flags.h"
 #include "agent/exit_codes.h"
 #include "common/duration.h"
+#include "common/fd_budget.h"
 #include "common/grpc_status.h"
 #include "common/resolver.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -74,6 +75,7 @@ absl::StatusOr<std::unique_ptr<HealthServer>> HealthServer::Start(
   limits.name = "health server";
   limits.total_cap = "64 connections";
   limits.peer_cap = "32 connections per address";
+  limits.fd_user = FdUser::kOther;
   const bool use_tls = tls != nullptr && tls->tls();
   // `::` dual stack as the store, 0.0.0.0 where the pod has no IPv6.
   auto conns = ConnLimiter::Listen("::", port, limits, use_tls);

@@ -24,6 +24,7 @@
 #include "agent/completion.h"
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
+#include "agent/fd_needs.h"
 #include "agent/health.h"
 #include "agent/install.h"
 #include "agent/licenses.h"
@@ -35,6 +36,7 @@
 #include "agent/status_command.h"
 #include "agent/version.h"
 #include "common/environment.h"
+#include "common/fd_budget.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "launchers/worker_command.h"
@@ -214,6 +216,14 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
         options->command, OptionsBeforeCommand(args, options->command.size()));
   }
   InitLogging(options->log_level);
+  // Before any server listens (in RunAgent): the limit the pod was given
+  // in force, and each store's share of it sized to the job.
+  const OpenFileLimit nofile = RaiseOpenFileLimit();
+  if (nofile.raised()) {
+    DJ_LOG_INFO("open-file limit raised from {} to its hard limit {}",
+                nofile.soft_before, nofile.soft);
+  }
+  DeclareStoreNeeds(options->launch);
   // Before discovery waits (in RunAgent): a node or a manifest that cannot
   // run the job ends now, in its class.
   if (std::optional<int> code = PreflightBeforeRun(*options, run_env)) {

@@ -29,6 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import harness  # noqa: E402  (descendants, wait_for: one copy for both)
 import worker_store_bench  # noqa: E402  (--only worker_store)
+import worker_store_scale  # noqa: E402  (--only worker_store_scale)
 AGENT = os.environ.get("DISTJOB_AGENT",
                        str(ROOT / "bazel-bin" / "agent" / "distjob-agent"))
 STAMP = str(ROOT / "bazel-bin" / "bench" / "stamp")
@@ -1649,6 +1650,8 @@ BENCHMARKS = {
     "worker_store": lambda reps: worker_store_bench.bench_worker_store(
         reps, AGENT, merged_ops),
     "etcd": bench_etcd,
+    "worker_store_scale": lambda reps: worker_store_scale.
+    bench_worker_store_scale(reps, AGENT),
 }
 
 

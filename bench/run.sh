@@ -3,5 +3,6 @@
 # worker, then runs every benchmark against both launchers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //agent:distjob-agent //bench:stamp //bench:store_bench
+bazel build //agent:distjob-agent //bench:stamp //bench:store_bench \
+  //bench:rank_sim
 exec /usr/bin/python3 bench/run.py "$@"

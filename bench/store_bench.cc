@@ -59,6 +59,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/fd_budget.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
@@ -763,6 +764,8 @@ int main(int argc, char** argv) {
     if (auto parsed = ParseLogLevel(env); parsed.ok()) level = *parsed;
   }
   InitLogging(level);
+  // As the agent's main: its thousands of connections need the hard limit.
+  RaiseOpenFileLimit();
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "server") {
     return Server(argc > 2 ? std::atoi(argv[2]) : 1,

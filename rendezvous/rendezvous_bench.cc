@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/fd_budget.h"
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/store/grpc_store_client.h"
@@ -89,6 +90,7 @@ void BenchRendezvous(const std::string& endpoint, int nodes, int round) {
 int main(int argc, char** argv) {
   using namespace distjob;
   InitLogging(LogLevel::kError);
+  RaiseOpenFileLimit();  // as the agent's main, before the store listens
   const int max_nodes = argc > 1 ? std::atoi(argv[1]) : 64;
   const double seconds = argc > 2 ? std::atof(argv[2]) : 2;
   auto server = StoreServer::Start("127.0.0.1", 0);

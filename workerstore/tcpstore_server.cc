@@ -49,12 +49,12 @@ constexpr size_t kTrimAfterBytes = size_t{8} << 20;
 // starve the others.
 constexpr size_t kMaxReadPerEvent = 1 << 20;
 
-// The connection caps cut to what the open-file limit holds (one
-// descriptor a connection): past it, accept() fails for the whole agent,
-// not only for this store.
+// The connection caps cut to what the open-file limit holds after the
+// other servers' need (one descriptor a connection): past it, accept()
+// fails for the whole agent, not only for this store.
 TcpStoreServerOptions FitToFds(TcpStoreServerOptions o) {
-  FitConnections(1, "tcpstore: max_connections", &o.max_connections,
-                 &o.max_connections_per_peer);
+  FitConnections(FdUser::kWorkerStore, 1, "tcpstore: max_connections",
+                 &o.max_connections, &o.max_connections_per_peer);
   return o;
 }
 

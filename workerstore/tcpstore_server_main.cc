@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/fd_budget.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "workerstore/tcpstore_server.h"
@@ -48,6 +49,9 @@ void PrintStats(const distjob::TcpStoreStats& s) {
 
 int main(int argc, char** argv) {
   distjob::InitLogging(distjob::LogLevel::kInfo);
+  // As the agent's main: the hard limit in force before the server
+  // listens, for the benchmarks' thousands of connections.
+  distjob::RaiseOpenFileLimit();
   distjob::TcpStoreServerOptions options;
   std::vector<std::string> allowed;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -691,7 +691,7 @@ TEST(TcpStoreServerTest, ATakenPortIsUnavailableNamingIt) {
 // about a second even when no client of its own leaves (the descriptors
 // were the rest of the process's).
 TEST(TcpStoreServerTest, AcceptingResumesAfterTheProcessRanOutOfDescriptors) {
-  auto server = StartServer();  // raises the soft limit to the hard one
+  auto server = StartServer();
   rlimit saved{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
   rlimit low = saved;

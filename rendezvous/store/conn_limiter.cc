@@ -228,7 +228,8 @@ absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
 
   // Each connection holds two descriptors (ours and gRPC's).
-  FitConnections(2, absl::StrCat(limits.name, ": ", limits.total_cap),
+  FitConnections(limits.fd_user, 2,
+                 absl::StrCat(limits.name, ": ", limits.total_cap),
                  &limits.max_conns, &limits.max_conns_per_peer);
   l->limits_ = limits;
   l->wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

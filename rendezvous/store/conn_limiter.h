@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/fd_budget.h"
 
 namespace distjob {
 
@@ -26,7 +27,8 @@ struct ConnLimits {
   // oldest one of the address holding the most (when that address holds
   // more than the newcomer's), so that a flood from a few addresses cannot
   // lock a real member out; else it is closed. Cut to what the fd limit
-  // allows (each connection holds two fds).
+  // leaves after the other servers' need (each connection holds two fds:
+  // common/fd_budget.h).
   size_t max_conns = 4096;
   // A connection that sends nothing in this long is closed.
   absl::Duration first_bytes_timeout = absl::Seconds(10);
@@ -38,6 +40,8 @@ struct ConnLimits {
   std::string name = "rendezvous store";
   std::string total_cap = "store_max_conns";
   std::string peer_cap = "store_max_conns_per_peer";
+  // Whose share of the open-file limit the caps are cut to.
+  FdUser fd_user = FdUser::kRendezvousStore;
 };
 
 struct ConnStats {

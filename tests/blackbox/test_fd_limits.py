@@ -1,0 +1,98 @@
+"""The open-file limit: the agent raises its soft limit to the hard one at
+start (its workers inherit it), and each store's connection cap is what
+that limit leaves after the other store's need for the job's declared
+size. A cut is said once, at info; it is a warning, naming the numbers,
+only when it leaves fewer connections than the job needs (README,
+*Limits*)."""
+
+import re
+import resource
+
+import pytest
+
+from harness import free_port, wait_for
+
+HARD = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+
+def under_nofile(soft, hard):
+    """A preexec_fn that starts the agent under these limits (lowering is
+    always allowed); skips the test where the hard limit is already lower
+    than `hard`."""
+    if HARD != resource.RLIM_INFINITY and HARD < hard:
+        pytest.skip(f"the hard open-file limit is {HARD}, under {hard}")
+    return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def warnings_about_caps(log):
+    return [line for line in log.splitlines()
+            if " warning]" in line and ("cut to" in line
+                                        or "open-file" in line)]
+
+
+# The worker's own open-file limits, as torchrun's workers would read them.
+SOFT_LIMIT = ["sh", "-c", "ulimit -Sn > \"$0\"/soft.$LOCAL_RANK"]
+
+
+@pytest.mark.parametrize("hard", [20000, 8192])
+def test_a_one_worker_job_logs_no_cap_warning(run_agent, tmp_path, hard):
+    # Halving 20,000 between two stores cut the workers' store's 16,384 to
+    # 9,872 with a warning on every start; one worker needs two.
+    r = run_agent(["run", "--standalone", "--nproc-per-node", "1", "--"]
+                  + SOFT_LIMIT + [str(tmp_path)],
+                  preexec_fn=under_nofile(1024, hard))
+    assert r.returncode == 0, r.stderr
+    assert warnings_about_caps(r.stderr) == [], r.stderr
+    cut = re.findall(r"info\] tcpstore: max_connections=16384 cut to (\d+)",
+                     r.stderr)
+    if hard >= 16384 + 256:
+        assert cut == [], r.stderr
+    else:
+        # What the limit leaves after the agent's own 256, said once.
+        assert cut == [str(hard - 256)], r.stderr
+    # Raised to the hard limit, for the agent and its workers.
+    assert (f"open-file limit raised from 1024 to its hard limit {hard}"
+            in r.stderr), r.stderr
+    assert (tmp_path / "soft.0").read_text().strip() == str(hard)
+
+
+def test_a_job_larger_than_the_limit_warns_naming_its_need(
+        start_agent, tmp_path):
+    # 2,000 static nodes of one rank: node 0's store needs 4,000
+    # connections (a 1.13 rank opens two); 2,048 descriptors hold 1,792.
+    port = free_port()
+    log = tmp_path / "agent.log"
+    agent = start_agent(
+        ["run", "--nnodes", "2000", "--node-rank", "0",
+         "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+         "--master-port", str(port), "--", "sleep", "60"],
+        log=log, preexec_fn=under_nofile(2048, 2048))
+    line = wait_for(
+        lambda: next((x for x in log.read_text().splitlines()
+                      if "tcpstore: max_connections=" in x), None),
+        timeout=30, what="the workers' store's cut")
+    assert agent.poll() is None
+    assert " warning] tcpstore: max_connections=16384 cut to 1792 " in line
+    assert "the 4000 connection(s) this job's declared size needs" in line
+    assert "(ulimit -n) by at least 2208" in line
+
+
+def test_a_rendezvous_store_cap_below_the_job_warns_uncut(
+        start_agent, tmp_path):
+    # 5,000 nodes: the c10d host's store needs 5,000 connections, beyond
+    # its store_max_conns of 4,096 though the limit would hold them.
+    port = free_port()
+    log = tmp_path / "agent.log"
+    agent = start_agent(
+        ["run", "--nnodes", "1:5000", "--nproc-per-node", "1",
+         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+         "--rdzv-id", "big", "--", "sleep", "60"],
+        log=log, preexec_fn=under_nofile(20000, 20000))
+    line = wait_for(
+        lambda: next((x for x in log.read_text().splitlines()
+                      if "store_max_conns=" in x), None),
+        timeout=30, what="the rendezvous store's cap")
+    assert agent.poll() is None
+    assert (" warning] rendezvous store: store_max_conns=4096 is below the "
+            "5000 connection(s) this job's declared size needs: "
+            "connections past 4096 are refused") in line, line
