@@ -1,4 +1,4 @@
-// The bounds of the spawn service, and its port: what one worker pod's
+// The bounds of the spawn service, and its health name: what one worker pod's
 // agent lets MPI launchers run at once and hold.
 #ifndef DISTJOB_SPAWN_SPAWN_LIMITS_H_
 #define DISTJOB_SPAWN_SPAWN_LIMITS_H_
@@ -9,10 +9,6 @@
 
 namespace distjob {
 
-// The default port of the spawn service (DISTJOB_SPAWN_PORT overrides it
-// on both sides).
-inline constexpr int kDefaultSpawnPort = 29522;
-inline constexpr char kSpawnPortVariable[] = "DISTJOB_SPAWN_PORT";
 // The grpc.health.v1 service name that is SERVING while spawns are served.
 inline constexpr char kSpawnHealthService[] = "distjob.spawn.Spawner";
 
