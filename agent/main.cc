@@ -31,6 +31,7 @@
 #include "agent/outer_agent.h"
 #include "agent/preflight_command.h"
 #include "agent/report.h"
+#include "agent/rsh_command.h"
 #include "agent/run_preflight.h"
 #include "agent/status_command.h"
 #include "agent/version.h"
@@ -62,6 +63,8 @@ constexpr char kUsage[] =
     "  install [--dir] DIR               copy this binary to DIR (and link\n"
     "                                    DIR/torchrun to it): init containers\n"
     "  completion bash|zsh|tcsh          print a shell completion script\n"
+    "  rsh [ssh options] HOST COMMAND... run COMMAND on an MPI worker's\n"
+    "                                    spawn server (mpirun's remote shell)\n"
     "\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
@@ -245,6 +248,7 @@ constexpr Subcommand kSubcommands[] = {
     {"preflight", PreflightCommand},
     {"install", InstallCommand},
     {"completion", Completion},
+    {"rsh", RshCommand},
 };
 
 // Every subcommand's options, read from its own --help.
