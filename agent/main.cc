@@ -27,6 +27,8 @@
 #include "agent/health.h"
 #include "agent/install.h"
 #include "agent/licenses.h"
+#include "agent/mpi_launcher.h"
+#include "agent/mpi_worker.h"
 #include "agent/nested_launcher.h"
 #include "agent/outer_agent.h"
 #include "agent/preflight_command.h"
@@ -217,6 +219,12 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
         options->command, OptionsBeforeCommand(args, options->command.size()));
   }
   InitLogging(options->log_level);
+  // MPI jobs: the workers serve spawns, the launcher runs mpirun through
+  // them; neither takes part in a rendezvous.
+  if (IsMpiWorker(*options)) return RunMpiWorker(*options, run_env);
+  if (options->discovery.framework == Framework::kMpi) {
+    return RunMpiLauncher(*options, run_env);
+  }
   // Before discovery waits (in RunAgent): a node or a manifest that cannot
   // run the job ends now, in its class.
   if (std::optional<int> code = PreflightBeforeRun(*options, run_env)) {
@@ -303,6 +311,11 @@ int Main(int argc, char** argv) {
   const std::string program = argv[0];
   if (program == "torchrun" || absl::EndsWith(program, "/torchrun")) {
     return Launch(args, env, /*as_torchrun=*/true);
+  }
+  // The MPI launcher's link for Hydra and Intel MPI (agent/mpi_launcher.h).
+  if (program == kRshProgramName ||
+      absl::EndsWith(program, std::string("/") + kRshProgramName)) {
+    return RshCommand(args, env);
   }
   if (args.empty() || args[0] == "-h" || args[0] == "--help" ||
       args[0] == "help") {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/cli/discovery_flags.h"
+#include "agent/cli/mpi_flags.h"
 #include "agent/cli/observability_flags.h"
 #include "agent/cli/preflight_flags.h"
 #include "agent/cli/security_flags.h"
@@ -346,6 +347,7 @@ std::string RunHelp() {
   AddPreflightFlags(&flags, &unused.preflight);
   AddSecurityFlags(&flags, &unused.security_files);
   AddHealthTlsFlag(&flags, &unused.outcome.health_tls);
+  AddMpiFlags(&flags, &unused.mpi);
   return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
@@ -360,6 +362,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   AddPreflightFlags(&flags, &options.preflight);
   AddSecurityFlags(&flags, &options.security_files);
   AddHealthTlsFlag(&flags, &options.outcome.health_tls);
+  AddMpiFlags(&flags, &options.mpi);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
@@ -377,7 +380,10 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     return absl::InvalidArgumentError(
         "-m/--module and --no-python cannot be used together");
   }
-  if (options.command.empty()) {
+  // An MPI worker serves the launcher's commands instead of its own.
+  const bool mpi_worker =
+      options.discovery.framework == Framework::kMpi && launch.role == "worker";
+  if (options.command.empty() && !mpi_worker) {
     return absl::InvalidArgumentError(
         "no command to run; usage: distjob-agent run [options] [--] COMMAND "
         "[ARGS...]");
@@ -435,6 +441,15 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto security = LoadSecurity(options.security_files, env);
   if (!security.ok()) return security.status();
   options.security = *std::move(security);
+  // The spawn server runs whatever its callers ask: never without a way
+  // to tell the job's launcher from anyone else on the pod network.
+  if (mpi_worker && options.security.token.empty() &&
+      options.security.ca_pem.empty()) {
+    return absl::InvalidArgumentError(
+        "--framework mpi --role worker serves commands to its callers: give "
+        "the job's token (--rdzv-token-file or DISTJOB_RDZV_TOKEN) or mutual "
+        "TLS (--rdzv-tls-cert, --rdzv-tls-key and --rdzv-tls-ca)");
+  }
   if (options.outcome.health_tls && !options.security.tls()) {
     return absl::InvalidArgumentError(
         "--health-tls needs --rdzv-tls-cert and --rdzv-tls-key (the "
