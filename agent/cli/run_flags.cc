@@ -60,6 +60,35 @@ absl::StatusOr<int> ParseNprocValue(absl::string_view v) {
   return *n;
 }
 
+// An MPI worker (--framework mpi --role worker) serves the launcher's
+// commands instead of running its own.
+bool IsMpiWorkerRole(const RunOptions& options) {
+  return options.discovery.framework == Framework::kMpi &&
+         options.launch.role == "worker";
+}
+
+absl::Status CheckCommandGiven(const RunOptions& options) {
+  if (!options.command.empty() || IsMpiWorkerRole(options)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "no command to run; usage: distjob-agent run [options] [--] COMMAND "
+      "[ARGS...]");
+}
+
+// The spawn server runs whatever its callers ask: never without a way to
+// tell the job's launcher from anyone else on the pod network.
+absl::Status CheckMpiWorkerSecurity(const RunOptions& options) {
+  if (!IsMpiWorkerRole(options) || !options.security.token.empty() ||
+      !options.security.ca_pem.empty()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "--framework mpi --role worker serves commands to its callers: give "
+      "the job's token (--rdzv-token-file or DISTJOB_RDZV_TOKEN) or mutual "
+      "TLS (--rdzv-tls-cert, --rdzv-tls-key and --rdzv-tls-ca)");
+}
+
 // ROLE_NAME, a store key part and a log prefix: one short printable word
 // (torch's role names are Python identifiers).
 absl::Status CheckRole(const std::string& role) {
@@ -380,14 +409,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     return absl::InvalidArgumentError(
         "-m/--module and --no-python cannot be used together");
   }
-  // An MPI worker serves the launcher's commands instead of its own.
-  const bool mpi_worker =
-      options.discovery.framework == Framework::kMpi && launch.role == "worker";
-  if (options.command.empty() && !mpi_worker) {
-    return absl::InvalidArgumentError(
-        "no command to run; usage: distjob-agent run [options] [--] COMMAND "
-        "[ARGS...]");
-  }
+  if (absl::Status s = CheckCommandGiven(options); !s.ok()) return s;
   if (absl::Status s = CheckRole(launch.role); !s.ok()) return s;
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();
@@ -441,15 +463,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto security = LoadSecurity(options.security_files, env);
   if (!security.ok()) return security.status();
   options.security = *std::move(security);
-  // The spawn server runs whatever its callers ask: never without a way
-  // to tell the job's launcher from anyone else on the pod network.
-  if (mpi_worker && options.security.token.empty() &&
-      options.security.ca_pem.empty()) {
-    return absl::InvalidArgumentError(
-        "--framework mpi --role worker serves commands to its callers: give "
-        "the job's token (--rdzv-token-file or DISTJOB_RDZV_TOKEN) or mutual "
-        "TLS (--rdzv-tls-cert, --rdzv-tls-key and --rdzv-tls-ca)");
-  }
+  if (absl::Status s = CheckMpiWorkerSecurity(options); !s.ok()) return s;
   if (options.outcome.health_tls && !options.security.tls()) {
     return absl::InvalidArgumentError(
         "--health-tls needs --rdzv-tls-cert and --rdzv-tls-key (the "
