@@ -14,6 +14,12 @@
 #include "spawn/spawn_call.h"
 
 namespace distjob {
+namespace {
+
+constexpr int kKeepaliveMs = 10 * 1000;
+constexpr int kKeepaliveTimeoutMs = 5 * 1000;
+
+}  // namespace
 
 bool SpawnSecurityIsEnough(const StoreSecurity& security) {
   return !security.token.empty() ||
@@ -93,6 +99,12 @@ absl::StatusOr<std::unique_ptr<SpawnServer>> SpawnServer::Start(
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(limits.max_message_bytes);
+  // A launcher that vanishes without closing its connection (its node
+  // lost) is found by the missed pings, and its calls end their groups.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             kKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   s->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
       grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
       MakeServerCredentials(security));
