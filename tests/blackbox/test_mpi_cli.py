@@ -123,3 +123,13 @@ def test_a_worker_without_token_or_mutual_tls_refuses_to_start(run_agent):
                   env={**CLEAN_JOB_ENV})
     assert r.returncode == 2
     assert "--rdzv-token-file" in r.stderr and "--rdzv-tls-ca" in r.stderr
+
+
+def test_a_hostfile_that_cannot_be_read_exits_2_naming_it(run_agent,
+                                                          tmp_path):
+    missing = tmp_path / "no-hostfile"
+    r = run_agent(["run", "--framework", "mpi", "--", "mpirun.openmpi",
+                   "--hostfile", str(missing), "true"],
+                  env={**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN})
+    assert r.returncode == 2, r.stderr
+    assert "--hostfile" in r.stderr and str(missing) in r.stderr, r.stderr
