@@ -221,8 +221,10 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
   InitLogging(options->log_level);
   // MPI jobs: the workers serve spawns, the launcher runs mpirun through
   // them; neither takes part in a rendezvous.
-  if (IsMpiWorker(*options)) return RunMpiWorker(*options, run_env);
-  if (options->discovery.framework == Framework::kMpi) {
+  if (options->mpi.role == MpiRole::kWorker) {
+    return RunMpiWorker(*options, run_env);
+  }
+  if (options->mpi.role == MpiRole::kLauncher) {
     return RunMpiLauncher(*options, run_env);
   }
   // Before discovery waits (in RunAgent): a node or a manifest that cannot

@@ -25,11 +25,6 @@ int WaitForStop(const std::vector<int>& stop_signals) {
 
 }  // namespace
 
-bool IsMpiWorker(const RunOptions& options) {
-  return options.discovery.framework == Framework::kMpi &&
-         options.launch.role == "worker";
-}
-
 int RunMpiWorker(const RunOptions& options, const EnvMap& env) {
   std::unique_ptr<HealthServer> health;
   if (options.outcome.health_port != 0) {

@@ -9,10 +9,6 @@
 
 namespace distjob {
 
-// Whether `options` make this agent an MPI worker: --framework mpi and
-// --role worker.
-bool IsMpiWorker(const RunOptions& options);
-
 // Serves spawns on --spawn-host:--spawn-port until a stop signal (already
 // blocked, BlockAsyncSignalsAtStartup); Ready on --health-port only while
 // it serves. Exit 2 when the port cannot be bound (or, should the flags

@@ -2,6 +2,19 @@
 
 namespace distjob {
 
+MpiRole ChooseMpiRole(bool framework_mpi, bool framework_auto,
+                      const std::string& role, const EnvMap& env) {
+  if (framework_mpi) {
+    return role == "worker" ? MpiRole::kWorker : MpiRole::kLauncher;
+  }
+  if (!framework_auto) return MpiRole::kNone;
+  const std::string operator_role =
+      Lookup(env, kMpiJobRoleVariable).value_or("");
+  if (operator_role == "worker") return MpiRole::kWorker;
+  if (operator_role == "launcher") return MpiRole::kLauncher;
+  return MpiRole::kNone;
+}
+
 void AddMpiFlags(FlagSet* flags, MpiOptions* out) {
   flags->Add(AgentFlag(
       "spawn-port", "PORT",

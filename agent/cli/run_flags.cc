@@ -60,11 +60,15 @@ absl::StatusOr<int> ParseNprocValue(absl::string_view v) {
   return *n;
 }
 
-// An MPI worker (--framework mpi --role worker) serves the launcher's
-// commands instead of running its own.
+MpiRole MpiRoleOf(const RunOptions& options, const EnvMap& env) {
+  return ChooseMpiRole(options.discovery.framework == Framework::kMpi,
+                       options.discovery.framework == Framework::kAuto,
+                       options.launch.role, env);
+}
+
+// An MPI worker serves the launcher's commands instead of running its own.
 bool IsMpiWorkerRole(const RunOptions& options) {
-  return options.discovery.framework == Framework::kMpi &&
-         options.launch.role == "worker";
+  return options.mpi.role == MpiRole::kWorker;
 }
 
 absl::Status CheckCommandGiven(const RunOptions& options) {
@@ -409,6 +413,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     return absl::InvalidArgumentError(
         "-m/--module and --no-python cannot be used together");
   }
+  options.mpi.role = MpiRoleOf(options, env);
   if (absl::Status s = CheckCommandGiven(options); !s.ok()) return s;
   if (absl::Status s = CheckRole(launch.role); !s.ok()) return s;
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);

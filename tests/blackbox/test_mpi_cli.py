@@ -133,3 +133,20 @@ def test_a_hostfile_that_cannot_be_read_exits_2_naming_it(run_agent,
                   env={**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN})
     assert r.returncode == 2, r.stderr
     assert "--hostfile" in r.stderr and str(missing) in r.stderr, r.stderr
+
+
+def test_the_mpi_operators_worker_role_needs_no_flag(run_agent, start_agent,
+                                                     tmp_path):
+    # Kubeflow's MPI Operator v2 sets K_MPI_JOB_ROLE on its pods.
+    env = {**CLEAN_JOB_ENV, "K_MPI_JOB_ROLE": "worker",
+           "DISTJOB_SPAWN_PORT": str(free_port())}
+    r = run_agent(["run", "--spawn-host", "127.0.0.1"], env=env)
+    assert r.returncode == 2 and "--rdzv-token-file" in r.stderr, r.stderr
+    log = tmp_path / "worker.log"
+    start_agent(["run", "--spawn-host", "127.0.0.1"],
+                env={**env, "DISTJOB_RDZV_TOKEN": TOKEN}, log=log)
+    wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
+             what="the spawn server")
+    r = run_agent(["rsh", "127.0.0.1", "echo", "up"],
+                  env={**env, "DISTJOB_RDZV_TOKEN": TOKEN})
+    assert r.returncode == 0 and r.stdout == "up\n", r.stderr
