@@ -28,10 +28,13 @@
 #include "agent/health.h"
 #include "agent/install.h"
 #include "agent/licenses.h"
+#include "agent/mpi_launcher.h"
+#include "agent/mpi_worker.h"
 #include "agent/nested_launcher.h"
 #include "agent/outer_agent.h"
 #include "agent/preflight_command.h"
 #include "agent/report.h"
+#include "agent/rsh_command.h"
 #include "agent/run_preflight.h"
 #include "agent/status_command.h"
 #include "agent/version.h"
@@ -64,6 +67,8 @@ constexpr char kUsage[] =
     "  install [--dir] DIR               copy this binary to DIR (and link\n"
     "                                    DIR/torchrun to it): init containers\n"
     "  completion bash|zsh|tcsh          print a shell completion script\n"
+    "  rsh [ssh options] HOST COMMAND... run COMMAND on an MPI worker's\n"
+    "                                    spawn server (mpirun's remote shell)\n"
     "\n"
     "Options:\n"
     "  -h, --help     show this help (`distjob-agent run --help` for run)\n"
@@ -224,6 +229,14 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
                 nofile.soft_before, nofile.soft);
   }
   DeclareStoreNeeds(options->launch);
+  // MPI jobs: the workers serve spawns, the launcher runs mpirun through
+  // them; neither takes part in a rendezvous.
+  if (options->mpi.role == MpiRole::kWorker) {
+    return RunMpiWorker(*options, run_env);
+  }
+  if (options->mpi.role == MpiRole::kLauncher) {
+    return RunMpiLauncher(*options, run_env);
+  }
   // Before discovery waits (in RunAgent): a node or a manifest that cannot
   // run the job ends now, in its class.
   if (std::optional<int> code = PreflightBeforeRun(*options, run_env)) {
@@ -255,6 +268,7 @@ constexpr Subcommand kSubcommands[] = {
     {"preflight", PreflightCommand},
     {"install", InstallCommand},
     {"completion", Completion},
+    {"rsh", RshCommand},
 };
 
 // Every subcommand's options, read from its own --help.
@@ -309,6 +323,11 @@ int Main(int argc, char** argv) {
   const std::string program = argv[0];
   if (program == "torchrun" || absl::EndsWith(program, "/torchrun")) {
     return Launch(args, env, /*as_torchrun=*/true);
+  }
+  // The MPI launcher's link for Hydra and Intel MPI (agent/mpi_launcher.h).
+  if (program == kRshProgramName ||
+      absl::EndsWith(program, std::string("/") + kRshProgramName)) {
+    return RshCommand(args, env);
   }
   if (args.empty() || args[0] == "-h" || args[0] == "--help" ||
       args[0] == "help") {

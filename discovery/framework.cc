@@ -7,7 +7,7 @@ namespace distjob {
 absl::StatusOr<Framework> ParseFramework(absl::string_view text) {
   for (Framework f :
        {Framework::kAuto, Framework::kPyTorch, Framework::kTensorFlow,
-        Framework::kMXNet, Framework::kNone}) {
+        Framework::kMXNet, Framework::kMpi, Framework::kNone}) {
     if (text == FrameworkName(f)) return f;
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -24,6 +24,8 @@ const char* FrameworkName(Framework framework) {
       return "tensorflow";
     case Framework::kMXNet:
       return "mxnet";
+    case Framework::kMpi:
+      return "mpi";
     case Framework::kNone:
       return "none";
   }

@@ -13,7 +13,7 @@
 
 namespace distjob {
 
-enum class Framework { kAuto, kPyTorch, kTensorFlow, kMXNet, kNone };
+enum class Framework { kAuto, kPyTorch, kTensorFlow, kMXNet, kMpi, kNone };
 
 absl::StatusOr<Framework> ParseFramework(absl::string_view text);
 const char* FrameworkName(Framework framework);

@@ -123,6 +123,7 @@ absl::StatusOr<SpawnedProcess> SpawnProcess(const ProcessSpec& spec,
     sigprocmask(SIG_SETMASK, &state.mask, nullptr);
     // Best effort, as numactl: a node that refuses a binding still runs.
     (void)ApplyNumaBinding(spec.numa);
+    if (spec.stdin_fd >= 0) dup2(spec.stdin_fd, STDIN_FILENO);
     if (spec.stdout_fd >= 0) dup2(spec.stdout_fd, STDOUT_FILENO);
     if (spec.stderr_fd >= 0) dup2(spec.stderr_fd, STDERR_FILENO);
     execve(executable.c_str(), argv.data(), envp.data());

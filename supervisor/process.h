@@ -41,7 +41,8 @@ void BlockAsyncSignalsAtStartup();
 struct ProcessSpec {
   std::vector<std::string> argv;
   EnvMap env;
-  // -1 keeps the agent's stdout/stderr.
+  // -1 keeps the agent's stdin/stdout/stderr.
+  int stdin_fd = -1;
   int stdout_fd = -1;
   int stderr_fd = -1;
   // --numa-binding: CPU affinity and memory policy set before exec; empty

@@ -19,7 +19,8 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(run_flags rdzv_conf volcano_peers framework_env error_file cgroup
-           store_core tcpstore_frame tcpstore_waits h2_first_bytes timer_request)
+           store_core tcpstore_frame tcpstore_waits h2_first_bytes timer_request
+           rsh_args)
 fi
 case "$total" in
   '' | *[!0-9]*) echo "run_fuzz.sh: SECONDS must be a whole number, got '$total'" >&2

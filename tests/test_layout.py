@@ -21,11 +21,14 @@ ALLOWED = {
     "workerstore": {"common"},
     "rendezvous/store": {"proto", "common"},
     "rendezvous": {"rendezvous/store", "proto", "common"},
+    # The MPI spawn server: the supervisor's process start, the store's
+    # token check, credentials and connection limiter.
+    "spawn": {"supervisor", "rendezvous/store", "proto", "common"},
     "agent/cli": {"supervisor", "discovery", "launchers", "rendezvous",
                   "rendezvous/store", "observability", "common"},
     "agent": {"agent/cli", "supervisor", "discovery", "launchers",
               "rendezvous", "rendezvous/store", "observability", "workerstore",
-              "proto", "common"},
+              "spawn", "proto", "common"},
     "bench": {"rendezvous", "rendezvous/store", "common"},
     # The fuzz targets call every parser directly; nothing depends on them.
     "fuzz": {"agent", "agent/cli", "supervisor", "discovery", "launchers",

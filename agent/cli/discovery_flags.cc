@@ -84,7 +84,7 @@ void AddDiscoveryFlags(FlagSet* flags, RunOptions* options) {
                   d->barrier_timeout = *t;
                   return absl::OkStatus();
                 }));
-  flags->Add(AgentFlag("framework", "auto|pytorch|tensorflow|mxnet|none",
+  flags->Add(AgentFlag("framework", "auto|pytorch|tensorflow|mxnet|mpi|none",
                        "Which framework environment to build (default auto: "
                        "from the task names and the operator's env).",
                        SetParsed(&d->framework, ParseFramework)));

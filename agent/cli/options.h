@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/cli/mpi_flags.h"
 #include "common/logging.h"
 #include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
@@ -182,6 +183,8 @@ struct RunOptions {
   // (agent/cli/security_flags), and what they held once loaded.
   StoreSecurityOptions security_files;
   StoreSecurity security;
+  // MPI jobs' spawn servers (--framework mpi).
+  MpiOptions mpi;
   LogLevel log_level = LogLevel::kInfo;
   // The worker command as given: training script (or binary) and its args.
   std::vector<std::string> command;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "agent/cli/discovery_flags.h"
+#include "agent/cli/mpi_flags.h"
 #include "agent/cli/observability_flags.h"
 #include "agent/cli/preflight_flags.h"
 #include "agent/cli/security_flags.h"
@@ -57,6 +58,39 @@ absl::StatusOr<int> ParseNprocValue(absl::string_view v) {
                      "a device type: cuda, xpu)"));
   }
   return *n;
+}
+
+MpiRole MpiRoleOf(const RunOptions& options, const EnvMap& env) {
+  return ChooseMpiRole(options.discovery.framework == Framework::kMpi,
+                       options.discovery.framework == Framework::kAuto,
+                       options.launch.role, env);
+}
+
+// An MPI worker serves the launcher's commands instead of running its own.
+bool IsMpiWorkerRole(const RunOptions& options) {
+  return options.mpi.role == MpiRole::kWorker;
+}
+
+absl::Status CheckCommandGiven(const RunOptions& options) {
+  if (!options.command.empty() || IsMpiWorkerRole(options)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "no command to run; usage: distjob-agent run [options] [--] COMMAND "
+      "[ARGS...]");
+}
+
+// The spawn server runs whatever its callers ask: never without a way to
+// tell the job's launcher from anyone else on the pod network.
+absl::Status CheckMpiWorkerSecurity(const RunOptions& options) {
+  if (!IsMpiWorkerRole(options) || !options.security.token.empty() ||
+      !options.security.ca_pem.empty()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      "--framework mpi --role worker serves commands to its callers: give "
+      "the job's token (--rdzv-token-file or DISTJOB_RDZV_TOKEN) or mutual "
+      "TLS (--rdzv-tls-cert, --rdzv-tls-key and --rdzv-tls-ca)");
 }
 
 // ROLE_NAME, a store key part and a log prefix: one short printable word
@@ -346,6 +380,7 @@ std::string RunHelp() {
   AddPreflightFlags(&flags, &unused.preflight);
   AddSecurityFlags(&flags, &unused.security_files);
   AddHealthTlsFlag(&flags, &unused.outcome.health_tls);
+  AddMpiFlags(&flags, &unused.mpi);
   return flags.Help() + "  -h, --help\n      Show this help.\n";
 }
 
@@ -385,6 +420,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   AddPreflightFlags(&flags, &options.preflight);
   AddSecurityFlags(&flags, &options.security_files);
   AddHealthTlsFlag(&flags, &options.outcome.health_tls);
+  AddMpiFlags(&flags, &options.mpi);
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
@@ -402,11 +438,8 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
     return absl::InvalidArgumentError(
         "-m/--module and --no-python cannot be used together");
   }
-  if (options.command.empty()) {
-    return absl::InvalidArgumentError(
-        "no command to run; usage: distjob-agent run [options] [--] COMMAND "
-        "[ARGS...]");
-  }
+  options.mpi.role = MpiRoleOf(options, env);
+  if (absl::Status s = CheckCommandGiven(options); !s.ok()) return s;
   if (absl::Status s = CheckRole(launch.role); !s.ok()) return s;
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();
@@ -446,6 +479,7 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto security = LoadSecurity(options.security_files, env);
   if (!security.ok()) return security.status();
   options.security = *std::move(security);
+  if (absl::Status s = CheckMpiWorkerSecurity(options); !s.ok()) return s;
   if (options.outcome.health_tls && !options.security.tls()) {
     return absl::InvalidArgumentError(
         "--health-tls needs --rdzv-tls-cert and --rdzv-tls-key (the "

@@ -356,5 +356,34 @@ TEST(RunFlagsTest, PreflightChecksNeedPreflight) {
       << tcp.status();
 }
 
+TEST(RunFlagsTest, MpiRoleFromTheFlagsOrTheMpiOperator) {
+  auto o = ParseRunOptions({"--framework", "mpi", "--", "mpirun", "x"}, {});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mpi.role, MpiRole::kLauncher);
+  EXPECT_EQ(o->mpi.spawn_port, kDefaultSpawnPort);
+  // A worker runs no command of its own, and needs the token.
+  o = ParseRunOptions({"--framework", "mpi", "--role", "worker"},
+                      {{"DISTJOB_RDZV_TOKEN", "t"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mpi.role, MpiRole::kWorker);
+  o = ParseRunOptions({"--framework", "mpi", "--role", "worker"}, {});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("--rdzv-token-file"), std::string::npos);
+  // The MPI Operator's variable, under --framework auto only.
+  o = ParseRunOptions({"--spawn-port", "2222"}, {{"K_MPI_JOB_ROLE", "worker"},
+                                                 {"DISTJOB_RDZV_TOKEN", "t"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mpi.role, MpiRole::kWorker);
+  EXPECT_EQ(o->mpi.spawn_port, 2222);
+  o = ParseRunOptions({"mpirun", "x"}, {{"K_MPI_JOB_ROLE", "launcher"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mpi.role, MpiRole::kLauncher);
+  o = ParseRunOptions({"--framework", "pytorch", "x"},
+                      {{"K_MPI_JOB_ROLE", "launcher"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mpi.role, MpiRole::kNone);
+  EXPECT_FALSE(ParseRunOptions({"--spawn-port", "0", "x"}, {}).ok());
+}
+
 }  // namespace
 }  // namespace distjob

@@ -109,6 +109,23 @@ bool TokenMatches(absl::string_view header, absl::string_view token) {
   return CRYPTO_memcmp(header.data(), token.data(), token.size()) == 0;
 }
 
+absl::Status CheckCallToken(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    absl::string_view token, absl::string_view server) {
+  if (token.empty()) return absl::OkStatus();
+  const auto it = metadata.find(kTokenMetadataKey);
+  if (it == metadata.end()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(server, " requires the job's token"));
+  }
+  if (!TokenMatches(absl::string_view(it->second.data(), it->second.size()),
+                    token)) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(server, " refused the token"));
+  }
+  return absl::OkStatus();
+}
+
 std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(
     const StoreSecurity& security) {
   if (!security.tls()) return grpc::InsecureServerCredentials();

@@ -6,11 +6,13 @@
 #ifndef DISTJOB_RENDEZVOUS_STORE_STORE_CREDENTIALS_H_
 #define DISTJOB_RENDEZVOUS_STORE_STORE_CREDENTIALS_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "grpcpp/support/string_ref.h"
 
 namespace grpc {
 class ChannelCredentials;
@@ -65,6 +67,14 @@ inline constexpr char kTokenPrefix[] = "Bearer ";
 // compared in constant time so the answer's timing does not reveal how
 // much of a guess was right.
 bool TokenMatches(absl::string_view header, absl::string_view token);
+
+// The check every server of the job's token makes first: OK when `token`
+// is empty or `metadata` (a call's client metadata) carries it; else
+// UNAUTHENTICATED naming `server` ("this rendezvous store", ...) and
+// whether the token was missing or wrong (never the token).
+absl::Status CheckCallToken(
+    const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+    absl::string_view token, absl::string_view server);
 
 // Insecure when `security` has no TLS; else TLS with its cert and key,
 // requiring and verifying client certificates when it has a CA.

@@ -72,6 +72,20 @@ TEST_F(StoreCredentialsTest, TokenComparison) {
   EXPECT_TRUE(TokenMatches("", ""));  // no token configured: open store
 }
 
+TEST_F(StoreCredentialsTest, CallTokenCheckNamesTheServerNeverTheToken) {
+  std::multimap<grpc::string_ref, grpc::string_ref> md;
+  EXPECT_TRUE(CheckCallToken(md, "", "this server").ok());  // none required
+  auto s = CheckCallToken(md, "abc", "this spawn server");
+  EXPECT_TRUE(absl::IsUnauthenticated(s)) << s;
+  EXPECT_EQ(s.message(), "this spawn server requires the job's token");
+  md.emplace("authorization", "Bearer abd");
+  s = CheckCallToken(md, "abc", "this spawn server");
+  EXPECT_EQ(s.message(), "this spawn server refused the token");
+  md.clear();
+  md.emplace("authorization", "Bearer abc");
+  EXPECT_TRUE(CheckCallToken(md, "abc", "this spawn server").ok());
+}
+
 TEST_F(StoreCredentialsTest, TlsFilesThatDoNotLoadNameTheFileAndReason) {
   StoreSecurityOptions o;
   o.tls_cert = Write("cert.pem", "not a certificate\n");

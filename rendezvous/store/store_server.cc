@@ -499,21 +499,9 @@ class StoreServer::Service {
   // (and answered).
   template <class C>
   bool Refuse(C* call, Method method) {
-    if (token_.empty()) return false;
-    const auto& metadata = call->ctx()->client_metadata();
-    const auto it = metadata.find(kTokenMetadataKey);
-    absl::Status refused;
-    if (it == metadata.end()) {
-      refused = absl::UnauthenticatedError(
-          "this rendezvous store requires the job's token");
-    } else if (!TokenMatches(
-                   absl::string_view(it->second.data(), it->second.size()),
-                   token_)) {
-      refused =
-          absl::UnauthenticatedError("this rendezvous store refused the token");
-    } else {
-      return false;
-    }
+    absl::Status refused = CheckCallToken(call->ctx()->client_metadata(),
+                                          token_, "this rendezvous store");
+    if (refused.ok()) return false;
     Done(call, method, refused);
     return true;
   }

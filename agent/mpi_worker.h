@@ -1,0 +1,21 @@
+// `distjob-agent run --framework mpi --role worker`: a worker pod of an MPI
+// job runs no command of its own; it serves the launcher's spawn requests
+// (spawn/) until its stop signal, in place of sshd.
+#ifndef DISTJOB_AGENT_MPI_WORKER_H_
+#define DISTJOB_AGENT_MPI_WORKER_H_
+
+#include "agent/cli/options.h"
+#include "common/environment.h"
+
+namespace distjob {
+
+// Serves spawns on --spawn-host:--spawn-port until a stop signal (already
+// blocked, BlockAsyncSignalsAtStartup); Ready on --health-port only while
+// it serves. Exit 2 when the port cannot be bound (or, should the flags
+// have let it through, without a token or mutual TLS); 128+N after stop
+// signal N.
+int RunMpiWorker(const RunOptions& options, const EnvMap& env);
+
+}  // namespace distjob
+
+#endif  // DISTJOB_AGENT_MPI_WORKER_H_

@@ -1,0 +1,47 @@
+// MPI jobs' launcher side: the variables that make every supported MPI
+// start its remote daemons through `distjob-agent rsh` instead of ssh,
+// and where the launcher's command line or environment names the hosts
+// mpirun will reach (whose spawn servers the launcher waits for).
+#ifndef DISTJOB_LAUNCHERS_MPI_ENV_H_
+#define DISTJOB_LAUNCHERS_MPI_ENV_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "common/environment.h"
+
+namespace distjob {
+
+// The remote-launch variables. Open MPI 4 (OMPI_MCA_plm_rsh_agent) and
+// Open MPI 5's PRRTE (PRTE_MCA_plm_ssh_agent) split their value into a
+// program and its arguments: they get "`agent_path` rsh". MPICH's Hydra
+// (HYDRA_LAUNCHER_EXEC) and Intel MPI (I_MPI_HYDRA_BOOTSTRAP_EXEC) exec the
+// value as one program: they get `rsh_program`, a name under which the
+// agent runs as rsh. HYDRA_LAUNCHER=ssh and I_MPI_HYDRA_BOOTSTRAP=rsh
+// select those launchers.
+EnvMap MpiLauncherEnv(const std::string& agent_path,
+                      const std::string& rsh_program);
+
+// The hosts of an MPI hostfile: the first word of each line that is not
+// blank or a comment (`HOST slots=N` for Open MPI, `HOST:N` for MPICH and
+// Intel MPI, the `:N` dropped), each once, in order.
+std::vector<std::string> ParseMpiHostfile(absl::string_view text);
+
+// Where the hosts are named, in the order mpirun itself looks: the
+// command's --hostfile/--machinefile/-f, or its -H/--host/-hosts list;
+// else the MPIs' hostfile variables; else the operators' /etc/mpi/hostfile.
+struct MpiHostSource {
+  std::string hostfile;            // a path to read, or empty
+  std::vector<std::string> hosts;  // a host list given inline
+  std::string origin;              // the option or variable, for messages
+};
+MpiHostSource FindMpiHosts(const std::vector<std::string>& command,
+                           const EnvMap& env);
+
+// The default hostfile of Kubeflow's MPIJob and Trainer v2's MPI runtime.
+inline constexpr char kOperatorHostfile[] = "/etc/mpi/hostfile";
+
+}  // namespace distjob
+
+#endif  // DISTJOB_LAUNCHERS_MPI_ENV_H_

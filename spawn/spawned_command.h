@@ -1,0 +1,67 @@
+// One command a spawn call runs: `/bin/sh -c COMMAND` (ssh's semantics)
+// leading its own process group, with its stdin, stdout and stderr on pipes
+// the spawn server pumps. The group, not only the shell, is what a signal
+// or the end of the call reaches: MPI's daemons (orted, prted, Hydra's
+// pmi_proxy) and the ranks they start live in it.
+#ifndef DISTJOB_SPAWN_SPAWNED_COMMAND_H_
+#define DISTJOB_SPAWN_SPAWNED_COMMAND_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/environment.h"
+
+namespace distjob {
+
+// How the shell ended: an exit status or the signal that killed it.
+struct CommandExit {
+  bool signaled = false;
+  int code = 0;  // the exit status (0-255), or the signal number
+};
+
+class SpawnedCommand {
+ public:
+  // Starts `/bin/sh -c command` with `env`, the agent's inherited signal
+  // state, and pipes for its three streams (non-blocking on our side).
+  static absl::StatusOr<std::unique_ptr<SpawnedCommand>> Start(
+      const std::string& command, const EnvMap& env);
+  // Ends the group (EndGroup with a short grace) if it still runs.
+  ~SpawnedCommand();
+  SpawnedCommand(const SpawnedCommand&) = delete;
+  SpawnedCommand& operator=(const SpawnedCommand&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Our ends of the pipes; -1 once closed.
+  int stdin_fd() const { return stdin_fd_; }
+  int stdout_fd() const { return stdout_fd_; }
+  int stderr_fd() const { return stderr_fd_; }
+  void CloseStdin();
+  void CloseStdout();
+  void CloseStderr();
+
+  // `sig` to every process of the group; InvalidArgument for a number that
+  // is not a signal.
+  absl::Status Signal(int sig) const;
+  // The shell's end once it has exited (reaped here), without waiting.
+  std::optional<CommandExit> Poll();
+  // SIGTERM to the group, then SIGKILL to what is left after `grace`; the
+  // shell reaped. Returns how the shell ended (what it had already ended
+  // with when it was gone before). Bounded by `grace` plus a SIGKILL.
+  CommandExit EndGroup(absl::Duration grace);
+
+ private:
+  SpawnedCommand() = default;
+  bool GroupGone() const;
+  pid_t pid_ = -1;
+  std::optional<CommandExit> exit_;
+  int stdin_fd_ = -1, stdout_fd_ = -1, stderr_fd_ = -1;
+};
+
+}  // namespace distjob
+
+#endif  // DISTJOB_SPAWN_SPAWNED_COMMAND_H_

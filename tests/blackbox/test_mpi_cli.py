@@ -1,0 +1,152 @@
+"""`distjob-agent rsh` and the MPI worker role, one agent at a time: ssh's
+command line, exit codes and streams as MPI launchers expect them, signal
+forwarding, the end of a call ending the remote command, and a spawn
+server that will not start without the job's token."""
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from harness import CLEAN_JOB_ENV, free_port, pid_alive, wait_for
+
+TOKEN = "rsh-tok-K8d2Lq9Zp"
+
+
+@pytest.fixture
+def worker(tmp_path, start_agent):
+    """A worker agent serving spawns on 127.0.0.1; returns rsh's env."""
+    port = free_port()
+    health = free_port()
+    env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+           "DISTJOB_SPAWN_PORT": str(port)}
+    log = tmp_path / "worker.log"
+    start_agent(["run", "--framework", "mpi", "--role", "worker",
+                 "--spawn-host", "127.0.0.1", "--health-port", str(health)],
+                env=env, log=log)
+    wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
+             what="the spawn server")
+    return {"env": env, "log": log, "health": health}
+
+
+def test_rsh_streams_and_returns_the_remote_status(run_agent, worker):
+    r = run_agent(["rsh", "-x", "-q", "-o", "ConnectTimeout=10", "-p", "22",
+                   "-l", "someone", "127.0.0.1", "read", "x;", "echo",
+                   "\"out:$x\";", "echo", "err", ">&2;", "exit", "42"],
+                  env=worker["env"], input="hello\n")
+    assert r.returncode == 42, r.stderr
+    assert r.stdout == "out:hello\n"
+    assert r.stderr == "err\n"
+
+
+def test_rsh_exit_for_a_remote_signal_is_128_plus_n(run_agent, worker):
+    r = run_agent(["rsh", "127.0.0.1", "kill -TERM $$"], env=worker["env"])
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+
+
+def test_rsh_forwards_sigterm_to_the_remote_command(worker, tmp_path, agent):
+    proc = subprocess.Popen(
+        [agent, "rsh", "127.0.0.1",
+         "trap 'echo got-term; exit 7' TERM; echo ready; "
+         "while :; do sleep 0.05; done"],
+        env={**os.environ, **worker["env"]},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 7, err
+        assert out == "got-term\n"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_killed_rsh_ends_the_remote_group(worker, tmp_path, agent):
+    pid_file = tmp_path / "remote.pid"
+    proc = subprocess.Popen(
+        [agent, "rsh", "127.0.0.1",
+         f"sleep 300 & echo $! > {pid_file}; echo ready; wait"],
+        env={**os.environ, **worker["env"]},
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        remote = int(pid_file.read_text())
+        assert pid_alive(remote)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_for(lambda: not pid_alive(remote), 10,
+             what="the remote command's group to end")
+
+
+def test_rsh_with_a_wrong_token_is_refused_and_runs_nothing(run_agent, worker,
+                                                            tmp_path):
+    marker = tmp_path / "ran"
+    env = {**worker["env"], "DISTJOB_RDZV_TOKEN": "not-the-token"}
+    r = run_agent(["rsh", "127.0.0.1", f"touch {marker}"], env=env)
+    assert r.returncode == 255
+    assert "refused the token" in r.stderr
+    assert "not-the-token" not in r.stderr + r.stdout
+    assert not marker.exists()
+    assert "not-the-token" not in worker["log"].read_text()
+
+
+def test_the_worker_is_ready_only_while_it_serves(run_agent, worker):
+    r = run_agent(["health", "--port", str(worker["health"]), "--service",
+                   "readiness"])
+    assert r.returncode == 0 and r.stdout.strip() == "SERVING", r.stderr
+
+
+def test_rsh_bad_input_exits_2_naming_it(run_agent):
+    r = run_agent(["rsh", "-Z", "host", "ls"])
+    assert r.returncode == 2 and "-Z" in r.stderr, r.stderr
+    r = run_agent(["rsh", "host"])
+    assert r.returncode == 2 and "COMMAND" in r.stderr, r.stderr
+    r = run_agent(["rsh", "host", "ls"],
+                  env={"DISTJOB_SPAWN_PORT": "http"})
+    assert r.returncode == 2 and "DISTJOB_SPAWN_PORT" in r.stderr, r.stderr
+
+
+def test_rsh_to_no_spawn_server_exits_255_without_the_token(run_agent):
+    r = run_agent(["rsh", "127.0.0.1", "true"],
+                  env={**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+                       "DISTJOB_SPAWN_PORT": str(free_port())}, timeout=30)
+    assert r.returncode == 255, r.stderr
+    assert "127.0.0.1:" in r.stderr and TOKEN not in r.stderr
+
+
+def test_a_worker_without_token_or_mutual_tls_refuses_to_start(run_agent):
+    r = run_agent(["run", "--framework", "mpi", "--role", "worker"],
+                  env={**CLEAN_JOB_ENV})
+    assert r.returncode == 2
+    assert "--rdzv-token-file" in r.stderr and "--rdzv-tls-ca" in r.stderr
+
+
+def test_a_hostfile_that_cannot_be_read_exits_2_naming_it(run_agent,
+                                                          tmp_path):
+    missing = tmp_path / "no-hostfile"
+    r = run_agent(["run", "--framework", "mpi", "--", "mpirun.openmpi",
+                   "--hostfile", str(missing), "true"],
+                  env={**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN})
+    assert r.returncode == 2, r.stderr
+    assert "--hostfile" in r.stderr and str(missing) in r.stderr, r.stderr
+
+
+def test_the_mpi_operators_worker_role_needs_no_flag(run_agent, start_agent,
+                                                     tmp_path):
+    # Kubeflow's MPI Operator v2 sets K_MPI_JOB_ROLE on its pods.
+    env = {**CLEAN_JOB_ENV, "K_MPI_JOB_ROLE": "worker",
+           "DISTJOB_SPAWN_PORT": str(free_port())}
+    r = run_agent(["run", "--spawn-host", "127.0.0.1"], env=env)
+    assert r.returncode == 2 and "--rdzv-token-file" in r.stderr, r.stderr
+    log = tmp_path / "worker.log"
+    start_agent(["run", "--spawn-host", "127.0.0.1"],
+                env={**env, "DISTJOB_RDZV_TOKEN": TOKEN}, log=log)
+    wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
+             what="the spawn server")
+    r = run_agent(["rsh", "127.0.0.1", "echo", "up"],
+                  env={**env, "DISTJOB_RDZV_TOKEN": TOKEN})
+    assert r.returncode == 0 and r.stdout == "up\n", r.stderr

@@ -1,0 +1,248 @@
+"""MPI jobs without SSH, on loopback: two worker agents serve spawns on
+127.0.0.2 and 127.0.0.3 (the same port; Open MPI and Hydra take these
+addresses for remote hosts and call their remote shell for them), and the
+launcher role runs Debian's real mpirun (Open MPI 4) or mpiexec.hydra
+(MPICH 4) through `distjob-agent rsh`. No sshd runs: a fake `ssh` and `rsh`
+first on the launcher's PATH fail the job if anything calls them.
+
+Run as root here: Open MPI refuses root unless OMPI_ALLOW_RUN_AS_ROOT and
+OMPI_ALLOW_RUN_AS_ROOT_CONFIRM are set (as the test does); the agent itself
+needs no root.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from harness import CLEAN_JOB_ENV, PYTHON, free_port, kill_tree, wait_for
+
+WORKERS = ("127.0.0.2", "127.0.0.3")
+TOKEN = "mpi-tok-5fN2qW8xR1"
+
+ALLREDUCE_PY = textwrap.dedent("""
+    import os, sys, time
+    from mpi4py import MPI
+    c = MPI.COMM_WORLD
+    total = c.allreduce(c.rank + 1, op=MPI.SUM)
+    # One write per line: mpirun interleaves the ranks' output by chunks.
+    os.write(1, f"rank {c.rank}/{c.size} sum {total}\\n".encode())
+    if len(sys.argv) > 1:  # the fault test: stay in the job until killed
+        time.sleep(float(sys.argv[1]))
+        c.Barrier()
+""")
+
+# mpi4py in Debian is built against Open MPI only: MPICH runs the same
+# allreduce written in C, built with mpicc.mpich.
+ALLREDUCE_C = textwrap.dedent("""
+    #include <mpi.h>
+    #include <stdio.h>
+    int main(int argc, char** argv) {
+      int rank, size, one, sum;
+      MPI_Init(&argc, &argv);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      one = rank + 1;
+      MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      printf("rank %d/%d sum %d\\n", rank, size, sum);
+      fflush(stdout);
+      MPI_Finalize();
+      return 0;
+    }
+""")
+
+EXPECTED = {f"rank {r}/4 sum 10" for r in range(4)}
+
+
+def _ranks(output):
+    """Every "rank R/N sum S" report in `output`, wherever mpirun's
+    forwarding put it on a line."""
+    return set(re.findall(r"rank \d+/\d+ sum \d+", output))
+
+
+def _free_on_workers():
+    """A port free on every worker address."""
+    for _ in range(50):
+        port = free_port(WORKERS[0])
+        with socket.socket() as s:
+            try:
+                s.bind((WORKERS[1], port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no port free on both worker addresses")
+
+
+@pytest.fixture
+def mpi_job(tmp_path, start_agent):
+    """Starts the two worker agents; returns (env, worker procs). `env` is
+    the launcher's: the token, the port, root allowed for Open MPI, and a
+    PATH whose ssh and rsh fail the job."""
+    for tool in ("mpirun.openmpi", "mpiexec.hydra"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: run .ci/install-deps")
+    fake = tmp_path / "no-ssh"
+    fake.mkdir()
+    for name in ("ssh", "rsh"):
+        (fake / name).write_text(
+            f"#!/bin/sh\necho 'the test's fake {name} was called' >&2\n"
+            "exit 255\n")
+        (fake / name).chmod(0o755)
+    env = {
+        **CLEAN_JOB_ENV,
+        "DISTJOB_RDZV_TOKEN": TOKEN,
+        "DISTJOB_SPAWN_PORT": str(_free_on_workers()),
+        "PATH": f"{fake}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        # Both "nodes" are this machine: Open MPI's shared-memory transport
+        # between two daemons' ranks on one host crashes (vader); TCP works.
+        "OMPI_MCA_btl": "tcp,self",
+    }
+    workers = [
+        start_agent(["run", "--framework", "mpi", "--role", "worker",
+                     "--spawn-host", host],
+                    env=env, log=tmp_path / f"worker-{host}.log")
+        for host in WORKERS]
+    return env, workers
+
+
+def _hostfile(tmp_path, style):
+    path = tmp_path / f"hostfile.{style}"
+    if style == "openmpi":
+        path.write_text("".join(f"{h} slots=2\n" for h in WORKERS))
+    else:
+        path.write_text("".join(f"{h}:2\n" for h in WORKERS))
+    return path
+
+
+def _launch(run_agent, env, mpirun):
+    return run_agent(["run", "--framework", "mpi", "--"] + mpirun, env=env,
+                     timeout=120, stdin=subprocess.DEVNULL)
+
+
+def _spawned(tmp_path, what):
+    """Whether every worker's log shows a spawn of `what`."""
+    return all(what in (tmp_path / f"worker-{h}.log").read_text()
+               for h in WORKERS)
+
+
+def test_open_mpi_allreduce_through_the_spawn_servers(run_agent, tmp_path,
+                                                      mpi_job):
+    env, _ = mpi_job
+    program = tmp_path / "allreduce.py"
+    program.write_text(ALLREDUCE_PY)
+    r = _launch(run_agent, env, [
+        "mpirun.openmpi", "--hostfile", str(_hostfile(tmp_path, "openmpi")),
+        "-np", "4", PYTHON, str(program)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _ranks(r.stdout) == EXPECTED, r.stdout + r.stderr
+    assert "fake" not in r.stderr
+    assert _spawned(tmp_path, "orted"), "orted was not started by the workers"
+
+
+def test_mpich_hydra_allreduce_through_the_spawn_servers(run_agent, tmp_path,
+                                                         mpi_job):
+    env, _ = mpi_job
+    source = tmp_path / "allreduce.c"
+    source.write_text(ALLREDUCE_C)
+    binary = tmp_path / "allreduce"
+    subprocess.run(["mpicc.mpich", "-o", str(binary), str(source)],
+                   check=True, timeout=120)
+    r = _launch(run_agent, env, [
+        "mpiexec.hydra", "-f", str(_hostfile(tmp_path, "mpich")), "-n", "4",
+        str(binary)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _ranks(r.stdout) == EXPECTED, r.stdout + r.stderr
+    assert "fake" not in r.stderr
+    assert _spawned(tmp_path, "hydra_pmi_proxy"), "no proxy on the workers"
+
+
+def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi_job,
+                                               start_agent):
+    env, workers = mpi_job
+    program = tmp_path / "allreduce.py"
+    program.write_text(ALLREDUCE_PY)
+    out = tmp_path / "launcher.out"
+    launcher = start_agent(
+        ["run", "--framework", "mpi", "--", "mpirun.openmpi", "--hostfile",
+         str(_hostfile(tmp_path, "openmpi")), "-np", "4", PYTHON,
+         str(program), "300"],
+        env=env, log=out, stdin=subprocess.DEVNULL)
+    wait_for(lambda: _ranks(out.read_text()) == EXPECTED, 60,
+             what="every rank's sum")
+    killed = time.monotonic()
+    kill_tree(workers[1])
+    code = launcher.wait(timeout=30)
+    took = time.monotonic() - killed
+    assert code != 0, out.read_text()
+    assert took < 5, f"mpirun took {took:.1f}s to end after the kill"
+    # The surviving worker's share of the job went with it.
+    wait_for(lambda: not _job_processes(program), 10,
+             what="no rank of the job left")
+
+
+def _job_processes(program):
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if str(program).encode() in f.read():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_the_launcher_waits_for_a_late_worker(tmp_path, start_agent):
+    env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+           "DISTJOB_SPAWN_PORT": str(_free_on_workers()),
+           "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "tcp,self"}
+    program = tmp_path / "allreduce.py"
+    program.write_text(ALLREDUCE_PY)
+    log = tmp_path / "launcher.log"
+    launcher = start_agent(
+        ["run", "--framework", "mpi", "--", "mpirun.openmpi", "--hostfile",
+         str(_hostfile(tmp_path, "openmpi")), "-np", "4", PYTHON,
+         str(program)], env=env, log=log, stdin=subprocess.DEVNULL)
+    wait_for(lambda: "waiting for the spawn servers" in log.read_text(), 30,
+             what="the launcher's wait")
+    for host in WORKERS:  # the race a launcher loses against sshd
+        start_agent(["run", "--framework", "mpi", "--role", "worker",
+                     "--spawn-host", host], env=env,
+                    log=tmp_path / f"worker-{host}.log")
+    assert launcher.wait(timeout=120) == 0, log.read_text()
+    assert _ranks(log.read_text()) == EXPECTED
+
+
+def test_a_stop_signal_ends_the_launchers_wait_within_1s(tmp_path,
+                                                        start_agent):
+    env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+           "DISTJOB_SPAWN_PORT": str(_free_on_workers())}
+    log = tmp_path / "launcher.log"
+    launcher = start_agent(
+        ["run", "--framework", "mpi", "--", "mpirun.openmpi", "-H",
+         ",".join(WORKERS), "true"], env=env, log=log)
+    wait_for(lambda: "waiting for the spawn servers" in log.read_text(), 30,
+             what="the launcher's wait")
+    stopped = time.monotonic()
+    launcher.send_signal(signal.SIGTERM)
+    assert launcher.wait(timeout=10) == 128 + signal.SIGTERM
+    assert time.monotonic() - stopped < 1.0
+
+
+def test_the_wait_is_bounded_and_names_each_missing_host(run_agent):
+    r = run_agent(
+        ["run", "--framework", "mpi", "--spawn-wait", "1s", "--",
+         "mpirun.openmpi", "-H", ",".join(WORKERS), "true"],
+        env={**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+             "DISTJOB_SPAWN_PORT": str(_free_on_workers())})
+    assert r.returncode == 138, r.stderr
+    assert "127.0.0.2, 127.0.0.3" in r.stderr
