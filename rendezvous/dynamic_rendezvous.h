@@ -104,6 +104,10 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::Time NextRenewal(absl::Time last_attempt) const;
 
  private:
+  // One call of Next, its steps and what it keeps between them
+  // (rendezvous/join_attempt.h).
+  class JoinAttempt;
+
   // This node's rank record in the closed round last read (by round and
   // closer), so that a wake-up does not fetch it again.
   struct RankCache {

@@ -195,7 +195,6 @@ FLAG_TABLES = {
 # The long functions of issue 38's day, by qualified name, with their
 # lines from signature to closing brace.
 OVER_BUDGET = {
-    "DynamicRendezvous::Next": 421,
     "EnvCommand": 229,
     "EtcdStore::Add": 196,
     "JobSet": 186,
@@ -220,7 +219,7 @@ OVER_BUDGET = {
 
 # Files by path, with their lines.
 FILES_OVER_BUDGET = {
-    "rendezvous/dynamic_rendezvous.cc": 1852,
+    "rendezvous/dynamic_rendezvous.cc": 1432,
     "rendezvous/store/etcd_store.cc": 1854,
 }
 
