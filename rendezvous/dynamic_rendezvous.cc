@@ -580,88 +580,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   r.world_size = st.world_size;
   r.run_id = options_.run_id;
   r.restart_count = st.restart_count;
-  const std::string master_key = keys_.Master(st.round);
-  if (mine.group_rank == 0) {
-    // A name may not resolve inside a static binary (no NSS): probe the
-    // wildcard address then; the port is free on every interface.
-    const std::string bind =
-        IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
-    absl::StatusOr<int> port;
-    WorkerStoreRecord record;
-    record.round = st.round;
-    record.opted_out_by = options_.worker_store_off;
-    if (options_.worker_store != nullptr) {
-      auto members = ReadMembers(st.round, st.closer, st.size);
-      if (!members.ok()) return members.status();
-      std::vector<std::string> addrs;
-      for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
-      MemberAdmission admission;
-      if (absl::Status s = options_.worker_store->AllowMembers(
-              addrs, options_.config.worker_store_resolve_timeout,
-              [this] { return cancelled_.load(); }, &admission);
-          !s.ok()) {
-        return s;
-      }
-      record.members_only = admission.members_only;
-      record.admitted = admission.admitted;
-      record.unresolved = static_cast<int64_t>(admission.unresolved.size());
-      port = options_.worker_store->Serve(options_.addr,
-                                          options_.worker_store_port);
-      // Every member stopped its last workers before it joined this round,
-      // and none learns the address before the master record below: a clean
-      // store for the new group, whose key prefix may be the last one's.
-      if (port.ok()) {
-        if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
-      }
-    } else if (options_.worker_store_port != 0) {
-      port = options_.worker_store_port;
-    } else {
-      port = FindFreePort(bind);
-    }
-    if (!port.ok()) return port.status();
-    r.master_addr = options_.addr;
-    r.master_port = *port;
-    r.use_agent_store = options_.worker_store != nullptr;
-    record.agent = r.use_agent_store;
-    record.addr = JoinHostPort(r.master_addr, r.master_port);
-    // The third field tells the other nodes' workers to be the store's
-    // clients: rank 0 decides for the whole round, so a node started with
-    // another --worker-store cannot split the workers.
-    std::string master = absl::StrCat(r.master_port, " ", r.master_addr,
-                                      r.use_agent_store ? " agent-store" : "");
-    // With the workers' store record, for `status` (once a worker connects
-    // it shows who to): one request, since every other member's read of
-    // the master record waits for it. Only `status` reads that record, so
-    // a write that fails for it still writes the master record alone.
-    auto both = store_->MultiSet(
-        {{keys_.WorkerStore(), EncodeWorkerStoreRecord(record)},
-         {master_key, master}},
-        absl::ZeroDuration());
-    if (!both.ok()) {
-      DJ_LOG_WARNING(
-          "cannot write the master record with the workers' store record "
-          "(for status): {}; writing the master record alone",
-          both.status().message());
-      auto s = store_->Set(master_key, master);
-      if (!s.ok()) return s.status();
-    }
-  } else {
-    // Not rank 0 (any more): the workers' store is the new rank 0's.
-    if (options_.worker_store != nullptr) options_.worker_store->Stop();
-    auto v = master.has_value()
-                 ? *master
-                 : store_->Get(master_key, options_.config.close_timeout);
-    if (!v.ok()) return v.status();
-    const std::vector<std::string> fields =
-        absl::StrSplit(*v, ' ', absl::SkipEmpty());
-    if (fields.size() < 2 || fields.size() > 3 ||
-        !absl::SimpleAtoi(fields[0], &r.master_port) ||
-        (fields.size() == 3 && fields[2] != "agent-store")) {
-      return absl::DataLossError(
-          absl::StrCat("malformed master record '", *v, "'"));
-    }
-    r.master_addr = fields[1];
-    r.use_agent_store = fields.size() == 3;
+  if (absl::Status s = mine.group_rank == 0 ? WriteMaster(st, &r)
+                                            : ReadMaster(st, master, &r);
+      !s.ok()) {
+    return s;
   }
   last_round_ = st.round;
   DJ_LOG_INFO(
@@ -669,6 +591,107 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       "{}, master {}:{}, restarts {}",
       st.round, options_.run_id, r.group_rank, r.group_world_size, r.base_rank,
       r.world_size, r.master_addr, r.master_port, st.restart_count);
+  HoldRound(st, mine, revision);
+  return r;
+}
+
+absl::StatusOr<int> DynamicRendezvous::MasterPort(const RdzvState& st,
+                                                  WorkerStoreRecord* record) {
+  if (options_.worker_store == nullptr) {
+    if (options_.worker_store_port != 0) return options_.worker_store_port;
+    // A name may not resolve inside a static binary (no NSS): probe the
+    // wildcard address then; the port is free on every interface.
+    const std::string bind =
+        IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
+    return FindFreePort(bind);
+  }
+  auto members = ReadMembers(st.round, st.closer, st.size);
+  if (!members.ok()) return members.status();
+  std::vector<std::string> addrs;
+  for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
+  MemberAdmission admission;
+  if (absl::Status s = options_.worker_store->AllowMembers(
+          addrs, options_.config.worker_store_resolve_timeout,
+          [this] { return cancelled_.load(); }, &admission);
+      !s.ok()) {
+    return s;
+  }
+  record->members_only = admission.members_only;
+  record->admitted = admission.admitted;
+  record->unresolved = static_cast<int64_t>(admission.unresolved.size());
+  absl::StatusOr<int> port =
+      options_.worker_store->Serve(options_.addr, options_.worker_store_port);
+  // Every member stopped its last workers before it joined this round,
+  // and none learns the address before the master record below: a clean
+  // store for the new group, whose key prefix may be the last one's.
+  if (port.ok()) {
+    if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
+  }
+  return port;
+}
+
+absl::Status DynamicRendezvous::WriteMaster(const RdzvState& st,
+                                            RendezvousResult* r) {
+  WorkerStoreRecord record;
+  record.round = st.round;
+  record.opted_out_by = options_.worker_store_off;
+  absl::StatusOr<int> port = MasterPort(st, &record);
+  if (!port.ok()) return port.status();
+  r->master_addr = options_.addr;
+  r->master_port = *port;
+  r->use_agent_store = options_.worker_store != nullptr;
+  record.agent = r->use_agent_store;
+  record.addr = JoinHostPort(r->master_addr, r->master_port);
+  // The third field tells the other nodes' workers to be the store's
+  // clients: rank 0 decides for the whole round, so a node started with
+  // another --worker-store cannot split the workers.
+  std::string master = absl::StrCat(r->master_port, " ", r->master_addr,
+                                    r->use_agent_store ? " agent-store" : "");
+  const std::string master_key = keys_.Master(st.round);
+  // With the workers' store record, for `status` (once a worker connects
+  // it shows who to): one request, since every other member's read of
+  // the master record waits for it. Only `status` reads that record, so
+  // a write that fails for it still writes the master record alone.
+  auto both =
+      store_->MultiSet({{keys_.WorkerStore(), EncodeWorkerStoreRecord(record)},
+                        {master_key, master}},
+                       absl::ZeroDuration());
+  if (!both.ok()) {
+    DJ_LOG_WARNING(
+        "cannot write the master record with the workers' store record "
+        "(for status): {}; writing the master record alone",
+        both.status().message());
+    auto s = store_->Set(master_key, master);
+    if (!s.ok()) return s.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DynamicRendezvous::ReadMaster(
+    const RdzvState& st,
+    const std::optional<absl::StatusOr<std::string>>& master,
+    RendezvousResult* r) {
+  // Not rank 0 (any more): the workers' store is the new rank 0's.
+  if (options_.worker_store != nullptr) options_.worker_store->Stop();
+  auto v = master.has_value() ? *master
+                              : store_->Get(keys_.Master(st.round),
+                                            options_.config.close_timeout);
+  if (!v.ok()) return v.status();
+  const std::vector<std::string> fields =
+      absl::StrSplit(*v, ' ', absl::SkipEmpty());
+  if (fields.size() < 2 || fields.size() > 3 ||
+      !absl::SimpleAtoi(fields[0], &r->master_port) ||
+      (fields.size() == 3 && fields[2] != "agent-store")) {
+    return absl::DataLossError(
+        absl::StrCat("malformed master record '", *v, "'"));
+  }
+  r->master_addr = fields[1];
+  r->use_agent_store = fields.size() == 3;
+  return absl::OkStatus();
+}
+
+void DynamicRendezvous::HoldRound(const RdzvState& st, const RankRecord& mine,
+                                  int64_t revision) {
   {
     absl::MutexLock lock(&mu_);
     current_ = st;
@@ -691,7 +714,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       monitor_ = std::thread([this] { MonitorLoop(); });
     }
   }
-  return r;
 }
 
 std::string DynamicRendezvous::WaitingNode() {

@@ -29,6 +29,8 @@
 
 namespace distjob {
 
+struct WorkerStoreRecord;  // rendezvous/worker_store_record.h
+
 struct DynamicRendezvousOptions {
   std::string run_id = "none";
   // The run id the keys live under, when not run_id (RendezvousParams).
@@ -142,6 +144,22 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::StatusOr<RendezvousResult> Result(
       const RdzvState& state, const RankRecord& mine, int64_t revision,
       const std::optional<absl::StatusOr<std::string>>& master);
+  // Group rank 0's part of Result: the port its workers' store listens at
+  // (served by the agent when options_.worker_store, which then admits the
+  // round's members, noted in `record`), then the master record, with the
+  // workers' store record, in `r` and in the store.
+  absl::StatusOr<int> MasterPort(const RdzvState& st,
+                                 WorkerStoreRecord* record);
+  absl::Status WriteMaster(const RdzvState& st, RendezvousResult* r);
+  // Any other member's: the master record (`master` if already read) into
+  // `r`.
+  absl::Status ReadMaster(
+      const RdzvState& st,
+      const std::optional<absl::StatusOr<std::string>>& master,
+      RendezvousResult* r);
+  // Makes closed round `st` the one this node holds, and starts watching
+  // it (from `revision`, the close's).
+  void HoldRound(const RdzvState& st, const RankRecord& mine, int64_t revision);
   // Why a node outside the round waits to join ("node X waits to join"),
   // or "" when none does.
   std::string WaitingNode();
