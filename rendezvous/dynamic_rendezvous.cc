@@ -755,32 +755,10 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision,
     watched = watched_peer_;
   }
   if (change.has_value()) {
-    // The one change since the last look: when it tells all, no read (the
-    // whole round's monitors wake together when the round reopens).
-    if (change->key == keys_.State() && change->value.has_value()) {
-      auto st = RdzvState::Decode(*change->value);
-      if (st.ok() && (st->round != current.round || !st->closed)) {
-        absl::MutexLock lock(&mu_);
-        // Only for the Next this wakes (it stops monitoring first).
-        if (monitoring_) {
-          reopened_ = change;
-          reopened_revision_ = *revision;
-        }
-        return absl::StrCat("round ", st->round, " began");
-      }
-    } else if (change->key == keys_.Aborted() && change->value.has_value()) {
-      absl::MutexLock lock(&mu_);
-      aborted_ = *change->value;
-      return "the job was ended by another node";
-    } else if (auto node = keys_.ParseWaiting(change->key); node.has_value()) {
-      if (!change->value.has_value()) return "";  // it joined or left
-      return absl::StrCat("node ", *node, " waits to join");
-    } else if (auto node = keys_.ParseAlive(change->key);
-               node.has_value() &&
-               (change->value.has_value() || *node != watched)) {
-      // A renewed lease, or another node's whose name starts with the
-      // watched one's.
-      return "";
+    if (std::optional<std::string> why =
+            JudgeChange(*change, current, watched, *revision);
+        why.has_value()) {
+      return *why;
     }
   }
   // A few small reads, whatever the job's size: the state with the job's
@@ -824,6 +802,45 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision,
     if (std::string why = WaitingNode(); !why.empty()) return why;
   }
   if (!liveness) return "";
+  return JudgeRing(current, mine, state_raw);
+}
+
+std::optional<std::string> DynamicRendezvous::JudgeChange(
+    const WatchChange& change, const RdzvState& current,
+    const std::string& watched, int64_t revision) {
+  // The one change since the last look: when it tells all, no read (the
+  // whole round's monitors wake together when the round reopens).
+  if (change.key == keys_.State() && change.value.has_value()) {
+    auto st = RdzvState::Decode(*change.value);
+    if (st.ok() && (st->round != current.round || !st->closed)) {
+      absl::MutexLock lock(&mu_);
+      // Only for the Next this wakes (it stops monitoring first).
+      if (monitoring_) {
+        reopened_ = change;
+        reopened_revision_ = revision;
+      }
+      return absl::StrCat("round ", st->round, " began");
+    }
+  } else if (change.key == keys_.Aborted() && change.value.has_value()) {
+    absl::MutexLock lock(&mu_);
+    aborted_ = *change.value;
+    return "the job was ended by another node";
+  } else if (auto node = keys_.ParseWaiting(change.key); node.has_value()) {
+    if (!change.value.has_value()) return "";  // it joined or left
+    return absl::StrCat("node ", *node, " waits to join");
+  } else if (auto node = keys_.ParseAlive(change.key);
+             node.has_value() &&
+             (change.value.has_value() || *node != watched)) {
+    // A renewed lease, or another node's whose name starts with the
+    // watched one's.
+    return "";
+  }
+  return std::nullopt;
+}
+
+std::string DynamicRendezvous::JudgeRing(const RdzvState& current,
+                                         const RankRecord& mine,
+                                         const std::string& state_raw) {
   // The first live member before a lost one sees it lost. A member that
   // finished (done/) has left the ring: look past it.
   std::string peer = mine.next;

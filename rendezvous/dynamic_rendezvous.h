@@ -211,6 +211,18 @@ class DynamicRendezvous : public ElasticRendezvous {
   // tells all is judged without a read.
   std::string Judge(bool liveness, int64_t* revision,
                     const std::optional<WatchChange>& change = std::nullopt);
+  // Judge's verdict from `change` alone, when it tells all (the round
+  // reopened, the job ended, a node asks to join, a lease renewed);
+  // nullopt: Judge reads. `revision`: the store's, where the watch saw it.
+  std::optional<std::string> JudgeChange(const WatchChange& change,
+                                         const RdzvState& current,
+                                         const std::string& watched,
+                                         int64_t revision);
+  // Judge's liveness look: the lease of the next live member of `current`
+  // after this node in rank order; a lost one opens the next round over
+  // `state_raw` (the state as read).
+  std::string JudgeRing(const RdzvState& current, const RankRecord& mine,
+                        const std::string& state_raw);
   // The prefixes the monitor watches for the round it holds.
   std::vector<std::string> MonitorPrefixes();
   void Fire(const std::string& why);

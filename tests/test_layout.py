@@ -201,7 +201,6 @@ OVER_BUDGET = {
     "AgentRun::Supervise": 174,
     "Recover": 146,
     "TrainerStatusPoster::PostOnce": 127,
-    "DynamicRendezvous::Judge": 122,
     "ParseRunOptions": 104,
     "ResolveJobEnv": 111,
     "MakeRendezvousFor": 96,
@@ -218,7 +217,7 @@ OVER_BUDGET = {
 
 # Files by path, with their lines.
 FILES_OVER_BUDGET = {
-    "rendezvous/dynamic_rendezvous.cc": 1454,
+    "rendezvous/dynamic_rendezvous.cc": 1471,
     "rendezvous/store/etcd_store.cc": 1854,
 }
 
