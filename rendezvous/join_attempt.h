@@ -3,8 +3,9 @@
 // action returns. What the call keeps between its steps (what it logged
 // already, what its last wait saw change, its retry pause) is this class's;
 // what outlives the call (this node's place in a round, its lease, the
-// round it returned) stays the rendezvous'. One method per Decide action,
-// so that a step reads on its own and Decide keeps every choice.
+// round it returned) stays the rendezvous'. One method per Decide action
+// that does more than return a status, so that a step reads on its own
+// and Decide keeps every choice.
 //
 // Private to DynamicRendezvous (a nested class: it reads and writes the
 // rendezvous' own state, as Next did), built in the same library.
