@@ -10,13 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/backoff.h"
 #include "common/logging.h"
 #include "common/net.h"
-#include "common/progress_log.h"
 #include "common/resolver.h"
+#include "rendezvous/join_attempt.h"
 #include "rendezvous/protocol_version.h"
-#include "rendezvous/round_info.h"
 #include "rendezvous/worker_store_record.h"
 
 namespace distjob {
@@ -393,425 +391,7 @@ absl::Status DynamicRendezvous::CheckProtocolOnce() {
 }
 
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
-  const RdzvConfig& c = options_.config;
-  const absl::Time deadline = absl::Now() + c.join_timeout;
-  // join_timeout holds even when the store does not answer: no call made
-  // while joining waits past it (each would otherwise wait read_timeout).
-  ScopedCallDeadline join_deadline(deadline);
-  SetWaitUntil(deadline);
-  struct NotWaiting {
-    DynamicRendezvous* self;
-    ~NotWaiting() { self->SetWait(Wait::kNone); }
-  } not_waiting{this};
-  int64_t announced_round = -1;  // whose last call was logged
-  int64_t awaited_round = -1;    // whose wait for joiners was logged
-  bool announced_wait = false;
-  bool announced_store_wait = false;
-  bool near_deadline = false;  // then waits also end on a join
-  changed_ = false;
-  // What the last wait saw change under the state's prefix (see Observe):
-  // first, what the monitor saw reopen the round.
-  std::optional<WatchChange> known;
-  int64_t known_revision = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    monitoring_ = false;
-    known = std::move(reopened_);
-    reopened_.reset();
-    known_revision = reopened_revision_;
-    if (!aborted_.empty()) {
-      return absl::AbortedError(absl::StrCat("the job ended: ", aborted_));
-    }
-  }
-  if (host_left_) {
-    return absl::UnavailableError(
-        "the rendezvous store's host left after its workers succeeded "
-        "(exit_barrier_timeout): no further round");
-  }
-  if (store_lost_) {
-    return absl::UnavailableError(absl::StrCat(
-        "lost the rendezvous store: no answer within read_timeout (",
-        absl::FormatDuration(c.read_timeout), ")"));
-  }
-  // A lease renewed recently enough to outlast two more keep-alive
-  // intervals (the join and the round's close) needs no renewal here: it
-  // would only add a request per survivor to a recovery, when thousands
-  // re-join at once. A lease of fewer than three intervals
-  // (keep_alive_max_attempt < 3) is always due. A due lease goes with the
-  // join, in its request (LeaseThenAddRecord), or is renewed before any
-  // other step but a read: a new node's join is then one request fewer,
-  // which was one in six of a large round's requests (docs/bench).
-  // With a shorter lease the heartbeat thread keeps it, and Next renews
-  // it once, as the first step that needs it.
-  const absl::Duration fresh = lease_ - 2 * c.keep_alive_interval;
-  const absl::Time next_start = absl::Now();
-  auto lease_due = [&] {
-    return fresh <= absl::ZeroDuration() ? !RenewedSince(next_start)
-                                         : !RenewedWithin(fresh);
-  };
-  auto join_record = [&] {
-    return EncodeJoin({options_.node, local_world_size, options_.addr,
-                       options_.pod_index, options_.order_key});
-  };
-  RankCache cache;
-  Observed o;  // nothing read yet
-  // Whether this node's compare-set took (another node's may have).
-  auto cas = [&](const RdzvState& next) -> bool {
-    auto r = store_->CompareSet(keys_.State(), o.raw, next.Encode());
-    return r.ok() && r->swapped;
-  };
-  absl::Duration peer_wait = absl::ZeroDuration();
-  // `capped`: also wake every keep_alive_interval, where what is waited for
-  // (a lease running out) changes nothing under ctl/state.
-  auto wait_change = [&](absl::Duration timeout,
-                         bool capped = true) -> absl::Status {
-    timeout =
-        std::min({timeout, deadline - absl::Now(),
-                  capped ? c.keep_alive_interval : absl::InfiniteDuration()});
-    const absl::Time start = absl::Now();
-    auto w = store_->WatchAny({near_deadline ? keys_.prefix() : keys_.State()},
-                              o.revision, timeout);
-    peer_wait += absl::Now() - start;
-    if (w.ok() && !near_deadline && w->change.has_value()) {
-      known = std::move(w->change);
-      known_revision = w->revision;
-    }
-    return w.status();
-  };
-  // A failed store operation is retried after a pause, so a store that
-  // refuses every write (or is not up yet) costs neither a core nor a log
-  // line per attempt; the pause ends early on Cancel.
-  Backoff retry(absl::Milliseconds(50),
-                std::clamp(c.keep_alive_interval, absl::Milliseconds(50),
-                           absl::Seconds(2)));
-  ProgressLog retry_log;
-  // `log`: false where the wait's progress lines already say why.
-  auto pause_after = [&](absl::string_view what, const absl::Status& s,
-                         bool log = true) {
-    // A call that Cancel ended is not a store failure: Next returns next.
-    if (cancelled_) return;
-    const absl::Duration pause = std::min(
-        retry.Next(), std::max(deadline - absl::Now(), absl::ZeroDuration()));
-    // The first failure of a run of them, then one line per progress
-    // interval: a store down for minutes is retried every 2 s.
-    if (log && (retry.attempts() == 1 || retry_log.Due())) {
-      DJ_LOG_WARNING(
-          "{}: {} (attempt {}; retrying until {})", what, s.message(),
-          retry.attempts(),
-          absl::FormatTime("%H:%M:%S UTC", deadline, absl::UTCTimeZone()));
-    }
-    const absl::Time until = absl::Now() + pause;
-    while (!cancelled_ && absl::Now() < until) {
-      absl::SleepFor(std::min(absl::Milliseconds(50), until - absl::Now()));
-    }
-  };
-  // For `status` (round_info.h): by the round's first joiner, and with the
-  // last call's end by the node whose join began it.
-  auto publish_round_info = [&](int64_t round,
-                                std::optional<absl::Time> last_call_ends) {
-    PublishRoundInfo(store_.get(), keys_.RoundInfo(round), round,
-                     {options_.min_nodes, options_.max_nodes,
-                      c.last_call_timeout, last_call_ends});
-  };
-  auto announce_last_call = [&](const RdzvState& st) {
-    announced_round = st.round;
-    DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}",
-                st.round, join_index_, options_.min_nodes, options_.max_nodes,
-                absl::FormatDuration(c.last_call_timeout));
-  };
-  for (;;) {
-    const Action a = Decide(o, CurrentProgress(deadline, announced_round));
-    const RdzvState& st = o.state;
-    if (RenewsLeaseFirst(a.kind) && lease_due()) {
-      if (auto s = Heartbeat(); !s.ok()) {
-        // A refused token is this pod's configuration: no wait fixes it.
-        if (absl::IsUnauthenticated(s)) return s;
-        DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
-      }
-    }
-    // Whatever changes the store or waits is followed by a new read.
-    bool reread = true;
-    switch (a.kind) {
-      case Action::kObserve:
-        o = Observe(&cache, known, known_revision);
-        known.reset();
-        reread = false;
-        break;
-      case Action::kJoinFirstRound: {
-        const absl::Time start = absl::Now();
-        const bool leasing = lease_due();
-        std::vector<std::pair<std::string, std::string>> lease;
-        if (leasing) lease.emplace_back(keys_.Alive(options_.node), "1");
-        // Before its first join, the job's protocol version: an agent of
-        // another one must not leave a record the others would misread.
-        absl::Status checked = CheckProtocolOnce();
-        if (IsRdzvProtocolMismatch(checked)) return checked;
-        absl::StatusOr<AddRecordListing> j =
-            checked.ok()
-                ? store_->AddRecordThenList(lease, lease_, keys_.Joined(0), 1,
-                                            keys_.JoinPrefix(0), join_record(),
-                                            keys_.State())
-                : absl::StatusOr<AddRecordListing>(checked);
-        if (!j.ok()) {
-          // Not taken, or not known to be. As a first read's failure was
-          // judged: a store not up yet waits for it (kReconnect), and a
-          // request refused as malformed (a run id that makes its keys too
-          // long) fails at once (kFail). Any other refusal is retried after
-          // a pause, as a join's.
-          const absl::Status& s = j.status();
-          if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
-              absl::IsUnauthenticated(s) || absl::IsInvalidArgument(s) ||
-              absl::IsDataLoss(s)) {
-            o = Observed();
-            o.fresh = true;
-            o.state_error = s;
-            reread = false;
-          } else {
-            pause_after("cannot join round 0", s);
-          }
-          break;
-        }
-        if (leasing && j->add.leased) NoteRenewed(start);
-        retry.Reset();
-        joined_round_ = 0;
-        join_index_ = j->add.count;
-        join_written_ = j->add.recorded;
-        joined_at_ = absl::Now();
-        DJ_LOG_DEBUG("round 0: joined as {}", join_index_);
-        if (join_index_ == 1) publish_round_info(0, std::nullopt);
-        // What it read decides next, as a read of its own would; a read
-        // that failed is made again.
-        if (j->listing.ok()) {
-          o = Observe(&cache, std::nullopt, 0, &*j->listing);
-          reread = false;
-        }
-        break;
-      }
-      case Action::kCancelled:
-        return absl::CancelledError("the rendezvous was cancelled");
-      case Action::kStoreLost:
-        return absl::UnavailableError(
-            "lost the rendezvous store (read_timeout passed without an "
-            "answer)");
-      case Action::kTimedOut: {
-        std::string unreached;  // why the store was never reached
-        {
-          absl::MutexLock lock(&wait_mu_);
-          if (wait_ == Wait::kStore) unreached = store_error_;
-        }
-        if (!unreached.empty()) {
-          return absl::UnavailableError(
-              absl::StrCat("rendezvous '", options_.run_id,
-                           "': the store was not reached "
-                           "within ",
-                           absl::FormatDuration(c.join_timeout),
-                           " (join_timeout): ", unreached));
-        }
-        return absl::DeadlineExceededError(absl::StrCat(
-            "rendezvous '", options_.run_id, "' did not complete within ",
-            absl::FormatDuration(c.join_timeout), " (join_timeout)"));
-      }
-      case Action::kFail:
-        return a.status;
-      case Action::kEndJob: {
-        {
-          absl::MutexLock lock(&mu_);
-          aborted_ = *o.aborted;
-        }
-        AcknowledgeEnd();
-        return absl::AbortedError(absl::StrCat("the job ended: ", *o.aborted));
-      }
-      case Action::kReconnect:
-        SetWait(Wait::kStore);
-        if (auto s = Heartbeat(); !s.ok() && (absl::IsUnauthenticated(s) ||
-                                              absl::Now() >= deadline)) {
-          return s;
-        }
-        SetStoreError(o.state_error);
-        if (!announced_store_wait) {
-          // The first contact: the store may not be up yet.
-          DJ_LOG_INFO("waiting for the rendezvous store: {}",
-                      o.state_error.message());
-          announced_store_wait = true;
-        }
-        // agent/stoppable_wait logs why, once per progress interval.
-        pause_after("rendezvous store not reachable yet", o.state_error,
-                    /*log=*/false);
-        break;
-      case Action::kRetryRead:
-        pause_after(
-            absl::StrCat("cannot read this node's rank in round ", st.round),
-            o.rank_error);
-        break;
-      case Action::kReturnResult:
-        StopWaiting();
-        {
-          // The round is closed: what follows reads the master's address
-          // within close_timeout, whatever is left of join_timeout.
-          ScopedCallDeadline after_join(absl::InfiniteFuture());
-          auto result = Result(st, *o.mine, o.state_revision, cache.master);
-          if (result.ok()) {
-            result->peer_wait_seconds = absl::ToDoubleSeconds(peer_wait);
-          }
-          return result;
-        }
-      case Action::kAwaitDecider:
-        SetWait(Wait::kDecider, st.round, decider_);
-        if (!announced_wait) {
-          DJ_LOG_INFO("waiting for node {} to restart or end the job",
-                      decider_);
-          announced_wait = true;
-        }
-        {
-          const absl::Time start = absl::Now();
-          // A pause until the control key changes: the state is read
-          // again whatever the watch answers.
-          (void)store_->Watch(
-              keys_.Ctl(), o.revision,
-              std::min(deadline - absl::Now(), c.keep_alive_interval));
-          peer_wait += absl::Now() - start;
-        }
-        break;
-      case Action::kOpenNextRound: {
-        if (a.forget_decider) decider_round_ = -1;
-        const RdzvState next = NextRound(st, pending_restarts_);
-        if (cas(next)) {
-          DJ_LOG_INFO("opened round {} of '{}'", next.round, options_.run_id);
-        }
-        break;
-      }
-      case Action::kWaitForNextRound:
-        SetWait(Wait::kNextRound, st.round);
-        {
-          // Members watch from their round's close on: a key written
-          // before it (this node waited in an earlier round, or while this
-          // one was still open) is written again with what changed.
-          std::string value =
-              absl::StrCat(st.round, st.closed ? " closed" : " full");
-          bool write;
-          {
-            absl::MutexLock lock(&waiting_mu_);
-            write = waiting_ != value;
-            waiting_ = std::move(value);
-          }
-          // Its ask and a due lease: one write.
-          // A failed write is tried again when the lease is next due;
-          // the next read sees a store that is gone.
-          if (write || lease_due()) (void)Heartbeat();
-        }
-        if (!announced_wait) {
-          DJ_LOG_INFO("round {} of '{}' is {}; waiting for the next round",
-                      st.round, options_.run_id, st.closed ? "closed" : "full");
-          announced_wait = true;
-        }
-        if (auto s = wait_change(deadline - absl::Now()); !s.ok()) {
-          DJ_LOG_WARNING("rendezvous wait: {}", s.message());
-        }
-        break;
-      case Action::kJoin: {
-        // One request takes this node's place and writes its record there
-        // (keys_.Join); where the store makes it two and the second failed,
-        // kWriteJoinRecord writes the record again.
-        const absl::Time start = absl::Now();
-        const bool leasing = lease_due();
-        auto k = leasing ? store_->LeaseThenAddRecord(
-                               {{keys_.Alive(options_.node), "1"}}, lease_,
-                               keys_.Joined(st.round), 1,
-                               keys_.JoinPrefix(st.round), join_record())
-                         : store_->AddThenRecord(keys_.Joined(st.round), 1,
-                                                 keys_.JoinPrefix(st.round),
-                                                 join_record());
-        if (!k.ok()) {
-          pause_after(absl::StrCat("cannot join round ", st.round), k.status());
-          break;
-        }
-        if (leasing && k->leased) NoteRenewed(start);
-        retry.Reset();
-        // In an open round its ask is answered: withdrawn now, while the
-        // last round's members are re-forming, rather than once this round
-        // closed, when the deletion would wake each member's monitor.
-        StopWaiting();
-        joined_round_ = st.round;
-        join_index_ = k->count;
-        join_written_ = k->recorded;
-        joined_at_ = absl::Now();
-        DJ_LOG_DEBUG("round {}: joined as {}", st.round, join_index_);
-        if (join_index_ == 1) publish_round_info(st.round, std::nullopt);
-        reread = false;  // decides again on the same read
-        break;
-      }
-      case Action::kWriteJoinRecord: {
-        const absl::Status written =
-            store_->Set(keys_.Join(st.round, join_index_), join_record())
-                .status();
-        join_written_ = written.ok();
-        reread = !join_written_;
-        if (!written.ok()) {
-          pause_after(
-              absl::StrCat("cannot write the join record of round ", st.round),
-              written);
-        }
-        break;
-      }
-      case Action::kNoteRestarts: {
-        RdzvState next = st;
-        next.restart_count = pending_restarts_;
-        // Lost to another writer: the next step decides on its state.
-        (void)cas(next);
-        break;
-      }
-      case Action::kAwaitLastCall:
-        SetWait(Wait::kLastCall, st.round);
-        if (a.announce_last_call) announce_last_call(st);
-        // The node whose join began the last call closes the round when
-        // the call ends, unless one more node fills it: its records go in
-        // now, while it would only wait, and the close is then the join
-        // count and the compare-set. Once a round, by that one node: every
-        // node in the last call writing them would be N records each.
-        if (join_index_ == options_.min_nodes && prepared_round_ != st.round) {
-          prepared_round_ = st.round;
-          publish_round_info(st.round, a.until);
-          if (auto s = Close(st, /*ahead=*/true); !s.ok()) {
-            DJ_LOG_DEBUG("round {}: cannot write its close ahead: {}", st.round,
-                         s.message());
-          }
-        }
-        // A pause: the state is read again whatever it answers.
-        (void)wait_change(a.until - absl::Now());
-        break;
-      case Action::kCloseRound: {
-        if (a.announce_last_call) announce_last_call(st);
-        const absl::Status written =
-            CloseStillWritten(st) ? absl::OkStatus() : Close(st);
-        if (!written.ok()) {
-          pause_after(absl::StrCat("cannot close round ", st.round), written);
-        } else if (cas(CloseState(st))) {
-          DJ_LOG_DEBUG("round {}: closed it with {} members", st.round,
-                       closing_size_);
-        }
-        break;
-      }
-      case Action::kWaitForJoiners:
-        SetWait(Wait::kJoiners, st.round);
-        if (awaited_round != st.round) {
-          awaited_round = st.round;
-          DJ_LOG_INFO("round {} of '{}': waiting for nodes to join ({}..{})",
-                      st.round, options_.run_id, options_.min_nodes,
-                      options_.max_nodes);
-        }
-        if (a.follow_joiners) {
-          NoteJoinedAddrs(st.round);
-          near_deadline = true;
-        }
-        // Joins do not change the state: the round's close, its reopening
-        // or the job's end do, and wake it.
-        // A pause, as above.
-        (void)wait_change(std::max(a.until - absl::Now(), absl::ZeroDuration()),
-                          /*capped=*/false);
-        break;
-    }
-    if (reread) o.fresh = false;
-  }
+  return JoinAttempt(this, local_world_size).Run();
 }
 
 RdzvState DynamicRendezvous::CloseState(const RdzvState& open) const {
@@ -1000,88 +580,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   r.world_size = st.world_size;
   r.run_id = options_.run_id;
   r.restart_count = st.restart_count;
-  const std::string master_key = keys_.Master(st.round);
-  if (mine.group_rank == 0) {
-    // A name may not resolve inside a static binary (no NSS): probe the
-    // wildcard address then; the port is free on every interface.
-    const std::string bind =
-        IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
-    absl::StatusOr<int> port;
-    WorkerStoreRecord record;
-    record.round = st.round;
-    record.opted_out_by = options_.worker_store_off;
-    if (options_.worker_store != nullptr) {
-      auto members = ReadMembers(st.round, st.closer, st.size);
-      if (!members.ok()) return members.status();
-      std::vector<std::string> addrs;
-      for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
-      MemberAdmission admission;
-      if (absl::Status s = options_.worker_store->AllowMembers(
-              addrs, options_.config.worker_store_resolve_timeout,
-              [this] { return cancelled_.load(); }, &admission);
-          !s.ok()) {
-        return s;
-      }
-      record.members_only = admission.members_only;
-      record.admitted = admission.admitted;
-      record.unresolved = static_cast<int64_t>(admission.unresolved.size());
-      port = options_.worker_store->Serve(options_.addr,
-                                          options_.worker_store_port);
-      // Every member stopped its last workers before it joined this round,
-      // and none learns the address before the master record below: a clean
-      // store for the new group, whose key prefix may be the last one's.
-      if (port.ok()) {
-        if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
-      }
-    } else if (options_.worker_store_port != 0) {
-      port = options_.worker_store_port;
-    } else {
-      port = FindFreePort(bind);
-    }
-    if (!port.ok()) return port.status();
-    r.master_addr = options_.addr;
-    r.master_port = *port;
-    r.use_agent_store = options_.worker_store != nullptr;
-    record.agent = r.use_agent_store;
-    record.addr = JoinHostPort(r.master_addr, r.master_port);
-    // The third field tells the other nodes' workers to be the store's
-    // clients: rank 0 decides for the whole round, so a node started with
-    // another --worker-store cannot split the workers.
-    std::string master = absl::StrCat(r.master_port, " ", r.master_addr,
-                                      r.use_agent_store ? " agent-store" : "");
-    // With the workers' store record, for `status` (once a worker connects
-    // it shows who to): one request, since every other member's read of
-    // the master record waits for it. Only `status` reads that record, so
-    // a write that fails for it still writes the master record alone.
-    auto both = store_->MultiSet(
-        {{keys_.WorkerStore(), EncodeWorkerStoreRecord(record)},
-         {master_key, master}},
-        absl::ZeroDuration());
-    if (!both.ok()) {
-      DJ_LOG_WARNING(
-          "cannot write the master record with the workers' store record "
-          "(for status): {}; writing the master record alone",
-          both.status().message());
-      auto s = store_->Set(master_key, master);
-      if (!s.ok()) return s.status();
-    }
-  } else {
-    // Not rank 0 (any more): the workers' store is the new rank 0's.
-    if (options_.worker_store != nullptr) options_.worker_store->Stop();
-    auto v = master.has_value()
-                 ? *master
-                 : store_->Get(master_key, options_.config.close_timeout);
-    if (!v.ok()) return v.status();
-    const std::vector<std::string> fields =
-        absl::StrSplit(*v, ' ', absl::SkipEmpty());
-    if (fields.size() < 2 || fields.size() > 3 ||
-        !absl::SimpleAtoi(fields[0], &r.master_port) ||
-        (fields.size() == 3 && fields[2] != "agent-store")) {
-      return absl::DataLossError(
-          absl::StrCat("malformed master record '", *v, "'"));
-    }
-    r.master_addr = fields[1];
-    r.use_agent_store = fields.size() == 3;
+  if (absl::Status s = mine.group_rank == 0 ? WriteMaster(st, &r)
+                                            : ReadMaster(st, master, &r);
+      !s.ok()) {
+    return s;
   }
   last_round_ = st.round;
   DJ_LOG_INFO(
@@ -1089,6 +591,107 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       "{}, master {}:{}, restarts {}",
       st.round, options_.run_id, r.group_rank, r.group_world_size, r.base_rank,
       r.world_size, r.master_addr, r.master_port, st.restart_count);
+  HoldRound(st, mine, revision);
+  return r;
+}
+
+absl::StatusOr<int> DynamicRendezvous::MasterPort(const RdzvState& st,
+                                                  WorkerStoreRecord* record) {
+  if (options_.worker_store == nullptr) {
+    if (options_.worker_store_port != 0) return options_.worker_store_port;
+    // A name may not resolve inside a static binary (no NSS): probe the
+    // wildcard address then; the port is free on every interface.
+    const std::string bind =
+        IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
+    return FindFreePort(bind);
+  }
+  auto members = ReadMembers(st.round, st.closer, st.size);
+  if (!members.ok()) return members.status();
+  std::vector<std::string> addrs;
+  for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
+  MemberAdmission admission;
+  if (absl::Status s = options_.worker_store->AllowMembers(
+          addrs, options_.config.worker_store_resolve_timeout,
+          [this] { return cancelled_.load(); }, &admission);
+      !s.ok()) {
+    return s;
+  }
+  record->members_only = admission.members_only;
+  record->admitted = admission.admitted;
+  record->unresolved = static_cast<int64_t>(admission.unresolved.size());
+  absl::StatusOr<int> port =
+      options_.worker_store->Serve(options_.addr, options_.worker_store_port);
+  // Every member stopped its last workers before it joined this round,
+  // and none learns the address before the master record below: a clean
+  // store for the new group, whose key prefix may be the last one's.
+  if (port.ok()) {
+    if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
+  }
+  return port;
+}
+
+absl::Status DynamicRendezvous::WriteMaster(const RdzvState& st,
+                                            RendezvousResult* r) {
+  WorkerStoreRecord record;
+  record.round = st.round;
+  record.opted_out_by = options_.worker_store_off;
+  absl::StatusOr<int> port = MasterPort(st, &record);
+  if (!port.ok()) return port.status();
+  r->master_addr = options_.addr;
+  r->master_port = *port;
+  r->use_agent_store = options_.worker_store != nullptr;
+  record.agent = r->use_agent_store;
+  record.addr = JoinHostPort(r->master_addr, r->master_port);
+  // The third field tells the other nodes' workers to be the store's
+  // clients: rank 0 decides for the whole round, so a node started with
+  // another --worker-store cannot split the workers.
+  std::string master = absl::StrCat(r->master_port, " ", r->master_addr,
+                                    r->use_agent_store ? " agent-store" : "");
+  const std::string master_key = keys_.Master(st.round);
+  // With the workers' store record, for `status` (once a worker connects
+  // it shows who to): one request, since every other member's read of
+  // the master record waits for it. Only `status` reads that record, so
+  // a write that fails for it still writes the master record alone.
+  auto both =
+      store_->MultiSet({{keys_.WorkerStore(), EncodeWorkerStoreRecord(record)},
+                        {master_key, master}},
+                       absl::ZeroDuration());
+  if (!both.ok()) {
+    DJ_LOG_WARNING(
+        "cannot write the master record with the workers' store record "
+        "(for status): {}; writing the master record alone",
+        both.status().message());
+    auto s = store_->Set(master_key, master);
+    if (!s.ok()) return s.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DynamicRendezvous::ReadMaster(
+    const RdzvState& st,
+    const std::optional<absl::StatusOr<std::string>>& master,
+    RendezvousResult* r) {
+  // Not rank 0 (any more): the workers' store is the new rank 0's.
+  if (options_.worker_store != nullptr) options_.worker_store->Stop();
+  auto v = master.has_value() ? *master
+                              : store_->Get(keys_.Master(st.round),
+                                            options_.config.close_timeout);
+  if (!v.ok()) return v.status();
+  const std::vector<std::string> fields =
+      absl::StrSplit(*v, ' ', absl::SkipEmpty());
+  if (fields.size() < 2 || fields.size() > 3 ||
+      !absl::SimpleAtoi(fields[0], &r->master_port) ||
+      (fields.size() == 3 && fields[2] != "agent-store")) {
+    return absl::DataLossError(
+        absl::StrCat("malformed master record '", *v, "'"));
+  }
+  r->master_addr = fields[1];
+  r->use_agent_store = fields.size() == 3;
+  return absl::OkStatus();
+}
+
+void DynamicRendezvous::HoldRound(const RdzvState& st, const RankRecord& mine,
+                                  int64_t revision) {
   {
     absl::MutexLock lock(&mu_);
     current_ = st;
@@ -1111,7 +714,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       monitor_ = std::thread([this] { MonitorLoop(); });
     }
   }
-  return r;
 }
 
 std::string DynamicRendezvous::WaitingNode() {
@@ -1153,32 +755,10 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision,
     watched = watched_peer_;
   }
   if (change.has_value()) {
-    // The one change since the last look: when it tells all, no read (the
-    // whole round's monitors wake together when the round reopens).
-    if (change->key == keys_.State() && change->value.has_value()) {
-      auto st = RdzvState::Decode(*change->value);
-      if (st.ok() && (st->round != current.round || !st->closed)) {
-        absl::MutexLock lock(&mu_);
-        // Only for the Next this wakes (it stops monitoring first).
-        if (monitoring_) {
-          reopened_ = change;
-          reopened_revision_ = *revision;
-        }
-        return absl::StrCat("round ", st->round, " began");
-      }
-    } else if (change->key == keys_.Aborted() && change->value.has_value()) {
-      absl::MutexLock lock(&mu_);
-      aborted_ = *change->value;
-      return "the job was ended by another node";
-    } else if (auto node = keys_.ParseWaiting(change->key); node.has_value()) {
-      if (!change->value.has_value()) return "";  // it joined or left
-      return absl::StrCat("node ", *node, " waits to join");
-    } else if (auto node = keys_.ParseAlive(change->key);
-               node.has_value() &&
-               (change->value.has_value() || *node != watched)) {
-      // A renewed lease, or another node's whose name starts with the
-      // watched one's.
-      return "";
+    if (std::optional<std::string> why =
+            JudgeChange(*change, current, watched, *revision);
+        why.has_value()) {
+      return *why;
     }
   }
   // A few small reads, whatever the job's size: the state with the job's
@@ -1222,6 +802,45 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision,
     if (std::string why = WaitingNode(); !why.empty()) return why;
   }
   if (!liveness) return "";
+  return JudgeRing(current, mine, state_raw);
+}
+
+std::optional<std::string> DynamicRendezvous::JudgeChange(
+    const WatchChange& change, const RdzvState& current,
+    const std::string& watched, int64_t revision) {
+  // The one change since the last look: when it tells all, no read (the
+  // whole round's monitors wake together when the round reopens).
+  if (change.key == keys_.State() && change.value.has_value()) {
+    auto st = RdzvState::Decode(*change.value);
+    if (st.ok() && (st->round != current.round || !st->closed)) {
+      absl::MutexLock lock(&mu_);
+      // Only for the Next this wakes (it stops monitoring first).
+      if (monitoring_) {
+        reopened_ = change;
+        reopened_revision_ = revision;
+      }
+      return absl::StrCat("round ", st->round, " began");
+    }
+  } else if (change.key == keys_.Aborted() && change.value.has_value()) {
+    absl::MutexLock lock(&mu_);
+    aborted_ = *change.value;
+    return "the job was ended by another node";
+  } else if (auto node = keys_.ParseWaiting(change.key); node.has_value()) {
+    if (!change.value.has_value()) return "";  // it joined or left
+    return absl::StrCat("node ", *node, " waits to join");
+  } else if (auto node = keys_.ParseAlive(change.key);
+             node.has_value() &&
+             (change.value.has_value() || *node != watched)) {
+    // A renewed lease, or another node's whose name starts with the
+    // watched one's.
+    return "";
+  }
+  return std::nullopt;
+}
+
+std::string DynamicRendezvous::JudgeRing(const RdzvState& current,
+                                         const RankRecord& mine,
+                                         const std::string& state_raw) {
   // The first live member before a lost one sees it lost. A member that
   // finished (done/) has left the ring: look past it.
   std::string peer = mine.next;

@@ -29,6 +29,8 @@
 
 namespace distjob {
 
+struct WorkerStoreRecord;  // rendezvous/worker_store_record.h
+
 struct DynamicRendezvousOptions {
   std::string run_id = "none";
   // The run id the keys live under, when not run_id (RendezvousParams).
@@ -104,6 +106,10 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::Time NextRenewal(absl::Time last_attempt) const;
 
  private:
+  // One call of Next, its steps and what it keeps between them
+  // (rendezvous/join_attempt.h).
+  class JoinAttempt;
+
   // This node's rank record in the closed round last read (by round and
   // closer), so that a wake-up does not fetch it again.
   struct RankCache {
@@ -138,6 +144,22 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::StatusOr<RendezvousResult> Result(
       const RdzvState& state, const RankRecord& mine, int64_t revision,
       const std::optional<absl::StatusOr<std::string>>& master);
+  // Group rank 0's part of Result: the port its workers' store listens at
+  // (served by the agent when options_.worker_store, which then admits the
+  // round's members, noted in `record`), then the master record, with the
+  // workers' store record, in `r` and in the store.
+  absl::StatusOr<int> MasterPort(const RdzvState& st,
+                                 WorkerStoreRecord* record);
+  absl::Status WriteMaster(const RdzvState& st, RendezvousResult* r);
+  // Any other member's: the master record (`master` if already read) into
+  // `r`.
+  absl::Status ReadMaster(
+      const RdzvState& st,
+      const std::optional<absl::StatusOr<std::string>>& master,
+      RendezvousResult* r);
+  // Makes closed round `st` the one this node holds, and starts watching
+  // it (from `revision`, the close's).
+  void HoldRound(const RdzvState& st, const RankRecord& mine, int64_t revision);
   // Why a node outside the round waits to join ("node X waits to join"),
   // or "" when none does.
   std::string WaitingNode();
@@ -189,6 +211,18 @@ class DynamicRendezvous : public ElasticRendezvous {
   // tells all is judged without a read.
   std::string Judge(bool liveness, int64_t* revision,
                     const std::optional<WatchChange>& change = std::nullopt);
+  // Judge's verdict from `change` alone, when it tells all (the round
+  // reopened, the job ended, a node asks to join, a lease renewed);
+  // nullopt: Judge reads. `revision`: the store's, where the watch saw it.
+  std::optional<std::string> JudgeChange(const WatchChange& change,
+                                         const RdzvState& current,
+                                         const std::string& watched,
+                                         int64_t revision);
+  // Judge's liveness look: the lease of the next live member of `current`
+  // after this node in rank order; a lost one opens the next round over
+  // `state_raw` (the state as read).
+  std::string JudgeRing(const RdzvState& current, const RankRecord& mine,
+                        const std::string& state_raw);
   // The prefixes the monitor watches for the round it holds.
   std::vector<std::string> MonitorPrefixes();
   void Fire(const std::string& why);

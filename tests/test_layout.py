@@ -198,15 +198,12 @@ FLAG_TABLES = {
 # The long functions of issue 38's day, by qualified name, with their
 # lines from signature to closing brace.
 OVER_BUDGET = {
-    "DynamicRendezvous::Next": 421,
     "EnvCommand": 229,
     "EtcdStore::Add": 196,
     "JobSet": 186,
     "AgentRun::Supervise": 174,
     "Recover": 146,
     "TrainerStatusPoster::PostOnce": 127,
-    "DynamicRendezvous::Result": 124,
-    "DynamicRendezvous::Judge": 122,
     "ParseRunOptions": 104,
     "ResolveJobEnv": 111,
     "MakeRendezvousFor": 96,
@@ -223,7 +220,7 @@ OVER_BUDGET = {
 
 # Files by path, with their lines.
 FILES_OVER_BUDGET = {
-    "rendezvous/dynamic_rendezvous.cc": 1852,
+    "rendezvous/dynamic_rendezvous.cc": 1471,
     "rendezvous/store/etcd_store.cc": 1854,
 }
 
