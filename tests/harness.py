@@ -282,6 +282,58 @@ def torch_available():
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
+# //workerstore:tcpstore_server_main (DISTJOB_TCPSTORE_SERVER overrides).
+TCPSTORE_SERVER = os.environ.get(
+    "DISTJOB_TCPSTORE_SERVER",
+    str(ROOT / "bazel-bin" / "workerstore" / "tcpstore_server_main"))
+
+# PyTorch's own TCPStore server (Debian's 1.13: the legacy one): prints its
+# port, serves until stdin closes.
+_REAL_TCPSTORE_SERVER = """
+import sys
+from datetime import timedelta
+import torch.distributed as dist
+s = dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=30))
+print("port", s.port, flush=True)
+sys.stdin.read()
+"""
+
+
+class TcpStoreServer:
+    """The workers' store server (tcpstore_server_main) on loopback under
+    `background`, its stderr in `log`; its stats on request."""
+
+    def __init__(self, background, log, *flags):
+        if not os.path.exists(TCPSTORE_SERVER):
+            import pytest
+            pytest.fail(f"{TCPSTORE_SERVER} is missing: bazel build "
+                        "//workerstore:tcpstore_server_main")
+        self.log = log
+        self.proc = background.start(
+            [TCPSTORE_SERVER, *flags], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=open(log, "w"), text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+
+    def stats(self):
+        self.proc.stdin.write("stats\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def logged(self, text):
+        with open(self.log) as f:
+            return text in f.read()
+
+
+class RealTcpStoreServer:
+    """PyTorch's own TCPStore server under `background`."""
+
+    def __init__(self, background):
+        self.proc = background.start(
+            [PYTHON, "-c", _REAL_TCPSTORE_SERVER], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline().split()[1])
+
+
 def start_ddp_agents(background, agent, tmp_path, run_id, worker,
                      nodes=2, nproc=2, flags=()):
     """`nodes` agents of one elastic c10d job on loopback, started through

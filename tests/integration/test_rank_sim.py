@@ -16,11 +16,9 @@ import subprocess
 
 import pytest
 
-from harness import PYTHON, ROOT, Background, raise_fd_limit
+from harness import (ROOT, Background, RealTcpStoreServer, TcpStoreServer,
+                     raise_fd_limit)
 
-SERVER = os.environ.get(
-    "DISTJOB_TCPSTORE_SERVER",
-    str(ROOT / "bazel-bin" / "workerstore" / "tcpstore_server_main"))
 SIM = os.environ.get("DISTJOB_RANK_SIM",
                      str(ROOT / "bazel-bin" / "bench" / "rank_sim"))
 
@@ -34,34 +32,6 @@ def binary(path, target):
     if not os.path.exists(path):
         pytest.fail(f"{path} is missing: bazel build {target}")
     return path
-
-
-# A real TCPStore server: prints its port, serves until stdin closes.
-REAL_SERVER = """
-import sys
-from datetime import timedelta
-import torch.distributed as dist
-s = dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=30))
-print("port", s.port, flush=True)
-sys.stdin.read()
-"""
-
-
-class Server:
-    """tcpstore_server_main on loopback, with its stats on request."""
-
-    def __init__(self, bg, log):
-        self.proc = bg.start(
-            [binary(SERVER, "//workerstore:tcpstore_server_main"),
-             "--host", "127.0.0.1"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=open(log, "w"), text=True)
-        self.port = int(self.proc.stdout.readline().split()[1])
-
-    def stats(self):
-        self.proc.stdin.write("stats\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
 
 
 def simulate(bg, server, ranks, pattern, *flags, hold=False):
@@ -80,16 +50,6 @@ def simulate(bg, server, ranks, pattern, *flags, hold=False):
     return json.loads(line), proc
 
 
-class RealServer:
-    """PyTorch's own TCPStore server (Debian's 1.13: the legacy one)."""
-
-    def __init__(self, bg):
-        self.proc = bg.start([PYTHON, "-c", REAL_SERVER],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-        self.port = int(self.proc.stdout.readline().split()[1])
-
-
 @pytest.fixture
 def server(tmp_path):
     # The server holds a descriptor a rank beside its own 256 (it raises
@@ -97,7 +57,8 @@ def server(tmp_path):
     # rank.
     raise_fd_limit(2 * RANKS + 512)
     with Background() as bg:
-        yield bg, Server(bg, tmp_path / "server.log")
+        yield bg, TcpStoreServer(bg, tmp_path / "server.log", "--host",
+                                 "127.0.0.1")
 
 
 def test_2k_ranks_pass_the_barrier(server):
@@ -158,7 +119,7 @@ def test_a_wrong_answer_fails_the_rank(server):
 def real_server():
     pytest.importorskip("torch.distributed")
     with Background() as bg:
-        yield bg, RealServer(bg)
+        yield bg, RealTcpStoreServer(bg)
 
 
 @pytest.mark.parametrize("pattern,prefix", [

@@ -9,62 +9,19 @@ parked wait frees it.
 Runs //workerstore:tcpstore_server_main, which `bazel test //...` and
 `bazel build //...` build (DISTJOB_TCPSTORE_SERVER overrides the path)."""
 
-import json
 import os
 import socket
 import struct
-import subprocess
 import threading
 from datetime import timedelta
 
 import pytest
 
 
-from harness import PYTHON, ROOT, Background, wait_for
+from harness import (Background, RealTcpStoreServer, TcpStoreServer,
+                     wait_for)
 
 dist = pytest.importorskip("torch.distributed")
-
-SERVER = os.environ.get(
-    "DISTJOB_TCPSTORE_SERVER",
-    str(ROOT / "bazel-bin" / "workerstore" / "tcpstore_server_main"))
-
-# A real TCPStore server: prints its port, serves until stdin closes.
-REAL_SERVER = """
-import sys
-from datetime import timedelta
-import torch.distributed as dist
-s = dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=30))
-print("port", s.port, flush=True)
-sys.stdin.read()
-"""
-
-
-class Ours:
-    def __init__(self, bg, log, *flags):
-        if not os.path.exists(SERVER):
-            pytest.fail(f"{SERVER} is missing: bazel build "
-                        "//workerstore:tcpstore_server_main")
-        self.log = log
-        self.proc = bg.start([SERVER, *flags], log=None,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=open(log, "w"), text=True)
-        self.port = int(self.proc.stdout.readline().split()[1])
-
-    def stats(self):
-        self.proc.stdin.write("stats\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def logged(self, text):
-        with open(self.log) as f:
-            return text in f.read()
-
-
-def real_server(bg):
-    proc = bg.start([PYTHON, "-c", REAL_SERVER], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, text=True)
-    return int(proc.stdout.readline().split()[1])
-
 
 def client(port, timeout=10):
     return dist.TCPStore("127.0.0.1", port, None, False,
@@ -135,8 +92,8 @@ def script(port, on_parked=lambda: None):
 
 def test_every_method_answers_as_a_real_tcpstore(tmp_path):
     with Background() as bg:
-        ours = Ours(bg, tmp_path / "server.log")
-        expected = script(real_server(bg))
+        ours = TcpStoreServer(bg, tmp_path / "server.log")
+        expected = script(RealTcpStoreServer(bg).port)
 
         def parked():
             wait_for(lambda: ours.stats()["parked_waits"] == 1, 10,
@@ -213,8 +170,8 @@ def script_2x(port):
                     "(tests/device/check.sh runs this with 2.x)")
 def test_2x_methods_answer_as_a_real_tcpstore(tmp_path):
     with Background() as bg:
-        ours = Ours(bg, tmp_path / "server.log")
-        expected = script_2x(real_server(bg))
+        ours = TcpStoreServer(bg, tmp_path / "server.log")
+        expected = script_2x(RealTcpStoreServer(bg).port)
         got = script_2x(ours.port)
         print("answers", got)
         assert got == expected
@@ -249,7 +206,7 @@ def frame(op, *fields):
 
 def test_bad_frames_close_the_connection_with_a_reason(tmp_path):
     with Background() as bg:
-        ours = Ours(bg, tmp_path / "server.log", "--max-value-bytes", "65536")
+        ours = TcpStoreServer(bg, tmp_path / "server.log", "--max-value-bytes", "65536")
         # Garbage: an unknown query type.
         s = raw(ours.port)
         s.sendall(b"\xfe" + os.urandom(64))
@@ -276,7 +233,7 @@ def test_bad_frames_close_the_connection_with_a_reason(tmp_path):
 
 def test_a_client_gone_with_a_parked_wait_frees_it(tmp_path):
     with Background() as bg:
-        ours = Ours(bg, tmp_path / "server.log")
+        ours = TcpStoreServer(bg, tmp_path / "server.log")
         s = raw(ours.port)
         # 1.13's WAIT (5) for one key.
         s.sendall(bytes([5]) + struct.pack("=Q", 1) + frame(0, b"/w")[1:])
