@@ -227,11 +227,13 @@ absl::Status DynamicRendezvous::JoinAttempt::EndJob() {
 DynamicRendezvous::JoinAttempt::Outcome
 DynamicRendezvous::JoinAttempt::Reconnect() {
   rdzv_->SetWait(Wait::kStore);
-  if (auto s = rdzv_->Heartbeat();
-      !s.ok() && (absl::IsUnauthenticated(s) || absl::Now() >= deadline_)) {
-    return s;
-  }
   rdzv_->SetStoreError(o_.state_error);
+  if (auto s = rdzv_->Heartbeat(); !s.ok()) {
+    if (absl::IsUnauthenticated(s)) return s;
+    // The heartbeat's own wait for the store may reach join_timeout: said
+    // as the join's timeout, with why the store was not reached.
+    if (absl::Now() >= deadline_) return TimedOut();
+  }
   if (!announced_store_wait_) {
     // The first contact: the store may not be up yet.
     DJ_LOG_INFO("waiting for the rendezvous store: {}",
