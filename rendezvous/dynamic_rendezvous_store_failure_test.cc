@@ -61,20 +61,6 @@ class FailsOnceStore : public LocalStore {
   std::atomic<int> failed_{0};
 };
 
-using Nodes = std::vector<std::unique_ptr<DynamicRendezvous>>;
-
-// Next on every node at once; whether each formed the round.
-void FormRound(Nodes& nodes) {
-  std::vector<std::thread> threads;
-  for (auto& node : nodes) {
-    threads.emplace_back([&node] {
-      auto r = node->Next(1);
-      EXPECT_TRUE(r.ok()) << r.status();
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 // A node that joined withdraws its ask to join; the withdrawal failing
 // left the ask for as long as the lease was renewed (an etcd renewal
 // keeps a lease's keys), and the members kept seeing a node asking to

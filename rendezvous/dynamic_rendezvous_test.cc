@@ -47,35 +47,6 @@ std::string JoinCount(StoreCore* core, int64_t round) {
   return v.ok() ? *v : v.status().ToString();
 }
 
-using Nodes = std::vector<std::unique_ptr<DynamicRendezvous>>;
-
-// Nodes n0..n<count-1> of one `min`:`max` job over one in-process store.
-Nodes MakeNodes(StoreCore* core, int count, int min, int max) {
-  Nodes nodes;
-  for (int i = 0; i < count; ++i) {
-    nodes.push_back(std::make_unique<DynamicRendezvous>(
-        Options(i, min, max), std::make_unique<LocalStore>(core)));
-  }
-  return nodes;
-}
-
-// Calls Next on every node at once, as their agents would (a null node is
-// one that died); the results in node order.
-std::vector<RendezvousResult> FormRound(Nodes& nodes, int nproc = 1) {
-  std::vector<RendezvousResult> results(nodes.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i] == nullptr) continue;
-    threads.emplace_back([&, i] {
-      auto r = nodes[i]->Next(nproc);
-      EXPECT_TRUE(r.ok()) << "n" << i << ": " << r.status();
-      if (r.ok()) results[i] = *r;
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
-}
-
 TEST(DynamicRendezvousTest, FourNodesFormOneRoundWithDistinctRanks) {
   StoreCore core;
   ASSERT_TRUE(

@@ -141,6 +141,13 @@ void DynamicRendezvous::JoinAttempt::Observe() {
   o_ = rdzv_->Observe(&cache_, known_, known_revision_);
   known_.reset();
   reread_ = false;
+  if (o_.aborted.has_value()) return;
+  // The monitor may have read the job's end first and said it has (a
+  // follower's AcknowledgeEnd): the node that ended the job then takes the
+  // store away, maybe before this read. What the monitor read still ends
+  // the join.
+  absl::MutexLock lock(&rdzv_->mu_);
+  if (!rdzv_->aborted_.empty()) o_.aborted = rdzv_->aborted_;
 }
 
 DynamicRendezvous::JoinAttempt::Outcome
