@@ -32,6 +32,7 @@
 #include "agent/health.h"
 #include "agent/observer.h"
 #include "agent/outer_agent.h"
+#include "agent/peer_failure.h"
 #include "agent/report.h"
 #include "agent/stoppable_wait.h"
 #include "agent/worker_env.h"
@@ -588,20 +589,14 @@ class AgentRun {
       // A fixed round (standalone, static) has no peers to defer to: this
       // node's failure is the job's, decided here.
       if (elastic_ != nullptr) {
-        if (!OwnsFailure(*group, first_to_fail)) {
-          deferred = std::move(failure);
-          continue;
-        }
-        if (failure.cause.peer_communication) {
-          const PeerLoss loss = AwaitPeerLoss(failure);
-          if (loss == PeerLoss::kStopped) {
+        switch (ElasticFailure(*group, first_to_fail, &failure, &deferred)) {
+          case FailureStep::kStopped:
             return Ended("stopped",
                          ExitCodeForSignal(supervisor_->stop_signal()));
-          }
-          if (loss == PeerLoss::kLost) {
-            observer_.MembershipChange();
-            continue;  // a consequence: the next round, no restart
-          }
+          case FailureStep::kNextRound:
+            continue;
+          case FailureStep::kDecide:
+            break;
         }
       }
       if (!RecordFailure(failure, group->hang, oom)) return report_.exit_code;
@@ -617,28 +612,56 @@ class AgentRun {
     }
   }
 
-  // Whether this node decides what the job does after its group failed
-  // (elastic rendezvous only). If not, the failure belongs to a membership
-  // change or follows another node's, and the next round tells the
-  // decision. `first_to_fail`: the claim made the moment the failure was
-  // seen, if it was.
-  bool OwnsFailure(const GroupResult& group,
-                   std::optional<bool> first_to_fail) {
+  enum class FailureStep { kDecide, kNextRound, kStopped };
+
+  // An elastic job's node after its group failed with `*failure`: whether
+  // this node decides on `*failure` (which may become a failure another
+  // node offered), follows the next round (its own failure then kept in
+  // `*deferred`, or a consequence of a lost peer), or was stopped.
+  // `first_to_fail`: the claim made the moment the failure was seen, if it
+  // was (a hang is seen later: claimed here).
+  FailureStep ElasticFailure(const GroupResult& group,
+                             std::optional<bool> first_to_fail,
+                             FailureReport* failure,
+                             std::optional<FailureReport>* deferred) {
     if (elastic_->MembershipChanged()) {
       // The failure follows a peer loss the agent saw: part of that change.
       DJ_LOG_INFO("worker failure after a membership change; re-forming");
-      return false;
+      *deferred = std::move(*failure);
+      return FailureStep::kNextRound;
     }
-    // A hang is seen later than the moment of failure: claimed here.
     if (!(first_to_fail.has_value() ? *first_to_fail
                                     : elastic_->ClaimFailure())) {
       DJ_LOG_INFO(
           "worker local_rank={} failed after another node's: following "
           "that node's decision",
           group.first_failure->local_rank);
-      return false;
+      // That node may have claimed the round with this failure's
+      // collateral (its gloo peers saw this worker's sockets close): the
+      // failure is offered as the root cause, unless it is such an error.
+      if (!failure->cause.peer_communication) {
+        elastic_->OfferRootFailure(EncodeOfferedFailure(*failure));
+      }
+      *deferred = std::move(*failure);
+      return FailureStep::kNextRound;
     }
-    return true;
+    if (!failure->cause.peer_communication) return FailureStep::kDecide;
+    PeerVerdict verdict = AwaitPeerVerdict(
+        *elastic_, *failure,
+        [this](absl::Duration d) { return supervisor_->Sleep(d); });
+    switch (verdict.kind) {
+      case PeerVerdict::Kind::kStopped:
+        return FailureStep::kStopped;
+      case PeerVerdict::Kind::kPeerLost:
+        observer_.MembershipChange();
+        return FailureStep::kNextRound;  // a consequence: no restart
+      case PeerVerdict::Kind::kPeerFailed:
+        *failure = std::move(verdict.peer_failure);
+        break;
+      case PeerVerdict::Kind::kOwn:
+        break;
+    }
+    return FailureStep::kDecide;
   }
 
   // The pause before restart restart_count_, `*backoff` long and doubled
@@ -682,43 +705,6 @@ class AgentRun {
         InterpreterHint(failure.cause.exception.line,
                         Lookup(env_, "PYTHON_EXEC").value_or("python3"));
     return failure;
-  }
-
-  enum class PeerLoss { kLost, kNotLost, kStopped };
-
-  // A worker whose error says a peer went away failed before the
-  // rendezvous could see that peer's lease run out: wait (at most
-  // PeerLossWindow) for it to, rather than charge this node with a failure
-  // that is another's. Logs progress while it waits.
-  PeerLoss AwaitPeerLoss(const FailureReport& failure) {
-    const absl::Duration window = elastic_->PeerLossWindow();
-    const absl::Time until = absl::Now() + window;
-    DJ_LOG_INFO(
-        "rank {} failed with {}: waiting up to {} for the rendezvous to see "
-        "whether a peer was lost before deciding",
-        failure.rank, failure.cause.rule, absl::FormatDuration(window));
-    absl::Time next_note = absl::Now() + absl::Seconds(10);
-    while (!elastic_->MembershipChanged()) {
-      const absl::Time now = absl::Now();
-      if (now >= until) {
-        DJ_LOG_INFO("no peer was lost within {}: the failure is this node's",
-                    absl::FormatDuration(window));
-        return PeerLoss::kNotLost;
-      }
-      if (now >= next_note) {
-        DJ_LOG_INFO(
-            "still waiting for a lost peer ({} left)",
-            absl::FormatDuration(absl::Trunc(until - now, absl::Seconds(1))));
-        next_note = now + absl::Seconds(10);
-      }
-      if (!supervisor_->Sleep(std::min(absl::Milliseconds(100), until - now))) {
-        return PeerLoss::kStopped;
-      }
-    }
-    DJ_LOG_INFO(
-        "rank {}'s failure follows a lost peer: re-forming without a restart",
-        failure.rank);
-    return PeerLoss::kLost;
   }
 
   // Whether `failure` repeats the job's last root cause (auto only): the
@@ -820,6 +806,8 @@ class AgentRun {
     cause.traceback = failure.cause.exception.excerpt;
     cause.decision = decision;
     cause.logs = failure.logs;
+    // Another node's worker: its error file is on that node, its text here.
+    if (failure.from_peer) cause.error_file.clear();
     if (!failure.hint.empty()) cause.reason = failure.hint;
     return cause;
   }

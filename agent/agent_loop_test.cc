@@ -16,6 +16,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "agent/exit_codes.h"
+#include "agent/peer_failure.h"
 #include "gtest/gtest.h"
 #include "rendezvous/fake_rendezvous.h"
 #include "supervisor/fake_supervisor.h"
@@ -450,6 +451,66 @@ TEST_F(AgentLoopTest, ProgrammingErrorIsNotHeldForAPeerLoss) {
   FailWithStderr(1, 0, kKeyError);
   EXPECT_EQ(Run(), 1);
   EXPECT_TRUE(supervisor_.sleeps.empty());
+}
+
+// The race the e2e suite meets: the failing worker's gloo peer on this
+// node failed (and this node claimed the round) before the failing node
+// saw its worker exit. That node offers its ValueError: the job ends with
+// it, as it would have had its claim won, instead of restarting.
+TEST_F(AgentLoopTest, CollateralClaimDecidesOnTheOfferedRootCause) {
+  UseLogDir("offered-root-cause");
+  options_.launch.max_restarts = 3;
+  rdzv_.peer_loss_window = absl::Seconds(600);
+  rdzv_.rounds = {FakeRound(0)};
+  rdzv_.claims = {true};
+  FailureReport offered;
+  offered.rank = 3;
+  offered.host = "pod-b";
+  offered.exit.local_rank = 1;
+  offered.exit_code = 1;
+  offered.cause.rule = "ValueError is a programming error";
+  offered.cause.exception.line = "ValueError: loss is NaN";
+  offered.cause.exception.excerpt = "Traceback\nValueError: loss is NaN";
+  // Offered while this node waits for a lost peer.
+  supervisor_.on_sleep = [this, offered](int index) {
+    if (index == 1) rdzv_.offered_failure = EncodeOfferedFailure(offered);
+  };
+  FailWithStderr(1, 0, kGlooClosed);
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(supervisor_.groups_run.size(), 1u);
+  EXPECT_TRUE(rdzv_.noted_restarts.empty());
+  const std::string message = TerminationMessage();
+  EXPECT_EQ(message.rfind("distjob-agent: permanent exit_code=1", 0), 0)
+      << message;
+  EXPECT_NE(message.find("rank=3 host=pod-b"), std::string::npos) << message;
+  EXPECT_NE(message.find("ValueError: loss is NaN"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("on host pod-b) failed"), std::string::npos)
+      << message;
+  EXPECT_EQ(rdzv_.offers, 0);  // the decider offers nothing
+}
+
+TEST_F(AgentLoopTest, LostClaimOffersAFailureThatIsNotCollateral) {
+  UseLogDir("offers-key-error");
+  rdzv_.rounds = {FakeRound(0), absl::AbortedError("node b ended the job")};
+  rdzv_.claims = {false};
+  FailWithStderr(1, 0, kKeyError);
+  EXPECT_EQ(Run(), 1);
+  ASSERT_TRUE(rdzv_.offered_failure.has_value());
+  absl::StatusOr<FailureReport> offered =
+      DecodeOfferedFailure(*rdzv_.offered_failure);
+  ASSERT_TRUE(offered.ok()) << offered.status();
+  EXPECT_EQ(offered->cause.exception.line, "KeyError: 'lr'");
+  EXPECT_FALSE(offered->cause.restart);
+}
+
+TEST_F(AgentLoopTest, LostClaimOffersNoCommunicationError) {
+  UseLogDir("offers-nothing");
+  rdzv_.rounds = {FakeRound(0), absl::AbortedError("node b ended the job")};
+  rdzv_.claims = {false};
+  FailWithStderr(1, 0, kGlooClosed);
+  Run();
+  EXPECT_EQ(rdzv_.offers, 0);
 }
 
 TEST_F(AgentLoopTest, SameRootCauseTwiceInARowStops) {

@@ -43,7 +43,9 @@ std::string DecisionLine(const FailureReport& report,
                          const std::string& outcome) {
   std::string line = absl::StrCat(
       "rank ", report.rank, " (local_rank ", report.exit.local_rank, ", pid ",
-      report.exit.pid, ") failed with exit code ", report.exit_code, ": ");
+      report.exit.pid,
+      report.from_peer ? absl::StrCat(" on host ", report.host) : "",
+      ") failed with exit code ", report.exit_code, ": ");
   if (!report.cause.exception.line.empty()) {
     absl::StrAppend(&line, report.cause.exception.line, ": ");
   }

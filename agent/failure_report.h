@@ -28,6 +28,9 @@ struct FailureReport {
   std::string logs;
   // What the user may change (InterpreterHint); "" for nothing.
   std::string hint;
+  // Another node's failure, read from its offer (agent/peer_failure.h):
+  // its worker, files and logs are on `host`, not here.
+  bool from_peer = false;
 };
 
 // Reads group.first_failure's error and classifies it. `exit_code` is the

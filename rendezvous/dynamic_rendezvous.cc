@@ -73,44 +73,6 @@ void DynamicRendezvous::StopThreads() {
   if (monitor_.joinable()) monitor_.join();
 }
 
-void DynamicRendezvous::NoteFailureRestart(int restart_count) {
-  pending_restarts_ = std::max(pending_restarts_, restart_count);
-}
-
-bool DynamicRendezvous::ClaimFailure() {
-  // The host left with the store: nobody else is left to decide.
-  if (host_left_) return true;
-  int round = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    round = current_.round;
-  }
-  // The store orders the claims: no clocks of different nodes compared.
-  auto claim = store_->CompareSet(keys_.Failed(round), "", options_.node);
-  if (!claim.ok()) return true;  // no store to ask: the failure is ours
-  if (claim->value == options_.node) return true;
-  DJ_LOG_INFO("node {}'s worker failed first in round {}", claim->value, round);
-  decider_ = claim->value;
-  decider_round_ = round;
-  return false;
-}
-
-absl::Duration DynamicRendezvous::PeerLossWindow() const {
-  // The lease, then the watch of the next member's lease and its new round:
-  // one keep-alive interval is ample for that.
-  return lease_ + options_.config.keep_alive_interval;
-}
-
-std::string DynamicRendezvous::SwapRootCause(const std::string& signature) {
-  // One decider a round writes it, so a read then a write is enough.
-  auto previous = store_->Get(keys_.RootCause(), absl::ZeroDuration());
-  if (absl::Status s = store_->Set(keys_.RootCause(), signature).status();
-      !s.ok()) {
-    DJ_LOG_DEBUG("cannot record the root cause: {}", s.message());
-  }
-  return previous.ok() ? *previous : "";
-}
-
 void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
   absl::MutexLock lock(&mu_);
   on_change_ = std::move(callback);

@@ -84,6 +84,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool ClaimFailure() override;
   absl::Duration PeerLossWindow() const override;
   std::string SwapRootCause(const std::string& signature) override;
+  void OfferRootFailure(const std::string& failure) override;
+  std::optional<std::string> OfferedRootFailure() override;
   void SetEndReason(const std::string& reason) override {
     end_reason_ = reason;
   }
@@ -157,6 +159,8 @@ class DynamicRendezvous : public ElasticRendezvous {
       const RdzvState& st,
       const std::optional<absl::StatusOr<std::string>>& master,
       RendezvousResult* r);
+  // The round this node holds (or last held).
+  int64_t CurrentRound();
   // Makes closed round `st` the one this node holds, and starts watching
   // it (from `revision`, the close's).
   void HoldRound(const RdzvState& st, const RankRecord& mine, int64_t revision);

@@ -1,5 +1,6 @@
-// How the nodes agree on a worker failure: the claim, and how a node that
-// followed the claim learns the job ended.
+// How the nodes agree on a worker failure: the claim, the failure a node
+// offers as the root cause, and how a node that followed the claim learns
+// the job ended.
 #include <atomic>
 #include <memory>
 #include <string>
@@ -15,6 +16,18 @@
 
 namespace distjob {
 namespace {
+
+TEST(FailureDecisionTest, TheFirstOfferOfARoundStays) {
+  StoreCore core;
+  Nodes nodes = MakeNodes(&core, 3, 3, 3);
+  FormRound(nodes);
+  EXPECT_EQ(nodes[0]->OfferedRootFailure(), std::nullopt);
+  nodes[1]->OfferRootFailure("ValueError on n1");
+  nodes[2]->OfferRootFailure("KeyError on n2");
+  for (auto& node : nodes) {
+    EXPECT_EQ(node->OfferedRootFailure(), "ValueError on n1");
+  }
+}
 
 // A follower's store: the join's own watches (on `joiner`'s thread) are
 // held until the store is gone, and the store goes as soon as this node

@@ -33,6 +33,10 @@ struct FakeRendezvousScript {
   absl::Duration peer_loss_window = absl::ZeroDuration();
   // The job's latest root cause (SwapRootCause), as the store keeps it.
   std::string root_cause;
+  // The round's offered failure (OfferRootFailure), as the store keeps
+  // it; a test sets it to play another node's offer.
+  std::optional<std::string> offered_failure;
+  int offers = 0;  // OfferRootFailure calls
 
   // Recorded.
   int next_calls = 0;
@@ -89,6 +93,15 @@ class FakeElasticRendezvous : public ElasticRendezvous {
     std::string previous = script_->root_cause;
     script_->root_cause = signature;
     return previous;
+  }
+  void OfferRootFailure(const std::string& failure) override {
+    ++script_->offers;
+    if (!script_->offered_failure.has_value()) {
+      script_->offered_failure = failure;
+    }
+  }
+  std::optional<std::string> OfferedRootFailure() override {
+    return script_->offered_failure;
   }
 
  private:

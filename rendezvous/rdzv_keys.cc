@@ -106,6 +106,10 @@ std::string RdzvKeys::Failed(int64_t round) const {
   return absl::StrCat(prefix_, "failed/", round);
 }
 
+std::string RdzvKeys::OfferedFailure(int64_t round) const {
+  return absl::StrCat(prefix_, "offered-failure/", round);
+}
+
 std::string RdzvKeys::DonePrefix(int64_t round) const {
   return absl::StrCat(prefix_, "done/", round, "/");
 }

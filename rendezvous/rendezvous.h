@@ -184,6 +184,18 @@ class ElasticRendezvous : public Rendezvous {
   // same cause twice in a row is deterministic: restarting again wastes
   // the budget.
   virtual std::string SwapRootCause(const std::string& signature) = 0;
+
+  // A node whose worker failed after another node's did, and whose failure
+  // is not a communication error, offers it (`failure`, opaque here) as the
+  // round's root cause: the node that claimed the round may have claimed it
+  // with the collateral of this very failure (its worker saw this one's
+  // sockets close before this node saw its worker exit). The first offer of
+  // a round stays.
+  virtual void OfferRootFailure(const std::string& failure) = 0;
+
+  // The failure offered in the current round (OfferRootFailure), or
+  // nullopt: none yet, or the store cannot say.
+  virtual std::optional<std::string> OfferedRootFailure() = 0;
 };
 
 }  // namespace distjob

@@ -201,7 +201,7 @@ OVER_BUDGET = {
     "EnvCommand": 229,
     "EtcdStore::Add": 196,
     "JobSet": 186,
-    "AgentRun::Supervise": 174,
+    "AgentRun::Supervise": 168,
     "Recover": 146,
     "TrainerStatusPoster::PostOnce": 127,
     "ParseRunOptions": 104,
@@ -220,7 +220,7 @@ OVER_BUDGET = {
 
 # Files by path, with their lines.
 FILES_OVER_BUDGET = {
-    "rendezvous/dynamic_rendezvous.cc": 1471,
+    "rendezvous/dynamic_rendezvous.cc": 1433,
     "rendezvous/store/etcd_store.cc": 1854,
 }
 
