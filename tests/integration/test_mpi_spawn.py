@@ -158,6 +158,7 @@ def _launcher_env(tmp_path):
         (fake / name).chmod(0o755)
     return {
         **CLEAN_JOB_ENV,
+        **_own_tmpdir(tmp_path, "launcher"),
         "DISTJOB_RDZV_TOKEN": TOKEN,
         "DISTJOB_SPAWN_PORT": str(_free_on_workers()),
         "PATH": f"{fake}:{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -169,12 +170,26 @@ def _launcher_env(tmp_path):
     }
 
 
+def _own_tmpdir(tmp_path, node):
+    """`env` entries giving `node` a /tmp of its own, as each pod has.
+    Open MPI keys a node's session directory (/tmp/ompi.HOST.UID/jf.JOB:
+    its daemon's hwloc topology file, the job's per-rank directories) by
+    host name, so the two daemons of one job on this one host shared one
+    and wrote the same files; PMIx logged a dstore error in some of those
+    runs. Real pods never share it, and a test that does tests Open MPI's
+    races rather than the agent."""
+    tmp = tmp_path / f"tmp-{node}"
+    tmp.mkdir()
+    return {"TMPDIR": str(tmp)}
+
+
 def _start_workers(start_agent, env, tmp_path):
     """The two worker agents serving spawns: their Popens."""
     return [
         start_agent(["run", "--framework", "mpi", "--role", "worker",
                      "--spawn-host", host],
-                    env=env, log=tmp_path / f"worker-{host}.log")
+                    env={**env, **_own_tmpdir(tmp_path, host)},
+                    log=tmp_path / f"worker-{host}.log")
         for host in WORKERS]
 
 
@@ -205,6 +220,20 @@ def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
         f"{mpi.daemon} was not started by the workers"
 
 
+def _await_sums(launcher, log):
+    """Waits for every rank's sum in `log`, the launcher's; fails at once,
+    with the log, when the launcher ended first (a failed mpirun is not a
+    slow one)."""
+    def summed():
+        if _ranks(log.read_text()) == EXPECTED:
+            return True
+        code = launcher.poll()
+        assert code is None, (f"the launcher exited with {code} before "
+                              f"every rank's sum:\n{log.read_text()}")
+        return False
+    wait_for(summed, 60, what=f"every rank's sum in {log}")
+
+
 def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi, program,
                                                mpi_job, start_agent):
     env, workers = mpi_job
@@ -213,8 +242,7 @@ def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi, program,
         ["run", "--framework", "mpi", "--"]
         + mpi.command(tmp_path, program, "300"),
         env=env, log=out, stdin=subprocess.DEVNULL)
-    wait_for(lambda: _ranks(out.read_text()) == EXPECTED, 60,
-             what="every rank's sum")
+    _await_sums(launcher, out)
     killed = time.monotonic()
     kill_tree(workers[1])
     code = launcher.wait(timeout=30)
