@@ -22,7 +22,8 @@ import time
 
 import pytest
 
-from harness import CLEAN_JOB_ENV, PYTHON, free_port, kill_tree, wait_for
+from harness import (CLEAN_JOB_ENV, PYTHON, descendants, free_port,
+                     kill_tree, wait_for)
 
 WORKERS = ("127.0.0.2", "127.0.0.3")
 TOKEN = "mpi-tok-5fN2qW8xR1"
@@ -220,10 +221,10 @@ def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
         f"{mpi.daemon} was not started by the workers"
 
 
-def _await_sums(launcher, log):
+def _await_sums(launcher, log, workers):
     """Waits for every rank's sum in `log`, the launcher's; fails at once,
     with the log, when the launcher ended first (a failed mpirun is not a
-    slow one)."""
+    slow one), and past the deadline with the job's processes."""
     def summed():
         if _ranks(log.read_text()) == EXPECTED:
             return True
@@ -231,7 +232,32 @@ def _await_sums(launcher, log):
         assert code is None, (f"the launcher exited with {code} before "
                               f"every rank's sum:\n{log.read_text()}")
         return False
-    wait_for(summed, 60, what=f"every rank's sum in {log}")
+    try:
+        wait_for(summed, 60, what="every rank's sum")
+    except TimeoutError as e:
+        # A hung job: where each of its processes waits (the agents' logs
+        # follow, from the `background` fixture).
+        pids = [launcher.pid] + [w.pid for w in workers]
+        raise AssertionError(f"{e}; the launcher's and the workers' "
+                             f"processes:\n{_tree(pids)}\n{log.read_text()}")
+
+
+def _tree(pids):
+    """`pids` and their descendants, one per line: state, kernel wait
+    channel and command line."""
+    lines = []
+    for p in [d for pid in pids for d in [pid] + descendants(pid)]:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{p}/wchan") as f:
+                wchan = f.read()
+            with open(f"/proc/{p}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        lines.append(f"  {p} {state} {wchan or '-'} {cmd[:200]}")
+    return "\n".join(lines)
 
 
 def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi, program,
@@ -242,7 +268,7 @@ def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi, program,
         ["run", "--framework", "mpi", "--"]
         + mpi.command(tmp_path, program, "300"),
         env=env, log=out, stdin=subprocess.DEVNULL)
-    _await_sums(launcher, out)
+    _await_sums(launcher, out, workers)
     killed = time.monotonic()
     kill_tree(workers[1])
     code = launcher.wait(timeout=30)
