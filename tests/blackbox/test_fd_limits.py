@@ -56,43 +56,46 @@ def test_a_one_worker_job_logs_no_cap_warning(run_agent, tmp_path, hard):
     assert (tmp_path / "soft.0").read_text().strip() == str(hard)
 
 
-def test_a_job_larger_than_the_limit_warns_naming_its_need(
-        start_agent, tmp_path):
+# A job whose declared size needs more of a store than it may hold: the
+# agent's args ({port}: a free one), its open-file limit, the log line's
+# mark, and what that line must say.
+CAPS_BELOW_THE_JOB = [
     # 2,000 static nodes of one rank: node 0's store needs 4,000
     # connections (a 1.13 rank opens two); 2,048 descriptors hold 1,792.
-    port = free_port()
-    log = tmp_path / "agent.log"
-    agent = start_agent(
-        ["run", "--nnodes", "2000", "--node-rank", "0",
-         "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
-         "--master-port", str(port), "--", "sleep", "60"],
-        log=log, preexec_fn=under_nofile(2048, 2048))
-    line = wait_for(
-        lambda: next((x for x in log.read_text().splitlines()
-                      if "tcpstore: max_connections=" in x), None),
-        timeout=30, what="the workers' store's cut")
-    assert agent.poll() is None
-    assert " warning] tcpstore: max_connections=16384 cut to 1792 " in line
-    assert "the 4000 connection(s) this job's declared size needs" in line
-    assert "(ulimit -n) by at least 2208" in line
-
-
-def test_a_rendezvous_store_cap_below_the_job_warns_uncut(
-        start_agent, tmp_path):
+    pytest.param(
+        ["--nnodes", "2000", "--node-rank", "0", "--nproc-per-node", "1",
+         "--master-addr", "127.0.0.1", "--master-port", "{port}"],
+        2048, "tcpstore: max_connections=",
+        [" warning] tcpstore: max_connections=16384 cut to 1792 ",
+         "the 4000 connection(s) this job's declared size needs",
+         "(ulimit -n) by at least 2208"],
+        id="workers-store-cut"),
     # 5,000 nodes: the c10d host's store needs 5,000 connections, beyond
     # its store_max_conns of 4,096 though the limit would hold them.
+    pytest.param(
+        ["--nnodes", "1:5000", "--nproc-per-node", "1", "--rdzv-backend",
+         "c10d", "--rdzv-endpoint", "127.0.0.1:{port}", "--rdzv-id", "big"],
+        20000, "store_max_conns=",
+        [" warning] rendezvous store: store_max_conns=4096 is below the "
+         "5000 connection(s) this job's declared size needs: "
+         "connections past 4096 are refused"],
+        id="rendezvous-store-uncut"),
+]
+
+
+@pytest.mark.parametrize("flags, nofile, mark, says", CAPS_BELOW_THE_JOB)
+def test_a_store_cap_below_the_jobs_need_warns_naming_it(
+        start_agent, tmp_path, flags, nofile, mark, says):
     port = free_port()
     log = tmp_path / "agent.log"
     agent = start_agent(
-        ["run", "--nnodes", "1:5000", "--nproc-per-node", "1",
-         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-         "--rdzv-id", "big", "--", "sleep", "60"],
-        log=log, preexec_fn=under_nofile(20000, 20000))
+        ["run"] + [f.format(port=port) for f in flags]
+        + ["--", "sleep", "60"],
+        log=log, preexec_fn=under_nofile(nofile, nofile))
     line = wait_for(
         lambda: next((x for x in log.read_text().splitlines()
-                      if "store_max_conns=" in x), None),
-        timeout=30, what="the rendezvous store's cap")
+                      if mark in x), None),
+        timeout=30, what=f"the line with {mark!r}")
     assert agent.poll() is None
-    assert (" warning] rendezvous store: store_max_conns=4096 is below the "
-            "5000 connection(s) this job's declared size needs: "
-            "connections past 4096 are refused") in line, line
+    for text in says:
+        assert text in line, line

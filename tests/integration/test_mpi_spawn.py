@@ -10,6 +10,7 @@ OMPI_ALLOW_RUN_AS_ROOT_CONFIRM are set (as the test does); the agent itself
 needs no root.
 """
 
+import dataclasses
 import os
 import re
 import shutil
@@ -21,7 +22,8 @@ import time
 
 import pytest
 
-from harness import CLEAN_JOB_ENV, PYTHON, free_port, kill_tree, wait_for
+from harness import (CLEAN_JOB_ENV, PYTHON, descendants, free_port,
+                     kill_tree, wait_for)
 
 WORKERS = ("127.0.0.2", "127.0.0.3")
 TOKEN = "mpi-tok-5fN2qW8xR1"
@@ -43,6 +45,8 @@ ALLREDUCE_PY = textwrap.dedent("""
 ALLREDUCE_C = textwrap.dedent("""
     #include <mpi.h>
     #include <stdio.h>
+    #include <stdlib.h>
+    #include <unistd.h>
     int main(int argc, char** argv) {
       int rank, size, one, sum;
       MPI_Init(&argc, &argv);
@@ -52,12 +56,76 @@ ALLREDUCE_C = textwrap.dedent("""
       MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
       printf("rank %d/%d sum %d\\n", rank, size, sum);
       fflush(stdout);
+      if (argc > 1) {  /* the fault test: stay in the job until killed */
+        sleep((unsigned)atoi(argv[1]));
+        MPI_Barrier(MPI_COMM_WORLD);
+      }
       MPI_Finalize();
       return 0;
     }
 """)
 
 EXPECTED = {f"rank {r}/4 sum 10" for r in range(4)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Mpi:
+    """One MPI implementation as a launcher pod runs it."""
+    launcher: str  # its mpirun
+    daemon: str  # what it has each worker's spawn server run
+    hostfile_flag: str
+    hostfile_line: str  # one worker's line, with its two slots
+    np_flag: str
+    hosts_flag: str  # the hosts on the command line, comma-separated
+
+    def hostfile(self, tmp_path):
+        path = tmp_path / f"hostfile.{self.launcher}"
+        path.write_text("".join(self.hostfile_line.format(h)
+                                for h in WORKERS))
+        return path
+
+    def command(self, tmp_path, program, *args):
+        """mpirun running `program` (an argv) with `args` in 4 ranks, 2 on
+        each worker."""
+        return [self.launcher, self.hostfile_flag,
+                str(self.hostfile(tmp_path)), self.np_flag, "4", *program,
+                *args]
+
+    def hosts_command(self, *argv):
+        """mpirun naming the workers on its command line."""
+        return [self.launcher, self.hosts_flag, ",".join(WORKERS), *argv]
+
+
+OPEN_MPI = Mpi(launcher="mpirun.openmpi", daemon="orted",
+               hostfile_flag="--hostfile", hostfile_line="{} slots=2\n",
+               np_flag="-np", hosts_flag="-H")
+MPICH = Mpi(launcher="mpiexec.hydra", daemon="hydra_pmi_proxy",
+            hostfile_flag="-f", hostfile_line="{}:2\n", np_flag="-n",
+            hosts_flag="-hosts")
+
+
+@pytest.fixture(params=[OPEN_MPI, MPICH], ids=["openmpi", "mpich"])
+def mpi(request):
+    if shutil.which(request.param.launcher) is None:
+        pytest.fail(f"{request.param.launcher} is missing: run "
+                    ".ci/install-deps")
+    return request.param
+
+
+@pytest.fixture
+def program(mpi, tmp_path):
+    """The allreduce as an argv for `mpi`: Open MPI's in Python, MPICH's
+    in C."""
+    if mpi is OPEN_MPI:
+        path = tmp_path / "allreduce.py"
+        path.write_text(ALLREDUCE_PY)
+        return [PYTHON, str(path)]
+    source = tmp_path / "allreduce.c"
+    source.write_text(ALLREDUCE_C)
+    binary = tmp_path / "allreduce"
+    subprocess.run(["mpicc.mpich", "-o", str(binary), str(source)],
+                   check=True, timeout=120)
+    return [str(binary)]
 
 
 def _ranks(output):
@@ -79,14 +147,9 @@ def _free_on_workers():
     raise RuntimeError("no port free on both worker addresses")
 
 
-@pytest.fixture
-def mpi_job(tmp_path, start_agent):
-    """Starts the two worker agents; returns (env, worker procs). `env` is
-    the launcher's: the token, the port, root allowed for Open MPI, and a
-    PATH whose ssh and rsh fail the job."""
-    for tool in ("mpirun.openmpi", "mpiexec.hydra"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is missing: run .ci/install-deps")
+def _launcher_env(tmp_path):
+    """The job's environment: the token, the port, root allowed for Open
+    MPI, and a PATH whose ssh and rsh fail the job."""
     fake = tmp_path / "no-ssh"
     fake.mkdir()
     for name in ("ssh", "rsh"):
@@ -94,8 +157,9 @@ def mpi_job(tmp_path, start_agent):
             f"#!/bin/sh\necho 'the test's fake {name} was called' >&2\n"
             "exit 255\n")
         (fake / name).chmod(0o755)
-    env = {
+    return {
         **CLEAN_JOB_ENV,
+        **_own_tmpdir(tmp_path, "launcher"),
         "DISTJOB_RDZV_TOKEN": TOKEN,
         "DISTJOB_SPAWN_PORT": str(_free_on_workers()),
         "PATH": f"{fake}:{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -105,26 +169,37 @@ def mpi_job(tmp_path, start_agent):
         # between two daemons' ranks on one host crashes (vader); TCP works.
         "OMPI_MCA_btl": "tcp,self",
     }
-    workers = [
+
+
+def _own_tmpdir(tmp_path, node):
+    """`env` entries giving `node` a /tmp of its own, as each pod has.
+    Open MPI keys a node's session directory (/tmp/ompi.HOST.UID/jf.JOB:
+    its daemon's hwloc topology file, the job's per-rank directories) by
+    host name, so the two daemons of one job on this one host shared one
+    and wrote the same files; PMIx logged a dstore error in some of those
+    runs. Real pods never share it, and a test that does tests Open MPI's
+    races rather than the agent."""
+    tmp = tmp_path / f"tmp-{node}"
+    tmp.mkdir()
+    return {"TMPDIR": str(tmp)}
+
+
+def _start_workers(start_agent, env, tmp_path):
+    """The two worker agents serving spawns: their Popens."""
+    return [
         start_agent(["run", "--framework", "mpi", "--role", "worker",
                      "--spawn-host", host],
-                    env=env, log=tmp_path / f"worker-{host}.log")
+                    env={**env, **_own_tmpdir(tmp_path, host)},
+                    log=tmp_path / f"worker-{host}.log")
         for host in WORKERS]
-    return env, workers
 
 
-def _hostfile(tmp_path, style):
-    path = tmp_path / f"hostfile.{style}"
-    if style == "openmpi":
-        path.write_text("".join(f"{h} slots=2\n" for h in WORKERS))
-    else:
-        path.write_text("".join(f"{h}:2\n" for h in WORKERS))
-    return path
-
-
-def _launch(run_agent, env, mpirun):
-    return run_agent(["run", "--framework", "mpi", "--"] + mpirun, env=env,
-                     timeout=120, stdin=subprocess.DEVNULL)
+@pytest.fixture
+def mpi_job(tmp_path, start_agent):
+    """Starts the two worker agents; returns (env, worker procs), `env`
+    the launcher's (_launcher_env)."""
+    env = _launcher_env(tmp_path)
+    return env, _start_workers(start_agent, env, tmp_path)
 
 
 def _spawned(tmp_path, what):
@@ -133,50 +208,67 @@ def _spawned(tmp_path, what):
                for h in WORKERS)
 
 
-def test_open_mpi_allreduce_through_the_spawn_servers(run_agent, tmp_path,
-                                                      mpi_job):
+def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
+                                                     mpi, program, mpi_job):
     env, _ = mpi_job
-    program = tmp_path / "allreduce.py"
-    program.write_text(ALLREDUCE_PY)
-    r = _launch(run_agent, env, [
-        "mpirun.openmpi", "--hostfile", str(_hostfile(tmp_path, "openmpi")),
-        "-np", "4", PYTHON, str(program)])
+    r = run_agent(["run", "--framework", "mpi", "--"]
+                  + mpi.command(tmp_path, program), env=env, timeout=120,
+                  stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout + r.stderr
     assert _ranks(r.stdout) == EXPECTED, r.stdout + r.stderr
     assert "fake" not in r.stderr
-    assert _spawned(tmp_path, "orted"), "orted was not started by the workers"
+    assert _spawned(tmp_path, mpi.daemon), \
+        f"{mpi.daemon} was not started by the workers"
 
 
-def test_mpich_hydra_allreduce_through_the_spawn_servers(run_agent, tmp_path,
-                                                         mpi_job):
-    env, _ = mpi_job
-    source = tmp_path / "allreduce.c"
-    source.write_text(ALLREDUCE_C)
-    binary = tmp_path / "allreduce"
-    subprocess.run(["mpicc.mpich", "-o", str(binary), str(source)],
-                   check=True, timeout=120)
-    r = _launch(run_agent, env, [
-        "mpiexec.hydra", "-f", str(_hostfile(tmp_path, "mpich")), "-n", "4",
-        str(binary)])
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert _ranks(r.stdout) == EXPECTED, r.stdout + r.stderr
-    assert "fake" not in r.stderr
-    assert _spawned(tmp_path, "hydra_pmi_proxy"), "no proxy on the workers"
+def _await_sums(launcher, log, workers):
+    """Waits for every rank's sum in `log`, the launcher's; fails at once,
+    with the log, when the launcher ended first (a failed mpirun is not a
+    slow one), and past the deadline with the job's processes."""
+    def summed():
+        if _ranks(log.read_text()) == EXPECTED:
+            return True
+        code = launcher.poll()
+        assert code is None, (f"the launcher exited with {code} before "
+                              f"every rank's sum:\n{log.read_text()}")
+        return False
+    try:
+        wait_for(summed, 60, what="every rank's sum")
+    except TimeoutError as e:
+        # A hung job: where each of its processes waits (the agents' logs
+        # follow, from the `background` fixture).
+        pids = [launcher.pid] + [w.pid for w in workers]
+        raise AssertionError(f"{e}; the launcher's and the workers' "
+                             f"processes:\n{_tree(pids)}\n{log.read_text()}")
 
 
-def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi_job,
-                                               start_agent):
+def _tree(pids):
+    """`pids` and their descendants, one per line: state, kernel wait
+    channel and command line."""
+    lines = []
+    for p in [d for pid in pids for d in [pid] + descendants(pid)]:
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{p}/wchan") as f:
+                wchan = f.read()
+            with open(f"/proc/{p}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        lines.append(f"  {p} {state} {wchan or '-'} {cmd[:200]}")
+    return "\n".join(lines)
+
+
+def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi, program,
+                                               mpi_job, start_agent):
     env, workers = mpi_job
-    program = tmp_path / "allreduce.py"
-    program.write_text(ALLREDUCE_PY)
     out = tmp_path / "launcher.out"
     launcher = start_agent(
-        ["run", "--framework", "mpi", "--", "mpirun.openmpi", "--hostfile",
-         str(_hostfile(tmp_path, "openmpi")), "-np", "4", PYTHON,
-         str(program), "300"],
+        ["run", "--framework", "mpi", "--"]
+        + mpi.command(tmp_path, program, "300"),
         env=env, log=out, stdin=subprocess.DEVNULL)
-    wait_for(lambda: _ranks(out.read_text()) == EXPECTED, 60,
-             what="every rank's sum")
+    _await_sums(launcher, out, workers)
     killed = time.monotonic()
     kill_tree(workers[1])
     code = launcher.wait(timeout=30)
@@ -184,7 +276,7 @@ def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi_job,
     assert code != 0, out.read_text()
     assert took < 5, f"mpirun took {took:.1f}s to end after the kill"
     # The surviving worker's share of the job went with it.
-    wait_for(lambda: not _job_processes(program), 10,
+    wait_for(lambda: not _job_processes(program[-1]), 10,
              what="no rank of the job left")
 
 
@@ -200,36 +292,29 @@ def _job_processes(program):
     return found
 
 
-def test_the_launcher_waits_for_a_late_worker(tmp_path, start_agent):
-    env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
-           "DISTJOB_SPAWN_PORT": str(_free_on_workers()),
-           "OMPI_ALLOW_RUN_AS_ROOT": "1",
-           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_btl": "tcp,self"}
-    program = tmp_path / "allreduce.py"
-    program.write_text(ALLREDUCE_PY)
+def test_the_launcher_waits_for_a_late_worker(tmp_path, mpi, program,
+                                              start_agent):
+    env = _launcher_env(tmp_path)
     log = tmp_path / "launcher.log"
     launcher = start_agent(
-        ["run", "--framework", "mpi", "--", "mpirun.openmpi", "--hostfile",
-         str(_hostfile(tmp_path, "openmpi")), "-np", "4", PYTHON,
-         str(program)], env=env, log=log, stdin=subprocess.DEVNULL)
+        ["run", "--framework", "mpi", "--"] + mpi.command(tmp_path, program),
+        env=env, log=log, stdin=subprocess.DEVNULL)
     wait_for(lambda: "waiting for the spawn servers" in log.read_text(), 30,
              what="the launcher's wait")
-    for host in WORKERS:  # the race a launcher loses against sshd
-        start_agent(["run", "--framework", "mpi", "--role", "worker",
-                     "--spawn-host", host], env=env,
-                    log=tmp_path / f"worker-{host}.log")
+    # The race a launcher loses against sshd.
+    _start_workers(start_agent, env, tmp_path)
     assert launcher.wait(timeout=120) == 0, log.read_text()
     assert _ranks(log.read_text()) == EXPECTED
 
 
-def test_a_stop_signal_ends_the_launchers_wait_within_1s(tmp_path,
+def test_a_stop_signal_ends_the_launchers_wait_within_1s(tmp_path, mpi,
                                                         start_agent):
     env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
            "DISTJOB_SPAWN_PORT": str(_free_on_workers())}
     log = tmp_path / "launcher.log"
     launcher = start_agent(
-        ["run", "--framework", "mpi", "--", "mpirun.openmpi", "-H",
-         ",".join(WORKERS), "true"], env=env, log=log)
+        ["run", "--framework", "mpi", "--"] + mpi.hosts_command("true"),
+        env=env, log=log)
     wait_for(lambda: "waiting for the spawn servers" in log.read_text(), 30,
              what="the launcher's wait")
     stopped = time.monotonic()
@@ -238,10 +323,10 @@ def test_a_stop_signal_ends_the_launchers_wait_within_1s(tmp_path,
     assert time.monotonic() - stopped < 1.0
 
 
-def test_the_wait_is_bounded_and_names_each_missing_host(run_agent):
+def test_the_wait_is_bounded_and_names_each_missing_host(run_agent, mpi):
     r = run_agent(
-        ["run", "--framework", "mpi", "--spawn-wait", "1s", "--",
-         "mpirun.openmpi", "-H", ",".join(WORKERS), "true"],
+        ["run", "--framework", "mpi", "--spawn-wait", "1s", "--"]
+        + mpi.hosts_command("true"),
         env={**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
              "DISTJOB_SPAWN_PORT": str(_free_on_workers())})
     assert r.returncode == 138, r.stderr
