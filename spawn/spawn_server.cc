@@ -11,6 +11,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/spawn.grpc.pb.h"
 #include "rendezvous/store/conn_limiter.h"
+#include "rendezvous/store/grpc_fd_acceptor.h"
 #include "spawn/spawn_call.h"
 
 namespace distjob {
@@ -105,9 +106,8 @@ absl::StatusOr<std::unique_ptr<SpawnServer>> SpawnServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              kKeepaliveTimeoutMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  s->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-      MakeServerCredentials(security));
+  s->acceptor_ = std::make_unique<GrpcFdAcceptor>(
+      builder, MakeServerCredentials(security));
   builder.RegisterService(s->service_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr) {
@@ -116,11 +116,7 @@ absl::StatusOr<std::unique_ptr<SpawnServer>> SpawnServer::Start(
   }
   s->server_->GetHealthCheckService()->SetServingStatus(kSpawnHealthService,
                                                         true);
-  s->conns_->Start([acceptor = s->acceptor_.get()](int fd) {
-    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
-    p.fd = fd;
-    acceptor->HandleNewConnection(&p);
-  });
+  s->conns_->Start(s->acceptor_->Handoff());
   DJ_LOG_INFO("spawn server listening on {}:{}", host, s->port_);
   return s;
 }

@@ -16,14 +16,12 @@
 
 namespace grpc {
 class Server;
-namespace experimental {
-class ExternalConnectionAcceptor;
-}
 }  // namespace grpc
 
 namespace distjob {
 
 class ConnLimiter;
+class GrpcFdAcceptor;
 
 class SpawnServer {
  public:
@@ -45,7 +43,7 @@ class SpawnServer {
   SpawnServer();
   std::unique_ptr<Service> service_;
   std::unique_ptr<ConnLimiter> conns_;
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
+  std::unique_ptr<GrpcFdAcceptor> acceptor_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -18,6 +18,7 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "proto/store.grpc.pb.h"
+#include "rendezvous/store/grpc_fd_acceptor.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace distjob {
@@ -598,9 +599,8 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
   grpc::ResourceQuota quota("distjob-store");
   quota.Resize(kGrpcQuotaBytes);
   builder.SetResourceQuota(quota);
-  s->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
-      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD,
-      MakeServerCredentials(security));
+  s->acceptor_ = std::make_unique<GrpcFdAcceptor>(
+      builder, MakeServerCredentials(security));
   s->service_->Register(&builder, limits.completion_queues);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr) {
@@ -608,11 +608,7 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(
         absl::StrCat("cannot start the rendezvous store on ", address));
   }
   s->service_->Run(limits.busy_poll);
-  s->conns_->Start([acceptor = s->acceptor_.get()](int fd) {
-    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters p;
-    p.fd = fd;
-    acceptor->HandleNewConnection(&p);
-  });
+  s->conns_->Start(s->acceptor_->Handoff());
   DJ_LOG_INFO("rendezvous store listening on {}:{}", host, s->port_);
   return s;
 }

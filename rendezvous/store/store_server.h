@@ -18,13 +18,11 @@
 
 namespace grpc {
 class Server;
-namespace experimental {
-class ExternalConnectionAcceptor;
-}
 }  // namespace grpc
 
 namespace distjob {
 
+class GrpcFdAcceptor;
 class StorePeerCalls;
 
 class StoreServer {
@@ -87,7 +85,7 @@ class StoreServer {
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   // Feeds server_ through acceptor_; stopped before server_ shuts down.
-  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
+  std::unique_ptr<GrpcFdAcceptor> acceptor_;
   std::unique_ptr<ConnLimiter> conns_;
   int port_ = 0;
 };
