@@ -159,6 +159,9 @@ class DynamicRendezvous : public ElasticRendezvous {
       const RdzvState& st,
       const std::optional<absl::StatusOr<std::string>>& master,
       RendezvousResult* r);
+  // A write the other nodes would have read, lost: the peers wait longer
+  // (a lease or a deadline) for what it said, so the log says why.
+  static void WarnIfLost(absl::string_view what, const absl::Status& s);
   // The round this node holds (or last held).
   int64_t CurrentRound();
   // Makes closed round `st` the one this node holds, and starts watching
@@ -250,6 +253,13 @@ class DynamicRendezvous : public ElasticRendezvous {
   // exit_barrier_timeout. False when it ended without that: the timeout
   // passed, the store went away or the wait was cancelled.
   bool ExitBarrier(const RdzvState& round);
+  // Shutdown after this node's workers succeeded: the exit barrier, then
+  // the host waits for the others to read its outcome (at most 5 s), or a
+  // member counts its goodbye.
+  void LeaveSucceeded(const RdzvState& round);
+  // Shutdown's last call: closes the store, briefly when it was lost or
+  // never held a round of this node's.
+  void CloseStore();
   // The store's host leaving before every member finished (its exit
   // barrier timed out): says so under ctl/, so that the members still
   // running finish without the store rather than taking its loss for a

@@ -213,14 +213,13 @@ OVER_BUDGET = {
     "RunBarrier": 91,
     "FlagSet::Parse": 90,
     "DynamicRendezvous::Observe": 89,
-    "DynamicRendezvous::Shutdown": 88,
     "HealthCommand": 84,
     "Decide": 84,
 }
 
 # Files by path, with their lines.
 FILES_OVER_BUDGET = {
-    "rendezvous/dynamic_rendezvous.cc": 1433,
+    "rendezvous/dynamic_rendezvous.cc": 1133,
     "rendezvous/store/etcd_store.cc": 1854,
 }
 
