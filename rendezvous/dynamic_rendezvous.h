@@ -210,6 +210,14 @@ class DynamicRendezvous : public ElasticRendezvous {
   void Withdraw();
   void HeartbeatLoop();
   void MonitorLoop();
+  // The monitor's watch failed with `s` (the call began at `call_start`):
+  // it stops monitoring, or the failure counts towards the store's loss
+  // (read_timeout after `*failing_since`, the first failing call's start).
+  void OnMonitorWatchFailed(const absl::Status& s, absl::Time call_start,
+                            absl::Time* failing_since);
+  // The monitor's watch (of generation `generation`) saw `w`: judged, and
+  // a change of the round fired.
+  void OnMonitorChange(const WatchResult& w, uint64_t generation);
   // Why the current round is no longer the job's, or "" if it still is;
   // sets `revision` to the store revision it read at. With `liveness` it
   // also looks at the next live member's lease and, that member lost,
