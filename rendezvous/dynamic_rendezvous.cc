@@ -259,88 +259,101 @@ Observed DynamicRendezvous::Observe(RankCache* cache,
                                     StoreListing* listed) {
   Observed o;
   o.fresh = true;
-  std::optional<RdzvState> told;
-  if (known.has_value() && known->key == keys_.State() &&
-      known->value.has_value()) {
-    if (auto st = RdzvState::Decode(*known->value); st.ok()) told = *st;
-  }
-  if (told.has_value()) {
-    // What the watch said: a recovery's survivors, woken together by the
-    // round's close, each skip a listing.
-    o.revision = known_revision;
-    o.state_revision = known->revision;
-    o.raw = *known->value;
-    o.state = *std::move(told);
-  } else {
-    // One request for the state and the job's end (rdzv_keys.h: both start
-    // with the state's key), read by every node on every wake-up.
-    auto listing = listed != nullptr
-                       ? absl::StatusOr<StoreListing>(std::move(*listed))
-                       : store_->List(keys_.State());
-    if (!listing.ok()) {
-      o.state_error = listing.status();
-      return o;
-    }
-    for (auto& e : listing->entries) {
-      if (e.key == keys_.Aborted()) {
-        o.aborted = std::move(e.value);
-        return o;
-      }
-    }
-    o.revision = listing->revision;
-    for (const auto& e : listing->entries) {
-      if (e.key != keys_.State()) continue;
-      o.raw = e.value;
-      o.state_revision = e.revision;
-      auto st = RdzvState::Decode(e.value);
-      if (!st.ok()) {
-        o.state_error = st.status();
-        return o;
-      }
-      o.state = std::move(*st);
-    }
-  }
+  if (!ObserveState(known, known_revision, listed, &o)) return o;
   const RdzvState& st = o.state;
-  if (st.closed && (st.round != cache->round || st.closer != cache->closer)) {
-    auto rec = ReadRankRecord(st, cache);
-    if (!rec.ok() && !absl::IsNotFound(rec.status())) {
-      o.rank_error = rec.status();
-      return o;
-    }
-    cache->mine.reset();
-    if (rec.ok()) {
-      auto r = DecodeRank(*rec);
-      if (!r.ok()) {
-        o.malformed = r.status();
-        return o;
-      }
-      cache->mine = *std::move(r);
-    }
-    cache->round = st.round;
-    cache->closer = st.closer;
+  if (st.closed && (st.round != cache->round || st.closer != cache->closer) &&
+      !ObserveRank(st, cache, &o)) {
+    return o;
   }
   if (st.closed) o.mine = cache->mine;
   if (o.mine.has_value() && st.round == decider_round_) {
     auto alive = store_->Check({keys_.Alive(decider_)});
     if (alive.ok()) o.decider_alive = *alive;
   }
-  if (st.closed && !o.mine.has_value()) {
-    auto members = ReadMembers(st.round, st.closer, st.size);
-    auto alive = store_->List(keys_.AlivePrefix());
-    if (members.ok() && alive.ok()) {
-      std::set<std::string> live;
-      for (const auto& e : alive->entries) live.insert(e.key);
-      bool any_alive = false;
-      absl::MutexLock lock(&seen_mu_);
-      last_seen_.clear();
-      for (const auto& p : *members) {
-        any_alive |= live.count(keys_.Alive(p.node)) > 0;
-        last_seen_.push_back(p.addr);
-      }
-      o.members_alive = any_alive;
+  if (st.closed && !o.mine.has_value()) ObserveMembersAlive(st, &o);
+  return o;
+}
+
+bool DynamicRendezvous::ObserveState(const std::optional<WatchChange>& known,
+                                     int64_t known_revision,
+                                     StoreListing* listed, Observed* o) {
+  if (known.has_value() && known->key == keys_.State() &&
+      known->value.has_value()) {
+    if (auto st = RdzvState::Decode(*known->value); st.ok()) {
+      // What the watch said: a recovery's survivors, woken together by the
+      // round's close, each skip a listing.
+      o->revision = known_revision;
+      o->state_revision = known->revision;
+      o->raw = *known->value;
+      o->state = *std::move(st);
+      return true;
     }
   }
-  return o;
+  // One request for the state and the job's end (rdzv_keys.h: both start
+  // with the state's key), read by every node on every wake-up.
+  auto listing = listed != nullptr
+                     ? absl::StatusOr<StoreListing>(std::move(*listed))
+                     : store_->List(keys_.State());
+  if (!listing.ok()) {
+    o->state_error = listing.status();
+    return false;
+  }
+  for (auto& e : listing->entries) {
+    if (e.key == keys_.Aborted()) {
+      o->aborted = std::move(e.value);
+      return false;
+    }
+  }
+  o->revision = listing->revision;
+  for (const auto& e : listing->entries) {
+    if (e.key != keys_.State()) continue;
+    o->raw = e.value;
+    o->state_revision = e.revision;
+    auto st = RdzvState::Decode(e.value);
+    if (!st.ok()) {
+      o->state_error = st.status();
+      return false;
+    }
+    o->state = std::move(*st);
+  }
+  return true;
+}
+
+bool DynamicRendezvous::ObserveRank(const RdzvState& st, RankCache* cache,
+                                    Observed* o) {
+  auto rec = ReadRankRecord(st, cache);
+  if (!rec.ok() && !absl::IsNotFound(rec.status())) {
+    o->rank_error = rec.status();
+    return false;
+  }
+  cache->mine.reset();
+  if (rec.ok()) {
+    auto r = DecodeRank(*rec);
+    if (!r.ok()) {
+      o->malformed = r.status();
+      return false;
+    }
+    cache->mine = *std::move(r);
+  }
+  cache->round = st.round;
+  cache->closer = st.closer;
+  return true;
+}
+
+void DynamicRendezvous::ObserveMembersAlive(const RdzvState& st, Observed* o) {
+  auto members = ReadMembers(st.round, st.closer, st.size);
+  auto alive = store_->List(keys_.AlivePrefix());
+  if (!members.ok() || !alive.ok()) return;
+  std::set<std::string> live;
+  for (const auto& e : alive->entries) live.insert(e.key);
+  bool any_alive = false;
+  absl::MutexLock lock(&seen_mu_);
+  last_seen_.clear();
+  for (const auto& p : *members) {
+    any_alive |= live.count(keys_.Alive(p.node)) > 0;
+    last_seen_.push_back(p.addr);
+  }
+  o->members_alive = any_alive;
 }
 
 absl::Status DynamicRendezvous::CheckProtocolOnce() {

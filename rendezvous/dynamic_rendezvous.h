@@ -141,6 +141,14 @@ class DynamicRendezvous : public ElasticRendezvous {
   Observed Observe(RankCache* cache,
                    const std::optional<WatchChange>& known = std::nullopt,
                    int64_t known_revision = 0, StoreListing* listed = nullptr);
+  // Observe's steps; each false when `*o` is complete (an error, or the
+  // job's end): the state and the job's end, this node's rank record in
+  // closed round `st` (into `cache`), and whether any member of closed
+  // round `st`, which this node is not in, is alive.
+  bool ObserveState(const std::optional<WatchChange>& known,
+                    int64_t known_revision, StoreListing* listed, Observed* o);
+  bool ObserveRank(const RdzvState& st, RankCache* cache, Observed* o);
+  void ObserveMembersAlive(const RdzvState& st, Observed* o);
   // `revision`: the store's revision `state` was written at.
   // `master`: the master's record if already read (RankCache::master).
   absl::StatusOr<RendezvousResult> Result(

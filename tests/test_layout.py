@@ -211,7 +211,6 @@ OVER_BUDGET = {
     "ResolveIdentity": 100,
     "RunBarrier": 91,
     "FlagSet::Parse": 90,
-    "DynamicRendezvous::Observe": 89,
     "HealthCommand": 84,
     "Decide": 84,
 }
