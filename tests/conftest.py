@@ -24,6 +24,12 @@ from harness import Background, agent_binary  # noqa: E402
 for _sig in (signal.SIGQUIT, signal.SIGHUP):
     if signal.getsignal(_sig) == signal.SIG_IGN:
         signal.signal(_sig, signal.SIG_DFL)
+# Python translates SIGINT into KeyboardInterrupt only where it was not
+# ignored at start: inherited ignored, every worker ignored it too, and the
+# SIGINT case of test_each_stop_signal_ends_the_job_without_restart waited
+# out the agent's shutdown grace before it killed them (25 s in CI).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -160,15 +160,33 @@ _handed_out = set()
 _next_port = [None]
 
 
+def _worker_slice(floor, low):
+    """[first, end) of the ports this process may hand out. Under
+    pytest-xdist (`-n`, as tests/device/check.sh runs the black-box suite)
+    each worker process has a slice of its own: _handed_out is per process,
+    and two workers probing one port could both find it free and give it to
+    two servers."""
+    try:
+        index = int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))
+        count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    except (KeyError, ValueError):
+        return floor, low
+    if not 0 <= index < count:
+        return floor, low
+    width = (low - floor) // count
+    return floor + index * width, floor + (index + 1) * width
+
+
 def _candidate_ports():
     low = _ephemeral_low()
     if low - _PORT_FLOOR < 2000:  # no room below the range: let the kernel pick
         return None
+    first, end = _worker_slice(_PORT_FLOOR, low)
     if _next_port[0] is None:
-        _next_port[0] = random.Random(os.getpid()).randrange(_PORT_FLOOR, low)
-    span = low - _PORT_FLOOR
+        _next_port[0] = random.Random(os.getpid()).randrange(first, end)
+    span = end - first
     for i in range(span):
-        yield _PORT_FLOOR + (_next_port[0] - _PORT_FLOOR + i) % span
+        yield first + (_next_port[0] - first + i) % span
 
 
 def _bindable(port, host):
