@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
-from harness import Background, agent_binary  # noqa: E402
+from harness import Background, agent_binary, agent_env  # noqa: E402
 
 # A suite started in the background by a shell without job control (`cmd &`)
 # inherits SIGQUIT (and SIGINT) ignored, and one started under `nohup`
@@ -40,20 +40,6 @@ def agent():
         pytest.fail(f"{path} is not built: run `bazel build "
                     "//agent:distjob-agent` or set DISTJOB_AGENT")
     return path
-
-
-def agent_env(tmp_path, env=None):
-    """The test's environment updated with `env` (a None value unsets one);
-    the termination log defaults into `tmp_path`."""
-    full_env = dict(os.environ)
-    full_env.setdefault("DISTJOB_TERMINATION_LOG",
-                        str(tmp_path / "termination-log"))
-    for name, value in (env or {}).items():
-        if value is None:
-            full_env.pop(name, None)  # None unsets
-        else:
-            full_env[name] = value
-    return full_env
 
 
 @pytest.fixture

@@ -638,3 +638,17 @@ def raise_fd_limit(n):
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
     if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < n:
         pytest.skip(f"needs {n} open files")
+
+
+def agent_env(tmp_path, env=None):
+    """The test's environment updated with `env` (a None value unsets one);
+    the termination log defaults into `tmp_path`."""
+    full_env = dict(os.environ)
+    full_env.setdefault("DISTJOB_TERMINATION_LOG",
+                        str(tmp_path / "termination-log"))
+    for name, value in (env or {}).items():
+        if value is None:
+            full_env.pop(name, None)  # None unsets
+        else:
+            full_env[name] = value
+    return full_env

@@ -3,13 +3,12 @@ command line, exit codes and streams as MPI launchers expect them, signal
 forwarding, the end of a call ending the remote command, and a spawn
 server that will not start without the job's token."""
 
-import os
 import signal
 import subprocess
 
 import pytest
 
-from harness import CLEAN_JOB_ENV, free_port, pid_alive, wait_for
+from harness import CLEAN_JOB_ENV, agent_env, free_port, pid_alive, wait_for
 
 TOKEN = "rsh-tok-K8d2Lq9Zp"
 
@@ -50,7 +49,7 @@ def test_rsh_forwards_sigterm_to_the_remote_command(worker, tmp_path, agent):
         [agent, "rsh", "127.0.0.1",
          "trap 'echo got-term; exit 7' TERM; echo ready; "
          "while :; do sleep 0.05; done"],
-        env={**os.environ, **worker["env"]},
+        env=agent_env(tmp_path, worker["env"]),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, text=True)
     try:
@@ -69,7 +68,7 @@ def test_a_killed_rsh_ends_the_remote_group(worker, tmp_path, agent):
     proc = subprocess.Popen(
         [agent, "rsh", "127.0.0.1",
          f"sleep 300 & echo $! > {pid_file}; echo ready; wait"],
-        env={**os.environ, **worker["env"]},
+        env=agent_env(tmp_path, worker["env"]),
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout.readline() == "ready\n"
