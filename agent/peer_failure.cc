@@ -112,14 +112,17 @@ namespace {
 
 // The failure another node offered as the root cause, if it is one: a
 // communication error offered is collateral too, and a peer's bytes that
-// do not decode are no verdict.
-std::optional<FailureReport> OfferedRootCause(ElasticRendezvous& rendezvous) {
+// do not decode are no verdict (said once: `*warned`).
+std::optional<FailureReport> OfferedRootCause(ElasticRendezvous& rendezvous,
+                                              bool* warned) {
   std::optional<std::string> offered = rendezvous.OfferedRootFailure();
   if (!offered.has_value()) return std::nullopt;
   absl::StatusOr<FailureReport> failure = DecodeOfferedFailure(*offered);
   if (!failure.ok()) {
-    DJ_LOG_WARNING("ignoring the failure another node offered: {}",
-                   failure.status().message());
+    if (!std::exchange(*warned, true)) {
+      DJ_LOG_WARNING("ignoring the failure another node offered: {}",
+                     failure.status().message());
+    }
     return std::nullopt;
   }
   if (failure->cause.peer_communication) return std::nullopt;
@@ -140,6 +143,7 @@ PeerVerdict AwaitPeerVerdict(ElasticRendezvous& rendezvous,
       own.rank, own.cause.rule, absl::FormatDuration(window));
   absl::Time next_note = absl::Now() + absl::Seconds(10);
   PeerVerdict verdict;
+  bool warned = false;
   // Checked after the last sleep too: an offer in the window's last moment
   // still counts.
   for (;;) {
@@ -151,7 +155,8 @@ PeerVerdict AwaitPeerVerdict(ElasticRendezvous& rendezvous,
       verdict.kind = PeerVerdict::Kind::kPeerLost;
       return verdict;
     }
-    if (std::optional<FailureReport> peer = OfferedRootCause(rendezvous)) {
+    if (std::optional<FailureReport> peer =
+            OfferedRootCause(rendezvous, &warned)) {
       DJ_LOG_INFO(
           "rank {}'s failure follows rank {}'s on host {} ({}): deciding on "
           "that failure",
