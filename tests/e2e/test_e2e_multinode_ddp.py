@@ -165,7 +165,7 @@ def test_worker_exit_1_stops_every_pod_with_root_cause(make_cluster,
                                                        artifacts):
     c = make_cluster("perm", {"master": 1, "worker": 1})
     s = Steered(artifacts)
-    master, worker = c.pods["perm-master-0"], c.pods["perm-worker-0"]
+    master = c.pods["perm-master-0"]
     env = s.env(rdzv_env(c, master, nnodes=2, max_restarts=3),
                 FAULT="exit", FAULT_POD="perm-worker-0", FAULT_EPOCH=1,
                 FAULT_EXCEPTION="ValueError")
