@@ -32,12 +32,16 @@ TEST(FailureDecisionTest, TheFirstOfferOfARoundStays) {
 // A follower's store: the join's own watches (on `joiner`'s thread) are
 // held until the store is gone, and the store goes as soon as this node
 // marks the job's end as read, as the store's host that ended the job
-// does once every node has read why.
+// does once every node has read why. Once `formed`, the monitor's watch
+// is held open until something changes, rather than for its lease: it is
+// then surely in flight when the job ends.
 class HostLeavesOnceEndReadStore : public LocalStore {
  public:
   explicit HostLeavesOnceEndReadStore(StoreCore* core) : LocalStore(core) {}
   std::atomic<std::thread::id> joiner{};
   absl::Notification joiner_waits;
+  std::atomic<bool> formed{false};
+  absl::Notification monitor_watches;
 
   absl::StatusOr<int64_t> MultiSet(
       const std::vector<std::pair<std::string, std::string>>& kvs,
@@ -61,6 +65,9 @@ class HostLeavesOnceEndReadStore : public LocalStore {
     if (std::this_thread::get_id() == joiner.load()) {
       if (!joiner_waits.HasBeenNotified()) joiner_waits.Notify();
       gone_.WaitForNotificationWithTimeout(absl::Seconds(30));
+    } else if (formed) {
+      if (!monitor_watches.HasBeenNotified()) monitor_watches.Notify();
+      timeout = absl::Seconds(30);
     }
     if (gone_.HasBeenNotified()) return Gone();
     return LocalStore::WatchAny(prefixes, after_revision, timeout);
@@ -85,6 +92,9 @@ TEST(FailureDecisionTest, AFollowerLearnsTheEndItsMonitorRead) {
   nodes.push_back(std::make_unique<DynamicRendezvous>(
       Options(1, 2, 2), std::make_unique<LocalStore>(&core)));
   FormRound(nodes);
+  follower_store->formed = true;
+  ASSERT_TRUE(follower_store->monitor_watches.WaitForNotificationWithTimeout(
+      absl::Seconds(10)));
   ASSERT_TRUE(nodes[1]->ClaimFailure());
   ASSERT_FALSE(nodes[0]->ClaimFailure());
   absl::StatusOr<RendezvousResult> next;
