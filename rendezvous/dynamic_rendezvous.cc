@@ -48,7 +48,9 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
       lease_(options_.config.keep_alive_interval *
              options_.config.keep_alive_max_attempt),
       store_(std::move(store)),
-      keep_alive_(std::move(keep_alive)) {
+      keep_alive_(std::move(keep_alive)),
+      node_lease_(store_.get(), &keys_, options_.node, lease_,
+                  options_.config.keep_alive_interval) {
   if (options_.heartbeat_thread) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -77,84 +79,8 @@ void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
   on_change_ = std::move(callback);
 }
 
-absl::Status DynamicRendezvous::Heartbeat() {
-  std::vector<std::pair<std::string, std::string>> kvs = {
-      {keys_.Alive(options_.node), "1"}};
-  uint64_t withdrawals = 0;
-  {
-    absl::MutexLock lock(&waiting_mu_);
-    if (waiting_.has_value()) {
-      kvs.emplace_back(keys_.Waiting(options_.node), *waiting_);
-    }
-    withdrawals = waiting_withdrawals_;
-  }
-  const absl::Time start = absl::Now();
-  absl::Status s = store_->MultiSet(kvs, lease_).status();
-  if (s.ok()) NoteRenewed(start);
-  bool withdraw;
-  {
-    absl::MutexLock lock(&waiting_mu_);
-    // The ask was withdrawn (its key deleted) while this wrote it again,
-    // or its delete failed: deleted once more, or it would live with the
-    // lease (an etcd renewal keeps a lease's keys) and the members would
-    // keep seeing it.
-    withdraw = !waiting_.has_value() &&
-               ((kvs.size() > 1 && waiting_withdrawals_ != withdrawals) ||
-                withdrawal_pending_);
-  }
-  if (withdraw) Withdraw();
-  return s;
-}
-
-void DynamicRendezvous::Withdraw() {
-  const std::string key = keys_.Waiting(options_.node);
-  const absl::Status s = store_->Delete({key}).status();
-  absl::MutexLock lock(&waiting_mu_);
-  // Asking again writes the ask anew: nothing left to delete then.
-  if (s.ok() || waiting_.has_value()) {
-    withdrawal_pending_ = false;
-    return;
-  }
-  if (!withdrawal_pending_) {
-    DJ_LOG_WARNING(
-        "rendezvous: cannot withdraw this node's ask to join ({}): {}; "
-        "deleting it again at each lease renewal",
-        key, s.message());
-  }
-  withdrawal_pending_ = true;
-}
-
-void DynamicRendezvous::StopWaiting() {
-  bool was_waiting;
-  {
-    absl::MutexLock lock(&waiting_mu_);
-    was_waiting = waiting_.has_value();
-    waiting_.reset();
-    if (was_waiting) ++waiting_withdrawals_;
-  }
-  if (was_waiting) Withdraw();
-}
-
-void DynamicRendezvous::NoteRenewed(absl::Time start) {
-  // From before the call: the lease runs at least lease_ from here.
-  absl::MutexLock lock(&renewed_mu_);
-  renewed_at_ = std::max(renewed_at_, start);
-}
-
-bool DynamicRendezvous::RenewedSince(absl::Time t) const {
-  absl::MutexLock lock(&renewed_mu_);
-  return renewed_at_ >= t;
-}
-
-bool DynamicRendezvous::RenewedWithin(absl::Duration d) const {
-  absl::MutexLock lock(&renewed_mu_);
-  return absl::Now() - renewed_at_ < d;
-}
-
 absl::Time DynamicRendezvous::NextRenewal(absl::Time last_attempt) const {
-  absl::MutexLock lock(&renewed_mu_);
-  return std::max(renewed_at_, last_attempt) +
-         options_.config.keep_alive_interval;
+  return node_lease_.NextRenewal(last_attempt);
 }
 
 void DynamicRendezvous::HeartbeatLoop() {
@@ -177,17 +103,13 @@ void DynamicRendezvous::RenewLease() {
   // (Shutdown), whose last calls may take a while.
   if (host_left_ || closed_) return;
   const absl::Time start = absl::Now();
-  const absl::Status s = Heartbeat();
+  const absl::Status s = node_lease_.Renew();
   if (s.ok()) {
     renew_failing_since_ = absl::InfiniteFuture();
     return;
   }
   renew_failing_since_ = std::min(renew_failing_since_, start);
-  bool joining;
-  {
-    absl::MutexLock lock(&wait_mu_);
-    joining = wait_ == Wait::kStore;
-  }
+  const bool joining = wait_status_.Get().wait == Wait::kStore;
   // Not reached yet: Next says so, once per progress interval.
   if (joining) {
     DJ_LOG_DEBUG("rendezvous heartbeat failed: {}", s.message());
@@ -730,25 +652,6 @@ void DynamicRendezvous::Cancel() {
   store_->Close();
 }
 
-void DynamicRendezvous::SetWait(Wait wait, int64_t round,
-                                const std::string& node, int size) {
-  absl::MutexLock lock(&wait_mu_);
-  wait_ = wait;
-  wait_round_ = round;
-  wait_node_ = node;
-  wait_size_ = size;
-}
-
-void DynamicRendezvous::SetWaitUntil(absl::Time until) {
-  absl::MutexLock lock(&wait_mu_);
-  wait_until_ = until;
-}
-
-void DynamicRendezvous::SetStoreError(const absl::Status& error) {
-  absl::MutexLock lock(&wait_mu_);
-  store_error_ = std::string(error.message());
-}
-
 std::string DynamicRendezvous::Unfinished(const RdzvState& round) {
   auto members = ReadMembers(round.round, round.closer, round.size);
   auto marks = store_->List(keys_.DonePrefix(round.round));
@@ -769,17 +672,8 @@ std::string DynamicRendezvous::Unfinished(const RdzvState& round) {
 }
 
 std::string DynamicRendezvous::WaitingFor() {
-  Wait wait;
-  int64_t round;
-  std::string node;
-  int size;
-  {
-    absl::MutexLock lock(&wait_mu_);
-    wait = wait_;
-    round = wait_round_;
-    node = wait_node_;
-    size = wait_size_;
-  }
+  const WaitStatus::Snapshot now = wait_status_.Get();
+  const int64_t round = now.round;
   // One short read for the count: the store may be what does not answer.
   ScopedCallDeadline quick(absl::Now() + absl::Milliseconds(300));
   // A read, not Add(key, 0): a diagnostic must not write (a write wakes
@@ -793,7 +687,7 @@ std::string DynamicRendezvous::WaitingFor() {
   const std::string up_to = options_.min_nodes < options_.max_nodes
                                 ? absl::StrCat(", up to ", options_.max_nodes)
                                 : "";
-  switch (wait) {
+  switch (now.wait) {
     case Wait::kNone:
       return "";
     case Wait::kStore:
@@ -812,10 +706,10 @@ std::string DynamicRendezvous::WaitingFor() {
       return absl::StrCat("the next rendezvous round (round ", round,
                           " is closed or full)");
     case Wait::kDecider:
-      return absl::StrCat("node ", node, " to restart or end the job");
+      return absl::StrCat("node ", now.node, " to restart or end the job");
     case Wait::kExitBarrier:
       return absl::StrCat("the exit barrier of round ", round, " (",
-                          count(keys_.DoneCount(round)), "/", size,
+                          count(keys_.DoneCount(round)), "/", now.size,
                           " nodes finished)");
     case Wait::kLeft:
       return "the other nodes to read the exit barrier's outcome";
@@ -830,22 +724,13 @@ std::string DynamicRendezvous::WaitingFor() {
 std::string DynamicRendezvous::WaitProgress() {
   std::string line = WaitingFor();
   if (line.empty()) return line;
-  Wait wait;
-  int64_t round;
-  absl::Time until;
-  std::string store_error;
-  {
-    absl::MutexLock lock(&wait_mu_);
-    wait = wait_;
-    round = wait_round_;
-    until = wait_until_;
-    store_error = store_error_;
-  }
+  const WaitStatus::Snapshot now = wait_status_.Get();
+  const int64_t round = now.round;
   ScopedCallDeadline quick(absl::Now() + absl::Milliseconds(300));
   std::string detail;
-  switch (wait) {
+  switch (now.wait) {
     case Wait::kStore:
-      detail = store_error;
+      detail = now.store_error;
       break;
     case Wait::kJoiners:
     case Wait::kLastCall:
@@ -867,10 +752,10 @@ std::string DynamicRendezvous::WaitProgress() {
       break;
   }
   if (!detail.empty()) absl::StrAppend(&line, "; ", detail);
-  if (until != absl::InfiniteFuture()) {
+  if (now.until != absl::InfiniteFuture()) {
     absl::StrAppend(
         &line, "; until ",
-        absl::FormatTime("%H:%M:%S UTC", until, absl::UTCTimeZone()));
+        absl::FormatTime("%H:%M:%S UTC", now.until, absl::UTCTimeZone()));
   }
   return line;
 }

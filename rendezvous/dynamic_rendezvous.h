@@ -20,12 +20,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "rendezvous/node_lease.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_decide.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store/store_interface.h"
+#include "rendezvous/wait_status.h"
 
 namespace distjob {
 
@@ -201,21 +203,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   // for that round from join records 1..N, and N nodes joined it still.
   bool CloseStillWritten(const RdzvState& st);
   RdzvState CloseState(const RdzvState& open) const;
-  absl::Status Heartbeat();
   // The job's rendezvous protocol version against this agent's
   // (protocol_version.h), once per agent: OK once it matched.
   absl::Status CheckProtocolOnce();
-  // A renewal that began at `start` succeeded.
-  void NoteRenewed(absl::Time start);
-  // Whether a renewal that began at or after `t` succeeded.
-  bool RenewedSince(absl::Time t) const;
-  // Whether a heartbeat that began less than `d` ago renewed the lease.
-  bool RenewedWithin(absl::Duration d) const;
-  // Withdraws this node's ask to join, if it made one (deletes its key).
-  void StopWaiting();
-  // Deletes this node's ask; a failed delete is said once and left to the
-  // next renewal (withdrawal_pending_).
-  void Withdraw();
   void HeartbeatLoop();
   void MonitorLoop();
   // The monitor's watch failed with `s` (the call began at `call_start`):
@@ -282,25 +272,7 @@ class DynamicRendezvous : public ElasticRendezvous {
   // failure, and waits (at most one lease) until each has read it.
   void AnnounceHostLeaving(const RdzvState& round);
 
-  // What this node waits for, for WaitingFor.
-  enum class Wait {
-    kNone,
-    kStore,
-    kJoiners,
-    kLastCall,
-    kNextRound,
-    kDecider,
-    kExitBarrier,
-    kLeft,
-    kEndSeen,
-    kHostLeaving,
-  };
-  void SetWait(Wait wait, int64_t round = -1, const std::string& node = "",
-               int size = 0);
-  // Until when the wait lasts (join_timeout, exit_barrier_timeout), and
-  // why the store is not reached yet, for WaitProgress.
-  void SetWaitUntil(absl::Time until);
-  void SetStoreError(const absl::Status& error);
+  using Wait = RdzvWait;
   // The members of `round` that did not pass its exit barrier yet, named
   // (at most a few), for WaitProgress.
   std::string Unfinished(const RdzvState& round);
@@ -310,6 +282,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   const absl::Duration lease_;
   std::unique_ptr<StoreInterface> store_;
   std::shared_ptr<void> keep_alive_;
+  // This node's lease and its ask to join, renewed by the heartbeat.
+  NodeLease node_lease_;
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -332,32 +306,11 @@ class DynamicRendezvous : public ElasticRendezvous {
   // Why another node ended the job, once seen: the store may be gone (its
   // host ended it) by the time Next runs.
   std::string aborted_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex wait_mu_;
-  Wait wait_ ABSL_GUARDED_BY(wait_mu_) = Wait::kNone;
-  int64_t wait_round_ ABSL_GUARDED_BY(wait_mu_) = -1;
-  std::string wait_node_ ABSL_GUARDED_BY(wait_mu_);
-  int wait_size_ ABSL_GUARDED_BY(wait_mu_) = 0;
-  absl::Time wait_until_ ABSL_GUARDED_BY(wait_mu_) = absl::InfiniteFuture();
-  std::string store_error_ ABSL_GUARDED_BY(wait_mu_);
-  mutable absl::Mutex renewed_mu_;
-  absl::Time renewed_at_ ABSL_GUARDED_BY(renewed_mu_) = absl::InfinitePast();
+  // What this node waits for, for WaitingFor and WaitProgress.
+  WaitStatus wait_status_;
   // When the first of the renewals failing since the last success began
   // (InfiniteFuture: the last succeeded). The heartbeat thread's only.
   absl::Time renew_failing_since_ = absl::InfiniteFuture();
-  // The waiting key's value while this node asks to join (unset: it does
-  // not), renewed with its lease: the round this node waits after and
-  // whether it was closed, so that a wait past another round (or past the
-  // close of the one it waited in) is a real write, which wakes the
-  // members' monitors; renewing the same value wakes nobody.
-  absl::Mutex waiting_mu_;
-  std::optional<std::string> waiting_ ABSL_GUARDED_BY(waiting_mu_);
-  // Asks withdrawn (StopWaiting): a heartbeat that wrote the key while one
-  // was withdrawn deletes it again.
-  uint64_t waiting_withdrawals_ ABSL_GUARDED_BY(waiting_mu_) = 0;
-  // A withdrawal whose delete failed: the ask would live as long as the
-  // lease (an etcd renewal keeps a lease's keys), so each renewal deletes
-  // it again until one succeeds (Withdraw).
-  bool withdrawal_pending_ ABSL_GUARDED_BY(waiting_mu_) = false;
   mutable absl::Mutex seen_mu_;
   std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 

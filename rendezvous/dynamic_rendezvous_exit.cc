@@ -67,7 +67,7 @@ bool DynamicRendezvous::AllMarkedOrGone(
 }
 
 void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
-  SetWait(Wait::kEndSeen, round.round);
+  wait_status_.Set(Wait::kEndSeen, round.round);
   const absl::Time until = absl::Now() + lease_;
   std::optional<std::vector<RdzvParticipant>> members;
   bool announced = false;
@@ -99,7 +99,7 @@ void DynamicRendezvous::AwaitEndSeen(const RdzvState& round) {
 }
 
 bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
-  SetWait(Wait::kExitBarrier, round.round, "", round.size);
+  wait_status_.Set(Wait::kExitBarrier, round.round, "", round.size);
   // Each node marks itself, and the one whose mark completes the count
   // says so with one key: N nodes wait on that key, not on each other's
   // marks (N x N wake-ups). A member that died never marks: checked, from
@@ -126,7 +126,7 @@ bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
   }
   const absl::Time deadline =
       absl::Now() + options_.config.exit_barrier_timeout;
-  SetWaitUntil(deadline);
+  wait_status_.SetUntil(deadline);
   // A one-node round (or this node's mark completing it) waits for no one.
   if (count.ok() && *count >= round.size) return true;
   DJ_LOG_INFO(
@@ -171,7 +171,7 @@ bool DynamicRendezvous::ExitBarrier(const RdzvState& round) {
 }
 
 void DynamicRendezvous::AnnounceHostLeaving(const RdzvState& round) {
-  SetWait(Wait::kHostLeaving, round.round);
+  wait_status_.Set(Wait::kHostLeaving, round.round);
   // A stop signal ended the barrier (Cancel closed this view: the host's
   // is a LocalStore, whose writes and reads still reach the core, but not
   // its waits). Without the key the others would find the store gone and
@@ -277,7 +277,7 @@ void DynamicRendezvous::LeaveSucceeded(const RdzvState& round) {
   if (options_.hosting && !all_finished) {
     AnnounceHostLeaving(round);
   } else if (options_.hosting) {
-    SetWait(Wait::kLeft, round.round);
+    wait_status_.Set(Wait::kLeft, round.round);
     // Let the others read the barrier's outcome before the store goes.
     const int others = round.size - 1;
     const absl::Time until = absl::Now() + absl::Seconds(5);

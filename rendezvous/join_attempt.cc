@@ -27,10 +27,10 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::JoinAttempt::Run() {
   // join_timeout holds even when the store does not answer: no call made
   // while joining waits past it (each would otherwise wait read_timeout).
   ScopedCallDeadline join_deadline(deadline_);
-  rdzv_->SetWaitUntil(deadline_);
+  rdzv_->wait_status_.SetUntil(deadline_);
   struct NotWaiting {
     DynamicRendezvous* self;
-    ~NotWaiting() { self->SetWait(Wait::kNone); }
+    ~NotWaiting() { self->wait_status_.Set(Wait::kNone); }
   } not_waiting{rdzv_};
   if (absl::Status s = Begin(); !s.ok()) return s;
   next_start_ = absl::Now();
@@ -38,7 +38,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::JoinAttempt::Run() {
     const Action a =
         Decide(o_, rdzv_->CurrentProgress(deadline_, announced_round_));
     if (RenewsLeaseFirst(a.kind) && LeaseDue()) {
-      if (auto s = rdzv_->Heartbeat(); !s.ok()) {
+      if (auto s = rdzv_->node_lease_.Renew(); !s.ok()) {
         // A refused token is this pod's configuration: no wait fixes it.
         if (absl::IsUnauthenticated(s)) return s;
         DJ_LOG_WARNING("rendezvous heartbeat failed: {}", s.message());
@@ -186,7 +186,7 @@ DynamicRendezvous::JoinAttempt::JoinFirstRound() {
     }
     return std::nullopt;
   }
-  if (leasing && j->add.leased) rdzv_->NoteRenewed(start);
+  if (leasing && j->add.leased) rdzv_->node_lease_.NoteRenewed(start);
   retry_.Reset();
   rdzv_->joined_round_ = 0;
   rdzv_->join_index_ = j->add.count;
@@ -204,11 +204,8 @@ DynamicRendezvous::JoinAttempt::JoinFirstRound() {
 }
 
 absl::Status DynamicRendezvous::JoinAttempt::TimedOut() {
-  std::string unreached;  // why the store was never reached
-  {
-    absl::MutexLock lock(&rdzv_->wait_mu_);
-    if (rdzv_->wait_ == Wait::kStore) unreached = rdzv_->store_error_;
-  }
+  // Why the store was never reached.
+  const std::string unreached = rdzv_->wait_status_.StoreUnreached();
   const std::string& run_id = rdzv_->options_.run_id;
   if (!unreached.empty()) {
     return absl::UnavailableError(absl::StrCat(
@@ -233,9 +230,9 @@ absl::Status DynamicRendezvous::JoinAttempt::EndJob() {
 
 DynamicRendezvous::JoinAttempt::Outcome
 DynamicRendezvous::JoinAttempt::Reconnect() {
-  rdzv_->SetWait(Wait::kStore);
-  rdzv_->SetStoreError(o_.state_error);
-  if (auto s = rdzv_->Heartbeat(); !s.ok()) {
+  rdzv_->wait_status_.Set(Wait::kStore);
+  rdzv_->wait_status_.SetStoreError(o_.state_error);
+  if (auto s = rdzv_->node_lease_.Renew(); !s.ok()) {
     if (absl::IsUnauthenticated(s)) return s;
     // The heartbeat's own wait for the store may reach join_timeout: said
     // as the join's timeout, with why the store was not reached.
@@ -255,7 +252,7 @@ DynamicRendezvous::JoinAttempt::Reconnect() {
 
 absl::StatusOr<RendezvousResult>
 DynamicRendezvous::JoinAttempt::ReturnResult() {
-  rdzv_->StopWaiting();
+  rdzv_->node_lease_.StopAsking();
   // The round is closed: what follows reads the master's address
   // within close_timeout, whatever is left of join_timeout.
   ScopedCallDeadline after_join(absl::InfiniteFuture());
@@ -268,7 +265,7 @@ DynamicRendezvous::JoinAttempt::ReturnResult() {
 }
 
 void DynamicRendezvous::JoinAttempt::AwaitDecider() {
-  rdzv_->SetWait(Wait::kDecider, o_.state.round, rdzv_->decider_);
+  rdzv_->wait_status_.Set(Wait::kDecider, o_.state.round, rdzv_->decider_);
   if (!announced_wait_) {
     DJ_LOG_INFO("waiting for node {} to restart or end the job",
                 rdzv_->decider_);
@@ -293,22 +290,17 @@ void DynamicRendezvous::JoinAttempt::OpenNextRound(const Action& a) {
 
 void DynamicRendezvous::JoinAttempt::WaitForNextRound() {
   const RdzvState& st = o_.state;
-  rdzv_->SetWait(Wait::kNextRound, st.round);
+  rdzv_->wait_status_.Set(Wait::kNextRound, st.round);
   {
     // Members watch from their round's close on: a key written
     // before it (this node waited in an earlier round, or while this
     // one was still open) is written again with what changed.
     std::string value = absl::StrCat(st.round, st.closed ? " closed" : " full");
-    bool write;
-    {
-      absl::MutexLock lock(&rdzv_->waiting_mu_);
-      write = rdzv_->waiting_ != value;
-      rdzv_->waiting_ = std::move(value);
-    }
+    const bool write = rdzv_->node_lease_.Ask(std::move(value));
     // Its ask and a due lease: one write.
     // A failed write is tried again when the lease is next due;
     // the next read sees a store that is gone.
-    if (write || LeaseDue()) (void)rdzv_->Heartbeat();
+    if (write || LeaseDue()) (void)rdzv_->node_lease_.Renew();
   }
   if (!announced_wait_) {
     DJ_LOG_INFO("round {} of '{}' is {}; waiting for the next round", st.round,
@@ -339,12 +331,12 @@ void DynamicRendezvous::JoinAttempt::Join() {
     PauseAfter(absl::StrCat("cannot join round ", st.round), k.status());
     return;
   }
-  if (leasing && k->leased) rdzv_->NoteRenewed(start);
+  if (leasing && k->leased) rdzv_->node_lease_.NoteRenewed(start);
   retry_.Reset();
   // In an open round its ask is answered: withdrawn now, while the
   // last round's members are re-forming, rather than once this round
   // closed, when the deletion would wake each member's monitor.
-  rdzv_->StopWaiting();
+  rdzv_->node_lease_.StopAsking();
   rdzv_->joined_round_ = st.round;
   rdzv_->join_index_ = k->count;
   rdzv_->join_written_ = k->recorded;
@@ -377,7 +369,7 @@ void DynamicRendezvous::JoinAttempt::NoteRestarts() {
 
 void DynamicRendezvous::JoinAttempt::AwaitLastCall(const Action& a) {
   const RdzvState& st = o_.state;
-  rdzv_->SetWait(Wait::kLastCall, st.round);
+  rdzv_->wait_status_.Set(Wait::kLastCall, st.round);
   if (a.announce_last_call) AnnounceLastCall(st);
   // The node whose join began the last call closes the round when
   // the call ends, unless one more node fills it: its records go in
@@ -413,7 +405,7 @@ void DynamicRendezvous::JoinAttempt::CloseRound(const Action& a) {
 void DynamicRendezvous::JoinAttempt::WaitForJoiners(const Action& a) {
   const RdzvState& st = o_.state;
   const DynamicRendezvousOptions& options = rdzv_->options_;
-  rdzv_->SetWait(Wait::kJoiners, st.round);
+  rdzv_->wait_status_.Set(Wait::kJoiners, st.round);
   if (awaited_round_ != st.round) {
     awaited_round_ = st.round;
     DJ_LOG_INFO("round {} of '{}': waiting for nodes to join ({}..{})",
@@ -441,8 +433,9 @@ void DynamicRendezvous::JoinAttempt::WaitForJoiners(const Action& a) {
 // With a shorter lease the heartbeat thread keeps it, and Next renews
 // it once, as the first step that needs it.
 bool DynamicRendezvous::JoinAttempt::LeaseDue() const {
-  return fresh_ <= absl::ZeroDuration() ? !rdzv_->RenewedSince(next_start_)
-                                        : !rdzv_->RenewedWithin(fresh_);
+  return fresh_ <= absl::ZeroDuration()
+             ? !rdzv_->node_lease_.RenewedSince(next_start_)
+             : !rdzv_->node_lease_.RenewedWithin(fresh_);
 }
 
 std::string DynamicRendezvous::JoinAttempt::JoinRecord() const {

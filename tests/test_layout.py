@@ -222,7 +222,6 @@ FILES_OVER_BUDGET = {
 
 # Classes by qualified name, with their absl::Mutex / std::*mutex members.
 MUTEXES_OVER_BUDGET = {
-    "DynamicRendezvous": 5,
     "EtcdStore::Impl": 4,
 }
 
