@@ -29,6 +29,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
+#include "common/listen.h"
 
 namespace distjob {
 namespace {
@@ -38,52 +39,6 @@ constexpr ev_ssize_t kMaxHeaders = 8192;
 constexpr ev_ssize_t kMaxBody = 1024;
 // A PEM chain is a few tens of KB; a wrong path (a log) is not read whole.
 constexpr size_t kMaxPemBytes = size_t{1} << 20;
-
-// A non-blocking socket listening on `port` of every address of `family`.
-int ListenSocket(int family, int port) {
-  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -1;
-  const int yes = 1, no = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  int bound;
-  if (family == AF_INET6) {
-    // evhttp_bind_socket leaves IPV6_V6ONLY to the system default
-    // (net.ipv6.bindv6only), which may be on: set it off here.
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
-    sockaddr_in6 address{};
-    address.sin6_family = AF_INET6;
-    address.sin6_addr = in6addr_any;
-    address.sin6_port = htons(static_cast<uint16_t>(port));
-    bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  } else {
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_ANY);
-    address.sin_port = htons(static_cast<uint16_t>(port));
-    bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  }
-  // A flood's connections are accepted (and evicted) at once; a short
-  // backlog would leave a probe's SYN behind them, retried after 1 s.
-  if (bound != 0 || listen(fd, SOMAXCONN) != 0) {
-    const int error = errno;
-    close(fd);
-    errno = error;
-    return -1;
-  }
-  return fd;
-}
-
-int BoundPort(int fd) {
-  sockaddr_storage address{};
-  socklen_t size = sizeof(address);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-    return 0;
-  }
-  if (address.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
-  }
-  return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-}
 
 // OpenSSL's reason for the last failure: the first error is the cause
 // ("no start line"); the last is SSL's summary ("PEM lib").
@@ -222,14 +177,16 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
 }
 
 absl::Status HttpServer::Listen(const HttpServerOptions& options) {
-  int fd = ListenSocket(AF_INET6, options.port);
-  // EAFNOSUPPORT: no IPv6 in this pod; IPv4 alone.
-  if (fd < 0 && errno == EAFNOSUPPORT) fd = ListenSocket(AF_INET, options.port);
-  if (fd < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        options.port_flag, ": cannot listen on port ", options.port, ": ",
-        std::strerror(errno), "; give a free port, or 0 for none"));
+  // Every address, IPv4 too (IPv4 alone in a pod without IPv6). A flood's
+  // connections are accepted (and evicted) at once; a short backlog would
+  // leave a probe's SYN behind them, retried after 1 s.
+  absl::StatusOr<int> listening = ListenTcp("::", options.port, SOMAXCONN);
+  if (!listening.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.port_flag, ": ", listening.status().message(),
+                     "; give a free port, or 0 for none"));
   }
+  const int fd = *listening;
   port_ = BoundPort(fd);
   base_ = event_base_new();
   http_ = base_ != nullptr ? evhttp_new(base_) : nullptr;

@@ -25,6 +25,7 @@
 #include "common/busy_poll.h"
 #include "common/fd_budget.h"
 #include "common/heap_trim.h"
+#include "common/listen.h"
 #include "common/log_rate_limiter.h"
 #include "common/logging.h"
 #include "workerstore/allowed_peers.h"
@@ -294,8 +295,13 @@ class TcpStoreServer::Impl {
 };
 
 absl::Status TcpStoreServer::Impl::Listen() {
-  absl::StatusOr<int> fd = ListenTcp(options_.host, options_.port);
-  if (!fd.ok()) return fd.status();
+  // A rank that starts late finds room in the backlog (4,096: a round's
+  // ranks connect at once).
+  absl::StatusOr<int> fd = ListenTcp(options_.host, options_.port, 4096);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat("tcpstore: ", fd.status().message()));
+  }
   listen_fd_ = *fd;
   port_ = BoundPort(listen_fd_);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

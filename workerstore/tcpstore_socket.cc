@@ -2,12 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
-#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/socket_address.h"
 
@@ -21,49 +16,6 @@ uint16_t PortOf(const sockaddr_storage& ss) {
 }
 
 }  // namespace
-
-absl::StatusOr<int> ListenTcp(const std::string& host, int port) {
-  if (port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tcpstore: port ", port, " is not in 0..65535"));
-  }
-  std::optional<SocketAddress> at = ParseSocketAddress(host, port);
-  if (!at.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tcpstore: listen address '", host,
-                     "' is not a numeric IPv4 or IPv6 address"));
-  }
-  int fd = socket(at->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0 && at->family() == AF_INET6 && host == "::") {
-    // A host without IPv6: every IPv4 address instead.
-    at = ParseSocketAddress("0.0.0.0", port);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  }
-  if (fd < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("tcpstore: socket: ", std::strerror(errno)));
-  }
-  const int yes = 1, no = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  if (at->family() == AF_INET6) {
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
-  }
-  if (bind(fd, at->get(), at->length) != 0 || listen(fd, 4096) != 0) {
-    const int err = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("tcpstore: cannot listen on ",
-                                               host, ":", port, ": ",
-                                               std::strerror(err)));
-  }
-  return fd;
-}
-
-int BoundPort(int fd) {
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  return PortOf(bound);
-}
 
 std::string NormalizeAddress(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {};

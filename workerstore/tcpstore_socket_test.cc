@@ -30,22 +30,5 @@ TEST(TcpStoreSocketTest, AddressesHaveOneForm) {
   EXPECT_EQ(PeerName(v6, NormalizeAddress(v6)), "[fd00::2]:80");
 }
 
-TEST(TcpStoreSocketTest, ListensOnAnyFreePort) {
-  auto fd = ListenTcp("127.0.0.1", 0);
-  ASSERT_TRUE(fd.ok()) << fd.status();
-  EXPECT_GT(BoundPort(*fd), 0);
-  // Taken: named in the error.
-  auto again = ListenTcp("127.0.0.1", BoundPort(*fd));
-  EXPECT_FALSE(again.ok());
-  close(*fd);
-}
-
-TEST(TcpStoreSocketTest, BadAddressesAreRefused) {
-  EXPECT_EQ(ListenTcp("node-1", 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ListenTcp("127.0.0.1", 70000).status().code(),
-            absl::StatusCode::kInvalidArgument);
-}
-
 }  // namespace
 }  // namespace distjob

@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/fd_budget.h"
 #include "common/heap_trim.h"
+#include "common/listen.h"
 #include "common/logging.h"
-#include "common/socket_address.h"
 #include "rendezvous/store/h2_first_bytes.h"
 
 namespace distjob {
@@ -186,46 +186,18 @@ class RateLimitedLog {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ConnLimiter>> ConnLimiter::Listen(
-    const std::string& host_in, int port, ConnLimits limits, bool tls) {
-  std::string host = host_in;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+    const std::string& host, int port, ConnLimits limits, bool tls) {
+  // As gRPC's own listener: SO_REUSEADDR, a restarted host binds over
+  // TIME_WAIT (ListenTcp).
+  absl::StatusOr<int> fd = ListenTcp(host, port, 1024);
+  if (!fd.ok()) {
+    return absl::Status(fd.status().code(),
+                        absl::StrCat(limits.name, ": ", fd.status().message()));
   }
-  const std::optional<SocketAddress> at = ParseSocketAddress(host, port);
-  if (!at.has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(limits.name, ": ", "cannot listen on '", host_in,
-                     "': expected an IP address"));
-  }
-  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(at->get());
-  const std::string where = at->family() == AF_INET6
-                                ? absl::StrCat("[", host, "]:", port)
-                                : absl::StrCat(host, ":", port);
   std::unique_ptr<ConnLimiter> l(new ConnLimiter());
   l->tls_ = tls;
-  l->listen_fd_ =
-      socket(at->family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (l->listen_fd_ < 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", where, ": ", strerror(errno)));
-  }
-  const int on = 1, off = 0;
-  // As gRPC's own listener: a restarted host may bind over TIME_WAIT.
-  setsockopt(l->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-  if (at->family() == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) {
-    setsockopt(l->listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
-  }
-  if (bind(l->listen_fd_, at->get(), at->length) != 0 ||
-      listen(l->listen_fd_, 1024) != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", where, " (in use?): ", strerror(errno)));
-  }
-  sockaddr_storage bound = {};
-  socklen_t bound_len = sizeof(bound);
-  getsockname(l->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  l->port_ = ntohs(bound.ss_family == AF_INET6
-                       ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                       : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  l->listen_fd_ = *fd;
+  l->port_ = BoundPort(l->listen_fd_);
 
   // Each connection holds two descriptors (ours and gRPC's).
   FitConnections(limits.fd_user, 2,
