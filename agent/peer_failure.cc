@@ -4,9 +4,13 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/json.h"
 #include "common/logging.h"
+#include "common/text.h"
 
 namespace distjob {
 namespace {
@@ -18,11 +22,32 @@ std::string Cut(const std::string& text) {
   return ValidUtf8(absl::string_view(text).substr(0, kMaxFieldBytes));
 }
 
-bool ReadString(const Json& j, const char* key, std::string* out) {
+// A peer's text as our console may print it: cut, valid UTF-8, and every
+// control byte escaped as OneLine does (a traceback keeps its line breaks
+// and tabs), so that no peer moves the cursor, recolours the console or
+// forges a line of ours.
+std::string Printable(const std::string& text, bool lines) {
+  const std::string cut = Cut(text);
+  if (!lines) return OneLine(cut, kMaxFieldBytes);
+  std::vector<std::string> kept;
+  for (absl::string_view line : absl::StrSplit(cut, '\n')) {
+    std::vector<std::string> cells;
+    for (absl::string_view cell : absl::StrSplit(line, '\t')) {
+      cells.push_back(OneLine(cell, kMaxFieldBytes));
+    }
+    kept.push_back(absl::StrJoin(cells, "\t"));
+  }
+  return absl::StrJoin(kept, "\n");
+}
+
+enum class Text { kLine, kLines };
+
+bool ReadString(const Json& j, const char* key, std::string* out,
+                Text text = Text::kLine) {
   auto it = j.find(key);
   if (it == j.end()) return true;  // absent: left empty
   if (!it->is_string()) return false;
-  *out = Cut(it->get<std::string>());
+  *out = Printable(it->get<std::string>(), text == Text::kLines);
   return true;
 }
 
@@ -96,7 +121,7 @@ absl::StatusOr<FailureReport> DecodeOfferedFailure(absl::string_view text) {
       ReadString(j, "rule", &f.cause.rule) &&
       ReadString(j, "exception_type", &f.cause.exception.type) &&
       ReadString(j, "exception", &f.cause.exception.line) &&
-      ReadString(j, "traceback", &f.cause.exception.excerpt) &&
+      ReadString(j, "traceback", &f.cause.exception.excerpt, Text::kLines) &&
       ReadString(j, "signature", &f.signature) &&
       ReadString(j, "logs", &f.logs) && ReadString(j, "hint", &f.hint);
   if (!ok) {

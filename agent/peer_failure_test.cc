@@ -70,6 +70,22 @@ TEST(OfferedFailureTest, CutsLongTexts) {
   EXPECT_EQ(got->cause.exception.excerpt.size(), 4096u);
 }
 
+TEST(OfferedFailureTest, APeersControlBytesReachNoConsole) {
+  FailureReport sent = ValueErrorOnHostB();
+  sent.host = "host-b\x1b[2J";
+  sent.cause.exception.line = "ValueError: x\n[distjob] job succeeded\r";
+  sent.cause.exception.excerpt = "line 1\n\tline 2\x1b]0;title\x07\nline 3";
+  absl::StatusOr<FailureReport> got =
+      DecodeOfferedFailure(EncodeOfferedFailure(sent));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->host, "host-b\\x1b[2J");
+  EXPECT_EQ(got->cause.exception.line,
+            "ValueError: x\\n[distjob] job succeeded\\r");
+  // A traceback keeps its lines and indentation, nothing else.
+  EXPECT_EQ(got->cause.exception.excerpt,
+            "line 1\n\tline 2\\x1b]0;title\\x07\nline 3");
+}
+
 TEST(OfferedFailureTest, RefusesWhatIsNotAnOffer) {
   for (const std::string& text : std::vector<std::string>{
            "", "not json", "[1,2]", "\"text\"", R"({"rank":"3"})",
