@@ -1,10 +1,8 @@
 #include "rendezvous/store/etcd/watch.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "proto/etcd_rpc.grpc.pb.h"
@@ -57,6 +55,9 @@ absl::StatusOr<std::pair<bool, int64_t>> Watcher::Watch(
 bool Watcher::WatchOnce(size_t i, const Ranges& ranges, int64_t after_revision,
                         absl::Time deadline, int64_t* revision, Attempt* out) {
   grpc::ClientContext ctx;
+  // The stream ends at `deadline` by gRPC's deadline: no thread of its own
+  // per watch call to cancel it then.
+  ctx.set_deadline(absl::ToChronoTime(deadline));
   auto stubs = members_->StubsOf(i);
   if (!calls_->Register(&ctx)) return false;
   if (stubs->watch == nullptr) {
@@ -74,12 +75,6 @@ bool Watcher::WatchOnce(size_t i, const Ranges& ranges, int64_t after_revision,
     create->set_start_revision(after_revision + 1);
     written = written && stream->Write(req);
   }
-  absl::Notification done;
-  std::thread timer([&] {
-    if (!done.WaitForNotificationWithTimeout(deadline - absl::Now())) {
-      ctx.TryCancel();
-    }
-  });
   etcdserverpb::WatchResponse resp;
   while (written && !out->changed && stream->Read(&resp)) {
     out->answered = true;
@@ -92,10 +87,14 @@ bool Watcher::WatchOnce(size_t i, const Ranges& ranges, int64_t after_revision,
       }
     }
   }
-  done.Notify();
-  timer.join();
   ctx.TryCancel();
   out->status = stream->Finish();
+  // The stream's only deadline is this call's own: ended by it, as by a
+  // cancel, says nothing of the member's health (Watch).
+  if (out->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    out->status =
+        grpc::Status(grpc::StatusCode::CANCELLED, out->status.error_message());
+  }
   calls_->Unregister(&ctx);
   return true;
 }

@@ -1,5 +1,6 @@
 // Blocking reads and watches, against a real etcd or none.
 #include <atomic>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,6 +143,45 @@ TEST_F(EtcdStoreTest, CloseCancelsABlockedWatchAndLaterCalls) {
   EXPECT_EQ(w.status().code(), absl::StatusCode::kCancelled) << w.status();
   EXPECT_EQ(store->Get("k", absl::ZeroDuration()).status().code(),
             absl::StatusCode::kCancelled);
+}
+
+// The threads of this process (Linux: one entry each in /proc/self/task).
+int Threads() {
+  int n = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;  // counted, not read
+    ++n;
+  }
+  return n;
+}
+
+// A parked watch costs its caller's thread only: a timer thread per watch
+// call, to end it at its deadline, doubled the threads of a client whose
+// callers park watches (every node's monitor, bench/store_bench.cc's
+// simulated nodes sharing one client).
+TEST_F(EtcdStoreTest, AParkedWatchTakesNoThreadOfItsOwn) {
+  auto store = Open("job");
+  auto listing = store->List("");
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  const int64_t watchers = Watchers();
+  ASSERT_GE(watchers, 0);
+  const int before = Threads();
+  constexpr int kWatches = 16;
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kWatches; ++i) {
+    callers.emplace_back([&] {
+      // Ended by Close below: only the threads it held are looked at.
+      (void)store->WatchAny({"quiet/"}, listing->revision, absl::Seconds(60));
+    });
+  }
+  AwaitWatcherAbove(watchers + kWatches - 1);
+  const int during = Threads();
+  store->Close();
+  for (auto& t : callers) t.join();
+  EXPECT_LT(during - before, kWatches + kWatches / 2)
+      << before << " threads before " << kWatches << " parked watches, "
+      << during << " while they were parked";
 }
 
 }  // namespace
