@@ -13,7 +13,8 @@
 #include "common/text.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_status.h"
-#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/etcd/options.h"
+#include "rendezvous/store/etcd/store.h"
 #include "rendezvous/store/grpc_store_client.h"
 
 namespace distjob {

@@ -64,7 +64,8 @@
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/host_store_limits.h"
-#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/etcd/options.h"
+#include "rendezvous/store/etcd/store.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
 

@@ -13,7 +13,7 @@
 #include "rendezvous/host_store_limits.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_keys.h"
-#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/etcd/store.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/store_server.h"
 

@@ -11,7 +11,7 @@
 #include "rendezvous/master_watch.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rendezvous.h"
-#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/etcd/options.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace distjob {

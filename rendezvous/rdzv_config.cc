@@ -128,7 +128,7 @@ constexpr StoreLimitKey kStoreLimitKeys[] = {
 };
 
 // The keys this file reads, then the etcd backend's (ParseEtcdOptions in
-// rendezvous/store/etcd_store.cc), which the conf carries to it.
+// rendezvous/store/etcd/options.cc), which the conf carries to it.
 const std::vector<std::string>& AcceptedKeys() {
   static const auto* keys =
       new std::vector<std::string>{"join_timeout",

@@ -20,16 +20,20 @@ ALLOWED = {
     "observability": {"common"},
     "workerstore": {"common"},
     "rendezvous/store": {"proto", "common"},
-    "rendezvous": {"rendezvous/store", "proto", "common"},
+    "rendezvous/store/etcd": {"rendezvous/store", "proto", "common"},
+    "rendezvous": {"rendezvous/store", "rendezvous/store/etcd", "proto",
+                   "common"},
     # The MPI spawn server: the supervisor's process start, the store's
     # token check, credentials and connection limiter.
     "spawn": {"supervisor", "rendezvous/store", "proto", "common"},
     "agent/cli": {"supervisor", "discovery", "launchers", "rendezvous",
-                  "rendezvous/store", "observability", "common"},
+                  "rendezvous/store", "rendezvous/store/etcd", "observability",
+                  "common"},
     "agent": {"agent/cli", "supervisor", "discovery", "launchers",
-              "rendezvous", "rendezvous/store", "observability", "workerstore",
-              "spawn", "proto", "common"},
-    "bench": {"rendezvous", "rendezvous/store", "common"},
+              "rendezvous", "rendezvous/store", "rendezvous/store/etcd",
+              "observability", "workerstore", "spawn", "proto", "common"},
+    "bench": {"rendezvous", "rendezvous/store", "rendezvous/store/etcd",
+              "common"},
     # The fuzz targets call every parser directly; nothing depends on them.
     "fuzz": {"agent", "agent/cli", "supervisor", "discovery", "launchers",
              "rendezvous", "rendezvous/store", "workerstore", "proto",
@@ -199,7 +203,6 @@ FLAG_TABLES = {
 # lines from signature to closing brace.
 OVER_BUDGET = {
     "EnvCommand": 229,
-    "EtcdStore::Add": 196,
     "JobSet": 186,
     "AgentRun::Supervise": 168,
     "Recover": 146,
@@ -217,13 +220,10 @@ OVER_BUDGET = {
 
 # Files by path, with their lines.
 FILES_OVER_BUDGET = {
-    "rendezvous/store/etcd_store.cc": 1854,
 }
 
 # Classes by qualified name, with their absl::Mutex / std::*mutex members.
-MUTEXES_OVER_BUDGET = {
-    "EtcdStore::Impl": 4,
-}
+MUTEXES_OVER_BUDGET = {}
 
 # Comments, string and character literals and preprocessor lines, so that
 # the braces counted are code's. A number's digits may be split by ' (C++14).

@@ -14,7 +14,7 @@
 #include "common/logging.h"
 #include "discovery/job_env.h"
 #include "rendezvous/rdzv_config.h"
-#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/etcd/options.h"
 #include "rendezvous/store/store_credentials.h"
 #include "supervisor/failure_cause.h"
 #include "supervisor/supervisor_options.h"

@@ -29,7 +29,7 @@
 #include "common/text.h"
 #include "discovery/accelerators.h"
 #include "rendezvous/rdzv_config.h"
-#include "rendezvous/store/etcd_store.h"
+#include "rendezvous/store/etcd/options.h"
 #include "rendezvous/store/pem_files.h"
 #include "supervisor/signal_names.h"
 #include "supervisor/worker_logs.h"

@@ -10,17 +10,21 @@
 // Add's counters are conflict-free: an add of one is a single put of the
 // counter's sequence key (under `<prefix>/<run_id>/ctr/`, whose version
 // counts the adds), so thousands of nodes joining a round at once make one
-// write each, not a race of compare-and-swaps (etcd_store.cc, Add). Every
+// write each, not a race of compare-and-swaps (counter.h). Every
 // read of a counter (get, compare-set, append, listing) takes its count from
 // that sequence in the same transaction, so it is exact; an add retried after
 // a transport failure counts once (each add carries a marker key of its own).
 // A request of more keys than etcd's --max-txn-ops (default 128) goes as
 // several transactions of at most 128 operations, each atomic on its own (the
 // rendezvous writes what it reads through one compare-set after such writes).
+//
+// The parts, each in its own unit of this package: options (what a user
+// configures), members (channels and fail-over), leases and keepalive (the
+// job lease and renewals), ttl_writes (heartbeats renewed, not rewritten),
+// counter (Add), watch (blocking reads), keys (the namespace).
 #ifndef DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 #define DISTJOB_RENDEZVOUS_STORE_ETCD_STORE_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,45 +32,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/store/etcd/options.h"
 #include "rendezvous/store/store_interface.h"
-
-namespace grpc::experimental {
-class ClientInterceptorFactoryInterface;
-}  // namespace grpc::experimental
 
 namespace distjob {
 
-struct EtcdStoreOptions {
-  std::vector<std::string> endpoints;  // HOST:PORT, [V6]:PORT
-  std::string prefix = "/distjob";
-  std::string run_id = "none";
-  // PEM file paths; TLS is used when ca_cert is set.
-  std::string ca_cert, cert, key;
-  // Bounds each call beyond its own blocking time, across all endpoints.
-  absl::Duration rpc_timeout = absl::Seconds(60);
-  // TTL of the job-wide lease: how long a crashed job's keys linger.
-  absl::Duration session_ttl = absl::Seconds(10);
-  // Seams for tests only (etcd_store_test.cc); empty in the agent.
-  struct TestHooks {
-    // Interceptors on every channel to a member: a flaky transport.
-    std::function<std::vector<std::unique_ptr<
-        grpc::experimental::ClientInterceptorFactoryInterface>>()>
-        interceptors;
-    // Called as a call starts waiting for another call's adoption of the
-    // job lease.
-    std::function<void()> lease_wait;
-    // Called as an adoption of the job lease has registered this client as
-    // a holder, before it records its leases.
-    std::function<void()> adopted;
-  } test_hooks;
-};
-
-// Fills the etcd-specific --rdzv-conf keys (etcd_prefix, ca_cert, cert,
-// key, read_timeout, etcd_session_ttl) and splits `endpoints` on commas;
-// other keys are left to the rendezvous. InvalidArgument names the key.
-absl::StatusOr<EtcdStoreOptions> ParseEtcdOptions(const std::string& endpoints,
-                                                  const std::string& conf,
-                                                  const std::string& run_id);
+namespace etcd {
+struct Hooks;
+}  // namespace etcd
 
 class EtcdStore : public StoreInterface {
  public:
@@ -111,7 +84,10 @@ class EtcdStore : public StoreInterface {
       absl::Duration timeout) override;
 
  private:
+  friend class EtcdStoreTesting;  // testing.h: Connect with hooks
   struct Impl;
+  static absl::StatusOr<std::unique_ptr<EtcdStore>> ConnectWithHooks(
+      EtcdStoreOptions options, etcd::Hooks hooks);
   explicit EtcdStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
