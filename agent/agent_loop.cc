@@ -1,26 +1,20 @@
 #include "agent/agent_loop.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/cli/torchrun_flags.h"
 #include "agent/device_release.h"
@@ -34,6 +28,7 @@
 #include "agent/outer_agent.h"
 #include "agent/peer_failure.h"
 #include "agent/report.h"
+#include "agent/run_rendezvous.h"
 #include "agent/stoppable_wait.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
@@ -43,57 +38,19 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/text.h"
-#include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
 #include "observability/trainer_status.h"
-#include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/protocol_version.h"
 #include "rendezvous/rendezvous_kind.h"
-#include "rendezvous/standalone_rendezvous.h"
 #include "supervisor/cgroup_oom.h"
 #include "supervisor/device_fence.h"
 #include "supervisor/exit_policy.h"
 #include "supervisor/progress_tracker.h"
-#include "supervisor/signal_names.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/worker_logs.h"
 
 namespace distjob {
 namespace {
-
-absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
-    const RunOptions& options, std::shared_ptr<WorkerStoreHost> worker_store) {
-  const LaunchOptions& launch = options.launch;
-  if (ChooseRendezvous(launch.standalone, launch.max_nodes,
-                       launch.rdzv_backend) == RendezvousKind::kLocal) {
-    return std::make_unique<StandaloneRendezvous>(
-        launch.local_addr, launch.standalone ? "" : launch.rdzv_id,
-        std::move(worker_store),
-        launch.master_port_given ? launch.master_port : 0);
-  }
-  RendezvousParams params;
-  params.backend = launch.rdzv_backend;
-  params.endpoint = launch.endpoint;
-  params.etcd = launch.etcd;
-  params.run_id = launch.rdzv_id;
-  if (!launch.rdzv_key_suffix.empty()) {
-    params.key_run_id = launch.rdzv_id + launch.rdzv_key_suffix;
-  }
-  params.config = launch.rdzv_config;
-  params.min_nodes = launch.min_nodes;
-  params.max_nodes = launch.max_nodes;
-  params.local_addr = launch.local_addr;
-  params.pod_index = launch.pod_index;
-  params.order_key = launch.rank_order_key;
-  params.security = options.security;
-  params.node_rank = launch.node_rank;
-  params.master_addr = launch.master_addr;
-  params.master_port = launch.master_port;
-  params.master_port_given = launch.master_port_given;
-  params.worker_store = std::move(worker_store);
-  params.worker_store_off = WorkerStoreOffReason(launch);
-  return MakeRendezvousFor(params);
-}
 
 // The outcome of the run, for the termination message and error file.
 RunReport MakeReport(const std::string& outcome, int exit_code,
@@ -142,7 +99,7 @@ class AgentRun {
         return std::unique_ptr<SupervisorInterface>(*std::move(supervisor));
       };
     }
-    if (!deps_.make_rendezvous) deps_.make_rendezvous = MakeRendezvous;
+    if (!deps_.make_rendezvous) deps_.make_rendezvous = MakeRunRendezvous;
   }
 
   int Run() {
