@@ -1,26 +1,20 @@
 #include "agent/agent_loop.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "agent/barrier.h"
 #include "agent/cli/torchrun_flags.h"
 #include "agent/device_release.h"
@@ -34,6 +28,7 @@
 #include "agent/outer_agent.h"
 #include "agent/peer_failure.h"
 #include "agent/report.h"
+#include "agent/run_rendezvous.h"
 #include "agent/stoppable_wait.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
@@ -43,57 +38,19 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/text.h"
-#include "launchers/pytorch_env.h"
 #include "launchers/worker_command.h"
 #include "observability/trainer_status.h"
-#include "rendezvous/c10d_rendezvous.h"
 #include "rendezvous/protocol_version.h"
 #include "rendezvous/rendezvous_kind.h"
-#include "rendezvous/standalone_rendezvous.h"
 #include "supervisor/cgroup_oom.h"
 #include "supervisor/device_fence.h"
 #include "supervisor/exit_policy.h"
 #include "supervisor/progress_tracker.h"
-#include "supervisor/signal_names.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/worker_logs.h"
 
 namespace distjob {
 namespace {
-
-absl::StatusOr<std::unique_ptr<Rendezvous>> MakeRendezvous(
-    const RunOptions& options, std::shared_ptr<WorkerStoreHost> worker_store) {
-  const LaunchOptions& launch = options.launch;
-  if (ChooseRendezvous(launch.standalone, launch.max_nodes,
-                       launch.rdzv_backend) == RendezvousKind::kLocal) {
-    return std::make_unique<StandaloneRendezvous>(
-        launch.local_addr, launch.standalone ? "" : launch.rdzv_id,
-        std::move(worker_store),
-        launch.master_port_given ? launch.master_port : 0);
-  }
-  RendezvousParams params;
-  params.backend = launch.rdzv_backend;
-  params.endpoint = launch.endpoint;
-  params.etcd = launch.etcd;
-  params.run_id = launch.rdzv_id;
-  if (!launch.rdzv_key_suffix.empty()) {
-    params.key_run_id = launch.rdzv_id + launch.rdzv_key_suffix;
-  }
-  params.config = launch.rdzv_config;
-  params.min_nodes = launch.min_nodes;
-  params.max_nodes = launch.max_nodes;
-  params.local_addr = launch.local_addr;
-  params.pod_index = launch.pod_index;
-  params.order_key = launch.rank_order_key;
-  params.security = options.security;
-  params.node_rank = launch.node_rank;
-  params.master_addr = launch.master_addr;
-  params.master_port = launch.master_port;
-  params.master_port_given = launch.master_port_given;
-  params.worker_store = std::move(worker_store);
-  params.worker_store_off = WorkerStoreOffReason(launch);
-  return MakeRendezvousFor(params);
-}
 
 // The outcome of the run, for the termination message and error file.
 RunReport MakeReport(const std::string& outcome, int exit_code,
@@ -142,7 +99,7 @@ class AgentRun {
         return std::unique_ptr<SupervisorInterface>(*std::move(supervisor));
       };
     }
-    if (!deps_.make_rendezvous) deps_.make_rendezvous = MakeRendezvous;
+    if (!deps_.make_rendezvous) deps_.make_rendezvous = MakeRunRendezvous;
   }
 
   int Run() {
@@ -441,6 +398,16 @@ class AgentRun {
     return code;
   }
 
+  // What one attempt leaves for the decision after its group ended.
+  struct Attempt {
+    // The cgroup's OOM-kill counter before the workers started.
+    std::optional<int64_t> ooms_before;
+    // The failure claim made the moment the group's first failure was
+    // seen, if it was (elastic jobs).
+    std::optional<bool> first_to_fail;
+    bool oom = false;
+  };
+
   // Rounds and attempts until the job ends; returns the exit code with
   // report_ describing it.
   int Supervise() {
@@ -449,129 +416,15 @@ class AgentRun {
     // worker failed first, or the membership changed).
     std::optional<FailureReport> deferred;
     for (;;) {
-      // An interrupt no group consumed was meant for the round just left.
-      supervisor_->ClearInterrupt();
-      const absl::Time joined = absl::Now();
-      absl::StatusOr<RendezvousResult> round =
-          absl::UnknownError("the rendezvous did not run");
-      const std::string stopped_while = WhileStoppable(
-          [&] { round = rendezvous_->Next(options_.launch.nproc); },
-          absl::ZeroDuration(), "the rendezvous round");
-      // Also when the round closed after the signal: no worker is started
-      // only to be stopped.
-      if (supervisor_->PollStopSignal() != 0) {
-        Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
-        report_.detail =
-            stopped_while.empty()
-                ? absl::StrCat(
-                      StoppedWhileWaiting(supervisor_->stop_signal(), ""),
-                      " as the rendezvous round closed, before the "
-                      "workers started")
-                : StoppedWhileWaiting(supervisor_->stop_signal(),
-                                      stopped_while);
-        return report_.exit_code;
-      }
-      if (!round.ok() && deferred.has_value() &&
-          absl::IsAborted(round.status())) {
-        // Another node ended the job while this node's workers were failing
-        // too: this pod's status tells its own failure (the raising rank's
-        // traceback), not only that a peer ended the job.
-        DJ_LOG_ERROR("rendezvous ended: {}", round.status());
-        return FollowEndedJob(*deferred, round.status().message());
-      }
-      deferred.reset();
-      if (!round.ok()) {
-        DJ_LOG_ERROR("rendezvous failed: {}", round.status());
-        // A token the store refuses is this pod's configuration: a new pod
-        // with the same Secret would be refused again; so is a binary whose
-        // rendezvous protocol is not the job's.
-        // Another node ended the job for want of progress: so does this
-        // one, with the same code (every node stops, none is requeued).
-        const bool no_progress =
-            absl::IsAborted(round.status()) &&
-            EndedJobExitCode(round.status().message()) == kExitNoProgress;
-        const int code = no_progress ? kExitNoProgress
-                         : absl::IsUnauthenticated(round.status()) ||
-                                 IsRdzvProtocolMismatch(round.status())
-                             ? kExitBadConfig
-                             : kExitRendezvousUnavailable;
-        Ended(no_progress ? "permanent" : "rendezvous", code);
-        report_.detail = std::string(round.status().message());
-        return code;
-      }
-      restart_count_ = std::max(restart_count_, round->restart_count);
-      observer_.Attempt(restart_count_);
-      observer_.RoundClosed(*round, absl::Now() - joined);
-      if (absl::Status made =
-              files_->PrepareAttempt(restart_count_, options_.launch.nproc);
-          !made.ok()) {
-        DJ_LOG_WARNING("worker error files unavailable: {}", made);
-      }
-      const std::optional<int64_t> ooms_before = oom_counter_.Read();
-      std::optional<bool> first_to_fail;
-      if (elastic_ != nullptr) {
-        supervisor_->set_on_first_failure([this, &first_to_fail] {
-          if (handed_over_) return;  // the inner launcher's rendezvous
-          first_to_fail = elastic_->ClaimFailure();
-        });
-      }
-      std::vector<WorkerSpec> workers =
-          BuildWorkers(options_, env_, job_, *round, restart_count_, *files_,
-                       redirects_, tees_,
-                       observer_.trainer_status() != nullptr
-                           ? observer_.trainer_status()->progress_file()
-                           : std::string());
-      for (WorkerSpec& w : workers) {
-        // An agent the worker starts asks this one to step aside there.
-        if (handover_ != nullptr) {
-          w.process.env[kOuterAgentVariable] = handover_->path();
-        }
-        w.process.env[kDeviceFenceVariable] =
-            fence_marker_.substr(fence_marker_.find('=') + 1);
-      }
-      if (attempts_++ > 0) {
-        if (auto held = ReleaseDevices(options_.outcome,
-                                       options_.supervisor.device_patterns,
-                                       fence_marker_, supervisor_.get())) {
-          Ended("retryable", kExitRetryElsewhere);
-          report_.detail = *held;
-          return report_.exit_code;
-        }
-      }
-      progress_.AttemptStarted(absl::Now());
-      SetAttemptRunning(true);
-      auto group = supervisor_->RunGroup(std::move(workers));
-      SetAttemptRunning(false);
-      supervisor_->set_on_first_failure(nullptr);
-      files_->FinishAttempt();
-      if (group.ok()) {
-        const std::string path =
-            RecordDiagnostics(*group, &*files_, restart_count_,
-                              options_.launch.nproc, &observer_);
-        if (!path.empty()) diagnostics_ = path;
-      }
-      if (!group.ok()) {
-        DJ_LOG_ERROR("cannot start the workers: {}", group.status());
-        if (restart_count_ > 0 && report_.root_cause.has_value()) {
-          return RestartNotStarted(group.status());
-        }
-        return Ended("error", kExitInternalError);
+      RendezvousResult round;
+      if (std::optional<int> code = NextRound(&deferred, &round)) return *code;
+      Attempt attempt;
+      std::optional<GroupResult> group;
+      if (std::optional<int> code = RunAttempt(round, &attempt, &group)) {
+        return *code;
       }
       if (handed_over_) return HandedOverExit(*group);
-      const std::optional<int64_t> ooms_after = oom_counter_.Read();
-      // Only a rise of the cgroup's counter is an OOM kill: a SIGKILL from
-      // the agent's grace period or from `kill -9` leaves it unchanged.
-      const bool oom = ooms_before.has_value() && ooms_after.has_value() &&
-                       *ooms_after > *ooms_before;
-      if (oom) {
-        DJ_LOG_WARNING(
-            "the kernel's OOM killer ended {} process(es) of the worker "
-            "group ({})",
-            *ooms_after - *ooms_before, *oom_counter_.path());
-        observer_.Oom(*ooms_after - *ooms_before);
-      }
-      if (group->hang) observer_.Hang();
-      observer_.GroupExited(group->outcome);
+      ObserveGroupEnd(*group, &attempt);
       switch (group->outcome) {
         case GroupOutcome::kSucceeded:
           return Ended("success", kExitSuccess);
@@ -585,11 +438,12 @@ class AgentRun {
           progress_.AttemptFailed(group->last_activity);
           break;
       }
-      FailureReport failure = Examine(*group, oom, round->base_rank);
+      FailureReport failure = Examine(*group, attempt.oom, round.base_rank);
       // A fixed round (standalone, static) has no peers to defer to: this
       // node's failure is the job's, decided here.
       if (elastic_ != nullptr) {
-        switch (ElasticFailure(*group, first_to_fail, &failure, &deferred)) {
+        switch (ElasticFailure(*group, attempt.first_to_fail, &failure,
+                               &deferred)) {
           case FailureStep::kStopped:
             return Ended("stopped",
                          ExitCodeForSignal(supervisor_->stop_signal()));
@@ -599,17 +453,174 @@ class AgentRun {
             break;
         }
       }
-      if (!RecordFailure(failure, group->hang, oom)) return report_.exit_code;
-      ++restart_count_;
-      observer_.Restart(group->hang ? "hang"
-                        : oom       ? "oom"
-                                    : "retryable_exit",
-                        restart_count_);
-      if (elastic_ != nullptr) elastic_->NoteFailureRestart(restart_count_);
-      if (std::optional<int> stopped = PauseBeforeRestart(&backoff)) {
+      if (!RecordFailure(failure, group->hang, attempt.oom)) {
+        return report_.exit_code;
+      }
+      if (std::optional<int> stopped = Restart(*group, attempt.oom, &backoff)) {
         return *stopped;
       }
     }
+  }
+
+  // Joins the next round into `*round`; returns the exit code when there
+  // is none (a stop signal, or the rendezvous failed or ended the job).
+  std::optional<int> NextRound(std::optional<FailureReport>* deferred,
+                               RendezvousResult* round) {
+    // An interrupt no group consumed was meant for the round just left.
+    supervisor_->ClearInterrupt();
+    const absl::Time joined = absl::Now();
+    absl::StatusOr<RendezvousResult> next =
+        absl::UnknownError("the rendezvous did not run");
+    const std::string stopped_while =
+        WhileStoppable([&] { next = rendezvous_->Next(options_.launch.nproc); },
+                       absl::ZeroDuration(), "the rendezvous round");
+    // Also when the round closed after the signal: no worker is started
+    // only to be stopped.
+    if (supervisor_->PollStopSignal() != 0) {
+      Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
+      report_.detail =
+          stopped_while.empty()
+              ? absl::StrCat(
+                    StoppedWhileWaiting(supervisor_->stop_signal(), ""),
+                    " as the rendezvous round closed, before the "
+                    "workers started")
+              : StoppedWhileWaiting(supervisor_->stop_signal(), stopped_while);
+      return report_.exit_code;
+    }
+    if (!next.ok() && deferred->has_value() && absl::IsAborted(next.status())) {
+      // Another node ended the job while this node's workers were failing
+      // too: this pod's status tells its own failure (the raising rank's
+      // traceback), not only that a peer ended the job.
+      DJ_LOG_ERROR("rendezvous ended: {}", next.status());
+      return FollowEndedJob(**deferred, next.status().message());
+    }
+    deferred->reset();
+    if (!next.ok()) return RendezvousFailed(next.status());
+    *round = *std::move(next);
+    restart_count_ = std::max(restart_count_, round->restart_count);
+    observer_.Attempt(restart_count_);
+    observer_.RoundClosed(*round, absl::Now() - joined);
+    return std::nullopt;
+  }
+
+  // The end of the job when the rendezvous fails; returns the exit code.
+  int RendezvousFailed(const absl::Status& status) {
+    DJ_LOG_ERROR("rendezvous failed: {}", status);
+    // A token the store refuses is this pod's configuration: a new pod
+    // with the same Secret would be refused again; so is a binary whose
+    // rendezvous protocol is not the job's.
+    // Another node ended the job for want of progress: so does this
+    // one, with the same code (every node stops, none is requeued).
+    const bool no_progress =
+        absl::IsAborted(status) &&
+        EndedJobExitCode(status.message()) == kExitNoProgress;
+    const int code =
+        no_progress ? kExitNoProgress
+        : absl::IsUnauthenticated(status) || IsRdzvProtocolMismatch(status)
+            ? kExitBadConfig
+            : kExitRendezvousUnavailable;
+    Ended(no_progress ? "permanent" : "rendezvous", code);
+    report_.detail = std::string(status.message());
+    return code;
+  }
+
+  // The workers of `round`, each told where an agent it starts asks this
+  // one to step aside and marked for the GPU-release fence.
+  std::vector<WorkerSpec> AttemptWorkers(const RendezvousResult& round) {
+    std::vector<WorkerSpec> workers = BuildWorkers(
+        options_, env_, job_, round, restart_count_, *files_, redirects_, tees_,
+        observer_.trainer_status() != nullptr
+            ? observer_.trainer_status()->progress_file()
+            : std::string());
+    for (WorkerSpec& w : workers) {
+      // An agent the worker starts asks this one to step aside there.
+      if (handover_ != nullptr) {
+        w.process.env[kOuterAgentVariable] = handover_->path();
+      }
+      w.process.env[kDeviceFenceVariable] =
+          fence_marker_.substr(fence_marker_.find('=') + 1);
+    }
+    return workers;
+  }
+
+  // Starts the workers of `round` and supervises them until the group
+  // ends, into `*group`; returns the exit code when the attempt could not
+  // run (a device still held, the workers not started).
+  std::optional<int> RunAttempt(const RendezvousResult& round, Attempt* attempt,
+                                std::optional<GroupResult>* group) {
+    if (absl::Status made =
+            files_->PrepareAttempt(restart_count_, options_.launch.nproc);
+        !made.ok()) {
+      DJ_LOG_WARNING("worker error files unavailable: {}", made);
+    }
+    attempt->ooms_before = oom_counter_.Read();
+    if (elastic_ != nullptr) {
+      supervisor_->set_on_first_failure([this, attempt] {
+        if (handed_over_) return;  // the inner launcher's rendezvous
+        attempt->first_to_fail = elastic_->ClaimFailure();
+      });
+    }
+    std::vector<WorkerSpec> workers = AttemptWorkers(round);
+    if (attempts_++ > 0) {
+      if (auto held = ReleaseDevices(options_.outcome,
+                                     options_.supervisor.device_patterns,
+                                     fence_marker_, supervisor_.get())) {
+        Ended("retryable", kExitRetryElsewhere);
+        report_.detail = *held;
+        return report_.exit_code;
+      }
+    }
+    progress_.AttemptStarted(absl::Now());
+    SetAttemptRunning(true);
+    auto ran = supervisor_->RunGroup(std::move(workers));
+    SetAttemptRunning(false);
+    supervisor_->set_on_first_failure(nullptr);
+    files_->FinishAttempt();
+    if (!ran.ok()) {
+      DJ_LOG_ERROR("cannot start the workers: {}", ran.status());
+      if (restart_count_ > 0 && report_.root_cause.has_value()) {
+        return RestartNotStarted(ran.status());
+      }
+      return Ended("error", kExitInternalError);
+    }
+    const std::string path = RecordDiagnostics(
+        *ran, &*files_, restart_count_, options_.launch.nproc, &observer_);
+    if (!path.empty()) diagnostics_ = path;
+    group->emplace(*std::move(ran));
+    return std::nullopt;
+  }
+
+  // The group's end as the metrics and the log see it: an OOM kill (into
+  // attempt->oom), a hang, the outcome.
+  void ObserveGroupEnd(const GroupResult& group, Attempt* attempt) {
+    const std::optional<int64_t> ooms_after = oom_counter_.Read();
+    // Only a rise of the cgroup's counter is an OOM kill: a SIGKILL from
+    // the agent's grace period or from `kill -9` leaves it unchanged.
+    const std::optional<int64_t>& ooms_before = attempt->ooms_before;
+    attempt->oom = ooms_before.has_value() && ooms_after.has_value() &&
+                   *ooms_after > *ooms_before;
+    if (attempt->oom) {
+      DJ_LOG_WARNING(
+          "the kernel's OOM killer ended {} process(es) of the worker "
+          "group ({})",
+          *ooms_after - *ooms_before, *oom_counter_.path());
+      observer_.Oom(*ooms_after - *ooms_before);
+    }
+    if (group.hang) observer_.Hang();
+    observer_.GroupExited(group.outcome);
+  }
+
+  // Counts the restart after a failure `group` and waits out `*backoff`;
+  // returns the exit code when a stop signal ends the job instead.
+  std::optional<int> Restart(const GroupResult& group, bool oom,
+                             absl::Duration* backoff) {
+    ++restart_count_;
+    observer_.Restart(group.hang ? "hang"
+                      : oom      ? "oom"
+                                 : "retryable_exit",
+                      restart_count_);
+    if (elastic_ != nullptr) elastic_->NoteFailureRestart(restart_count_);
+    return PauseBeforeRestart(backoff);
   }
 
   enum class FailureStep { kDecide, kNextRound, kStopped };

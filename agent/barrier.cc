@@ -138,8 +138,10 @@ std::string StoppedBarrierMessage(const BarrierPlan& plan,
                       plan.run_id, "' (", why, ")");
 }
 
-absl::Status RunBarrier(const BarrierPlan& plan,
-                        std::function<bool()> cancelled) {
+namespace {
+
+// The barrier's rendezvous: one c10d round of every pod, each one process.
+RendezvousParams BarrierParams(const BarrierPlan& plan) {
   RendezvousParams params;
   params.backend = RdzvBackend::kC10d;
   params.endpoint = plan.endpoint;
@@ -157,57 +159,36 @@ absl::Status RunBarrier(const BarrierPlan& plan,
   // The pod label is this node's address in the store: the listing of the
   // open round then names the pods that arrived.
   params.local_addr = plan.self;
-  DJ_LOG_INFO(
-      "start barrier: waiting for the {} pods of job '{}' in the "
-      "store at {} ({})",
-      plan.pods.size(), plan.run_id, plan.endpoint.ToString(),
-      plan.is_host ? std::string("hosted here")
-                   : absl::StrCat("hosted by ", plan.host_pod));
-  auto rendezvous = MakeRendezvousFor(params);
-  if (!rendezvous.ok()) {
-    return absl::Status(
-        rendezvous.status().code(),
-        absl::StrCat("start barrier: ", rendezvous.status().message()));
+  return params;
+}
+
+// After the round: the host keeps the store up until every pod has read
+// the outcome.
+absl::Status AwaitOthersPassed(const BarrierPlan& plan, Rendezvous& rendezvous,
+                               const std::function<bool()>& cancelled) {
+  DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",
+              plan.pods.size(), plan.run_id);
+  if (RunStoppable(
+          rendezvous, [&] { rendezvous.Shutdown(/*succeeded=*/true); },
+          cancelled) ||
+      (cancelled != nullptr && cancelled())) {
+    return absl::CancelledError(
+        absl::StrCat("stopped while waiting for the other pods of job '",
+                     plan.run_id, "' to pass the start barrier"));
   }
-  absl::StatusOr<RendezvousResult> round;
-  // The rendezvous checks join_timeout between store calls, each bounded
-  // by read_timeout; past both, and a second, it is cancelled whatever it
-  // waits for, and that is the barrier's timeout, not a stop.
-  const absl::Time hard_deadline =
-      absl::Now() + plan.timeout + config.read_timeout + absl::Seconds(1);
-  const bool cancel_sent = RunStoppable(
-      **rendezvous,
-      [&] { round = (*rendezvous)->Next(/*local_world_size=*/1); }, cancelled,
-      &plan, hard_deadline);
-  const bool stopped = cancel_sent && cancelled != nullptr && cancelled();
-  if (stopped && !round.ok()) {
-    const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
-    (*rendezvous)->Shutdown(/*succeeded=*/false);
-    return absl::CancelledError(StoppedBarrierMessage(plan, seen));
-  }
-  if (round.ok()) {
-    DJ_LOG_INFO("start barrier: all {} pods of job '{}' are present",
-                plan.pods.size(), plan.run_id);
-    // The host keeps the store up until every pod has read the outcome.
-    if (RunStoppable(
-            **rendezvous, [&] { (*rendezvous)->Shutdown(/*succeeded=*/true); },
-            cancelled) ||
-        (cancelled != nullptr && cancelled())) {
-      return absl::CancelledError(
-          absl::StrCat("stopped while waiting for the other pods of job '",
-                       plan.run_id, "' to pass the start barrier"));
-    }
-    return absl::OkStatus();
-  }
-  const std::vector<std::string> seen = (*rendezvous)->LastSeenAddrs();
-  (*rendezvous)->Shutdown(/*succeeded=*/false);
-  if (absl::IsUnauthenticated(round.status())) {
+  return absl::OkStatus();
+}
+
+// The barrier's round failed with `why`, `seen` having arrived: the error
+// names the pods missing.
+absl::Status BarrierFailure(const BarrierPlan& plan, const absl::Status& why,
+                            const std::vector<std::string>& seen) {
+  if (absl::IsUnauthenticated(why)) {
     // The token is wrong or missing here: waiting longer cannot help.
-    return absl::Status(
-        round.status().code(),
-        absl::StrCat("start barrier: ", round.status().message()));
+    return absl::Status(why.code(),
+                        absl::StrCat("start barrier: ", why.message()));
   }
-  const absl::StatusCode code = absl::IsInvalidArgument(round.status())
+  const absl::StatusCode code = absl::IsInvalidArgument(why)
                                     ? absl::StatusCode::kInvalidArgument
                                     : absl::StatusCode::kDeadlineExceeded;
   const std::string within = absl::StrCat(
@@ -220,14 +201,54 @@ absl::Status RunBarrier(const BarrierPlan& plan,
         absl::StrCat("start barrier of job '", plan.run_id, "': the store at ",
                      plan.endpoint.ToString(), " was not reached", within,
                      "; missing: ", plan.host_pod, ", which hosts it (",
-                     round.status().message(), ")"));
+                     why.message(), ")"));
   }
   return absl::Status(
       code,
       absl::StrCat("start barrier of job '", plan.run_id, "': ", seen.size(),
                    " of ", plan.pods.size(), " pods arrived", within,
                    "; missing: ", absl::StrJoin(MissingPods(plan, seen), ", "),
-                   " (", round.status().message(), ")"));
+                   " (", why.message(), ")"));
+}
+
+}  // namespace
+
+absl::Status RunBarrier(const BarrierPlan& plan,
+                        std::function<bool()> cancelled) {
+  const RendezvousParams params = BarrierParams(plan);
+  DJ_LOG_INFO(
+      "start barrier: waiting for the {} pods of job '{}' in the "
+      "store at {} ({})",
+      plan.pods.size(), plan.run_id, plan.endpoint.ToString(),
+      plan.is_host ? std::string("hosted here")
+                   : absl::StrCat("hosted by ", plan.host_pod));
+  auto made = MakeRendezvousFor(params);
+  if (!made.ok()) {
+    return absl::Status(
+        made.status().code(),
+        absl::StrCat("start barrier: ", made.status().message()));
+  }
+  Rendezvous& rendezvous = **made;
+  absl::StatusOr<RendezvousResult> round;
+  // The rendezvous checks join_timeout between store calls, each bounded
+  // by read_timeout; past both, and a second, it is cancelled whatever it
+  // waits for, and that is the barrier's timeout, not a stop.
+  const absl::Time hard_deadline = absl::Now() + plan.timeout +
+                                   params.config.read_timeout +
+                                   absl::Seconds(1);
+  const bool cancel_sent = RunStoppable(
+      rendezvous, [&] { round = rendezvous.Next(/*local_world_size=*/1); },
+      cancelled, &plan, hard_deadline);
+  const bool stopped = cancel_sent && cancelled != nullptr && cancelled();
+  if (stopped && !round.ok()) {
+    const std::vector<std::string> seen = rendezvous.LastSeenAddrs();
+    rendezvous.Shutdown(/*succeeded=*/false);
+    return absl::CancelledError(StoppedBarrierMessage(plan, seen));
+  }
+  if (round.ok()) return AwaitOthersPassed(plan, rendezvous, cancelled);
+  const std::vector<std::string> seen = rendezvous.LastSeenAddrs();
+  rendezvous.Shutdown(/*succeeded=*/false);
+  return BarrierFailure(plan, round.status(), seen);
 }
 
 }  // namespace distjob

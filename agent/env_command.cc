@@ -73,6 +73,297 @@ Json StoresJson(const JobEnv& job, const RunOptions& options,
   return out;
 }
 
+// `env`'s own options, taken out of the arguments before run's parser
+// reads the rest.
+struct EnvArgs {
+  bool json = false;
+  bool explain = false;
+  // Whether the arguments had a `--` (a command, possibly empty).
+  bool in_command = false;
+  // Run's options and the command, with a placeholder command so that
+  // run's parser accepts them.
+  std::vector<std::string> run_args;
+};
+
+bool AsksForHelp(const std::vector<std::string>& raw_args) {
+  for (const std::string& a : raw_args) {
+    if (a == "--") break;
+    if (a == "-h" || a == "--help") return true;
+  }
+  return false;
+}
+
+EnvArgs SplitEnvArgs(const std::vector<std::string>& raw_args) {
+  EnvArgs out;
+  for (const std::string& a : raw_args) {
+    if (!out.in_command && a == "--json") {
+      out.json = true;
+    } else if (!out.in_command && a == "--explain") {
+      out.explain = true;
+    } else {
+      if (a == "--") out.in_command = true;
+      out.run_args.push_back(a);
+    }
+  }
+  if (!out.in_command) {
+    // The command is optional here; run's parser wants one.
+    out.run_args.push_back("--");
+  }
+  out.run_args.push_back(kPlaceholder);
+  return out;
+}
+
+// The command as given, without what SplitEnvArgs added for run's parser.
+void DropPlaceholders(const EnvArgs& args, std::vector<std::string>* cmd) {
+  if (!cmd->empty() && cmd->back() == kPlaceholder) cmd->pop_back();
+  if (!args.in_command && !cmd->empty() && cmd->back() == "--") {
+    cmd->pop_back();
+  }
+}
+
+int PrintError(const absl::Status& status, int exit_code) {
+  std::fprintf(stderr, "distjob-agent env: %s\n",
+               std::string(status.message()).c_str());
+  return exit_code;
+}
+
+// Per-attempt files `run` creates under its temporary directory, by
+// variable, with why their values are not known before launch.
+std::map<std::string, std::string> DecidedAtLaunch(const RunOptions& options,
+                                                   bool trainer_status,
+                                                   const EnvMap& env) {
+  std::map<std::string, std::string> at_launch = {
+      {"TORCHELASTIC_ERROR_FILE",
+       "decided at launch (a per-attempt file in the agent's temporary "
+       "directory)"},
+      {kOuterAgentVariable,
+       "decided at launch (the socket an agent started by a worker asks to "
+       "take over through: one launcher per job)"},
+      {kDeviceFenceVariable,
+       "decided at launch (the agent process's marker, by which the "
+       "GPU-release fence knows its attempts' processes)"},
+      {"TORCH_WORKER_SERVER_SOCKET",
+       "decided at launch (a per-attempt socket in the agent's temporary "
+       "directory, where torch's worker_main() serves the evidence the "
+       "agent asks for before a stop)"}};
+  if (options.supervisor.hang_timeout > absl::ZeroDuration()) {
+    at_launch["DISTJOB_HEARTBEAT_FILE"] =
+        "decided at launch (a per-attempt file in the agent's temporary "
+        "directory)";
+  }
+  if (trainer_status) {
+    // `run` makes it (mkdtemp) only when it starts the status push.
+    at_launch["DISTJOB_PROGRESS_FILE"] = absl::StrCat(
+        "decided at launch (", kProgressFileName, " in a directory made as ",
+        ProgressDirTemplate(Lookup(env, "TMPDIR").value_or("")),
+        ", one per node, for Kubeflow Trainer v2's status push)");
+  }
+  return at_launch;
+}
+
+// Where the workers' store comes from, for --explain.
+std::string WorkerStoreSource(const std::vector<std::string>& args,
+                              const EnvMap& env, const LaunchOptions& launch) {
+  const std::string source =
+      LaunchSource(args, env, "worker-store", "DISTJOB_WORKER_STORE");
+  if (source != "default") return source;
+  return launch.rdzv_backend == RdzvBackend::kStatic && !launch.standalone
+             ? "default (the static backend's store is the workers')"
+         : launch.torch_disable_shared_store
+             ? "env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+             : "default (the agent serves the workers' store)";
+}
+
+// The source of each variable that torchrun's options decide, for
+// --explain: a flag, a PET_ variable, the job's layout or the default.
+std::map<std::string, std::string> LaunchSources(
+    const std::vector<std::string>& args, const EnvMap& env, const JobEnv& job,
+    const LaunchOptions& launch) {
+  std::map<std::string, std::string> sources = {
+      {"MASTER_ADDR",
+       job.pytorch_layout
+           ? job.master_source
+           : LaunchSource(args, env, "master-addr", "PET_MASTER_ADDR")},
+      {"MASTER_PORT",
+       job.pytorch_layout && Lookup(env, "MASTER_PORT")
+           ? "env MASTER_PORT"
+           : LaunchSource(args, env, "master-port", "PET_MASTER_PORT")},
+      {"LOCAL_WORLD_SIZE",
+       LaunchSource(args, env, "nproc-per-node", "PET_NPROC_PER_NODE")},
+      {"TORCHELASTIC_RUN_ID",
+       LaunchSource(args, env, "rdzv-id", "PET_RDZV_ID")},
+      {"ROLE_NAME", LaunchSource(args, env, "role", "PET_ROLE")},
+      {"TORCHELASTIC_MAX_RESTARTS",
+       LaunchSource(args, env, "max-restarts", "PET_MAX_RESTARTS")},
+      {"TORCHELASTIC_SIGNALS_TO_HANDLE",
+       LaunchSource(args, env, "signals-to-handle", "PET_SIGNALS_TO_HANDLE")},
+  };
+  sources["TORCHELASTIC_USE_AGENT_STORE"] =
+      WorkerStoreSource(args, env, launch);
+  const std::string rank_source =
+      !job.layout_rank_source.empty() ? job.layout_rank_source
+      : job.pytorch_layout
+          ? absl::StrCat("task ", job.identity.id.task, " index ",
+                         job.identity.id.index)
+          : LaunchSource(args, env, "node-rank", "PET_NODE_RANK");
+  for (const char* k : {"GROUP_RANK", "RANK", "ROLE_RANK"}) {
+    sources[k] = rank_source;
+  }
+  for (const char* k : {"WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}) {
+    sources[k] =
+        !job.layout_size_source.empty() ? job.layout_size_source
+        : job.pytorch_layout
+            ? std::string(PeerSourceName(job.cluster.source)) + " peers"
+            : LaunchSource(args, env, "nnodes", "PET_NNODES");
+  }
+  return sources;
+}
+
+// What `env` prints: each local worker's environment as `run` would build
+// it, as sourceable text or one JSON document.
+class EnvReport {
+ public:
+  EnvReport(const EnvArgs& args, const RunOptions& options, const JobEnv& job,
+            const LaunchOptions& launch, const EnvMap& env, bool trainer_status)
+      : args_(args),
+        options_(options),
+        job_(job),
+        launch_(launch),
+        env_(env),
+        round_(PlanRound(launch)) {
+    const auto at_launch = DecidedAtLaunch(options, trainer_status, env);
+    command_.module = launch.module;
+    command_.no_python = launch.no_python;
+    command_.python = Lookup(env, "PYTHON_EXEC").value_or("python3");
+    sources_ = LaunchSources(args.run_args, env, job, launch);
+    // Undecided values: the reason is their source.
+    pending_ = round_.undecided;
+    for (const auto& [k, why] : at_launch) pending_[k] = why;
+  }
+
+  std::string Render() const {
+    std::string out;
+    Json doc;
+    doc["framework"] = job_.framework;
+    // Always an object (empty job/task, index -1 when nothing identified
+    // this pod), so consumers need not special-case a plain torchrun job.
+    doc["identity"] = {{"job", job_.identity.id.job},
+                       {"task", job_.identity.id.task},
+                       {"index", job_.identity.id.index}};
+    if (!job_.controller.empty()) AddController(&doc, &out);
+    Json workers = Json::array();
+    for (int local_rank = 0; local_rank < launch_.nproc; ++local_rank) {
+      const auto changed = Changed(local_rank);
+      if (args_.json) {
+        workers.push_back(WorkerJson(local_rank, changed));
+      } else {
+        AppendWorkerText(local_rank, changed, &out);
+      }
+    }
+    if (!args_.json) return out;
+    doc["workers"] = std::move(workers);
+    const Json stores = StoresJson(job_, options_, launch_);
+    doc["barrier"] = stores["barrier"];
+    doc["token"] = stores["token"];
+    return DumpJson(doc) + "\n";
+  }
+
+ private:
+  // Which controller placed the pod, and its place in the rank order of
+  // a c10d/etcd round (null: none).
+  void AddController(Json* doc, std::string* out) const {
+    (*doc)["controller"] = {
+        {"name", job_.controller},
+        {"pod_index",
+         job_.pod_index.empty() ? Json(nullptr) : Json(job_.pod_index)}};
+    if (args_.explain) {
+      (*doc)["controller"]["pod_index_source"] = job_.pod_index_source;
+    }
+    if (args_.json) return;
+    absl::StrAppend(out, "# controller ", job_.controller, ", pod index ",
+                    job_.pod_index.empty() ? "none" : job_.pod_index);
+    if (args_.explain && !job_.pod_index.empty()) {
+      absl::StrAppend(out, "  # ", job_.pod_index_source);
+    }
+    *out += "\n";
+  }
+
+  // The decided variables of one worker that differ from the agent's own
+  // environment.
+  std::map<std::string, std::string> Changed(int local_rank) const {
+    const EnvMap full =
+        BuildWorkerEnv(job_, round_.group, local_rank, env_, WorkerFiles{});
+    std::map<std::string, std::string> changed;
+    for (const auto& [k, v] : full) {
+      if (pending_.count(k)) continue;
+      auto inherited = Lookup(env_, k);
+      if (!inherited.has_value() || *inherited != v) changed[k] = v;
+    }
+    return changed;
+  }
+
+  std::string SourceOf(const std::string& k) const {
+    if (auto it = job_.extra.sources.find(k); it != job_.extra.sources.end()) {
+      return it->second;
+    }
+    if (auto it = sources_.find(k); it != sources_.end()) return it->second;
+    return "default";
+  }
+
+  Json WorkerJson(int local_rank,
+                  const std::map<std::string, std::string>& changed) const {
+    Json worker;
+    worker["local_rank"] = local_rank;
+    worker["argv"] = options_.command.empty()
+                         ? std::vector<std::string>{}
+                         : WorkerArgv(options_.command, command_, local_rank);
+    // Sorted by name, decided or not: an undecided value is null in
+    // "env" and its reason is in "undecided".
+    std::map<std::string, Json> env_items;
+    Json sources = Json::object(), undecided = Json::object();
+    for (const auto& [k, v] : changed) {
+      env_items[k] = v;
+      sources[k] = SourceOf(k);
+    }
+    for (const auto& [k, why] : pending_) {
+      env_items[k] = nullptr;
+      undecided[k] = why;
+    }
+    Json env_json = Json::object();
+    for (auto& [k, v] : env_items) env_json[k] = std::move(v);
+    worker["env"] = std::move(env_json);
+    worker["undecided"] = std::move(undecided);
+    if (args_.explain) worker["sources"] = std::move(sources);
+    return worker;
+  }
+
+  void AppendWorkerText(int local_rank,
+                        const std::map<std::string, std::string>& changed,
+                        std::string* out) const {
+    absl::StrAppend(out, "# local_rank ", local_rank, "\n");
+    // Commented out, so that the output can still be sourced; first, so
+    // that the lines stay sorted.
+    for (const auto& [k, why] : pending_) {
+      absl::StrAppend(out, "# ", k, ": ", why, "\n");
+    }
+    for (const auto& [k, v] : changed) {
+      absl::StrAppend(out, k, "=", v);
+      if (args_.explain) absl::StrAppend(out, "  # ", SourceOf(k));
+      *out += "\n";
+    }
+  }
+
+  const EnvArgs& args_;
+  const RunOptions& options_;
+  const JobEnv& job_;
+  const LaunchOptions& launch_;
+  const EnvMap& env_;
+  const WorkerRound round_;
+  WorkerCommandOptions command_;
+  std::map<std::string, std::string> sources_;
+  std::map<std::string, std::string> pending_;
+};
+
 }  // namespace
 
 std::string EnvHelp() {
@@ -103,232 +394,26 @@ std::string EnvHelp() {
 }
 
 int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
-  for (const std::string& a : raw_args) {
-    if (a == "--") break;
-    if (a == "-h" || a == "--help") {
-      std::fputs(EnvHelp().c_str(), stdout);
-      return 0;
-    }
+  if (AsksForHelp(raw_args)) {
+    std::fputs(EnvHelp().c_str(), stdout);
+    return 0;
   }
-  bool json = false;
-  bool explain = false;
-  std::vector<std::string> args;
-  bool in_command = false;
-  for (const std::string& a : raw_args) {
-    if (!in_command && a == "--json") {
-      json = true;
-    } else if (!in_command && a == "--explain") {
-      explain = true;
-    } else {
-      if (a == "--") in_command = true;
-      args.push_back(a);
-    }
-  }
-  if (!in_command) {
-    // The command is optional here; run's parser wants one.
-    args.push_back("--");
-  }
-  args.push_back(kPlaceholder);
-  auto options = ParseRunOptions(args, env);
-  if (!options.ok()) {
-    std::fprintf(stderr, "distjob-agent env: %s\n",
-                 std::string(options.status().message()).c_str());
-    return kExitBadConfig;
-  }
+  const EnvArgs args = SplitEnvArgs(raw_args);
+  auto options = ParseRunOptions(args.run_args, env);
+  if (!options.ok()) return PrintError(options.status(), kExitBadConfig);
   InitLogging(options->log_level);
-  std::vector<std::string>& cmd = options->command;
-  if (!cmd.empty() && cmd.back() == kPlaceholder) cmd.pop_back();
-  if (!in_command && !cmd.empty() && cmd.back() == "--") cmd.pop_back();
+  DropPlaceholders(args, &options->command);
   // As `run`: a bad Trainer v2 status endpoint is exit 2 before discovery.
   std::string trainer_warning;
   auto trainer = TrainerStatusConfigFromEnv(env, &trainer_warning);
   if (!trainer_warning.empty()) DJ_LOG_WARNING("{}", trainer_warning);
-  if (!trainer.ok()) {
-    std::fprintf(stderr, "distjob-agent env: %s\n",
-                 std::string(trainer.status().message()).c_str());
-    return kExitBadConfig;
-  }
+  if (!trainer.ok()) return PrintError(trainer.status(), kExitBadConfig);
   auto job = ResolveJob(options->discovery, env);
-  if (!job.ok()) {
-    std::fprintf(stderr, "distjob-agent env: %s\n",
-                 std::string(job.status().message()).c_str());
-    return ExitCodeFor(job.status());
-  }
+  if (!job.ok()) return PrintError(job.status(), ExitCodeFor(job.status()));
   const LaunchOptions launch = EffectiveLaunch(*job, options->launch);
-  const WorkerRound round = PlanRound(launch);
-  // Per-attempt files `run` creates under its temporary directory.
-  std::map<std::string, std::string> at_launch = {
-      {"TORCHELASTIC_ERROR_FILE",
-       "decided at launch (a per-attempt file in the agent's temporary "
-       "directory)"},
-      {kOuterAgentVariable,
-       "decided at launch (the socket an agent started by a worker asks to "
-       "take over through: one launcher per job)"},
-      {kDeviceFenceVariable,
-       "decided at launch (the agent process's marker, by which the "
-       "GPU-release fence knows its attempts' processes)"},
-      {"TORCH_WORKER_SERVER_SOCKET",
-       "decided at launch (a per-attempt socket in the agent's temporary "
-       "directory, where torch's worker_main() serves the evidence the "
-       "agent asks for before a stop)"}};
-  if (options->supervisor.hang_timeout > absl::ZeroDuration()) {
-    at_launch["DISTJOB_HEARTBEAT_FILE"] =
-        "decided at launch (a per-attempt file in the agent's temporary "
-        "directory)";
-  }
-  if (trainer->has_value()) {
-    // `run` makes it (mkdtemp) only when it starts the status push.
-    at_launch["DISTJOB_PROGRESS_FILE"] = absl::StrCat(
-        "decided at launch (", kProgressFileName, " in a directory made as ",
-        ProgressDirTemplate(Lookup(env, "TMPDIR").value_or("")),
-        ", one per node, for Kubeflow Trainer v2's status push)");
-  }
-  WorkerCommandOptions command;
-  command.module = launch.module;
-  command.no_python = launch.no_python;
-  command.python = Lookup(env, "PYTHON_EXEC").value_or("python3");
-
-  std::map<std::string, std::string> launch_sources = {
-      {"MASTER_ADDR",
-       job->pytorch_layout
-           ? job->master_source
-           : LaunchSource(args, env, "master-addr", "PET_MASTER_ADDR")},
-      {"MASTER_PORT",
-       job->pytorch_layout && Lookup(env, "MASTER_PORT")
-           ? "env MASTER_PORT"
-           : LaunchSource(args, env, "master-port", "PET_MASTER_PORT")},
-      {"LOCAL_WORLD_SIZE",
-       LaunchSource(args, env, "nproc-per-node", "PET_NPROC_PER_NODE")},
-      {"TORCHELASTIC_RUN_ID",
-       LaunchSource(args, env, "rdzv-id", "PET_RDZV_ID")},
-      {"ROLE_NAME", LaunchSource(args, env, "role", "PET_ROLE")},
-      {"TORCHELASTIC_MAX_RESTARTS",
-       LaunchSource(args, env, "max-restarts", "PET_MAX_RESTARTS")},
-      {"TORCHELASTIC_SIGNALS_TO_HANDLE",
-       LaunchSource(args, env, "signals-to-handle", "PET_SIGNALS_TO_HANDLE")},
-  };
-  {
-    std::string source =
-        LaunchSource(args, env, "worker-store", "DISTJOB_WORKER_STORE");
-    if (source == "default") {
-      source = launch.rdzv_backend == RdzvBackend::kStatic && !launch.standalone
-                   ? "default (the static backend's store is the workers')"
-               : launch.torch_disable_shared_store
-                   ? "env TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
-                   : "default (the agent serves the workers' store)";
-    }
-    launch_sources["TORCHELASTIC_USE_AGENT_STORE"] = source;
-  }
-  const std::string rank_source =
-      !job->layout_rank_source.empty() ? job->layout_rank_source
-      : job->pytorch_layout
-          ? absl::StrCat("task ", job->identity.id.task, " index ",
-                         job->identity.id.index)
-          : LaunchSource(args, env, "node-rank", "PET_NODE_RANK");
-  for (const char* k : {"GROUP_RANK", "RANK", "ROLE_RANK"}) {
-    launch_sources[k] = rank_source;
-  }
-  for (const char* k : {"WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE"}) {
-    launch_sources[k] =
-        !job->layout_size_source.empty() ? job->layout_size_source
-        : job->pytorch_layout
-            ? std::string(PeerSourceName(job->cluster.source)) + " peers"
-            : LaunchSource(args, env, "nnodes", "PET_NNODES");
-  }
-  // Undecided values: the reason is their source.
-  std::map<std::string, std::string> pending = round.undecided;
-  for (const auto& [k, why] : at_launch) pending[k] = why;
-
-  std::string out;
-  Json doc;
-  doc["framework"] = job->framework;
-  // Always an object (empty job/task, index -1 when nothing identified
-  // this pod), so consumers need not special-case a plain torchrun job.
-  doc["identity"] = {{"job", job->identity.id.job},
-                     {"task", job->identity.id.task},
-                     {"index", job->identity.id.index}};
-  if (!job->controller.empty()) {
-    // Which controller placed the pod, and its place in the rank order of
-    // a c10d/etcd round (null: none).
-    doc["controller"] = {
-        {"name", job->controller},
-        {"pod_index",
-         job->pod_index.empty() ? Json(nullptr) : Json(job->pod_index)}};
-    if (explain) doc["controller"]["pod_index_source"] = job->pod_index_source;
-    if (!json) {
-      absl::StrAppend(&out, "# controller ", job->controller, ", pod index ",
-                      job->pod_index.empty() ? "none" : job->pod_index);
-      if (explain && !job->pod_index.empty()) {
-        absl::StrAppend(&out, "  # ", job->pod_index_source);
-      }
-      out += "\n";
-    }
-  }
-  Json workers = Json::array();
-  for (int local_rank = 0; local_rank < launch.nproc; ++local_rank) {
-    const EnvMap full =
-        BuildWorkerEnv(*job, round.group, local_rank, env, WorkerFiles{});
-    std::map<std::string, std::string> changed;
-    for (const auto& [k, v] : full) {
-      if (pending.count(k)) continue;
-      auto inherited = Lookup(env, k);
-      if (!inherited.has_value() || *inherited != v) changed[k] = v;
-    }
-    auto source_of = [&](const std::string& k) -> std::string {
-      if (auto it = job->extra.sources.find(k);
-          it != job->extra.sources.end()) {
-        return it->second;
-      }
-      if (auto it = launch_sources.find(k); it != launch_sources.end()) {
-        return it->second;
-      }
-      return "default";
-    };
-    if (json) {
-      Json& worker = workers.emplace_back();
-      worker["local_rank"] = local_rank;
-      worker["argv"] = options->command.empty()
-                           ? std::vector<std::string>{}
-                           : WorkerArgv(options->command, command, local_rank);
-      // Sorted by name, decided or not: an undecided value is null in
-      // "env" and its reason is in "undecided".
-      std::map<std::string, Json> env_items;
-      Json sources = Json::object(), undecided = Json::object();
-      for (const auto& [k, v] : changed) {
-        env_items[k] = v;
-        sources[k] = source_of(k);
-      }
-      for (const auto& [k, why] : pending) {
-        env_items[k] = nullptr;
-        undecided[k] = why;
-      }
-      Json env_json = Json::object();
-      for (auto& [k, v] : env_items) env_json[k] = std::move(v);
-      worker["env"] = std::move(env_json);
-      worker["undecided"] = std::move(undecided);
-      if (explain) worker["sources"] = std::move(sources);
-    } else {
-      absl::StrAppend(&out, "# local_rank ", local_rank, "\n");
-      // Commented out, so that the output can still be sourced; first, so
-      // that the lines stay sorted.
-      for (const auto& [k, why] : pending) {
-        absl::StrAppend(&out, "# ", k, ": ", why, "\n");
-      }
-      for (const auto& [k, v] : changed) {
-        absl::StrAppend(&out, k, "=", v);
-        if (explain) absl::StrAppend(&out, "  # ", source_of(k));
-        out += "\n";
-      }
-    }
-  }
-  if (json) {
-    doc["workers"] = std::move(workers);
-    const Json stores = StoresJson(*job, *options, launch);
-    doc["barrier"] = stores["barrier"];
-    doc["token"] = stores["token"];
-    out = DumpJson(doc) + "\n";
-  }
-  std::fputs(out.c_str(), stdout);
+  const EnvReport report(args, *options, *job, launch, env,
+                         trainer->has_value());
+  std::fputs(report.Render().c_str(), stdout);
   return 0;
 }
 

@@ -182,67 +182,86 @@ absl::StatusOr<std::string> CheckHealth(const std::string& host, int port,
       response.status());
 }
 
-int HealthCommand(const std::vector<std::string>& args, const EnvMap& env) {
+namespace {
+
+// What `health` probes, and how.
+struct HealthProbe {
   int port = -1;
   std::string service;
   std::string host = "127.0.0.1";
   absl::Duration timeout = absl::Seconds(1);
-  // No environment defaults for what a probe checks (port, service, host);
-  // only the TLS files come from the DISTJOB_RDZV_TLS_* the pod has.
-  FlagSet flags(
-      "Usage: distjob-agent health --port N [--service S] [--host H] "
-      "[--timeout SECONDS] [--tls]\n\n"
-      "One grpc.health.v1 Check against a running agent's --health-port.\n"
-      "Prints the serving status; exits 0 when SERVING, 1 otherwise.");
-  auto flag = [&flags](const char* name, const char* metavar, const char* help,
-                       FlagSetter set) {
+  bool use_tls = false;
+  StoreSecurityOptions tls_files;
+};
+
+// No environment defaults for what a probe checks (port, service, host);
+// only the TLS files come from the DISTJOB_RDZV_TLS_* the pod has.
+void AddProbeFlags(FlagSet* flags, HealthProbe* probe) {
+  auto flag = [flags](const char* name, const char* metavar, const char* help,
+                      FlagSetter set) {
     Flag f;
     f.names = {name};
     f.metavar = metavar;
     f.help = help;
     f.set = std::move(set);
-    flags.Add(std::move(f));
+    flags->Add(std::move(f));
   };
   flag("port", "N", "The agent's --health-port (required).",
-       SetInt(&port, 1, 65535));
+       SetInt(&probe->port, 1, 65535));
   flag("service", "S", "liveness, readiness or \"\" (default: overall).",
-       SetString(&service));
+       SetString(&probe->service));
   flag("host", "H", "Where the agent runs (default 127.0.0.1).",
-       SetString(&host));
+       SetString(&probe->host));
   flag("timeout", "SECONDS", "How long to wait for the answer (default 1).",
-       [&timeout](absl::string_view v, absl::string_view) {
+       [timeout = &probe->timeout](absl::string_view v, absl::string_view) {
          auto d = ParseDuration(v, "value");
          if (!d.ok()) return d.status();
          if (*d <= absl::ZeroDuration()) {
            return absl::InvalidArgumentError(
                absl::StrCat("'", v, "' is not a positive number of seconds"));
          }
-         timeout = *d;
+         *timeout = *d;
          return absl::OkStatus();
        });
-  bool use_tls = false;
   Flag tls_flag;
   tls_flag.names = {"tls"};
   tls_flag.is_bool = true;
   tls_flag.help =
       "Speak TLS to an agent run with --health-tls, with the certificate "
       "files below (defaults: the agent's DISTJOB_RDZV_TLS_* variables).";
-  tls_flag.set = SetBool(&use_tls);
-  flags.Add(std::move(tls_flag));
-  StoreSecurityOptions tls_files;
-  AddTlsFlags(&flags, &tls_files);
+  tls_flag.set = SetBool(&probe->use_tls);
+  flags->Add(std::move(tls_flag));
+  AddTlsFlags(flags, &probe->tls_files);
+}
+
+// The certificate files --tls speaks with.
+absl::StatusOr<StoreSecurity> LoadProbeTls(const HealthProbe& probe) {
+  auto loaded = LoadStoreSecurity(probe.tls_files);
+  if (loaded.ok() && !loaded->tls()) {
+    return absl::InvalidArgumentError(
+        "--tls needs --rdzv-tls-cert and --rdzv-tls-key");
+  }
+  return loaded;
+}
+
+}  // namespace
+
+int HealthCommand(const std::vector<std::string>& args, const EnvMap& env) {
+  HealthProbe probe;
+  FlagSet flags(
+      "Usage: distjob-agent health --port N [--service S] [--host H] "
+      "[--timeout SECONDS] [--tls]\n\n"
+      "One grpc.health.v1 Check against a running agent's --health-port.\n"
+      "Prints the serving status; exits 0 when SERVING, 1 otherwise.");
+  AddProbeFlags(&flags, &probe);
   std::vector<std::string> positional;
   if (auto done =
           ParseSubcommandFlags("health", flags, args, env, 0, &positional)) {
     return *done;
   }
   std::optional<StoreSecurity> tls;
-  if (use_tls) {
-    auto loaded = LoadStoreSecurity(tls_files);
-    if (loaded.ok() && !loaded->tls()) {
-      loaded = absl::InvalidArgumentError(
-          "--tls needs --rdzv-tls-cert and --rdzv-tls-key");
-    }
+  if (probe.use_tls) {
+    auto loaded = LoadProbeTls(probe);
     if (!loaded.ok()) {
       std::fprintf(stderr, "distjob-agent health: %s\n",
                    std::string(loaded.status().message()).c_str());
@@ -250,13 +269,13 @@ int HealthCommand(const std::vector<std::string>& args, const EnvMap& env) {
     }
     tls = *std::move(loaded);
   }
-  if (port < 0) {
+  if (probe.port < 0) {
     std::fprintf(stderr,
                  "distjob-agent health: --port is required; see --help\n");
     return kExitUsage;
   }
-  auto status =
-      CheckHealth(host, port, service, timeout, tls ? &*tls : nullptr);
+  auto status = CheckHealth(probe.host, probe.port, probe.service,
+                            probe.timeout, tls ? &*tls : nullptr);
   if (!status.ok()) {
     std::fprintf(stderr, "distjob-agent health: %s (%s)\n",
                  std::string(status.status().message()).c_str(),

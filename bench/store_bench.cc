@@ -604,75 +604,114 @@ class Changes {
   std::vector<int> count_ ABSL_GUARDED_BY(mu_);
 };
 
-int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
-            int first, int count, int min_nodes, double last_call_s,
-            double keep_alive_s) {
-  const absl::Duration keep_alive = absl::Seconds(keep_alive_s);
-  SizeFutexHash(2 * count);  // as in Scale
-  const int channels = std::min(count, 8);
-  std::vector<std::unique_ptr<GrpcStoreClient>> clients;
-  for (int i = 0; i < channels; ++i) {
-    clients.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300), {},
-                                               /*own_connection=*/true,
-                                               /*poll_for_answers=*/false));
+// One process's share of the recovery benchmark: `count` simulated nodes
+// (global ids first...) of an elastic job of `nodes`, which form a round,
+// lose a node and take in a new one, each phase on the driver's word
+// (stdin), with its timeline on stdout.
+class Recovery {
+ public:
+  Recovery(const std::string& endpoint, const std::string& run_id, int nodes,
+           int first, int count, int min_nodes, double last_call_s,
+           double keep_alive_s)
+      : run_id_(run_id),
+        nodes_(nodes),
+        first_(first),
+        count_(count),
+        min_nodes_(min_nodes),
+        last_call_(absl::Seconds(last_call_s)),
+        keep_alive_(absl::Seconds(keep_alive_s)),
+        // 8 shards of 128 nodes took over a lease (3 s) per pass while the
+        // survivors re-joined, and whole shards of live nodes were seen
+        // lost (bench/recover_timeline.py).
+        heartbeats_(keep_alive_, RenewingThreads(count, keep_alive_)),
+        changes_(count + 1) {
+    SizeFutexHash(2 * count);  // as in Scale
+    const int channels = std::min(count, 8);
+    for (int i = 0; i < channels; ++i) {
+      clients_.push_back(GrpcStoreClient::Connect(endpoint, absl::Seconds(300),
+                                                  {},
+                                                  /*own_connection=*/true,
+                                                  /*poll_for_answers=*/false));
+    }
+    for (int i = 0; i < count; ++i) AddSim(first + i, i);
   }
-  std::atomic<long> requests{0}, renewals{0};
-  // A phase's requests, lease renewals left out: what its rendezvous cost.
-  long phase_from = 0;
-  auto phase_requests = [&] {
-    const long now = requests.load() - renewals.load();
-    const long n = now - phase_from;
-    phase_from = now;
-    return n;
-  };
-  auto make = [&](int global, int local) {
+
+  // The three phases; the exit code when the driver's word is missing,
+  // else the process ends (as the other modes: no teardown of thousands
+  // of nodes) with 0 when every live node took the last round.
+  int Run() {
+    std::printf("ready\n");
+    std::fflush(stdout);
+    for (int i = 0; i < count_; ++i) live_.push_back(i);
+    std::string line;
+    std::getline(std::cin, line);  // go
+    const long long start = NowNs();
+    heartbeats_.Start();
+    auto formed = NextRound(false, nodes_);
+    PrintJson({{"start_ns", start},
+               {"done_ns", formed.second},
+               {"joined", formed.first}});
+    if (!LoseNode()) return 2;
+    int join = -1;
+    if (!std::getline(std::cin, line) ||
+        std::sscanf(line.c_str(), "join %d", &join) != 1) {
+      return 2;
+    }
+    const int joined = AddNode(join);
+    _exit(joined == static_cast<int>(live_.size()) ? 0 : 1);
+  }
+
+ private:
+  // Simulated node `global`, the `local`th of this process, renewed by
+  // heartbeats_ and noting its membership changes in changes_.
+  void AddSim(int global, int local) {
     DynamicRendezvousOptions o;
-    o.run_id = run_id;
-    o.min_nodes = min_nodes;
-    o.max_nodes = nodes;
+    o.run_id = run_id_;
+    o.min_nodes = min_nodes_;
+    o.max_nodes = nodes_;
     o.node = absl::StrCat("sim", global);
     o.addr = "127.0.0.1";
     o.config.join_timeout = absl::Seconds(300);
-    o.config.keep_alive_interval = keep_alive;
+    o.config.keep_alive_interval = keep_alive_;
     o.config.read_timeout = absl::Seconds(300);
-    o.config.last_call_timeout = absl::Seconds(last_call_s);
+    o.config.last_call_timeout = last_call_;
     o.heartbeat_thread = false;
-    return std::make_unique<DynamicRendezvous>(
-        o, std::make_unique<SharedStore>(clients[local % channels].get(),
-                                         &requests, &renewals));
-  };
-  std::vector<std::unique_ptr<DynamicRendezvous>> sims;
-  // 8 shards of 128 nodes took over a lease (3 s) per pass while the
-  // survivors re-joined, and whole shards of live nodes were seen lost
-  // (bench/recover_timeline.py).
-  Heartbeats heartbeats(keep_alive, RenewingThreads(count, keep_alive));
-  Changes changes(count + 1);
-  for (int i = 0; i < count; ++i) {
-    sims.push_back(make(first + i, i));
-    sims.back()->SetOnMembershipChange([&changes, i] { changes.Note(i); });
-    heartbeats.Add(i, sims.back().get());
+    sims_.push_back(std::make_unique<DynamicRendezvous>(
+        o,
+        std::make_unique<SharedStore>(clients_[local % clients_.size()].get(),
+                                      &requests_, &renewals_)));
+    sims_.back()->SetOnMembershipChange(
+        [this, local] { changes_.Note(local); });
+    heartbeats_.Add(local, sims_.back().get());
   }
-  std::printf("ready\n");
-  std::fflush(stdout);
+
+  // A phase's requests, lease renewals left out: what its rendezvous cost.
+  long PhaseRequests() {
+    const long now = requests_.load() - renewals_.load();
+    const long n = now - phase_from_;
+    phase_from_ = now;
+    return n;
+  }
+
   // Every live node takes the next round, as the agent does on a change;
-  // `heard` nodes only once told of one (the new node: at once).
+  // with `wait_change`, only once told of one (the new node: at once).
   // A node that got a smaller round (a last call ended before the last
   // node joined) takes the next one when told, until it holds `want`.
-  auto next_round = [&](const std::vector<int>& who, bool wait_change,
-                        int want) {
+  // Returns how many did and when the last one did.
+  std::pair<int, long long> NextRound(bool wait_change, int want) {
     std::atomic<int> ok{0};
     std::atomic<long long> last{0};
     const absl::Time deadline = absl::Now() + absl::Seconds(120);
     std::vector<std::thread> threads;
-    for (int i : who) {
+    for (int i : live_) {
       threads.emplace_back([&, i] {
-        if (wait_change && !changes.Await(i, deadline)) return;
+        if (wait_change && !changes_.Await(i, deadline)) return;
         for (;;) {
-          const int before = changes.Count(i);
-          auto r = sims[i]->Next(1);
+          const int before = changes_.Count(i);
+          auto r = sims_[i]->Next(1);
           if (!r.ok()) return;
           if (r->group_world_size >= want) break;
-          if (!changes.AwaitAbove(i, before, deadline)) return;
+          if (!changes_.AwaitAbove(i, before, deadline)) return;
         }
         ++ok;
         const long long t = NowNs();
@@ -683,72 +722,86 @@ int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
     }
     for (auto& t : threads) t.join();
     return std::make_pair(ok.load(), last.load());
-  };
-  std::vector<int> live;
-  for (int i = 0; i < count; ++i) live.push_back(i);
-  std::string line;
-  std::getline(std::cin, line);  // go
-  const long long start = NowNs();
-  heartbeats.Start();
-  auto formed = next_round(live, false, nodes);
-  PrintJson({{"start_ns", start},
-             {"done_ns", formed.second},
-             {"joined", formed.first}});
-  int kill = -1;
-  if (!std::getline(std::cin, line) ||
-      std::sscanf(line.c_str(), "kill %d", &kill) != 1) {
-    return 2;
   }
-  changes.NextPhase();
-  // Reset, not read: the next phase counts from zero.
-  (void)phase_requests();
-  (void)Tally()->TakeJson();  // likewise
-  long long kill_ns = 0;
-  if (kill >= first && kill < first + count) {
-    // Stops its heartbeat and watch without a word to the store. Timed
-    // from when its renewals stop: Remove waits out its shard's pass, which
-    // may renew this node once more (a pass took up to ~0.4 s under load,
-    // and the lease then ran out more than a lease after a stamp taken
-    // before it).
-    heartbeats.Remove(kill - first);
-    kill_ns = NowNs();
-    sims[kill - first].reset();
-    live.erase(std::find(live.begin(), live.end(), kill - first));
+
+  // The driver's "kill N": this process stops node N if it holds it, and
+  // the survivors re-form. False when the line is not that.
+  bool LoseNode() {
+    std::string line;
+    int kill = -1;
+    if (!std::getline(std::cin, line) ||
+        std::sscanf(line.c_str(), "kill %d", &kill) != 1) {
+      return false;
+    }
+    changes_.NextPhase();
+    // Reset, not read: the next phase counts from zero.
+    (void)PhaseRequests();
+    (void)Tally()->TakeJson();  // likewise
+    long long kill_ns = 0;
+    if (kill >= first_ && kill < first_ + count_) {
+      // Stops its heartbeat and watch without a word to the store. Timed
+      // from when its renewals stop: Remove waits out its shard's pass,
+      // which may renew this node once more (a pass took up to ~0.4 s
+      // under load, and the lease then ran out more than a lease after a
+      // stamp taken before it).
+      heartbeats_.Remove(kill - first_);
+      kill_ns = NowNs();
+      sims_[kill - first_].reset();
+      live_.erase(std::find(live_.begin(), live_.end(), kill - first_));
+    }
+    auto recovered = NextRound(true, nodes_ - 1);
+    const auto told = changes_.Told();
+    PrintJson({{"kill_ns", kill_ns},
+               {"done_ns", recovered.second},
+               {"joined", recovered.first},
+               {"members", live_.size()},
+               {"told_first_ns", told.first},
+               {"told_last_ns", told.second},
+               {"wall_minus_mono_ns", WallNs() - NowNs()},
+               {"requests", PhaseRequests()},
+               {"by_method", Tally()->TakeJson()}});
+    return true;
   }
-  auto recovered = next_round(live, true, nodes - 1);
-  const auto told = changes.Told();
-  PrintJson({{"kill_ns", kill_ns},
-             {"done_ns", recovered.second},
-             {"joined", recovered.first},
-             {"members", live.size()},
-             {"told_first_ns", told.first},
-             {"told_last_ns", told.second},
-             {"wall_minus_mono_ns", WallNs() - NowNs()},
-             {"requests", phase_requests()},
-             {"by_method", Tally()->TakeJson()}});
-  int join = -1;
-  if (!std::getline(std::cin, line) ||
-      std::sscanf(line.c_str(), "join %d", &join) != 1) {
-    return 2;
+
+  // The driver's "join N": the first process hosts the new node N, and
+  // every live node takes the grown round. Returns how many did.
+  int AddNode(int join) {
+    changes_.NextPhase();
+    long long join_ns = 0;
+    if (first_ == 0) {  // the first process hosts the new node
+      AddSim(join, count_);
+      join_ns = NowNs();
+      changes_.Note(count_);  // no change to wait for: it joins at once
+      live_.push_back(count_);
+    }
+    auto grown = NextRound(true, nodes_);
+    PrintJson({{"join_ns", join_ns},
+               {"done_ns", grown.second},
+               {"joined", grown.first},
+               {"members", live_.size()},
+               {"requests", PhaseRequests()}});
+    return grown.first;
   }
-  changes.NextPhase();
-  long long join_ns = 0;
-  if (first == 0) {  // the first process hosts the new node
-    sims.push_back(make(join, count));
-    heartbeats.Add(count, sims.back().get());
-    sims.back()->SetOnMembershipChange(
-        [&changes, count] { changes.Note(count); });
-    join_ns = NowNs();
-    changes.Note(count);  // no change to wait for: it joins at once
-    live.push_back(count);
-  }
-  auto grown = next_round(live, true, nodes);
-  PrintJson({{"join_ns", join_ns},
-             {"done_ns", grown.second},
-             {"joined", grown.first},
-             {"members", live.size()},
-             {"requests", phase_requests()}});
-  _exit(grown.first == static_cast<int>(live.size()) ? 0 : 1);
+
+  const std::string run_id_;
+  const int nodes_, first_, count_, min_nodes_;
+  const absl::Duration last_call_, keep_alive_;
+  std::vector<std::unique_ptr<GrpcStoreClient>> clients_;
+  std::atomic<long> requests_{0}, renewals_{0};
+  long phase_from_ = 0;
+  std::vector<std::unique_ptr<DynamicRendezvous>> sims_;
+  Heartbeats heartbeats_;
+  Changes changes_;
+  // The nodes of this process still running, by local index.
+  std::vector<int> live_;
+};
+
+int Recover(const std::string& endpoint, const std::string& run_id, int nodes,
+            int first, int count, int min_nodes, double last_call_s,
+            double keep_alive_s) {
+  Recovery recovery(endpoint, run_id, nodes, first, count, min_nodes,
+                    last_call_s, keep_alive_s);
+  return recovery.Run();
 }
 
 }  // namespace

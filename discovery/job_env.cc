@@ -88,6 +88,106 @@ absl::Status PlaceByController(const DiscoveryOptions& d, const EnvMap& env,
   return absl::OkStatus();
 }
 
+// The framework of a pod that asks for no identity (no peers, no
+// --framework, --job-name or --task).
+void NameFrameworkWithoutIdentity(const DiscoveryOptions& d, const EnvMap& env,
+                                  JobEnv* job) {
+  if (job->pytorch_layout) {
+    // A controller's fixed layout is torchrun's static rendezvous.
+    job->framework = "pytorch";
+    job->framework_reason = absl::StrCat("the ", job->controller, " layout");
+    return;
+  }
+  // torchrun's PET_* alone (Kubeflow's elastic PyTorchJob) say PyTorch;
+  // the rendezvous, not the operator's layout, places the node.
+  FrameworkChoice choice =
+      ChooseFramework(d.framework, job->cluster, env, d.tf_roles);
+  if (choice.framework == "pytorch") {
+    job->framework = choice.framework;
+    job->framework_reason = choice.reason;
+    return;
+  }
+  job->framework_reason = "no peers found";
+}
+
+// This pod's job, task and index among the peers; Kubeflow's peer names,
+// which embed the job name, once it is known.
+absl::Status IdentifyPod(const DiscoveryOptions& d, const EnvMap& env,
+                         JobEnv* job) {
+  IdentityInputs in;
+  in.job = d.job_name;
+  in.task = d.task;
+  in.index = d.task_index;
+  in.hostname = d.hostname.empty() ? LocalHostname() : d.hostname;
+  auto identity = ResolveIdentity(in, env, job->cluster);
+  if (!identity.ok()) return identity.status();
+  job->identity = std::move(*identity);
+  job->has_identity = true;
+  if (!d.replicas.empty() && d.job_name.empty()) {
+    auto named = FindPeers(d, env, job->identity.id.job);
+    if (!named.ok()) return named.status();
+    job->cluster = std::move(*named);
+  }
+  DJ_LOG_INFO("this pod is job={} task={} index={}; framework {} ({})",
+              job->identity.id.job, job->identity.id.task,
+              job->identity.id.index, job->framework, job->framework_reason);
+  return absl::OkStatus();
+}
+
+// The operators' non-elastic master/worker layout, for a PyTorch job with
+// a master task. Without one (Kubeflow's elastic PyTorchJob) the
+// rendezvous places the node.
+absl::Status PlaceByOperator(const DiscoveryOptions& d, const EnvMap& env,
+                             JobEnv* job) {
+  if (job->framework != "pytorch" || !job->cluster.Find("master")) {
+    return absl::OkStatus();
+  }
+  auto layout = PyTorchOperatorNodes(job->identity.id, job->cluster);
+  if (!layout.ok()) return layout.status();
+  job->pytorch_layout = true;
+  job->node_rank = layout->node_rank;
+  job->nnodes = layout->nnodes;
+  job->master_addr = layout->master_addr;
+  job->master_source = job->cluster.Find("master")->origin;
+  // The operators publish the port they opened (Volcano 23456, Kubeflow
+  // the container port); torchrun's --master-port otherwise.
+  job->master_port = d.master_port;
+  if (auto port = Lookup(env, "MASTER_PORT"); port.has_value()) {
+    int p = 0;
+    if (!absl::SimpleAtoi(*port, &p) || p < 1 || p > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "env MASTER_PORT='", *port, "' is not a port (1-65535)"));
+    }
+    job->master_port = p;
+  }
+  return absl::OkStatus();
+}
+
+// Waits, up to --dns-timeout, until the peers' DNS names resolve.
+absl::Status WaitForPeerNames(const DiscoveryOptions& d, const Cluster& cluster,
+                              std::function<bool()> cancelled) {
+  // A standalone job dials no peer: waiting for their names (the pod's own
+  // included, which exists only once the pod is Ready) could only hang it.
+  if (d.standalone || cluster.tasks.empty() ||
+      d.dns_timeout <= absl::ZeroDuration()) {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> names;
+  for (const TaskPeers& t : cluster.tasks) {
+    for (const std::string& h : t.hosts) {
+      if (!IsIpLiteral(h)) names.push_back(h);
+    }
+  }
+  if (names.empty()) return absl::OkStatus();
+  DnsOptions dns;
+  dns.resolver.servers = d.dns_servers;
+  dns.resolver.cancelled = std::move(cancelled);
+  dns.timeout = d.dns_timeout;
+  auto resolved = WaitForNames(names, dns);
+  if (!resolved.ok()) return resolved.status();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
@@ -102,27 +202,11 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
   if (job.cluster.tasks.empty()) {
     if (absl::Status s = PlaceByController(d, env, &job); !s.ok()) return s;
   }
-
   const bool wants_identity = !job.cluster.tasks.empty() ||
                               d.framework != Framework::kAuto ||
                               !d.job_name.empty() || !d.task.empty();
-  if (!wants_identity && job.pytorch_layout) {
-    // A controller's fixed layout is torchrun's static rendezvous.
-    job.framework = "pytorch";
-    job.framework_reason = absl::StrCat("the ", job.controller, " layout");
-    return job;
-  }
   if (!wants_identity) {
-    // torchrun's PET_* alone (Kubeflow's elastic PyTorchJob) say PyTorch;
-    // the rendezvous, not the operator's layout, places the node.
-    FrameworkChoice choice =
-        ChooseFramework(d.framework, job.cluster, env, d.tf_roles);
-    if (choice.framework == "pytorch") {
-      job.framework = choice.framework;
-      job.framework_reason = choice.reason;
-      return job;
-    }
-    job.framework_reason = "no peers found";
+    NameFrameworkWithoutIdentity(d, env, &job);
     return job;
   }
   FrameworkChoice choice =
@@ -136,68 +220,13 @@ absl::StatusOr<JobEnv> ResolveJobEnv(const DiscoveryOptions& d,
         "--framework ", job.framework, " needs peers: none in ", d.volcano_dir,
         " or VC_*_HOSTS; set --peers, --peers-file or --replicas"));
   }
-  IdentityInputs in;
-  in.job = d.job_name;
-  in.task = d.task;
-  in.index = d.task_index;
-  in.hostname = d.hostname.empty() ? LocalHostname() : d.hostname;
-  auto identity = ResolveIdentity(in, env, job.cluster);
-  if (!identity.ok()) return identity.status();
-  job.identity = std::move(*identity);
-  job.has_identity = true;
-  if (!d.replicas.empty() && d.job_name.empty()) {
-    auto named = FindPeers(d, env, job.identity.id.job);
-    if (!named.ok()) return named.status();
-    job.cluster = std::move(*named);
-  }
-  DJ_LOG_INFO("this pod is job={} task={} index={}; framework {} ({})",
-              job.identity.id.job, job.identity.id.task, job.identity.id.index,
-              job.framework, job.framework_reason);
-
+  if (absl::Status s = IdentifyPod(d, env, &job); !s.ok()) return s;
   // The layout is checked before the DNS wait below, so a bad value (a
   // MASTER_PORT that is no port) exits at once rather than after it.
-  const Identity& self = job.identity.id;
-  if (job.framework == "pytorch" && job.cluster.Find("master")) {
-    // The operators' non-elastic master/worker layout. Without a master
-    // task (Kubeflow's elastic PyTorchJob) the rendezvous places the node.
-    auto layout = PyTorchOperatorNodes(self, job.cluster);
-    if (!layout.ok()) return layout.status();
-    job.pytorch_layout = true;
-    job.node_rank = layout->node_rank;
-    job.nnodes = layout->nnodes;
-    job.master_addr = layout->master_addr;
-    job.master_source = job.cluster.Find("master")->origin;
-    // The operators publish the port they opened (Volcano 23456, Kubeflow
-    // the container port); torchrun's --master-port otherwise.
-    job.master_port = d.master_port;
-    if (auto port = Lookup(env, "MASTER_PORT"); port.has_value()) {
-      int p = 0;
-      if (!absl::SimpleAtoi(*port, &p) || p < 1 || p > 65535) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "env MASTER_PORT='", *port, "' is not a port (1-65535)"));
-      }
-      job.master_port = p;
-    }
-  }
-
-  // A standalone job dials no peer: waiting for their names (the pod's own
-  // included, which exists only once the pod is Ready) could only hang it.
-  if (!d.standalone && !job.cluster.tasks.empty() &&
-      d.dns_timeout > absl::ZeroDuration()) {
-    std::vector<std::string> names;
-    for (const TaskPeers& t : job.cluster.tasks) {
-      for (const std::string& h : t.hosts) {
-        if (!IsIpLiteral(h)) names.push_back(h);
-      }
-    }
-    if (!names.empty()) {
-      DnsOptions dns;
-      dns.resolver.servers = d.dns_servers;
-      dns.resolver.cancelled = std::move(cancelled);
-      dns.timeout = d.dns_timeout;
-      auto resolved = WaitForNames(names, dns);
-      if (!resolved.ok()) return resolved.status();
-    }
+  if (absl::Status s = PlaceByOperator(d, env, &job); !s.ok()) return s;
+  if (absl::Status s = WaitForPeerNames(d, job.cluster, std::move(cancelled));
+      !s.ok()) {
+    return s;
   }
   return job;
 }

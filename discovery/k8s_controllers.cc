@@ -145,190 +145,271 @@ absl::StatusOr<std::optional<ControllerLayout>> TrainerV2(
   return l;
 }
 
-absl::StatusOr<std::optional<ControllerLayout>> JobSet(
-    const ControllerInputs& in, const EnvMap& env) {
-  const Sourced name = LabelValue(in, kJobSetNameLabel);
-  Sourced rjob = LabelValue(in, kReplicatedJobLabel);
-  if (name.value.empty() && in.replicated_job.empty()) return std::nullopt;
-  if (!in.replicated_job.empty()) {
-    if (!rjob.value.empty() && rjob.value != in.replicated_job) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--replicated-job ", in.replicated_job,
-                       " disagrees with ", rjob.source, "='", rjob.value, "'"));
+// The replicated job: the label, or --replicated-job where the label is
+// absent or agrees.
+absl::StatusOr<Sourced> ReplicatedJob(const ControllerInputs& in) {
+  const Sourced rjob = LabelValue(in, kReplicatedJobLabel);
+  if (in.replicated_job.empty()) return rjob;
+  if (!rjob.value.empty() && rjob.value != in.replicated_job) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replicated-job ", in.replicated_job, " disagrees with ",
+                     rjob.source, "='", rjob.value, "'"));
+  }
+  return Sourced{in.replicated_job, "flag --replicated-job"};
+}
+
+// A JobSet pod's place: the indexes in its hostname
+// <jobset>-<replicatedjob>-<jobIndex>-<podIndex>, checked against the
+// JobSet's labels, then (for a layout that is not the user's) its node
+// rank, the node count and the coordinator. Each step is called once, in
+// order, and returns a status naming what disagrees.
+class JobSetPod {
+ public:
+  JobSetPod(const ControllerInputs& in, const EnvMap& env, Sourced rjob)
+      : in_(in),
+        env_(env),
+        rjob_(std::move(rjob)),
+        host_(ShortHost(in.hostname)),
+        hostname_form_(absl::StrCat("hostname '", in.hostname,
+                                    "' (JobSet names pods "
+                                    "<jobset>-<replicatedjob>-<jobIndex>-"
+                                    "<podIndex>)")) {
+    // Names may contain '-', the two indexes may not.
+    std::vector<std::string> parts = absl::StrSplit(host_, '-');
+    if (parts.size() >= 4 && ParseCount(parts[parts.size() - 2], &host_job_) &&
+        ParseCount(parts.back(), &host_pod_)) {
+      prefix_ = host_.substr(0, host_.size() - parts.back().size() -
+                                    parts[parts.size() - 2].size() - 2);
     }
-    rjob = {in.replicated_job, "flag --replicated-job"};
   }
-  // <jobset>-<replicatedjob>-<jobIndex>-<podIndex>: names may contain
-  // '-', the two indexes may not.
-  const std::string host = ShortHost(in.hostname);
-  std::vector<std::string> parts = absl::StrSplit(host, '-');
-  int host_job = -1, host_pod = -1;
-  std::string prefix;  // <jobset>-<replicatedjob>
-  if (parts.size() >= 4 && ParseCount(parts[parts.size() - 2], &host_job) &&
-      ParseCount(parts.back(), &host_pod)) {
-    prefix = host.substr(0, host.size() - parts.back().size() -
-                                parts[parts.size() - 2].size() - 2);
-  }
-  const std::string hostname_form = absl::StrCat(
-      "hostname '", in.hostname,
-      "' (JobSet names pods <jobset>-<replicatedjob>-<jobIndex>-<podIndex>)");
+
   // The indexes come from the hostname: where it does not match and the
   // layout is the user's, the pod takes no place in the rank order rather
   // than fail (with hostNetwork the hostname is the node's).
-  auto mismatch = [&](std::string message)
-      -> absl::StatusOr<std::optional<ControllerLayout>> {
-    if (!in.layout_given) return absl::InvalidArgumentError(message);
+  absl::StatusOr<std::optional<ControllerLayout>> Mismatch(
+      std::string message) const {
+    if (!in_.layout_given) return absl::InvalidArgumentError(message);
     ControllerLayout l;
     l.controller = "jobset";
     l.warning = absl::StrCat(message,
                              "; the layout is the user's, so this pod takes "
                              "no JobSet pod index");
     return l;
-  };
-  if (prefix.empty() || rjob.value.empty() ||
-      !absl::EndsWith(prefix, "-" + rjob.value)) {
-    return mismatch(absl::StrCat(
-        hostname_form, " does not match ",
-        rjob.value.empty() ? std::string("any replicated job")
-                           : absl::StrCat(rjob.source, "='", rjob.value, "'"),
-        "; mount the JobSet labels through the downward API or set "
-        "--replicated-job"));
-  }
-  std::string jobset = prefix.substr(0, prefix.size() - rjob.value.size() - 1);
-  if (!name.value.empty() && name.value != jobset) {
-    return mismatch(absl::StrCat(hostname_form, " does not match ", name.source,
-                                 "='", name.value, "'"));
-  }
-  // Each index given twice must agree; `*disagree` says how they do not.
-  auto check = [&](const Sourced& s, int host_value, absl::string_view what,
-                   std::string* disagree) -> absl::StatusOr<int> {
-    if (s.value.empty()) return host_value;
-    int v = 0;
-    if (!ParseCount(s.value, &v)) return NotCount(s.source, s.value);
-    if (v != host_value) {
-      *disagree = absl::StrCat(hostname_form, " has ", what, " ", host_value,
-                               ", which does not match ", s.source, "=", v);
-    }
-    return v;
-  };
-  std::string disagree;
-  auto job_index =
-      check(LabelValue(in, kJobIndexLabel), host_job, "job index", &disagree);
-  if (!job_index.ok()) return job_index.status();
-  if (!disagree.empty()) return mismatch(disagree);
-  Sourced completion;
-  if (auto c = Lookup(env, "JOB_COMPLETION_INDEX"); c.has_value()) {
-    completion = {*c, "env JOB_COMPLETION_INDEX"};
-  }
-  auto pod_index = check(completion, host_pod, "pod index", &disagree);
-  if (!pod_index.ok()) return pod_index.status();
-  if (!disagree.empty()) return mismatch(disagree);
-  const Sourced rjob_replicas = LabelValue(in, kReplicatedJobReplicasLabel);
-  if (!rjob_replicas.value.empty()) {
-    int r = 0;
-    if (!ParseCount(rjob_replicas.value, &r)) {
-      return NotCount(rjob_replicas.source, rjob_replicas.value);
-    }
-    if (*job_index >= r) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(hostname_form, " has job index ", *job_index,
-                       ", beyond ", rjob_replicas.source, "=", r));
-    }
-  }
-  // Without the global index the replicated job is taken to be the only
-  // one (its job index is then the global one).
-  int global = *job_index;
-  std::string global_source = "hostname (job index)";
-  if (const Sourced g = LabelValue(in, kJobGlobalIndexLabel);
-      !g.value.empty()) {
-    if (!ParseCount(g.value, &global)) return NotCount(g.source, g.value);
-    global_source = g.source;
-  }
-  int global_replicas = 0;
-  const Sourced gr = LabelValue(in, kGlobalReplicasLabel);
-  if (!gr.value.empty()) {
-    if (!ParseCount(gr.value, &global_replicas) || global_replicas < 1) {
-      return NotCount(gr.source, gr.value);
-    }
-    if (global >= global_replicas) {
-      return absl::InvalidArgumentError(absl::StrCat(global_source, "=", global,
-                                                     " is beyond ", gr.source,
-                                                     "=", global_replicas));
-    }
   }
 
-  ControllerLayout l;
-  l.controller = "jobset";
-  l.pod_index = absl::StrCat(global, ".", *pod_index);
-  l.pod_index_source = absl::StrCat(global_source, ", ",
-                                    completion.value.empty()
-                                        ? std::string("hostname (pod index)")
-                                        : completion.source);
-  if (in.layout_given) return l;
+  // How the hostname does not match the replicated job and the JobSet's
+  // name; "" when it does.
+  std::string MatchNames(const Sourced& name) {
+    if (prefix_.empty() || rjob_.value.empty() ||
+        !absl::EndsWith(prefix_, "-" + rjob_.value)) {
+      return absl::StrCat(
+          hostname_form_, " does not match ",
+          rjob_.value.empty()
+              ? std::string("any replicated job")
+              : absl::StrCat(rjob_.source, "='", rjob_.value, "'"),
+          "; mount the JobSet labels through the downward API or set "
+          "--replicated-job");
+    }
+    jobset_ = prefix_.substr(0, prefix_.size() - rjob_.value.size() - 1);
+    if (!name.value.empty() && name.value != jobset_) {
+      return absl::StrCat(hostname_form_, " does not match ", name.source, "='",
+                          name.value, "'");
+    }
+    return "";
+  }
 
-  // The node count: --nnodes, else one pod per Job of the JobSet.
-  int nnodes = in.nnodes;
-  int pods_per_job = 1;
-  if (nnodes > 0) {
-    if (global_replicas > 0) {
-      if (nnodes % global_replicas != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--nnodes ", nnodes, " is not a multiple of ", gr.source, "=",
-            global_replicas, " (every Job of the JobSet has as many pods)"));
+  // The job and pod indexes, each from the hostname and checked against
+  // its label or variable; `*disagree` says how they do not match.
+  absl::Status ReadIndexes(std::string* disagree) {
+    auto job_index = Check(LabelValue(in_, kJobIndexLabel), host_job_,
+                           "job index", disagree);
+    if (!job_index.ok()) return job_index.status();
+    if (!disagree->empty()) return absl::OkStatus();
+    job_index_ = *job_index;
+    if (auto c = Lookup(env_, "JOB_COMPLETION_INDEX"); c.has_value()) {
+      completion_ = {*c, "env JOB_COMPLETION_INDEX"};
+    }
+    auto pod_index = Check(completion_, host_pod_, "pod index", disagree);
+    if (!pod_index.ok()) return pod_index.status();
+    pod_index_ = *pod_index;
+    return absl::OkStatus();
+  }
+
+  // The Job's index among all the JobSet's Jobs, and their count when the
+  // labels say it.
+  absl::Status ReadGlobalIndex() {
+    const Sourced rjob_replicas = LabelValue(in_, kReplicatedJobReplicasLabel);
+    if (!rjob_replicas.value.empty()) {
+      int r = 0;
+      if (!ParseCount(rjob_replicas.value, &r)) {
+        return NotCount(rjob_replicas.source, rjob_replicas.value);
       }
-      pods_per_job = nnodes / global_replicas;
-    } else if (global == 0) {
-      pods_per_job = nnodes;
-    } else {
+      if (job_index_ >= r) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(hostname_form_, " has job index ", job_index_,
+                         ", beyond ", rjob_replicas.source, "=", r));
+      }
+    }
+    // Without the global index the replicated job is taken to be the only
+    // one (its job index is then the global one).
+    global_ = job_index_;
+    if (const Sourced g = LabelValue(in_, kJobGlobalIndexLabel);
+        !g.value.empty()) {
+      if (!ParseCount(g.value, &global_)) return NotCount(g.source, g.value);
+      global_source_ = g.source;
+    }
+    replicas_ = LabelValue(in_, kGlobalReplicasLabel);
+    if (replicas_.value.empty()) return absl::OkStatus();
+    if (!ParseCount(replicas_.value, &global_replicas_) ||
+        global_replicas_ < 1) {
+      return NotCount(replicas_.source, replicas_.value);
+    }
+    if (global_ >= global_replicas_) {
       return absl::InvalidArgumentError(
-          absl::StrCat("cannot place JobSet job ", global, " among --nnodes ",
-                       nnodes, " without ", kGlobalReplicasLabel,
-                       ": mount the JobSet labels through the downward API"));
+          absl::StrCat(global_source_, "=", global_, " is beyond ",
+                       replicas_.source, "=", global_replicas_));
     }
-    l.size_source = "flag --nnodes";
-  } else {
-    if (global_replicas == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the JobSet's node count is unknown: set --nnodes (PET_NNODES) or "
-          "mount the label ",
-          kGlobalReplicasLabel, " through the downward API"));
-    }
-    if (*pod_index > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          hostname_form, " has pod index ", *pod_index,
-          ": the JobSet's Jobs have several pods; set --nnodes (PET_NNODES)"));
-    }
-    nnodes = global_replicas;
-    l.size_source = absl::StrCat(gr.source, " (one pod per Job)");
+    return absl::OkStatus();
   }
-  if (*pod_index >= pods_per_job) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        hostname_form, " has pod index ", *pod_index, ", beyond the ",
-        pods_per_job, " pods per Job of --nnodes ", nnodes));
+
+  // The pod's place in the dynamic rank order: <global>.<pod index>.
+  ControllerLayout Indexed() const {
+    ControllerLayout l;
+    l.controller = "jobset";
+    l.pod_index = absl::StrCat(global_, ".", pod_index_);
+    l.pod_index_source = absl::StrCat(global_source_, ", ",
+                                      completion_.value.empty()
+                                          ? std::string("hostname (pod index)")
+                                          : completion_.source);
+    return l;
   }
-  l.fixed = true;
-  l.nnodes = nnodes;
-  l.node_rank = global * pods_per_job + *pod_index;
-  l.rank_source = l.pod_index_source;
+
+  // The node count: --nnodes, else one pod per Job of the JobSet; and the
+  // node rank from it.
+  absl::Status PlaceNode(ControllerLayout* l) const {
+    int nnodes = in_.nnodes;
+    int pods_per_job = 1;
+    if (nnodes > 0) {
+      if (global_replicas_ > 0) {
+        if (nnodes % global_replicas_ != 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("--nnodes ", nnodes, " is not a multiple of ",
+                           replicas_.source, "=", global_replicas_,
+                           " (every Job of the JobSet has as many pods)"));
+        }
+        pods_per_job = nnodes / global_replicas_;
+      } else if (global_ == 0) {
+        pods_per_job = nnodes;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot place JobSet job ", global_, " among --nnodes ", nnodes,
+            " without ", kGlobalReplicasLabel,
+            ": mount the JobSet labels through the downward API"));
+      }
+      l->size_source = "flag --nnodes";
+    } else {
+      if (global_replicas_ == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the JobSet's node count is unknown: set --nnodes (PET_NNODES) or "
+            "mount the label ",
+            kGlobalReplicasLabel, " through the downward API"));
+      }
+      if (pod_index_ > 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(hostname_form_, " has pod index ", pod_index_,
+                         ": the JobSet's Jobs have several pods; set --nnodes "
+                         "(PET_NNODES)"));
+      }
+      nnodes = global_replicas_;
+      l->size_source = absl::StrCat(replicas_.source, " (one pod per Job)");
+    }
+    if (pod_index_ >= pods_per_job) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          hostname_form_, " has pod index ", pod_index_, ", beyond the ",
+          pods_per_job, " pods per Job of --nnodes ", nnodes));
+    }
+    l->fixed = true;
+    l->nnodes = nnodes;
+    l->node_rank = global_ * pods_per_job + pod_index_;
+    l->rank_source = l->pod_index_source;
+    return absl::OkStatus();
+  }
+
   // The coordinator: JobSet's spec.coordinator when set, else pod 0 of
   // job 0 of this replicated job when it is the first one (its global
   // index offset is 0), under the JobSet's subdomain (its name unless the
   // hostname says otherwise).
-  if (const Sourced c = LabelValue(in, kCoordinatorLabel); !c.value.empty()) {
-    l.master_addr = c.value;
-    l.master_source = c.source;
-  } else if (global == *job_index) {
-    const std::string sub = Subdomain(in.hostname);
-    l.master_addr = absl::StrCat(prefix, "-0-0.", sub.empty() ? jobset : sub);
-    l.master_source =
-        absl::StrCat("JobSet pod 0 of job 0 of replicated job ", rjob.value);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "replicated job '", rjob.value, "' is not the JobSet's first (",
-        global_source, "=", global, ", job index ", *job_index,
-        "): set the JobSet's spec.coordinator (label ", kCoordinatorLabel,
-        ") or --master-addr"));
+  absl::Status FindCoordinator(ControllerLayout* l) const {
+    if (const Sourced c = LabelValue(in_, kCoordinatorLabel);
+        !c.value.empty()) {
+      l->master_addr = c.value;
+      l->master_source = c.source;
+      return absl::OkStatus();
+    }
+    if (global_ != job_index_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replicated job '", rjob_.value, "' is not the JobSet's first (",
+          global_source_, "=", global_, ", job index ", job_index_,
+          "): set the JobSet's spec.coordinator (label ", kCoordinatorLabel,
+          ") or --master-addr"));
+    }
+    const std::string sub = Subdomain(in_.hostname);
+    l->master_addr =
+        absl::StrCat(prefix_, "-0-0.", sub.empty() ? jobset_ : sub);
+    l->master_source =
+        absl::StrCat("JobSet pod 0 of job 0 of replicated job ", rjob_.value);
+    return absl::OkStatus();
   }
+
+ private:
+  // An index given twice must agree; `*disagree` says how they do not.
+  absl::StatusOr<int> Check(const Sourced& s, int host_value,
+                            absl::string_view what,
+                            std::string* disagree) const {
+    if (s.value.empty()) return host_value;
+    int v = 0;
+    if (!ParseCount(s.value, &v)) return NotCount(s.source, s.value);
+    if (v != host_value) {
+      *disagree = absl::StrCat(hostname_form_, " has ", what, " ", host_value,
+                               ", which does not match ", s.source, "=", v);
+    }
+    return v;
+  }
+
+  const ControllerInputs& in_;
+  const EnvMap& env_;
+  const Sourced rjob_;
+  const std::string host_;
+  const std::string hostname_form_;
+  int host_job_ = -1, host_pod_ = -1;
+  std::string prefix_;  // <jobset>-<replicatedjob>
+  std::string jobset_;
+  int job_index_ = 0, pod_index_ = 0;
+  Sourced completion_;
+  int global_ = 0;
+  std::string global_source_ = "hostname (job index)";
+  Sourced replicas_;  // the JobSet's global replicas label
+  int global_replicas_ = 0;
+};
+
+absl::StatusOr<std::optional<ControllerLayout>> JobSet(
+    const ControllerInputs& in, const EnvMap& env) {
+  const Sourced name = LabelValue(in, kJobSetNameLabel);
+  if (name.value.empty() && in.replicated_job.empty()) return std::nullopt;
+  auto rjob = ReplicatedJob(in);
+  if (!rjob.ok()) return rjob.status();
+  JobSetPod pod(in, env, *std::move(rjob));
+  if (std::string m = pod.MatchNames(name); !m.empty()) {
+    return pod.Mismatch(std::move(m));
+  }
+  std::string disagree;
+  if (absl::Status s = pod.ReadIndexes(&disagree); !s.ok()) return s;
+  if (!disagree.empty()) return pod.Mismatch(std::move(disagree));
+  if (absl::Status s = pod.ReadGlobalIndex(); !s.ok()) return s;
+  ControllerLayout l = pod.Indexed();
+  if (in.layout_given) return l;
+  if (absl::Status s = pod.PlaceNode(&l); !s.ok()) return s;
+  if (absl::Status s = pod.FindCoordinator(&l); !s.ok()) return s;
   return l;
 }
 

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "absl/strings/ascii.h"
@@ -552,69 +553,69 @@ std::string AnswerProblem(const Answer& answer, const std::string& url,
                       "; the job goes on");
 }
 
-}  // namespace
-
-void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::StatusOr<std::string> token = LoadTrainerToken(config_.token_file);
-  if (!token.ok()) {
-    Warn(absl::StrCat(token.status().message(), "; not posted"));
-    return;
-  }
-  const std::string body = Body();
+// The first address of the endpoint's host, resolved within `timeout`
+// (each pass at most 2 s); the warning when there is none.
+absl::StatusOr<std::string> FirstAddress(const TrainerStatusConfig& config,
+                                         absl::Duration timeout,
+                                         std::function<bool()> cancelled) {
   ResolverOptions resolver;
   resolver.pass_timeout = std::min(timeout, absl::Seconds(2));
   resolver.query_timeout = resolver.pass_timeout;
-  if (!final_post) {
-    resolver.cancelled = [this] {
-      std::lock_guard<std::mutex> lock(mu_);
-      return stopping_;
-    };
-  }
+  resolver.cancelled = std::move(cancelled);
   absl::StatusOr<std::vector<std::string>> addresses =
-      ResolveHost(config_.host, resolver);
+      ResolveHost(config.host, resolver);
   if (!addresses.ok() || addresses->empty()) {
-    Warn(absl::StrCat(
-        config_.url, ": cannot resolve ", config_.host, ": ",
+    return absl::UnavailableError(absl::StrCat(
+        config.url, ": cannot resolve ", config.host, ": ",
         addresses.ok() ? "no address" : addresses.status().message()));
-    return;
   }
-  event_base* base = static_cast<event_base*>(base_);
-  SSL* ssl = SSL_new(static_cast<SSL_CTX*>(tls_));
+  return addresses->front();
+}
+
+// A TLS connection to `address` that verifies the endpoint's host, bounded
+// by `deadline` and by what an answer may hold; the warning when it
+// cannot be made.
+absl::StatusOr<evhttp_connection*> OpenConnection(
+    event_base* base, SSL_CTX* tls, const TrainerStatusConfig& config,
+    const std::string& address, absl::Time deadline) {
+  SSL* ssl = SSL_new(tls);
   if (ssl == nullptr) {
-    Warn("cannot create a TLS session");
-    return;
+    return absl::InternalError("cannot create a TLS session");
   }
-  if (IsIpLiteral(config_.host)) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), config_.host.c_str());
+  if (IsIpLiteral(config.host)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), config.host.c_str());
   } else {
-    SSL_set_tlsext_host_name(ssl, config_.host.c_str());
-    SSL_set1_host(ssl, config_.host.c_str());
+    SSL_set_tlsext_host_name(ssl, config.host.c_str());
+    SSL_set1_host(ssl, config.host.c_str());
   }
   bufferevent* bev = bufferevent_openssl_socket_new(
       base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
       BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
   if (bev == nullptr) {
     SSL_free(ssl);
-    Warn("cannot create a TLS connection");
-    return;
+    return absl::InternalError("cannot create a TLS connection");
   }
   bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-  std::string address = addresses->front();
   // evhttp connects to the address as given: no resolver of its own.
   evhttp_connection* connection = evhttp_connection_base_bufferevent_new(
-      base, nullptr, bev, address.c_str(), static_cast<uint16_t>(config_.port));
+      base, nullptr, bev, address.c_str(), static_cast<uint16_t>(config.port));
   if (connection == nullptr) {
     bufferevent_free(bev);
-    Warn("cannot create an HTTP connection");
-    return;
+    return absl::InternalError("cannot create an HTTP connection");
   }
   const timeval bound = BoundTimeval(deadline - absl::Now());
   evhttp_connection_set_timeout_tv(connection, &bound);
   evhttp_connection_set_max_headers_size(connection, kMaxAnswerHeaders);
   evhttp_connection_set_max_body_size(connection, kMaxAnswerBody);
-  Answer answer;
-  answer.base = base;
+  return connection;
+}
+
+// The POST of `body` with the bearer `token`, its outcome into `*answer`;
+// the warning (the request freed) when the token cannot be sent.
+absl::StatusOr<evhttp_request*> NewRequest(const TrainerStatusConfig& config,
+                                           const std::string& token,
+                                           const std::string& body,
+                                           Answer* answer) {
   evhttp_request* request = evhttp_request_new(
       [](evhttp_request* req, void* arg) {
         Answer* a = static_cast<Answer*>(arg);
@@ -625,7 +626,7 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
         }
         event_base_loopbreak(a->base);
       },
-      &answer);
+      answer);
   // Called with the request's argument, before the callback above.
   evhttp_request_set_error_cb(request,
                               [](evhttp_request_error error, void* arg) {
@@ -633,31 +634,36 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
                               });
   evkeyvalq* headers = evhttp_request_get_output_headers(request);
   // The default port goes unsaid, as clients send it.
-  std::string host_header = JoinHostPort(config_.host, config_.port);
-  if (config_.port == 443) {
+  std::string host_header = JoinHostPort(config.host, config.port);
+  if (config.port == 443) {
     host_header.resize(host_header.size() - std::strlen(":443"));
   }
   evhttp_add_header(headers, "Host", host_header.c_str());
   evhttp_add_header(headers, "Content-Type", "application/json");
   evhttp_add_header(headers, "Connection", "close");
-  const std::string authorization = absl::StrCat("Bearer ", *token);
+  const std::string authorization = absl::StrCat("Bearer ", token);
   // The token was checked when read (one line of printable ASCII), and
   // evhttp refuses a value with a line break without a word: never post
   // without it.
   if (evhttp_add_header(headers, "Authorization", authorization.c_str()) != 0) {
     evhttp_request_free(request);
-    evhttp_connection_free(connection);
-    Warn(absl::StrCat(kTrainerServerTokenEnv, "=", config_.token_file,
-                      ": the token has control characters; not posted"));
-    return;
+    return absl::InvalidArgumentError(
+        absl::StrCat(kTrainerServerTokenEnv, "=", config.token_file,
+                     ": the token has control characters; not posted"));
   }
   evbuffer_add(evhttp_request_get_output_buffer(request), body.data(),
                body.size());
-  if (evhttp_make_request(connection, request, EVHTTP_REQ_POST,
-                          config_.path.c_str()) != 0) {
-    evhttp_connection_free(connection);
-    Warn("cannot send the request");
-    return;
+  return request;
+}
+
+// Sends `request` (which the connection then owns) and runs the loop
+// until its answer, its error or `deadline`; false when it cannot be sent.
+bool Exchange(event_base* base, evhttp_connection* connection,
+              evhttp_request* request, const std::string& path,
+              absl::Time deadline) {
+  if (evhttp_make_request(connection, request, EVHTTP_REQ_POST, path.c_str()) !=
+      0) {
+    return false;
   }
   // A second bound beside evhttp's: the loop ends at the deadline even if
   // evhttp's timer does not cover a phase.
@@ -671,7 +677,55 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
   evtimer_add(bound_timer, &loop_bound);
   event_base_dispatch(base);
   event_free(bound_timer);
-  evhttp_connection_free(connection);
+  return true;
+}
+
+}  // namespace
+
+void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<std::string> token = LoadTrainerToken(config_.token_file);
+  if (!token.ok()) {
+    Warn(absl::StrCat(token.status().message(), "; not posted"));
+    return;
+  }
+  const std::string body = Body();
+  std::function<bool()> cancelled;
+  if (!final_post) {
+    cancelled = [this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return stopping_;
+    };
+  }
+  absl::StatusOr<std::string> address =
+      FirstAddress(config_, timeout, std::move(cancelled));
+  if (!address.ok()) {
+    Warn(std::string(address.status().message()));
+    return;
+  }
+  event_base* base = static_cast<event_base*>(base_);
+  absl::StatusOr<evhttp_connection*> connection = OpenConnection(
+      base, static_cast<SSL_CTX*>(tls_), config_, *address, deadline);
+  if (!connection.ok()) {
+    Warn(std::string(connection.status().message()));
+    return;
+  }
+  Answer answer;
+  answer.base = base;
+  absl::StatusOr<evhttp_request*> request =
+      NewRequest(config_, *token, body, &answer);
+  if (!request.ok()) {
+    evhttp_connection_free(*connection);
+    Warn(std::string(request.status().message()));
+    return;
+  }
+  const bool sent =
+      Exchange(base, *connection, *request, config_.path, deadline);
+  evhttp_connection_free(*connection);
+  if (!sent) {
+    Warn("cannot send the request");
+    return;
+  }
   if (answer.code >= 200 && answer.code < 300) {
     std::lock_guard<std::mutex> lock(mu_);
     ++accepted_;
@@ -679,7 +733,7 @@ void TrainerStatusPoster::PostOnce(absl::Duration timeout, bool final_post) {
                  answer.code);
     return;
   }
-  Warn(AnswerProblem(answer, config_.url, address));
+  Warn(AnswerProblem(answer, config_.url, *address));
 }
 
 }  // namespace distjob

@@ -229,6 +229,122 @@ const char* RdzvBackendName(RdzvBackend backend) {
   return "static";
 }
 
+namespace {
+
+// The field of a key that takes seconds; nullptr for any other key.
+absl::Duration* DurationField(const std::string& key, RdzvConfig* c) {
+  if (key == "join_timeout") return &c->join_timeout;
+  if (key == "last_call_timeout") return &c->last_call_timeout;
+  if (key == "close_timeout") return &c->close_timeout;
+  if (key == "heartbeat_timeout") return &c->heartbeat_timeout;
+  if (key == "keep_alive_interval") return &c->keep_alive_interval;
+  if (key == "read_timeout") return &c->read_timeout;
+  if (key == "exit_barrier_timeout") return &c->exit_barrier_timeout;
+  if (key == "worker_store_resolve_timeout") {
+    return &c->worker_store_resolve_timeout;
+  }
+  return nullptr;
+}
+
+const StoreLimitKey* FindStoreLimitKey(const std::string& key) {
+  for (const StoreLimitKey& k : kStoreLimitKeys) {
+    if (key == k.key) return &k;
+  }
+  return nullptr;
+}
+
+absl::Status ParseIsHost(const std::string& value,
+                         std::optional<bool>* is_host) {
+  const std::string v = absl::AsciiStrToLower(value);
+  if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
+    *is_host = true;
+  } else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") {
+    *is_host = false;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-conf is_host=", value, ": expected true|false|1|0"));
+  }
+  return absl::OkStatus();
+}
+
+// One KEY=VALUE item into `c`: a key of torchrun's that has no meaning
+// here is a notice, an unknown one an error naming the nearest.
+absl::Status SetRdzvConfKey(const std::string& key, const std::string& value,
+                            RdzvConfig* c, std::vector<std::string>* notices) {
+  if (absl::Duration* d = DurationField(key, c)) {
+    auto v = Seconds(key, value);
+    if (!v.ok()) return v.status();
+    *d = *v;
+  } else if (const StoreLimitKey* limit = FindStoreLimitKey(key)) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(value, &n) || n < limit->min || n > limit->max) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-conf ", key, "=", QuoteForMessage(value),
+          ": expected an integer from ", limit->min, " to ", limit->max));
+    }
+    c->*(limit->field) = n;
+  } else if (key == "keep_alive_max_attempt") {
+    if (!absl::SimpleAtoi(value, &c->keep_alive_max_attempt) ||
+        c->keep_alive_max_attempt < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rdzv-conf keep_alive_max_attempt=", value,
+                       ": expected a positive integer"));
+    }
+  } else if (key == "is_host") {
+    return ParseIsHost(value, &c->is_host);
+  } else if (Contains(TorchrunOnlyKeys(), key)) {
+    if (notices != nullptr) {
+      notices->push_back(absl::StrCat("--rdzv-conf ", key, "=", value,
+                                      ": a torchrun key the agent does not "
+                                      "use; ignored"));
+    }
+  } else if (!Contains(AcceptedKeys(), key)) {
+    const std::string near = ClosestMatch(key, AcceptedKeys());
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-conf: unknown key '", key, "'",
+        near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?"),
+        " (accepted: ", absl::StrJoin(AcceptedKeys(), ", "), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// What the keys must be together; the resolve timeout's default fitted
+// to close_timeout unless `resolve_timeout_set`.
+absl::Status CheckRdzvConfig(bool resolve_timeout_set, RdzvConfig* c) {
+  // Zero would renew the lease in a busy loop and, with the lease's
+  // lifetime interval × attempts at zero, switch dead-peer detection off.
+  if (c->keep_alive_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-conf keep_alive_interval=0: expected a positive number of "
+        "seconds (default 5)");
+  }
+  // Zero would admit no member at all.
+  if (c->worker_store_resolve_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-conf worker_store_resolve_timeout=0: expected a positive "
+        "number of seconds (default 10)");
+  }
+  // Group rank 0 resolves the members before it writes the round's master
+  // record, which the other nodes wait for up to close_timeout: a pass as
+  // long would fail their round. The default yields to a short
+  // close_timeout; a value given explicitly must fit.
+  if (!resolve_timeout_set) {
+    c->worker_store_resolve_timeout =
+        std::min(c->worker_store_resolve_timeout, c->close_timeout / 2);
+  } else if (c->worker_store_resolve_timeout >= c->close_timeout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-conf worker_store_resolve_timeout=",
+        absl::FormatDuration(c->worker_store_resolve_timeout),
+        ": must be less than close_timeout (",
+        absl::FormatDuration(c->close_timeout),
+        "), how long the other nodes wait for group rank 0, which resolves "
+        "the members first"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
                                          std::vector<std::string>* notices) {
   RdzvConfig c;
@@ -243,95 +359,13 @@ absl::StatusOr<RdzvConfig> ParseRdzvConf(const std::string& text,
       return absl::InvalidArgumentError(absl::StrCat(
           "--rdzv-conf '", text, "': each item must be KEY=VALUE"));
     }
-    absl::Duration* d = nullptr;
-    if (key == "join_timeout") d = &c.join_timeout;
-    if (key == "last_call_timeout") d = &c.last_call_timeout;
-    if (key == "close_timeout") d = &c.close_timeout;
-    if (key == "heartbeat_timeout") d = &c.heartbeat_timeout;
-    if (key == "keep_alive_interval") d = &c.keep_alive_interval;
-    if (key == "read_timeout") d = &c.read_timeout;
-    if (key == "exit_barrier_timeout") d = &c.exit_barrier_timeout;
-    if (key == "worker_store_resolve_timeout") {
-      d = &c.worker_store_resolve_timeout;
-      resolve_timeout_set = true;
-    }
-    if (d != nullptr) {
-      auto v = Seconds(key, value);
-      if (!v.ok()) return v.status();
-      *d = *v;
-    } else if (const StoreLimitKey* limit = [&]() -> const StoreLimitKey* {
-                 for (const StoreLimitKey& k : kStoreLimitKeys) {
-                   if (key == k.key) return &k;
-                 }
-                 return nullptr;
-               }()) {
-      int64_t n = 0;
-      if (!absl::SimpleAtoi(value, &n) || n < limit->min || n > limit->max) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--rdzv-conf ", key, "=", QuoteForMessage(value),
-            ": expected an integer from ", limit->min, " to ", limit->max));
-      }
-      c.*(limit->field) = n;
-    } else if (key == "keep_alive_max_attempt") {
-      if (!absl::SimpleAtoi(value, &c.keep_alive_max_attempt) ||
-          c.keep_alive_max_attempt < 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--rdzv-conf keep_alive_max_attempt=", value,
-                         ": expected a positive integer"));
-      }
-    } else if (key == "is_host") {
-      const std::string v = absl::AsciiStrToLower(value);
-      if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
-        c.is_host = true;
-      } else if (v == "0" || v == "false" || v == "f" || v == "no" ||
-                 v == "n") {
-        c.is_host = false;
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--rdzv-conf is_host=", value, ": expected true|false|1|0"));
-      }
-    } else if (Contains(TorchrunOnlyKeys(), key)) {
-      if (notices != nullptr) {
-        notices->push_back(absl::StrCat("--rdzv-conf ", key, "=", value,
-                                        ": a torchrun key the agent does not "
-                                        "use; ignored"));
-      }
-    } else if (!Contains(AcceptedKeys(), key)) {
-      const std::string near = ClosestMatch(key, AcceptedKeys());
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-conf: unknown key '", key, "'",
-          near.empty() ? "" : absl::StrCat("; did you mean '", near, "'?"),
-          " (accepted: ", absl::StrJoin(AcceptedKeys(), ", "), ")"));
+    if (key == "worker_store_resolve_timeout") resolve_timeout_set = true;
+    if (absl::Status s = SetRdzvConfKey(key, value, &c, notices); !s.ok()) {
+      return s;
     }
   }
-  // Zero would renew the lease in a busy loop and, with the lease's
-  // lifetime interval × attempts at zero, switch dead-peer detection off.
-  if (c.keep_alive_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "--rdzv-conf keep_alive_interval=0: expected a positive number of "
-        "seconds (default 5)");
-  }
-  // Zero would admit no member at all.
-  if (c.worker_store_resolve_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "--rdzv-conf worker_store_resolve_timeout=0: expected a positive "
-        "number of seconds (default 10)");
-  }
-  // Group rank 0 resolves the members before it writes the round's master
-  // record, which the other nodes wait for up to close_timeout: a pass as
-  // long would fail their round. The default yields to a short
-  // close_timeout; a value given explicitly must fit.
-  if (!resolve_timeout_set) {
-    c.worker_store_resolve_timeout =
-        std::min(c.worker_store_resolve_timeout, c.close_timeout / 2);
-  } else if (c.worker_store_resolve_timeout >= c.close_timeout) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rdzv-conf worker_store_resolve_timeout=",
-        absl::FormatDuration(c.worker_store_resolve_timeout),
-        ": must be less than close_timeout (",
-        absl::FormatDuration(c.close_timeout),
-        "), how long the other nodes wait for group rank 0, which resolves "
-        "the members first"));
+  if (absl::Status s = CheckRdzvConfig(resolve_timeout_set, &c); !s.ok()) {
+    return s;
   }
   return c;
 }

@@ -199,30 +199,12 @@ FLAG_TABLES = {
     "AddTorchrunFlags",
 }
 
-# The long functions of issue 38's day, by qualified name, with their
-# lines from signature to closing brace.
-OVER_BUDGET = {
-    "EnvCommand": 229,
-    "JobSet": 186,
-    "AgentRun::Supervise": 168,
-    "Recover": 146,
-    "TrainerStatusPoster::PostOnce": 127,
-    "ParseRunOptions": 104,
-    "ResolveJobEnv": 111,
-    "MakeRendezvousFor": 96,
-    "ParseRdzvConf": 106,
-    "ResolveIdentity": 100,
-    "RunBarrier": 91,
-    "FlagSet::Parse": 90,
-    "HealthCommand": 84,
-    "Decide": 84,
-}
-
-# Files by path, with their lines.
-FILES_OVER_BUDGET = {
-}
-
-# Classes by qualified name, with their absl::Mutex / std::*mutex members.
+# Ratchets, empty since issue 38 paid its debts: an entry lets one named
+# offender stay at its size until it shrinks. Functions by qualified name
+# (lines from signature to closing brace), files by path (lines), classes
+# by qualified name (absl::Mutex / std::*mutex members).
+OVER_BUDGET = {}
+FILES_OVER_BUDGET = {}
 MUTEXES_OVER_BUDGET = {}
 
 # Comments, string and character literals and preprocessor lines, so that

@@ -136,9 +136,42 @@ absl::StatusOr<const Flag*> FlagSet::FindLong(absl::string_view name) const {
                                                  absl::StrJoin(shown, ", ")));
 }
 
-absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
-    const std::vector<std::string>& args, const EnvMap& env) const {
-  // Environment first, so the command line overrides it.
+namespace {
+
+// An option as written: -x, -xVALUE, -x=VALUE, --name or --name=VALUE.
+struct WrittenOption {
+  std::string name;
+  std::string value;
+  bool has_inline_value = false;
+  bool is_long = false;
+  std::string shown;  // as written, without its inline value
+};
+
+WrittenOption SplitOption(const std::string& arg) {
+  WrittenOption o;
+  o.is_long = absl::StartsWith(arg, "--");
+  if (o.is_long) {
+    const size_t eq = arg.find('=');
+    o.name =
+        arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    if (eq != std::string::npos) {
+      o.value = arg.substr(eq + 1);
+      o.has_inline_value = true;
+    }
+  } else {
+    o.name = arg.substr(1, 1);
+    if (arg.size() > 2) {
+      o.value = arg.substr(arg[2] == '=' ? 3 : 2);
+      o.has_inline_value = true;
+    }
+  }
+  o.shown = arg.substr(0, arg.find('='));
+  return o;
+}
+
+}  // namespace
+
+absl::Status FlagSet::ApplyEnv(const EnvMap& env) const {
   for (const Flag& flag : flags_) {
     for (const std::string& var : flag.env) {
       auto value = Lookup(env, var);
@@ -162,7 +195,52 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
       break;
     }
   }
+  return absl::OkStatus();
+}
 
+absl::Status FlagSet::ApplyOption(const std::vector<std::string>& args,
+                                  size_t* i) const {
+  WrittenOption o = SplitOption(args[*i]);
+  const Flag* flag = nullptr;
+  if (o.is_long) {
+    auto found = FindLong(o.name);
+    if (!found.ok()) return found.status();
+    flag = *found;
+  } else {
+    flag = Find(o.name);
+  }
+  if (flag == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown option '", o.shown, "'; see --help for the accepted options"));
+  }
+  if (flag->is_bool) {
+    if (o.has_inline_value) {
+      auto b = ParseBool(o.value);
+      if (!b.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("option ", o.shown, ": ", b.status().message()));
+      }
+      o.value = *b ? "" : "0";
+    }
+  } else if (!o.has_inline_value) {
+    if (*i + 1 >= args.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "option ", o.shown, " needs a value (", flag->metavar, ")"));
+    }
+    o.value = args[++*i];
+  }
+  absl::Status s = flag->set(o.value, o.shown);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("option ", o.shown, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
+    const std::vector<std::string>& args, const EnvMap& env) const {
+  // Environment first, so the command line overrides it.
+  if (absl::Status s = ApplyEnv(env); !s.ok()) return s;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") {
@@ -171,58 +249,7 @@ absl::StatusOr<std::vector<std::string>> FlagSet::Parse(
     if (arg.size() < 2 || arg[0] != '-' || arg == "-") {
       return std::vector<std::string>(args.begin() + i, args.end());
     }
-    std::string name;
-    std::string value;
-    bool has_inline_value = false;
-    if (absl::StartsWith(arg, "--")) {
-      const size_t eq = arg.find('=');
-      name =
-          arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-      if (eq != std::string::npos) {
-        value = arg.substr(eq + 1);
-        has_inline_value = true;
-      }
-    } else {
-      name = arg.substr(1, 1);
-      if (arg.size() > 2) {
-        value = arg.substr(arg[2] == '=' ? 3 : 2);
-        has_inline_value = true;
-      }
-    }
-    const std::string shown = arg.substr(0, arg.find('='));
-    const Flag* flag = nullptr;
-    if (absl::StartsWith(arg, "--")) {
-      auto found = FindLong(name);
-      if (!found.ok()) return found.status();
-      flag = *found;
-    } else {
-      flag = Find(name);
-    }
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown option '", shown, "'; see --help for the accepted options"));
-    }
-    if (flag->is_bool) {
-      if (has_inline_value) {
-        auto b = ParseBool(value);
-        if (!b.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("option ", shown, ": ", b.status().message()));
-        }
-        value = *b ? "" : "0";
-      }
-    } else if (!has_inline_value) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "option ", shown, " needs a value (", flag->metavar, ")"));
-      }
-      value = args[++i];
-    }
-    absl::Status s = flag->set(value, shown);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("option ", shown, ": ", s.message()));
-    }
+    if (absl::Status s = ApplyOption(args, &i); !s.ok()) return s;
   }
   return std::vector<std::string>();
 }

@@ -60,6 +60,12 @@ class FlagSet {
   // A long option by its name or a unique prefix of it; nullptr when none
   // matches, InvalidArgument listing the candidates when several do.
   absl::StatusOr<const Flag*> FindLong(absl::string_view name) const;
+  // Each flag's first variable that `env` sets.
+  absl::Status ApplyEnv(const EnvMap& env) const;
+  // The option args[*i] with its value: inline, or the next argument (*i
+  // then moves past it).
+  absl::Status ApplyOption(const std::vector<std::string>& args,
+                           size_t* i) const;
 
   std::string usage_;
   std::vector<Flag> flags_;

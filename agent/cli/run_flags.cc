@@ -407,10 +407,9 @@ absl::Status ParseRdzvStore(LaunchOptions* launch) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
-                                           const EnvMap& env) {
+// The command line's flags and command, as given.
+absl::StatusOr<RunOptions> ParseRunFlags(const std::vector<std::string>& args,
+                                         const EnvMap& env) {
   RunOptions options;
   FlagSet flags("");
   AddTorchrunFlags(&flags, &options);
@@ -424,22 +423,19 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   auto command = flags.Parse(args, env);
   if (!command.ok()) return command.status();
   options.command = std::move(*command);
-  if (!options.launch.print_completion.empty()) return options;
-  if (absl::Status s = CheckPreflightOptions(options.preflight); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ResolveFileTimerPath(env, &options.supervisor);
-      !s.ok()) {
-    return s;
-  }
+  return options;
+}
 
-  LaunchOptions& launch = options.launch;
+// The command and how it runs: -m or --no-python, the MPI role, the role
+// name, the workers per node, and what the kernel passes to exec.
+absl::Status CheckCommandLine(const EnvMap& env, RunOptions* options) {
+  LaunchOptions& launch = options->launch;
   if (launch.module && launch.no_python) {
     return absl::InvalidArgumentError(
         "-m/--module and --no-python cannot be used together");
   }
-  options.mpi.role = MpiRoleOf(options, env);
-  if (absl::Status s = CheckCommandGiven(options); !s.ok()) return s;
+  options->mpi.role = MpiRoleOf(*options, env);
+  if (absl::Status s = CheckCommandGiven(*options); !s.ok()) return s;
   if (absl::Status s = CheckRole(launch.role); !s.ok()) return s;
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();
@@ -447,69 +443,111 @@ absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
   if (absl::Status s = CheckExecStrings(env, "environment"); !s.ok()) {
     return s;
   }
-  for (const std::string& arg : options.command) {
+  for (const std::string& arg : options->command) {
     if (arg.size() + 1 > kMaxExecString) {
       return absl::InvalidArgumentError(absl::StrCat(
           "command argument ", QuoteForMessage(arg), " is longer than the ",
           kMaxExecString, " bytes the kernel passes per argument"));
     }
   }
-  if (launch.standalone) {
+  return absl::OkStatus();
+}
+
+// The round's shape: --standalone's, the workers' shared store, the world
+// size, and the rendezvous store.
+absl::Status SettleRound(const EnvMap& env, LaunchOptions* launch) {
+  if (launch->standalone) {
     // As torchrun: a local c10d rendezvous on a free port, a fresh id, and
     // exactly one node, whatever else was said.
-    launch.rdzv_backend = RdzvBackend::kC10d;
-    launch.rdzv_endpoint = "localhost:0";
-    launch.rdzv_id.clear();
-    launch.nnodes = "1:1";
-    launch.min_nodes = launch.max_nodes = 1;
+    launch->rdzv_backend = RdzvBackend::kC10d;
+    launch->rdzv_endpoint = "localhost:0";
+    launch->rdzv_id.clear();
+    launch->nnodes = "1:1";
+    launch->min_nodes = launch->max_nodes = 1;
   }
   // torch reads only "1" as set (rendezvous/dynamic_rendezvous.py).
-  launch.torch_disable_shared_store =
+  launch->torch_disable_shared_store =
       Lookup(env, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE").value_or("") == "1";
   // WORLD_SIZE and every global rank are ints in the workers' frameworks.
-  const int64_t world_size = int64_t{launch.max_nodes} * launch.nproc;
+  const int64_t world_size = int64_t{launch->max_nodes} * launch->nproc;
   if (world_size > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--nnodes ", launch.nnodes, " x --nproc-per-node ", launch.nproc, " = ",
-        world_size, " workers; the world size must stay below 2^31"));
+        "--nnodes ", launch->nnodes, " x --nproc-per-node ", launch->nproc,
+        " = ", world_size, " workers; the world size must stay below 2^31"));
   }
-  if (absl::Status s = ParseRdzvStore(&launch); !s.ok()) return s;
-  // Read now: a secret or certificate that does not load must end the run
-  // before anything listens or waits.
-  auto security = LoadSecurity(options.security_files, env);
+  return ParseRdzvStore(launch);
+}
+
+// Read now: a secret or certificate that does not load must end the run
+// before anything listens or waits.
+absl::Status LoadRunSecurity(const EnvMap& env, RunOptions* options) {
+  auto security = LoadSecurity(options->security_files, env);
   if (!security.ok()) return security.status();
-  options.security = *std::move(security);
-  if (absl::Status s = CheckMpiWorkerSecurity(options); !s.ok()) return s;
-  if (options.outcome.health_tls && !options.security.tls()) {
+  options->security = *std::move(security);
+  if (absl::Status s = CheckMpiWorkerSecurity(*options); !s.ok()) return s;
+  if (options->outcome.health_tls && !options->security.tls()) {
     return absl::InvalidArgumentError(
         "--health-tls needs --rdzv-tls-cert and --rdzv-tls-key (the "
         "certificate the health server presents)");
   }
-  auto redirects = ParseStreamMask(launch.redirects_spec, launch.nproc);
+  return absl::OkStatus();
+}
+
+// --redirects and --tee, per local rank.
+absl::Status ParseStreamMasks(LaunchOptions* launch) {
+  auto redirects = ParseStreamMask(launch->redirects_spec, launch->nproc);
   if (!redirects.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--redirects: ", redirects.status().message()));
   }
-  launch.redirects = *std::move(redirects);
-  auto tees = ParseStreamMask(launch.tee_spec, launch.nproc);
+  launch->redirects = *std::move(redirects);
+  auto tees = ParseStreamMask(launch->tee_spec, launch->nproc);
   if (!tees.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--tee: ", tees.status().message()));
   }
-  launch.tees = *std::move(tees);
-  options.discovery.standalone = launch.standalone;
+  launch->tees = *std::move(tees);
+  return absl::OkStatus();
+}
+
+// What discovery takes from the torchrun options.
+void SetDiscoveryLayout(RunOptions* options) {
+  const LaunchOptions& launch = options->launch;
+  options->discovery.standalone = launch.standalone;
   // A controller's layout (discovery/k8s_controllers) fills in only what
   // the user left at torchrun's defaults.
-  options.discovery.nnodes =
+  options->discovery.nnodes =
       launch.min_nodes == launch.max_nodes && launch.nnodes != "1:1"
           ? launch.max_nodes
           : 0;
-  options.discovery.layout_given =
+  options->discovery.layout_given =
       launch.standalone || launch.min_nodes != launch.max_nodes ||
       launch.node_rank != 0 || launch.master_addr != "127.0.0.1" ||
       !launch.rdzv_endpoint.empty() ||
       launch.rdzv_backend != RdzvBackend::kStatic;
-  options.discovery.master_port = launch.master_port;
+  options->discovery.master_port = launch.master_port;
+}
+
+}  // namespace
+
+absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
+                                           const EnvMap& env) {
+  absl::StatusOr<RunOptions> options = ParseRunFlags(args, env);
+  if (!options.ok() || !options->launch.print_completion.empty()) {
+    return options;
+  }
+  if (absl::Status s = CheckPreflightOptions(options->preflight); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ResolveFileTimerPath(env, &options->supervisor);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckCommandLine(env, &*options); !s.ok()) return s;
+  if (absl::Status s = SettleRound(env, &options->launch); !s.ok()) return s;
+  if (absl::Status s = LoadRunSecurity(env, &*options); !s.ok()) return s;
+  if (absl::Status s = ParseStreamMasks(&options->launch); !s.ok()) return s;
+  SetDiscoveryLayout(&*options);
   return options;
 }
 
