@@ -192,16 +192,17 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
     return 0;
   }
   EnvMap run_env = env;
-  auto options = ParseRunOptions(args, run_env);
-  std::string key_suffix;
+  Invocation invocation{as_torchrun, ""};
+  auto options = ParseRunOptions(args, run_env, invocation);
   if (options.ok() && options->launch.print_completion.empty()) {
     // Before anything binds or joins: one launcher per job, always.
-    if (std::optional<int> code = TakeOverFromOuter(
-            &run_env, &key_suffix, options->supervisor.stop_signals)) {
+    if (std::optional<int> code =
+            TakeOverFromOuter(&run_env, &invocation.rdzv_key_suffix,
+                              options->supervisor.stop_signals)) {
       return *code;
     }
-    if (!key_suffix.empty() || run_env.size() != env.size()) {
-      options = ParseRunOptions(args, run_env);
+    if (!invocation.rdzv_key_suffix.empty() || run_env.size() != env.size()) {
+      options = ParseRunOptions(args, run_env, invocation);
     }
   }
   if (!options.ok()) {
@@ -214,8 +215,6 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
   if (!options->launch.print_completion.empty()) {
     return PrintCompletion(options->launch.print_completion, env);
   }
-  options->launch.as_torchrun = as_torchrun;
-  options->launch.rdzv_key_suffix = key_suffix;
   if (IsLauncherCommand(options->command)) {
     return HandOverToLauncher(
         options->command, OptionsBeforeCommand(args, options->command.size()));

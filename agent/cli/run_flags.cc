@@ -531,11 +531,14 @@ void SetDiscoveryLayout(RunOptions* options) {
 }  // namespace
 
 absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
-                                           const EnvMap& env) {
+                                           const EnvMap& env,
+                                           const Invocation& invocation) {
   absl::StatusOr<RunOptions> options = ParseRunFlags(args, env);
   if (!options.ok() || !options->launch.print_completion.empty()) {
     return options;
   }
+  options->launch.as_torchrun = invocation.as_torchrun;
+  options->launch.rdzv_key_suffix = invocation.rdzv_key_suffix;
   if (absl::Status s = CheckPreflightOptions(options->preflight); !s.ok()) {
     return s;
   }

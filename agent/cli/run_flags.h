@@ -16,11 +16,21 @@ namespace distjob {
 // Registers torchrun's options, writing into `options->launch`.
 void AddTorchrunFlags(FlagSet* flags, RunOptions* options);
 
+// What the program knows of a run before its flags: the name it was
+// invoked by, and what an outer agent handed over (agent/outer_agent).
+struct Invocation {
+  bool as_torchrun = false;
+  std::string rdzv_key_suffix;
+};
+
 // Parses `args` (after the subcommand) and `env` into options, then checks
-// the combination and resolves derived values (min/max nodes, nproc).
+// the combination and resolves derived values (min/max nodes, nproc);
+// `invocation` goes into the options as they are made, so that nothing
+// sets a field after parsing.
 // InvalidArgument names the flag or variable and the accepted forms.
 absl::StatusOr<RunOptions> ParseRunOptions(const std::vector<std::string>& args,
-                                           const EnvMap& env);
+                                           const EnvMap& env,
+                                           const Invocation& invocation = {});
 
 std::string RunHelp();
 

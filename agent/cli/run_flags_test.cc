@@ -27,6 +27,17 @@ TEST(RunFlagsTest, TorchrunDefaults) {
   EXPECT_EQ(o->command, std::vector<std::string>{"train.py"});
 }
 
+TEST(RunFlagsTest, TheInvocationIsPartOfTheOptionsAsParsed) {
+  auto plain = ParseRunOptions({"train.py"}, {});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->launch.as_torchrun);
+  EXPECT_EQ(plain->launch.rdzv_key_suffix, "");
+  auto o = ParseRunOptions({"train.py"}, {}, Invocation{true, "-inner"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->launch.as_torchrun);
+  EXPECT_EQ(o->launch.rdzv_key_suffix, "-inner");
+}
+
 TEST(RunFlagsTest, StandaloneFromEnvEvenWhenEmptyOverridesRendezvous) {
   auto o =
       ParseRunOptions({"--rdzv-endpoint", "far:1", "--nnodes", "2", "x"},
