@@ -90,7 +90,7 @@ void Report(const RunReport& report, const OutcomeOptions& options) {
 class AgentRun {
  public:
   AgentRun(const RunOptions& options, const EnvMap& env, AgentDeps deps)
-      : options_(options), env_(env), deps_(std::move(deps)) {
+      : options_(options), plan_(options), env_(env), deps_(std::move(deps)) {
     if (!deps_.make_supervisor) {
       deps_.make_supervisor = [](const SupervisorOptions& supervision)
           -> absl::StatusOr<std::unique_ptr<SupervisorInterface>> {
@@ -145,29 +145,29 @@ class AgentRun {
   // pod answers its probes (and so becomes Ready, and resolvable by its
   // peers) while it waits for them.
   std::optional<int> Start() {
-    auto supervisor = deps_.make_supervisor(options_.supervisor);
+    auto supervisor = deps_.make_supervisor(plan_.supervisor);
     if (!supervisor.ok()) {
       DJ_LOG_ERROR("cannot set up supervision: {}", supervisor.status());
       return Fail("error", kExitInternalError);
     }
     supervisor_ = *std::move(supervisor);
-    if (absl::Status observed = observer_.Start(options_, supervisor_.get());
+    if (absl::Status observed = observer_.Start(plan_, supervisor_.get());
         !observed.ok()) {
       DJ_LOG_ERROR("{}", observed.message());
       return Fail("error", kExitBadConfig);
     }
-    WarnOfUnwritableOutputs(options_.outcome.termination_log,
-                            options_.outcome.error_file);
+    WarnOfUnwritableOutputs(plan_.outcome.termination_log,
+                            plan_.outcome.error_file);
     if (std::optional<int> failed = StartTrainerStatus()) return failed;
     supervisor_->set_on_group_running([this](bool running) {
       if (handed_over_) return;  // the servers are the inner's now
       if (health_ != nullptr) health_->SetReady(running);
-      observer_.GroupRunning(running, options_.launch.nproc);
+      observer_.GroupRunning(running, plan_.launch.nproc);
     });
-    if (options_.outcome.health_port != 0) {
+    if (plan_.outcome.health_port != 0) {
       auto started = HealthServer::Start(
-          options_.outcome.health_port,
-          options_.outcome.health_tls ? &options_.security : nullptr);
+          plan_.outcome.health_port,
+          plan_.outcome.health_tls ? &plan_.security : nullptr);
       if (!started.ok()) {
         DJ_LOG_ERROR("{}", started.status().message());
         return Fail("error", kExitBadConfig);
@@ -184,7 +184,7 @@ class AgentRun {
   std::optional<int> Discover() {
     auto stop_requested = [this] { return supervisor_->PollStopSignal() != 0; };
     const absl::Time resolving = absl::Now();
-    auto job = ResolveJob(options_.discovery, env_, stop_requested);
+    auto job = ResolveJob(plan_.discovery, env_, stop_requested);
     if (!job.ok()) {
       if (supervisor_->stop_signal() != 0) {
         return Stopped(absl::IsCancelled(job.status())
@@ -202,12 +202,12 @@ class AgentRun {
       DJ_LOG_ERROR("{}", s.message());
       return Fail("error", kExitBadConfig, std::string(s.message()));
     }
-    options_.launch = EffectiveLaunch(*job, options_.launch);
+    plan_.launch = EffectiveLaunch(*job, options_.launch);
     job_ = *job;
-    observer_.SetJob(options_.launch.rdzv_id, options_.launch.role,
-                     options_.launch.node_rank);
-    observer_.PeersResolved(options_.launch.max_nodes, absl::Now() - resolving);
-    const BarrierPlan barrier = PlanBarrier(*job, options_);
+    observer_.SetJob(plan_.launch.rdzv_id, plan_.launch.role,
+                     plan_.launch.node_rank);
+    observer_.PeersResolved(plan_.launch.max_nodes, absl::Now() - resolving);
+    const BarrierPlan barrier = PlanBarrier(*job, plan_);
     if (!barrier.run) {
       if (job->has_identity) {
         DJ_LOG_DEBUG("no start barrier: {}", barrier.skip_reason);
@@ -229,17 +229,17 @@ class AgentRun {
   // What every round needs: the rendezvous, the per-attempt files, the
   // output routing and the exit-code policy.
   std::optional<int> PrepareRounds() {
-    if (WorkerStoreOnAgent(options_.launch)) {
+    if (WorkerStoreOnAgent(plan_.launch)) {
       // A TCPStore client cannot present the rendezvous token: with one,
       // an elastic round's store admits only its members
       // (docs/worker-store.md). Static and one-node jobs know no member list to
       // admit.
-      const LaunchOptions& launch = options_.launch;
+      const LaunchOptions& launch = plan_.launch;
       const bool elastic =
           ChooseRendezvous(launch.standalone, launch.max_nodes,
                            launch.rdzv_backend) == RendezvousKind::kDynamic;
       worker_store_ = std::make_shared<WorkerStore>(
-          elastic && !options_.security.token.empty());
+          elastic && !plan_.security.token.empty());
       observer_.WorkerStore([weak = std::weak_ptr<WorkerStore>(worker_store_)]()
                                 -> std::optional<TcpStoreStats> {
         auto alive = weak.lock();
@@ -247,7 +247,7 @@ class AgentRun {
         return alive->Stats();
       });
     }
-    auto rendezvous = deps_.make_rendezvous(options_, worker_store_);
+    auto rendezvous = deps_.make_rendezvous(plan_, worker_store_);
     if (!rendezvous.ok()) {
       DJ_LOG_ERROR("{}", rendezvous.status().message());
       return Fail("error", ExitCodeFor(rendezvous.status()));
@@ -263,7 +263,7 @@ class AgentRun {
         if (!handed_over_) supervisor->Interrupt();
       });
     }
-    auto files = WorkerLogs::Create(RunLogDir(options_.launch));
+    auto files = WorkerLogs::Create(RunLogDir(plan_.launch));
     if (!files.ok()) {
       DJ_LOG_ERROR("{}", files.status().message());
       return Fail("error", kExitBadConfig);
@@ -274,20 +274,18 @@ class AgentRun {
           "no writable temporary directory: workers get no "
           "TORCHELASTIC_ERROR_FILE and the hang watchdog is off");
     }
-    redirects_ = options_.launch.redirects;
-    tees_ = options_.launch.tees;
+    redirects_ = plan_.launch.redirects;
+    tees_ = plan_.launch.tees;
     if (!oom_counter_.path().has_value()) {
       DJ_LOG_DEBUG(
           "no cgroup OOM-kill counter found: OOM kills are not "
           "reported");
     }
-    cause_policy_.policy = options_.outcome.restart_policy.value_or(
-        options_.launch.as_torchrun ? RestartPolicy::kAny
-                                    : RestartPolicy::kAuto);
-    cause_policy_.permanent_exit_codes = options_.outcome.permanent_exit_codes;
-    cause_policy_.retryable_exit_codes = options_.outcome.retryable_exit_codes;
-    cause_policy_.retryable_patterns =
-        options_.outcome.retryable_error_patterns;
+    cause_policy_.policy = plan_.outcome.restart_policy.value_or(
+        plan_.launch.as_torchrun ? RestartPolicy::kAny : RestartPolicy::kAuto);
+    cause_policy_.permanent_exit_codes = plan_.outcome.permanent_exit_codes;
+    cause_policy_.retryable_exit_codes = plan_.outcome.retryable_exit_codes;
+    cause_policy_.retryable_patterns = plan_.outcome.retryable_error_patterns;
     auto server =
         HandoverServer::Start([this](pid_t pid) { return StepAside(pid); });
     if (server.ok()) {
@@ -306,9 +304,9 @@ class AgentRun {
     HandoverReply reply;
     const std::string outer =
         absl::StrCat("the outer distjob-agent (pid ", getpid(), ", running `",
-                     absl::StrJoin(options_.command, " "), "` with ",
-                     options_.launch.nproc, " worker(s) on this node)");
-    if (options_.launch.nproc != 1) {
+                     absl::StrJoin(plan_.command, " "), "` with ",
+                     plan_.launch.nproc, " worker(s) on this node)");
+    if (plan_.launch.nproc != 1) {
       reply.refusal = absl::StrCat(
           "started by a worker of ", outer,
           ": each of its workers would start a launcher; run the "
@@ -338,7 +336,7 @@ class AgentRun {
     }
     reply.agreed = true;
     reply.rdzv_key_suffix = "-inner";
-    AddInheritedSettings(options_, &reply);
+    AddInheritedSettings(plan_, &reply);
     return reply;
   }
 
@@ -382,7 +380,7 @@ class AgentRun {
                      inner_pid_.load(), "), which exited with ", code);
     // The inner agent wrote its own message (the root cause) where this
     // one would: it is kept, with the handover said after it.
-    const std::string path = options_.outcome.termination_log;
+    const std::string path = plan_.outcome.termination_log;
     const std::string inner_message =
         path.empty() ? std::string() : ReadSmallFile(path, 2 * 4096);
     if (!inner_message.empty()) {
@@ -393,7 +391,7 @@ class AgentRun {
                     Utf8Truncate(inner_message, kTerminationMessageLimit -
                                                     report_.detail.size() - 1),
                     "\n", report_.detail));
-      options_.outcome.termination_log.clear();
+      inner_message_kept_ = true;
     }
     return code;
   }
@@ -411,7 +409,7 @@ class AgentRun {
   // Rounds and attempts until the job ends; returns the exit code with
   // report_ describing it.
   int Supervise() {
-    absl::Duration backoff = options_.outcome.restart_backoff;
+    absl::Duration backoff = plan_.outcome.restart_backoff;
     // This node's own failure, left to the job's decision (another node's
     // worker failed first, or the membership changed).
     std::optional<FailureReport> deferred;
@@ -472,7 +470,7 @@ class AgentRun {
     absl::StatusOr<RendezvousResult> next =
         absl::UnknownError("the rendezvous did not run");
     const std::string stopped_while =
-        WhileStoppable([&] { next = rendezvous_->Next(options_.launch.nproc); },
+        WhileStoppable([&] { next = rendezvous_->Next(plan_.launch.nproc); },
                        absl::ZeroDuration(), "the rendezvous round");
     // Also when the round closed after the signal: no worker is started
     // only to be stopped.
@@ -528,7 +526,7 @@ class AgentRun {
   // one to step aside and marked for the GPU-release fence.
   std::vector<WorkerSpec> AttemptWorkers(const RendezvousResult& round) {
     std::vector<WorkerSpec> workers = BuildWorkers(
-        options_, env_, job_, round, restart_count_, *files_, redirects_, tees_,
+        plan_, env_, job_, round, restart_count_, *files_, redirects_, tees_,
         observer_.trainer_status() != nullptr
             ? observer_.trainer_status()->progress_file()
             : std::string());
@@ -549,7 +547,7 @@ class AgentRun {
   std::optional<int> RunAttempt(const RendezvousResult& round, Attempt* attempt,
                                 std::optional<GroupResult>* group) {
     if (absl::Status made =
-            files_->PrepareAttempt(restart_count_, options_.launch.nproc);
+            files_->PrepareAttempt(restart_count_, plan_.launch.nproc);
         !made.ok()) {
       DJ_LOG_WARNING("worker error files unavailable: {}", made);
     }
@@ -562,9 +560,9 @@ class AgentRun {
     }
     std::vector<WorkerSpec> workers = AttemptWorkers(round);
     if (attempts_++ > 0) {
-      if (auto held = ReleaseDevices(options_.outcome,
-                                     options_.supervisor.device_patterns,
-                                     fence_marker_, supervisor_.get())) {
+      if (auto held =
+              ReleaseDevices(plan_.outcome, plan_.supervisor.device_patterns,
+                             fence_marker_, supervisor_.get())) {
         Ended("retryable", kExitRetryElsewhere);
         report_.detail = *held;
         return report_.exit_code;
@@ -583,8 +581,8 @@ class AgentRun {
       }
       return Ended("error", kExitInternalError);
     }
-    const std::string path = RecordDiagnostics(
-        *ran, &*files_, restart_count_, options_.launch.nproc, &observer_);
+    const std::string path = RecordDiagnostics(*ran, &*files_, restart_count_,
+                                               plan_.launch.nproc, &observer_);
     if (!path.empty()) diagnostics_ = path;
     group->emplace(*std::move(ran));
     return std::nullopt;
@@ -681,7 +679,7 @@ class AgentRun {
   std::optional<int> PauseBeforeRestart(absl::Duration* backoff) {
     if (*backoff > absl::ZeroDuration()) {
       DJ_LOG_INFO("restarting the worker group ({}/{}) in {}", restart_count_,
-                  options_.launch.max_restarts, absl::FormatDuration(*backoff));
+                  plan_.launch.max_restarts, absl::FormatDuration(*backoff));
       // A stop signal during the pause ends the job: no further attempt.
       if (!supervisor_->Sleep(*backoff)) {
         Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
@@ -689,14 +687,13 @@ class AgentRun {
             supervisor_->stop_signal(),
             absl::StrCat("the restart backoff (",
                          absl::FormatDuration(*backoff), " before restart ",
-                         restart_count_, "/", options_.launch.max_restarts,
-                         ")"));
+                         restart_count_, "/", plan_.launch.max_restarts, ")"));
         return report_.exit_code;
       }
-      *backoff = std::min(*backoff * 2, options_.outcome.restart_backoff_max);
+      *backoff = std::min(*backoff * 2, plan_.outcome.restart_backoff_max);
     } else {
       DJ_LOG_INFO("restarting the worker group ({}/{})", restart_count_,
-                  options_.launch.max_restarts);
+                  plan_.launch.max_restarts);
     }
     if (supervisor_->stop_signal() != 0) {
       return Ended("stopped", ExitCodeForSignal(supervisor_->stop_signal()));
@@ -734,7 +731,7 @@ class AgentRun {
     const int worker_code = failure.exit_code;
     bool restart = failure.cause.restart;
     const bool repeated = Repeated(failure);
-    const bool budget_left = restart_count_ < options_.launch.max_restarts;
+    const bool budget_left = restart_count_ < plan_.launch.max_restarts;
     std::string outcome;
     int code = worker_code;
     if (restart && repeated) {
@@ -749,11 +746,11 @@ class AgentRun {
       code = kExitNoProgress;
     } else if (restart && budget_left) {
       outcome = absl::StrCat("restarting (", restart_count_ + 1, "/",
-                             options_.launch.max_restarts, ")");
+                             plan_.launch.max_restarts, ")");
     } else if (restart) {
       outcome =
           absl::StrCat("restartable, but the job's restarts are spent (",
-                       restart_count_, "/", options_.launch.max_restarts, ")");
+                       restart_count_, "/", plan_.launch.max_restarts, ")");
       // Infrastructure: another pod may succeed (the operator's retry).
       if (cause_policy_.policy == RestartPolicy::kAuto &&
           failure.cause.infrastructure && code < 128) {
@@ -810,7 +807,7 @@ class AgentRun {
                           const std::string& decision) const {
     RootCause cause = distjob::MakeRootCause(
         failure.exit, *files_, restart_count_,
-        options_.command.empty() ? std::string() : options_.command[0]);
+        plan_.command.empty() ? std::string() : plan_.command[0]);
     cause.rank = failure.rank;
     cause.host = failure.host;
     cause.exception = failure.cause.exception.line;
@@ -851,7 +848,7 @@ class AgentRun {
     report_.stop_signal = supervisor_->stop_signal();
     report_.diagnostics = diagnostics_;
     if (exit_code != 0) ShowRootCause();
-    Report(report_, options_.outcome);
+    Report(report_, ReportedOutcome());
     return exit_code;
   }
 
@@ -888,17 +885,17 @@ class AgentRun {
   // Sets report_ for an ending of the loop; returns `exit_code`.
   int Ended(const std::string& outcome, int exit_code) {
     outcome_ = outcome;
-    report_ = MakeReport(outcome, exit_code, restart_count_, options_);
+    report_ = MakeReport(outcome, exit_code, restart_count_, plan_);
     return exit_code;
   }
 
   // An ending before any round: report it and return `exit_code`.
   int Fail(const std::string& outcome, int exit_code,
            const std::string& detail = "") {
-    RunReport report = MakeReport(outcome, exit_code, 0, options_);
+    RunReport report = MakeReport(outcome, exit_code, 0, plan_);
     outcome_ = outcome;
     report.detail = detail;
-    Report(report, options_.outcome);
+    Report(report, ReportedOutcome());
     return exit_code;
   }
 
@@ -931,17 +928,27 @@ class AgentRun {
   // was waiting for (see StoppedWhileWaiting).
   int Stopped(const std::string& waiting) {
     RunReport report = MakeReport(
-        "stopped", ExitCodeForSignal(supervisor_->stop_signal()), 0, options_);
+        "stopped", ExitCodeForSignal(supervisor_->stop_signal()), 0, plan_);
     report.stop_signal = supervisor_->stop_signal();
     report.detail = StoppedWhileWaiting(report.stop_signal, waiting);
     outcome_ = "stopped";
-    Report(report, options_.outcome);
+    Report(report, ReportedOutcome());
     return report.exit_code;
   }
 
-  RunOptions options_;  // with what discovery found applied
-  EnvMap env_;          // the agent's env
-  JobEnv job_;          // what discovery found
+  // The plan's outcome files, less a termination log the inner one wrote.
+  OutcomeOptions ReportedOutcome() const {
+    OutcomeOptions outcome = plan_.outcome;
+    if (inner_message_kept_) outcome.termination_log.clear();
+    return outcome;
+  }
+
+  // The options as parsed, never written; the plan every step follows, with
+  // what discovery found applied (EffectiveLaunch) once it is done.
+  const RunOptions options_;
+  RunOptions plan_;
+  EnvMap env_;  // the agent's env
+  JobEnv job_;  // what discovery found
   AgentDeps deps_;
   std::unique_ptr<SupervisorInterface> supervisor_;
   std::unique_ptr<HealthServer> health_;
@@ -952,6 +959,7 @@ class AgentRun {
   absl::Mutex handover_mu_;
   bool attempt_running_ ABSL_GUARDED_BY(handover_mu_) = false;
   std::atomic<pid_t> inner_pid_{0};
+  bool inner_message_kept_ = false;  // see ReportedOutcome
   Observer observer_{&GlobalMetrics()};
   std::string outcome_;  // the report's outcome, for the exit event
   // Declared before rendezvous_, which shares it: destroyed after it.
@@ -970,8 +978,8 @@ class AgentRun {
   const std::string fence_marker_ = DeviceFenceMarker(getpid(), absl::Now());
   int attempts_ = 0;  // started on this node
   // Consecutive failed attempts without progress, on this node.
-  ProgressTracker progress_{options_.outcome.progress_file,
-                            options_.outcome.max_no_progress_restarts};
+  ProgressTracker progress_{plan_.outcome.progress_file,
+                            plan_.outcome.max_no_progress_restarts};
   RunReport report_;
   // The last attempt's diagnostics file, "" for none.
   std::string diagnostics_;
