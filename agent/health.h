@@ -5,7 +5,7 @@
 //   ""           the overall state (the same as liveness)
 // Any other service answers NOT_FOUND. The server runs on gRPC's own
 // threads, so a probe is answered however busy the supervision loop is.
-// Its connections are capped (rendezvous/store/conn_limiter.h: per peer
+// Its connections are capped (rendezvous/store/server/conn_limiter.h: per peer
 // address, and in all with the heaviest address's oldest evicted), a
 // connection must send its first bytes and finish its handshake within a
 // second, and idle or silent ones are closed: a flood from the network
@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/environment.h"
-#include "rendezvous/store/conn_limiter.h"
+#include "rendezvous/store/server/conn_limiter.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace grpc {

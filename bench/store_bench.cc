@@ -67,7 +67,7 @@
 #include "rendezvous/store/etcd/options.h"
 #include "rendezvous/store/etcd/store.h"
 #include "rendezvous/store/grpc_store_client.h"
-#include "rendezvous/store/store_server.h"
+#include "rendezvous/store/server/store_server.h"
 
 namespace distjob {
 namespace {

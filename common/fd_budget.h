@@ -1,7 +1,7 @@
 // How many connections a server of the agent may hold open within the
 // process's open-file limit. One agent can host both stores at once (the
 // rendezvous store, two descriptors a connection:
-// rendezvous/store/conn_limiter.h; the workers' TCPStore, one:
+// rendezvous/store/server/conn_limiter.h; the workers' TCPStore, one:
 // workerstore/tcpstore_server.h) beside its own pipes and files. Each
 // store's cap is what the limit leaves after those and after the other
 // store's real need, the connections the job's declared size brings it:

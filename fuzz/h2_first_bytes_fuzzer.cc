@@ -1,11 +1,11 @@
 // The store's accept loop reads a connection's first bytes
-// (rendezvous/store/h2_first_bytes.h) before gRPC does: any bytes give a
+// (rendezvous/store/server/h2_first_bytes.h) before gRPC does: any bytes give a
 // stream in range or a verdict, and more bytes never take a verdict back.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include "rendezvous/store/h2_first_bytes.h"
+#include "rendezvous/store/server/h2_first_bytes.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string buf(reinterpret_cast<const char*>(data), size);

@@ -1,9 +1,9 @@
 // The rendezvous store's request handling: the bytes decode into a bounded
 // sequence of store operations with the values a client controls on the
 // wire (keys, values, deltas, revisions, and ttl/timeout milliseconds as
-// rendezvous/store/store_server.cc converts them), run against a StoreCore
-// with tight limits on a fake clock. Checks that every blocking call is
-// answered exactly once by the time the core is gone.
+// rendezvous/store/server/store_server.cc converts them), run against a
+// StoreCore with tight limits on a fake clock. Checks that every blocking call
+// is answered exactly once by the time the core is gone.
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>

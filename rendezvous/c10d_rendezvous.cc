@@ -15,7 +15,7 @@
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/store/etcd/store.h"
 #include "rendezvous/store/grpc_store_client.h"
-#include "rendezvous/store/store_server.h"
+#include "rendezvous/store/server/store_server.h"
 
 namespace distjob {
 std::string LocalNodeAddress(const std::string& local_addr) {

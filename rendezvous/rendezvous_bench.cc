@@ -17,7 +17,7 @@
 #include "common/logging.h"
 #include "rendezvous/dynamic_rendezvous.h"
 #include "rendezvous/store/grpc_store_client.h"
-#include "rendezvous/store/store_server.h"
+#include "rendezvous/store/server/store_server.h"
 
 namespace distjob {
 namespace {

@@ -10,8 +10,8 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/spawn.grpc.pb.h"
-#include "rendezvous/store/conn_limiter.h"
-#include "rendezvous/store/grpc_fd_acceptor.h"
+#include "rendezvous/store/server/conn_limiter.h"
+#include "rendezvous/store/server/grpc_fd_acceptor.h"
 #include "spawn/spawn_call.h"
 
 namespace distjob {

@@ -16,8 +16,8 @@
 #include "common/logging.h"
 #include "common/resolver.h"
 #include "proto/store.grpc.pb.h"
-#include "rendezvous/store/conn_limiter.h"
 #include "rendezvous/store/store_credentials.h"
+#include "rendezvous/store/tls_mismatch.h"
 #include "rendezvous/store/tls_probe.h"
 
 namespace distjob {
@@ -82,7 +82,7 @@ absl::Status CertificateRefused(const std::string& m,
 }
 
 // TLS on one side only is a configuration error of the job that no retry
-// fixes. A plaintext client hears it from the TLS store (conn_limiter.h);
+// fixes. A plaintext client hears it from the TLS store (server/conn_limiter);
 // a TLS client's handshake with a plaintext store fails on the first
 // bytes the store sends, which OpenSSL reports as a wrong version.
 absl::Status Mismatch(const grpc::Status& s, bool tls,

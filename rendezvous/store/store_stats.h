@@ -23,7 +23,7 @@ struct StoreStats {
   int64_t bytes = 0;
   int64_t parked_waits = 0;  // blocked gets and watches
   int64_t lease_expiries = 0;
-  // Connections (rendezvous/store/conn_limiter.h): open now; closed at
+  // Connections (rendezvous/store/server/conn_limiter.h): open now; closed at
   // once at a cap; closed to make room for another address; closed for
   // speaking TLS to a plaintext store or the reverse.
   int64_t connections = 0;

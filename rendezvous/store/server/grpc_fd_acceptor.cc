@@ -1,4 +1,4 @@
-#include "rendezvous/store/grpc_fd_acceptor.h"
+#include "rendezvous/store/server/grpc_fd_acceptor.h"
 
 #include <utility>
 

@@ -17,7 +17,7 @@
 #include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store/grpc_store_client.h"
-#include "rendezvous/store/store_server.h"
+#include "rendezvous/store/server/store_server.h"
 
 namespace distjob {
 namespace {

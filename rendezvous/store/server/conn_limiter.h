@@ -4,8 +4,8 @@
 // a client's first bytes: a plaintext client of a TLS store, or a TLS
 // client of a plaintext store, is answered at once with what to configure
 // instead of failing like an unreachable store.
-#ifndef DISTJOB_RENDEZVOUS_STORE_CONN_LIMITER_H_
-#define DISTJOB_RENDEZVOUS_STORE_CONN_LIMITER_H_
+#ifndef DISTJOB_RENDEZVOUS_STORE_SERVER_CONN_LIMITER_H_
+#define DISTJOB_RENDEZVOUS_STORE_SERVER_CONN_LIMITER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/fd_budget.h"
+#include "rendezvous/store/tls_mismatch.h"
 
 namespace distjob {
 
@@ -97,13 +98,6 @@ class ConnLimiter {
   std::atomic<int64_t> mismatch_{0};
 };
 
-// The gRPC status message a plaintext client gets from a TLS store, and
-// what a TLS client's handshake error with a plaintext store contains: the
-// store client maps both to a configuration error.
-inline constexpr char kStoreSpeaksTls[] = "this rendezvous store speaks TLS";
-inline constexpr char kStoreSpeaksPlaintext[] =
-    "this rendezvous store speaks plaintext";
-
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_CONN_LIMITER_H_
+#endif  // DISTJOB_RENDEZVOUS_STORE_SERVER_CONN_LIMITER_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/store/conn_limiter.h"
+#include "rendezvous/store/server/conn_limiter.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

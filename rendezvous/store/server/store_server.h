@@ -1,8 +1,8 @@
 // The embedded rendezvous store: StoreCore served over gRPC's asynchronous
 // API from completion-queue threads (one for a small job), so a blocked get
 // or watch holds no thread and a request wakes no thread but its queue's.
-#ifndef DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
-#define DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
+#ifndef DISTJOB_RENDEZVOUS_STORE_SERVER_STORE_SERVER_H_
+#define DISTJOB_RENDEZVOUS_STORE_SERVER_STORE_SERVER_H_
 
 #include <array>
 #include <atomic>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "rendezvous/store/conn_limiter.h"
+#include "rendezvous/store/server/conn_limiter.h"
 #include "rendezvous/store/store_core.h"
 #include "rendezvous/store/store_credentials.h"
 
@@ -92,4 +92,4 @@ class StoreServer {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_STORE_SERVER_H_
+#endif  // DISTJOB_RENDEZVOUS_STORE_SERVER_STORE_SERVER_H_

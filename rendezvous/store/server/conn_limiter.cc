@@ -1,4 +1,4 @@
-#include "rendezvous/store/conn_limiter.h"
+#include "rendezvous/store/server/conn_limiter.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include "common/heap_trim.h"
 #include "common/listen.h"
 #include "common/logging.h"
-#include "rendezvous/store/h2_first_bytes.h"
+#include "rendezvous/store/server/h2_first_bytes.h"
 
 namespace distjob {
 namespace {

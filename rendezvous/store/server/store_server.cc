@@ -1,4 +1,4 @@
-#include "rendezvous/store/store_server.h"
+#include "rendezvous/store/server/store_server.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
@@ -18,7 +18,7 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "proto/store.grpc.pb.h"
-#include "rendezvous/store/grpc_fd_acceptor.h"
+#include "rendezvous/store/server/grpc_fd_acceptor.h"
 #include "rendezvous/store/store_credentials.h"
 
 namespace distjob {

@@ -2,8 +2,8 @@
 // (conn_limiter) before gRPC sees them: a plaintext HTTP/2 client on a TLS
 // store is answered with a refusal naming the flags, so it needs the stream
 // of its first call.
-#ifndef DISTJOB_RENDEZVOUS_STORE_H2_FIRST_BYTES_H_
-#define DISTJOB_RENDEZVOUS_STORE_H2_FIRST_BYTES_H_
+#ifndef DISTJOB_RENDEZVOUS_STORE_SERVER_H2_FIRST_BYTES_H_
+#define DISTJOB_RENDEZVOUS_STORE_SERVER_H2_FIRST_BYTES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -21,4 +21,4 @@ int64_t FirstHeadersStream(const std::string& buf);
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_H2_FIRST_BYTES_H_
+#endif  // DISTJOB_RENDEZVOUS_STORE_SERVER_H2_FIRST_BYTES_H_

@@ -1,8 +1,8 @@
 // A gRPC server behind a ConnLimiter (conn_limiter.h): the limiter accepts
 // and counts the connections, and this hands each accepted socket to gRPC.
 // The rendezvous store and the spawn server are built this way.
-#ifndef DISTJOB_RENDEZVOUS_STORE_GRPC_FD_ACCEPTOR_H_
-#define DISTJOB_RENDEZVOUS_STORE_GRPC_FD_ACCEPTOR_H_
+#ifndef DISTJOB_RENDEZVOUS_STORE_SERVER_GRPC_FD_ACCEPTOR_H_
+#define DISTJOB_RENDEZVOUS_STORE_SERVER_GRPC_FD_ACCEPTOR_H_
 
 #include <functional>
 #include <memory>
@@ -29,4 +29,4 @@ class GrpcFdAcceptor {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_STORE_GRPC_FD_ACCEPTOR_H_
+#endif  // DISTJOB_RENDEZVOUS_STORE_SERVER_GRPC_FD_ACCEPTOR_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/store/h2_first_bytes.h"
+#include "rendezvous/store/server/h2_first_bytes.h"
 
 #include <algorithm>
 
