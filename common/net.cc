@@ -19,6 +19,7 @@
 #include "common/ares_poll.h"
 #include "common/errno_status.h"
 #include "common/files.h"
+#include "common/listen.h"
 #include "common/socket_address.h"
 #include "common/text.h"
 
@@ -176,17 +177,12 @@ absl::StatusOr<int> FindFreePort(const std::string& address) {
                       absl::StrCat("binding a free port on '", address, "'"));
   }
   absl::Cleanup close_fd = [fd] { close(fd); };
-  sockaddr_storage bound{};
-  socklen_t len = sizeof(bound);
-  if (bind(fd, addr.get(), addr.length) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+  const int port = bind(fd, addr.get(), addr.length) == 0 ? BoundPort(fd) : 0;
+  if (port == 0) {
     return ErrnoError(errno,
                       absl::StrCat("binding a free port on '", address, "'"));
   }
-  if (bound.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
-  }
-  return ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return port;
 }
 
 }  // namespace distjob
