@@ -7,7 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
 
 namespace distjob {
 

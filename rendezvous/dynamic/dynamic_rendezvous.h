@@ -6,8 +6,8 @@
 // rank order, so that neither a round's own traffic nor another member's
 // lost lease wakes it; a wake-up costs no read when the store says what
 // changed, a few small ones otherwise, whatever the job's size.
-#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_H_
-#define DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_H_
+#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_H_
+#define DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_H_
 
 #include <atomic>
 #include <functional>
@@ -20,14 +20,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "rendezvous/node_lease.h"
+#include "rendezvous/dynamic/node_lease.h"
+#include "rendezvous/dynamic/rdzv_decide.h"
+#include "rendezvous/dynamic/wait_status.h"
 #include "rendezvous/rdzv_config.h"
-#include "rendezvous/rdzv_decide.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store/store_interface.h"
-#include "rendezvous/wait_status.h"
 
 namespace distjob {
 
@@ -357,4 +357,4 @@ class DynamicRendezvous : public ElasticRendezvous {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_H_
+#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_H_

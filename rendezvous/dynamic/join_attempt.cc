@@ -1,4 +1,4 @@
-#include "rendezvous/join_attempt.h"
+#include "rendezvous/dynamic/join_attempt.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
 
 #include <arpa/inet.h>
 
@@ -13,7 +13,7 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/resolver.h"
-#include "rendezvous/join_attempt.h"
+#include "rendezvous/dynamic/join_attempt.h"
 #include "rendezvous/protocol_version.h"
 #include "rendezvous/worker_store_record.h"
 
