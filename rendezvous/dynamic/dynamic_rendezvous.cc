@@ -14,6 +14,7 @@
 #include "common/net.h"
 #include "common/resolver.h"
 #include "rendezvous/dynamic/join_attempt.h"
+#include "rendezvous/dynamic/round_members.h"
 #include "rendezvous/protocol_version.h"
 #include "rendezvous/worker_store_record.h"
 
@@ -23,21 +24,7 @@ namespace {
 // What a cancelled rendezvous gives the store to close (Cancel).
 constexpr absl::Duration kCancelGoodbyes = absl::Milliseconds(500);
 
-// At most a few names, for a progress line of a job of any size.
-std::string NameList(const std::vector<std::string>& names) {
-  constexpr size_t kShown = 8;
-  if (names.size() <= kShown) return absl::StrJoin(names, ", ");
-  return absl::StrCat(
-      absl::StrJoin(names.begin(), names.begin() + kShown, ", "), " and ",
-      names.size() - kShown, " more");
-}
-
 }  // namespace
-
-void DynamicRendezvous::WarnIfLost(absl::string_view what,
-                                   const absl::Status& s) {
-  if (!s.ok()) DJ_LOG_WARNING("rendezvous: cannot {}: {}", what, s.message());
-}
 
 DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
                                      std::unique_ptr<StoreInterface> store,
@@ -50,7 +37,11 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
       store_(std::move(store)),
       keep_alive_(std::move(keep_alive)),
       node_lease_(store_.get(), &keys_, options_.node, lease_,
-                  options_.config.keep_alive_interval) {
+                  options_.config.keep_alive_interval),
+      exit_({store_.get(), &keys_, options_.node, options_.hosting,
+             options_.config.exit_barrier_timeout,
+             options_.config.keep_alive_interval, lease_, &wait_status_,
+             &store_lost_, &cancelled_}) {
   if (options_.heartbeat_thread) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -378,17 +369,7 @@ absl::Status DynamicRendezvous::Close(const RdzvState& st, bool ahead) {
 
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
     int64_t round, const std::string& closer, int size) {
-  // A few chunks, a page or two of a listing even at 100,000 members.
-  auto listing = store_->List(keys_.MembersPrefix(round, closer));
-  if (!listing.ok()) return listing.status();
-  std::vector<std::pair<int64_t, std::string>> chunks;
-  for (auto& e : listing->entries) {
-    if (auto first = keys_.ParseMembers(e.key, round, closer);
-        first.has_value()) {
-      chunks.emplace_back(*first, std::move(e.value));
-    }
-  }
-  return AssembleMembers(std::move(chunks), size);
+  return ReadRoundMembers(store_.get(), keys_, round, closer, size);
 }
 
 namespace {
@@ -652,25 +633,6 @@ void DynamicRendezvous::Cancel() {
   store_->Close();
 }
 
-std::string DynamicRendezvous::Unfinished(const RdzvState& round) {
-  auto members = ReadMembers(round.round, round.closer, round.size);
-  auto marks = store_->List(keys_.DonePrefix(round.round));
-  if (!members.ok() || !marks.ok()) return "";
-  std::set<std::string> marked;
-  for (const auto& e : marks->entries) {
-    if (auto node = keys_.ParseDone(e.key, round.round); node.has_value()) {
-      marked.insert(*node);
-    }
-  }
-  std::vector<std::string> missing;
-  for (const RdzvParticipant& p : *members) {
-    if (p.node != options_.node && !marked.count(p.node)) {
-      missing.push_back(p.node);
-    }
-  }
-  return NameList(missing);
-}
-
 std::string DynamicRendezvous::WaitingFor() {
   const WaitStatus::Snapshot now = wait_status_.Get();
   const int64_t round = now.round;
@@ -744,7 +706,7 @@ std::string DynamicRendezvous::WaitProgress() {
         absl::MutexLock lock(&mu_);
         current = current_;
       }
-      if (current.round == round) detail = Unfinished(current);
+      if (current.round == round) detail = exit_.Unfinished(current);
       if (!detail.empty()) detail = absl::StrCat("not finished: ", detail);
       break;
     }
@@ -758,6 +720,64 @@ std::string DynamicRendezvous::WaitProgress() {
         absl::FormatTime("%H:%M:%S UTC", now.until, absl::UTCTimeZone()));
   }
   return line;
+}
+
+void DynamicRendezvous::Abandon() {
+  absl::MutexLock lock(&mu_);
+  monitoring_ = false;
+  abandoned_ = true;
+  on_change_ = nullptr;
+}
+
+void DynamicRendezvous::Shutdown(bool succeeded) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (abandoned_) shut_down_ = true;  // nothing to announce
+  }
+  if (shut_down_) return;
+  shut_down_ = true;
+  RdzvState round;
+  bool ended_by_another = false;
+  {
+    absl::MutexLock lock(&mu_);
+    monitoring_ = false;
+    round = current_;
+    ended_by_another = !aborted_.empty();
+  }
+  if (host_left_) {
+    // The store went with its host, after its workers succeeded: there is
+    // nobody to wait for and nothing to tell.
+    DJ_LOG_INFO("the rendezvous store's host has left; no exit barrier");
+  } else if (!store_lost_ && last_round_ >= 0 && succeeded) {
+    exit_.LeaveSucceeded(round);
+  } else if (!store_lost_ && last_round_ >= 0 && ended_by_another) {
+    // The key is there, and its writer, maybe the store's host, may be gone:
+    // a write would only wait out read_timeout.
+    exit_.AcknowledgeEnd();
+  } else if (!store_lost_ && last_round_ >= 0) {
+    exit_.EndJob(round,
+                 absl::StrCat("node ", options_.node, " exited",
+                              end_reason_.empty() ? "" : ": ", end_reason_));
+  }
+  closed_ = true;
+  CloseStore();
+  StopThreads();
+  keep_alive_.reset();
+}
+
+void DynamicRendezvous::CloseStore() {
+  // A store that stopped answering, or that this node never formed a
+  // round in (a join that timed out may have waited on a hung etcd),
+  // gets a second at most for its goodbyes (etcd revokes this node's
+  // leases on Close, which run out anyway), not each call's own budget
+  // (read_timeout a revocation) on the way to a retryable exit.
+  const absl::Time caller = ScopedCallDeadline::Current();
+  const absl::Duration goodbyes =
+      std::min(options_.config.keep_alive_interval, absl::Seconds(1));
+  ScopedCallDeadline brief(store_lost_ || last_round_ < 0
+                               ? std::min(caller, absl::Now() + goodbyes)
+                               : caller);
+  store_->Close();
 }
 
 }  // namespace distjob

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "rendezvous/dynamic/exit_barrier.h"
 #include "rendezvous/dynamic/node_lease.h"
 #include "rendezvous/dynamic/rdzv_decide.h"
 #include "rendezvous/dynamic/wait_status.h"
@@ -169,9 +170,6 @@ class DynamicRendezvous : public ElasticRendezvous {
       const RdzvState& st,
       const std::optional<absl::StatusOr<std::string>>& master,
       RendezvousResult* r);
-  // A write the other nodes would have read, lost: the peers wait longer
-  // (a lease or a deadline) for what it said, so the log says why.
-  static void WarnIfLost(absl::string_view what, const absl::Status& s);
   // The round this node holds (or last held).
   int64_t CurrentRound();
   // Makes closed round `st` the one this node holds, and starts watching
@@ -240,42 +238,11 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::vector<std::string> MonitorPrefixes();
   void Fire(const std::string& why);
   void StopThreads();
-  // Tells the store this node has read why the job ended (once).
-  void AcknowledgeEnd();
-  // Whether every other member of `round` has a mark (a key under
-  // `marks_prefix` whose node `marked_node` parses) or holds no lease;
-  // `members` caches the round's list across calls.
-  // `also_marked`: nodes that count as marked whatever the listing says.
-  bool AllMarkedOrGone(
-      const RdzvState& round, const std::string& marks_prefix,
-      const std::function<std::optional<std::string>(absl::string_view)>&
-          marked_node,
-      std::optional<std::vector<RdzvParticipant>>* members,
-      const std::set<std::string>& also_marked = {});
-  // The store's host ending the job keeps the store up until every other
-  // live member of `round` acknowledged the end, at most one lease.
-  void AwaitEndSeen(const RdzvState& round);
-  // Waits until every live member of `round` finished, at most
-  // exit_barrier_timeout. False when it ended without that: the timeout
-  // passed, the store went away or the wait was cancelled.
-  bool ExitBarrier(const RdzvState& round);
-  // Shutdown after this node's workers succeeded: the exit barrier, then
-  // the host waits for the others to read its outcome (at most 5 s), or a
-  // member counts its goodbye.
-  void LeaveSucceeded(const RdzvState& round);
   // Shutdown's last call: closes the store, briefly when it was lost or
   // never held a round of this node's.
   void CloseStore();
-  // The store's host leaving before every member finished (its exit
-  // barrier timed out): says so under ctl/, so that the members still
-  // running finish without the store rather than taking its loss for a
-  // failure, and waits (at most one lease) until each has read it.
-  void AnnounceHostLeaving(const RdzvState& round);
 
   using Wait = RdzvWait;
-  // The members of `round` that did not pass its exit barrier yet, named
-  // (at most a few), for WaitProgress.
-  std::string Unfinished(const RdzvState& round);
 
   const DynamicRendezvousOptions options_;
   const RdzvKeys keys_;
@@ -284,6 +251,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::shared_ptr<void> keep_alive_;
   // This node's lease and its ask to join, renewed by the heartbeat.
   NodeLease node_lease_;
+  // How this node leaves the job (Shutdown), and its mark that it read
+  // why the job ended.
+  ExitBarrier exit_;
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -318,7 +288,6 @@ class DynamicRendezvous : public ElasticRendezvous {
   std::atomic<bool> store_lost_{false};
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> closed_{false};  // this node closed its store view
-  std::atomic<bool> end_acknowledged_{false};
   // The store's host announced it leaves after its workers succeeded
   // (ctl/host-left): the store's loss that follows is not a failure.
   std::atomic<bool> host_left_{false};

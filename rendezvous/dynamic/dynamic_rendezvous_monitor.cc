@@ -72,7 +72,7 @@ std::string DynamicRendezvous::Judge(bool liveness, int64_t* revision,
           "this node finishes without the store");
       host_left_ = true;
       // The host waits for this before it takes the store away.
-      AcknowledgeEnd();
+      exit_.AcknowledgeEnd();
       return "";
     }
   }
@@ -281,7 +281,7 @@ void DynamicRendezvous::OnMonitorChange(const WatchResult& w,
   if (why.empty()) return;
   // The store's host may be ending the job: it waits for this before it
   // takes the store (and the reason) away.
-  if (ended) AcknowledgeEnd();
+  if (ended) exit_.AcknowledgeEnd();
   Fire(why);
 }
 

@@ -224,7 +224,7 @@ absl::Status DynamicRendezvous::JoinAttempt::EndJob() {
     absl::MutexLock lock(&rdzv_->mu_);
     rdzv_->aborted_ = *o_.aborted;
   }
-  rdzv_->AcknowledgeEnd();
+  rdzv_->exit_.AcknowledgeEnd();
   return absl::AbortedError(absl::StrCat("the job ended: ", *o_.aborted));
 }
 
