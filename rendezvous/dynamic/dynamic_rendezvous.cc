@@ -41,7 +41,11 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
       exit_({store_.get(), &keys_, options_.node, options_.hosting,
              options_.config.exit_barrier_timeout,
              options_.config.keep_alive_interval, lease_, &wait_status_,
-             &store_lost_, &cancelled_}) {
+             &store_lost_, &cancelled_}),
+      monitor_({store_.get(), &keys_, options_.node, options_.hosting,
+                options_.max_nodes, options_.config.read_timeout,
+                options_.config.keep_alive_interval, lease_, &exit_,
+                &store_lost_, &host_left_, &changed_, &closed_}) {
   if (options_.heartbeat_thread) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -61,13 +65,12 @@ void DynamicRendezvous::StopThreads() {
     if (stop_) return;
     stop_ = true;
   }
+  monitor_.Stop();
   if (heartbeat_.joinable()) heartbeat_.join();
-  if (monitor_.joinable()) monitor_.join();
 }
 
 void DynamicRendezvous::SetOnMembershipChange(std::function<void()> callback) {
-  absl::MutexLock lock(&mu_);
-  on_change_ = std::move(callback);
+  monitor_.SetOnChange(std::move(callback));
 }
 
 absl::Time DynamicRendezvous::NextRenewal(absl::Time last_attempt) const {
@@ -111,15 +114,12 @@ void DynamicRendezvous::RenewLease() {
   // replies) can leave the monitor's watch open with no news for as long
   // as the connection lives. The lease it cannot renew is the loss:
   // read_timeout after the first failing renewal began, as a watch's.
-  bool in_round;
-  {
-    absl::MutexLock lock(&mu_);
-    in_round = monitoring_;
-  }
-  if (in_round && !absl::IsUnauthenticated(s) && !absl::IsCancelled(s) &&
+  if (monitor_.monitoring() && !absl::IsUnauthenticated(s) &&
+      !absl::IsCancelled(s) &&
       absl::Now() - renew_failing_since_ >= options_.config.read_timeout) {
     store_lost_ = true;
-    Fire(absl::StrCat("the rendezvous store is unreachable: ", s.message()));
+    monitor_.Fire(
+        absl::StrCat("the rendezvous store is unreachable: ", s.message()));
   }
 }
 
@@ -468,7 +468,7 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       "{}, master {}:{}, restarts {}",
       st.round, options_.run_id, r.group_rank, r.group_world_size, r.base_rank,
       r.world_size, r.master_addr, r.master_port, st.restart_count);
-  HoldRound(st, mine, revision);
+  monitor_.Hold(st, mine, revision);
   return r;
 }
 
@@ -565,43 +565,6 @@ absl::Status DynamicRendezvous::ReadMaster(
   r->master_addr = fields[1];
   r->use_agent_store = fields.size() == 3;
   return absl::OkStatus();
-}
-
-void DynamicRendezvous::HoldRound(const RdzvState& st, const RankRecord& mine,
-                                  int64_t revision) {
-  {
-    absl::MutexLock lock(&mu_);
-    current_ = st;
-    current_rank_ = mine;
-    watched_peer_ = mine.next;
-  }
-  // The monitor's watch starts from the revision the round was closed at:
-  // a change made since (a fast peer's worker failed and opened the next
-  // round while this node was still reading the one that closed, a node
-  // asked to join, the next member's lease ran out) fires at once. A node
-  // asks to join only once it saw the round closed (or full), so this
-  // needs no listing of the waiting nodes per member, which a recovery's
-  // survivors all made at once.
-  {
-    absl::MutexLock lock(&mu_);
-    current_revision_ = revision;
-    monitoring_ = !abandoned_;
-    ++monitor_generation_;
-    if (!stop_ && !monitor_.joinable()) {
-      monitor_ = std::thread([this] { MonitorLoop(); });
-    }
-  }
-}
-
-std::string DynamicRendezvous::WaitingNode() {
-  auto waiting = store_->List(keys_.WaitingPrefix());
-  if (!waiting.ok()) return "";
-  for (const auto& e : waiting->entries) {
-    if (auto node = keys_.ParseWaiting(e.key); node.has_value()) {
-      return absl::StrCat("node ", *node, " waits to join");
-    }
-  }
-  return "";
 }
 
 void DynamicRendezvous::NoteJoinedAddrs(int64_t round) {
@@ -701,11 +664,7 @@ std::string DynamicRendezvous::WaitProgress() {
       if (!detail.empty()) detail = absl::StrCat("joined: ", detail);
       break;
     case Wait::kExitBarrier: {
-      RdzvState current;
-      {
-        absl::MutexLock lock(&mu_);
-        current = current_;
-      }
+      const RdzvState current = monitor_.current();
       if (current.round == round) detail = exit_.Unfinished(current);
       if (!detail.empty()) detail = absl::StrCat("not finished: ", detail);
       break;
@@ -722,28 +681,15 @@ std::string DynamicRendezvous::WaitProgress() {
   return line;
 }
 
-void DynamicRendezvous::Abandon() {
-  absl::MutexLock lock(&mu_);
-  monitoring_ = false;
-  abandoned_ = true;
-  on_change_ = nullptr;
-}
+void DynamicRendezvous::Abandon() { monitor_.Abandon(); }
 
 void DynamicRendezvous::Shutdown(bool succeeded) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (abandoned_) shut_down_ = true;  // nothing to announce
-  }
+  if (monitor_.abandoned()) shut_down_ = true;  // nothing to announce
   if (shut_down_) return;
   shut_down_ = true;
-  RdzvState round;
-  bool ended_by_another = false;
-  {
-    absl::MutexLock lock(&mu_);
-    monitoring_ = false;
-    round = current_;
-    ended_by_another = !aborted_.empty();
-  }
+  const RoundMonitor::Seen seen = monitor_.Pause();
+  const RdzvState& round = seen.current;
+  const bool ended_by_another = !seen.aborted.empty();
   if (host_left_) {
     // The store went with its host, after its workers succeeded: there is
     // nobody to wait for and nothing to tell.

@@ -1,11 +1,10 @@
 // The elastic (c10d-style) rendezvous over a StoreInterface, with its keys
 // under rdzv/<run_id>/ (rendezvous/rdzv_keys.h lists them).
-// Waits are store-side watches (no polling). One watcher thread per agent
-// watches what tells that the current round stopped being the job's: the
-// state keys, the waiting nodes and the lease of its next live member in
-// rank order, so that neither a round's own traffic nor another member's
-// lost lease wakes it; a wake-up costs no read when the store says what
-// changed, a few small ones otherwise, whatever the job's size.
+// Waits are store-side watches (no polling). A facade over its
+// collaborators: the join attempt (one call of Next), the node's lease,
+// the round monitor (one watcher thread per agent, which sees the round
+// it holds end while its workers run), the exit barrier (Shutdown) and the
+// failure claim.
 #ifndef DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_H_
 #define DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_H_
 
@@ -23,6 +22,7 @@
 #include "rendezvous/dynamic/exit_barrier.h"
 #include "rendezvous/dynamic/node_lease.h"
 #include "rendezvous/dynamic/rdzv_decide.h"
+#include "rendezvous/dynamic/round_monitor.h"
 #include "rendezvous/dynamic/wait_status.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_keys.h"
@@ -172,12 +172,6 @@ class DynamicRendezvous : public ElasticRendezvous {
       RendezvousResult* r);
   // The round this node holds (or last held).
   int64_t CurrentRound();
-  // Makes closed round `st` the one this node holds, and starts watching
-  // it (from `revision`, the close's).
-  void HoldRound(const RdzvState& st, const RankRecord& mine, int64_t revision);
-  // Why a node outside the round waits to join ("node X waits to join"),
-  // or "" when none does.
-  std::string WaitingNode();
   // Adds the addresses of open round `round`'s joiners to last_seen_ (an
   // open round's state does not hold them), for LastSeenAddrs.
   void NoteJoinedAddrs(int64_t round);
@@ -205,38 +199,6 @@ class DynamicRendezvous : public ElasticRendezvous {
   // (protocol_version.h), once per agent: OK once it matched.
   absl::Status CheckProtocolOnce();
   void HeartbeatLoop();
-  void MonitorLoop();
-  // The monitor's watch failed with `s` (the call began at `call_start`):
-  // it stops monitoring, or the failure counts towards the store's loss
-  // (read_timeout after `*failing_since`, the first failing call's start).
-  void OnMonitorWatchFailed(const absl::Status& s, absl::Time call_start,
-                            absl::Time* failing_since);
-  // The monitor's watch (of generation `generation`) saw `w`: judged, and
-  // a change of the round fired.
-  void OnMonitorChange(const WatchResult& w, uint64_t generation);
-  // Why the current round is no longer the job's, or "" if it still is;
-  // sets `revision` to the store revision it read at. With `liveness` it
-  // also looks at the next live member's lease and, that member lost,
-  // opens the next round (only this node sees the loss).
-  // `change`: what woke the monitor, when the store told it; a change that
-  // tells all is judged without a read.
-  std::string Judge(bool liveness, int64_t* revision,
-                    const std::optional<WatchChange>& change = std::nullopt);
-  // Judge's verdict from `change` alone, when it tells all (the round
-  // reopened, the job ended, a node asks to join, a lease renewed);
-  // nullopt: Judge reads. `revision`: the store's, where the watch saw it.
-  std::optional<std::string> JudgeChange(const WatchChange& change,
-                                         const RdzvState& current,
-                                         const std::string& watched,
-                                         int64_t revision);
-  // Judge's liveness look: the lease of the next live member of `current`
-  // after this node in rank order; a lost one opens the next round over
-  // `state_raw` (the state as read).
-  std::string JudgeRing(const RdzvState& current, const RankRecord& mine,
-                        const std::string& state_raw);
-  // The prefixes the monitor watches for the round it holds.
-  std::vector<std::string> MonitorPrefixes();
-  void Fire(const std::string& why);
   void StopThreads();
   // Shutdown's last call: closes the store, briefly when it was lost or
   // never held a round of this node's.
@@ -255,27 +217,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   // why the job ended.
   ExitBarrier exit_;
 
+  // The heartbeat thread's stop.
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool monitoring_ ABSL_GUARDED_BY(mu_) = false;
-  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;  // see Abandon
-  std::function<void()> on_change_ ABSL_GUARDED_BY(mu_);
-  RdzvState current_ ABSL_GUARDED_BY(mu_);
-  RankRecord current_rank_ ABSL_GUARDED_BY(mu_);
-  // The member whose lease the monitor watches: the first after this node
-  // in rank order still alive when last looked ("": none).
-  std::string watched_peer_ ABSL_GUARDED_BY(mu_);
-  // The state the monitor saw reopen the round (its one change since this
-  // node's round closed), for Next's first read, and its revision.
-  std::optional<WatchChange> reopened_ ABSL_GUARDED_BY(mu_);
-  int64_t reopened_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t current_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  // Counts the rounds the monitor was started for: a watch begun for an
-  // earlier round (it lasts up to a lease) is not judged against this one.
-  uint64_t monitor_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  // Why another node ended the job, once seen: the store may be gone (its
-  // host ended it) by the time Next runs.
-  std::string aborted_ ABSL_GUARDED_BY(mu_);
   // What this node waits for, for WaitingFor and WaitProgress.
   WaitStatus wait_status_;
   // When the first of the renewals failing since the last success began
@@ -319,9 +263,8 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool shut_down_ = false;
   std::string end_reason_;  // see SetEndReason
   std::thread heartbeat_;
-  // Started with the first round this node holds (a node that never holds
-  // one has nothing to watch), under mu_, never after stop_.
-  std::thread monitor_;
+  // The round this node holds, watched while its workers run.
+  RoundMonitor monitor_;
 };
 
 }  // namespace distjob

@@ -45,10 +45,7 @@ std::string DynamicRendezvous::SwapRootCause(const std::string& signature) {
   return previous.ok() ? *previous : "";
 }
 
-int64_t DynamicRendezvous::CurrentRound() {
-  absl::MutexLock lock(&mu_);
-  return current_.round;
-}
+int64_t DynamicRendezvous::CurrentRound() { return monitor_.current().round; }
 
 void DynamicRendezvous::OfferRootFailure(const std::string& failure) {
   // The first offer wins: the store orders them.

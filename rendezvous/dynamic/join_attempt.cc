@@ -53,16 +53,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::JoinAttempt::Run() {
 
 absl::Status DynamicRendezvous::JoinAttempt::Begin() {
   rdzv_->changed_ = false;
-  {
-    absl::MutexLock lock(&rdzv_->mu_);
-    rdzv_->monitoring_ = false;
-    known_ = std::move(rdzv_->reopened_);
-    rdzv_->reopened_.reset();
-    known_revision_ = rdzv_->reopened_revision_;
-    if (!rdzv_->aborted_.empty()) {
-      return absl::AbortedError(
-          absl::StrCat("the job ended: ", rdzv_->aborted_));
-    }
+  RoundMonitor::Seen seen = rdzv_->monitor_.Pause();
+  known_ = std::move(seen.reopened);
+  known_revision_ = seen.reopened_revision;
+  if (!seen.aborted.empty()) {
+    return absl::AbortedError(absl::StrCat("the job ended: ", seen.aborted));
   }
   if (rdzv_->host_left_) {
     return absl::UnavailableError(
@@ -146,8 +141,9 @@ void DynamicRendezvous::JoinAttempt::Observe() {
   // follower's AcknowledgeEnd): the node that ended the job then takes the
   // store away, maybe before this read. What the monitor read still ends
   // the join.
-  absl::MutexLock lock(&rdzv_->mu_);
-  if (!rdzv_->aborted_.empty()) o_.aborted = rdzv_->aborted_;
+  if (std::string seen = rdzv_->monitor_.aborted(); !seen.empty()) {
+    o_.aborted = std::move(seen);
+  }
 }
 
 DynamicRendezvous::JoinAttempt::Outcome
@@ -220,10 +216,7 @@ absl::Status DynamicRendezvous::JoinAttempt::TimedOut() {
 }
 
 absl::Status DynamicRendezvous::JoinAttempt::EndJob() {
-  {
-    absl::MutexLock lock(&rdzv_->mu_);
-    rdzv_->aborted_ = *o_.aborted;
-  }
+  rdzv_->monitor_.SetAborted(*o_.aborted);
   rdzv_->exit_.AcknowledgeEnd();
   return absl::AbortedError(absl::StrCat("the job ended: ", *o_.aborted));
 }
