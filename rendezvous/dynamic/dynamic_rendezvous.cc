@@ -45,7 +45,8 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
       monitor_({store_.get(), &keys_, options_.node, options_.hosting,
                 options_.max_nodes, options_.config.read_timeout,
                 options_.config.keep_alive_interval, lease_, &exit_,
-                &store_lost_, &host_left_, &changed_, &closed_}) {
+                &store_lost_, &host_left_, &changed_, &closed_}),
+      failure_({store_.get(), &keys_, options_.node, &host_left_}) {
   if (options_.heartbeat_thread) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -135,8 +136,8 @@ Progress DynamicRendezvous::CurrentProgress(absl::Time deadline,
   p.last_call_timeout = options_.config.last_call_timeout;
   p.keep_alive_interval = options_.config.keep_alive_interval;
   p.last_round = last_round_;
-  p.decider_round = decider_round_;
-  p.pending_restarts = pending_restarts_;
+  p.decider_round = failure_.decider_round();
+  p.pending_restarts = failure_.pending_restarts();
   p.joined_round = joined_round_;
   p.join_index = join_index_;
   p.join_written = join_written_;
@@ -179,8 +180,8 @@ Observed DynamicRendezvous::Observe(RankCache* cache,
     return o;
   }
   if (st.closed) o.mine = cache->mine;
-  if (o.mine.has_value() && st.round == decider_round_) {
-    auto alive = store_->Check({keys_.Alive(decider_)});
+  if (o.mine.has_value() && st.round == failure_.decider_round()) {
+    auto alive = store_->Check({keys_.Alive(failure_.decider())});
     if (alive.ok()) o.decider_alive = *alive;
   }
   if (st.closed && !o.mine.has_value()) ObserveMembersAlive(st, &o);
@@ -724,6 +725,32 @@ void DynamicRendezvous::CloseStore() {
                                ? std::min(caller, absl::Now() + goodbyes)
                                : caller);
   store_->Close();
+}
+
+void DynamicRendezvous::NoteFailureRestart(int restart_count) {
+  failure_.NoteRestart(restart_count);
+}
+
+bool DynamicRendezvous::ClaimFailure() {
+  return failure_.Claim(monitor_.current().round);
+}
+
+absl::Duration DynamicRendezvous::PeerLossWindow() const {
+  // The lease, then the watch of the next member's lease and its new round:
+  // one keep-alive interval is ample for that.
+  return lease_ + options_.config.keep_alive_interval;
+}
+
+std::string DynamicRendezvous::SwapRootCause(const std::string& signature) {
+  return failure_.SwapRootCause(signature);
+}
+
+void DynamicRendezvous::OfferRootFailure(const std::string& failure) {
+  failure_.OfferRootFailure(monitor_.current().round, failure);
+}
+
+std::optional<std::string> DynamicRendezvous::OfferedRootFailure() {
+  return failure_.OfferedRootFailure(monitor_.current().round);
 }
 
 }  // namespace distjob

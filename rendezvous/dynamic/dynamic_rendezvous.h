@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "rendezvous/dynamic/exit_barrier.h"
+#include "rendezvous/dynamic/failure_claim.h"
 #include "rendezvous/dynamic/node_lease.h"
 #include "rendezvous/dynamic/rdzv_decide.h"
 #include "rendezvous/dynamic/round_monitor.h"
@@ -170,8 +171,6 @@ class DynamicRendezvous : public ElasticRendezvous {
       const RdzvState& st,
       const std::optional<absl::StatusOr<std::string>>& master,
       RendezvousResult* r);
-  // The round this node holds (or last held).
-  int64_t CurrentRound();
   // Adds the addresses of open round `round`'s joiners to last_seen_ (an
   // open round's state does not hold them), for LastSeenAddrs.
   void NoteJoinedAddrs(int64_t round);
@@ -236,7 +235,6 @@ class DynamicRendezvous : public ElasticRendezvous {
   // (ctl/host-left): the store's loss that follows is not a failure.
   std::atomic<bool> host_left_{false};
   int64_t last_round_ = -1;
-  int pending_restarts_ = 0;
   // This node's place in the open round joined_round_ (1-based; past
   // max_nodes: the round was full), whether its join record is written, and
   // when it joined (its last call runs from there).
@@ -256,15 +254,13 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool closing_by_index_ = false;
   // The round whose close this node wrote during its last call (-1: none).
   int64_t prepared_round_ = -1;
-  // The node whose failure claim won round decider_round_ (-1: none): it
-  // decides whether the job restarts or ends.
-  std::string decider_;
-  int64_t decider_round_ = -1;
   bool shut_down_ = false;
   std::string end_reason_;  // see SetEndReason
   std::thread heartbeat_;
   // The round this node holds, watched while its workers run.
   RoundMonitor monitor_;
+  // Which node decides after a worker failure, and the shared root cause.
+  FailureClaim failure_;
 };
 
 }  // namespace distjob

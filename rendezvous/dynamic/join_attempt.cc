@@ -258,10 +258,11 @@ DynamicRendezvous::JoinAttempt::ReturnResult() {
 }
 
 void DynamicRendezvous::JoinAttempt::AwaitDecider() {
-  rdzv_->wait_status_.Set(Wait::kDecider, o_.state.round, rdzv_->decider_);
+  rdzv_->wait_status_.Set(Wait::kDecider, o_.state.round,
+                          rdzv_->failure_.decider());
   if (!announced_wait_) {
     DJ_LOG_INFO("waiting for node {} to restart or end the job",
-                rdzv_->decider_);
+                rdzv_->failure_.decider());
     announced_wait_ = true;
   }
   const absl::Time start = absl::Now();
@@ -274,8 +275,9 @@ void DynamicRendezvous::JoinAttempt::AwaitDecider() {
 }
 
 void DynamicRendezvous::JoinAttempt::OpenNextRound(const Action& a) {
-  if (a.forget_decider) rdzv_->decider_round_ = -1;
-  const RdzvState next = NextRound(o_.state, rdzv_->pending_restarts_);
+  if (a.forget_decider) rdzv_->failure_.ForgetDecider();
+  const RdzvState next =
+      NextRound(o_.state, rdzv_->failure_.pending_restarts());
   if (Cas(next)) {
     DJ_LOG_INFO("opened round {} of '{}'", next.round, rdzv_->options_.run_id);
   }
@@ -355,7 +357,7 @@ void DynamicRendezvous::JoinAttempt::WriteJoinRecord() {
 
 void DynamicRendezvous::JoinAttempt::NoteRestarts() {
   RdzvState next = o_.state;
-  next.restart_count = rdzv_->pending_restarts_;
+  next.restart_count = rdzv_->failure_.pending_restarts();
   // Lost to another writer: the next step decides on its state.
   (void)Cas(next);
 }
