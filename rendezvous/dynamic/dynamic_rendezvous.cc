@@ -46,7 +46,12 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
                 options_.max_nodes, options_.config.read_timeout,
                 options_.config.keep_alive_interval, lease_, &exit_,
                 &store_lost_, &host_left_, &changed_, &closed_}),
-      failure_({store_.get(), &keys_, options_.node, &host_left_}) {
+      failure_({store_.get(), &keys_, options_.node, &host_left_}),
+      close_({store_.get(), &keys_, options_.node, options_.max_nodes, lease_}),
+      master_({store_.get(), &keys_, options_.addr, options_.worker_store,
+               options_.worker_store_off, options_.worker_store_port,
+               options_.config.close_timeout,
+               options_.config.worker_store_resolve_timeout, &cancelled_}) {
   if (options_.heartbeat_thread) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -282,163 +287,9 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   return JoinAttempt(this, local_world_size).Run();
 }
 
-RdzvState DynamicRendezvous::CloseState(const RdzvState& open) const {
-  RdzvState next = open;
-  next.closed = true;
-  next.closer = options_.node;
-  next.size = closing_size_;
-  next.world_size = closing_world_;
-  next.leader = closing_leader_;
-  return next;
-}
-
-bool DynamicRendezvous::CloseStillWritten(const RdzvState& st) {
-  if (closing_round_ != st.round || !closing_by_index_) return false;
-  auto joined = store_->Add(keys_.Joined(st.round), 0);
-  return joined.ok() &&
-         std::min<int64_t>(*joined, options_.max_nodes) == closing_joined_;
-}
-
-absl::Status DynamicRendezvous::Close(const RdzvState& st, bool ahead) {
-  bool by_index = false;
-  int64_t counted = 0;
-  closing_round_ = -1;
-  auto members = Joined(st.round, &by_index, &counted, !ahead);
-  if (!members.ok()) return members.status();
-  // Written by the store's host before it serves anyone.
-  std::string host;
-  if (auto h = store_->Get(keys_.Host(), absl::ZeroDuration()); h.ok()) {
-    host = *h;
-  }
-  std::vector<std::string> previous;
-  if (st.prev_round >= 0) {
-    // Read once, by the one or two nodes that close a round.
-    auto prev = ReadMembers(st.prev_round, st.prev_closer, st.prev_size);
-    if (prev.ok()) {
-      for (const auto& p : *prev) previous.push_back(p.node);
-    }
-  }
-  AssignRanks(host, previous, &*members);
-  // The records go in before the compare-set that closes the round: a
-  // node that sees it closed finds its own.
-  closing_world_ = 0;
-  for (const auto& p : *members) closing_world_ += p.nproc;
-  closing_size_ = static_cast<int>(members->size());
-  closing_leader_ = by_index && !members->empty() ? (*members)[0].node : "";
-  // Under the store's keys and bytes per request: a chunk of the member
-  // list is at most kMemberChunkBytes, a rank record a few dozen bytes.
-  constexpr size_t kKeysPerRequest = 1024;
-  constexpr size_t kBytesPerRequest = size_t{1} << 20;
-  std::vector<std::pair<std::string, std::string>> kvs;
-  size_t bytes = 0;
-  auto flush = [&]() -> absl::Status {
-    if (kvs.empty()) return absl::OkStatus();
-    auto s = store_->MultiSet(kvs, absl::ZeroDuration());
-    kvs.clear();
-    bytes = 0;
-    return s.status();
-  };
-  auto put = [&](std::string key, std::string value) -> absl::Status {
-    if (kvs.size() == kKeysPerRequest ||
-        bytes + key.size() + value.size() > kBytesPerRequest) {
-      if (auto s = flush(); !s.ok()) return s;
-    }
-    bytes += key.size() + value.size();
-    kvs.emplace_back(std::move(key), std::move(value));
-    return absl::OkStatus();
-  };
-  for (auto& [first, text] : EncodeMemberChunks(*members)) {
-    if (auto s =
-            put(keys_.Members(st.round, options_.node, first), std::move(text));
-        !s.ok()) {
-      return s;
-    }
-  }
-  for (auto& [node, rec] : RankRecords(*members)) {
-    if (auto s =
-            put(keys_.Rank(st.round, options_.node, node), EncodeRank(rec));
-        !s.ok()) {
-      return s;
-    }
-  }
-  if (auto s = flush(); !s.ok()) return s;
-  closing_round_ = st.round;
-  closing_joined_ = counted;
-  closing_by_index_ = by_index;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
     int64_t round, const std::string& closer, int size) {
   return ReadRoundMembers(store_.get(), keys_, round, closer, size);
-}
-
-namespace {
-
-// Keeps the first record of each node; whether any was dropped.
-bool DropRepeatedNodes(std::vector<RdzvParticipant>* members) {
-  std::set<std::string> seen;
-  const size_t before = members->size();
-  members->erase(std::remove_if(members->begin(), members->end(),
-                                [&seen](const RdzvParticipant& p) {
-                                  return !seen.insert(p.node).second;
-                                }),
-                 members->end());
-  return members->size() != before;
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::Joined(
-    int64_t round, bool* by_index, int64_t* counted, bool wait_for_records) {
-  *by_index = false;
-  auto joined = store_->Add(keys_.Joined(round), 0);
-  if (!joined.ok()) return joined.status();
-  const int64_t n = std::min<int64_t>(*joined, options_.max_nodes);
-  if (counted != nullptr) *counted = n;
-  std::vector<RdzvParticipant> members;
-  // A node counted but not yet written is on its way: the blocking read
-  // waits for it, at most one lease (it may have died in between).
-  constexpr int64_t kChunk = 1024;  // under the store's keys per request
-  bool complete = true;
-  for (int64_t first = 1; complete && first <= n; first += kChunk) {
-    std::vector<std::string> keys;
-    for (int64_t i = first; i < first + kChunk && i <= n; ++i) {
-      keys.push_back(keys_.Join(round, i));
-    }
-    auto values = store_->MultiGet(
-        keys, wait_for_records ? lease_ : absl::ZeroDuration());
-    complete = values.ok();
-    for (size_t i = 0; complete && i < values->size(); ++i) {
-      auto p = DecodeJoin((*values)[i]);
-      if (!p.ok()) return p.status();
-      members.push_back(*std::move(p));
-    }
-  }
-  if (complete) {
-    // A join whose answer was lost and that was made again left the node
-    // at two places: it counts once, at the first, and the places no
-    // longer name the members.
-    *by_index = !DropRepeatedNodes(&members);
-    return members;
-  }
-  // Someone never wrote its record: the round closes with those who did.
-  auto listing = store_->List(keys_.JoinPrefix(round));
-  if (!listing.ok()) return listing.status();
-  std::vector<std::pair<int64_t, RdzvParticipant>> indexed;
-  for (const auto& e : listing->entries) {
-    const std::optional<int64_t> i = keys_.ParseJoin(e.key, round);
-    if (!i.has_value() || *i > n) continue;
-    auto p = DecodeJoin(e.value);
-    if (!p.ok()) return p.status();
-    indexed.emplace_back(*i, *std::move(p));
-  }
-  std::sort(indexed.begin(), indexed.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  members.clear();
-  for (auto& [i, p] : indexed) members.push_back(std::move(p));
-  DropRepeatedNodes(&members);
-  return members;
 }
 
 bool DynamicRendezvous::IsKnownMember(const RdzvState& st) const {
@@ -458,8 +309,8 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   r.world_size = st.world_size;
   r.run_id = options_.run_id;
   r.restart_count = st.restart_count;
-  if (absl::Status s = mine.group_rank == 0 ? WriteMaster(st, &r)
-                                            : ReadMaster(st, master, &r);
+  if (absl::Status s = mine.group_rank == 0 ? master_.Write(st, &r)
+                                            : master_.Read(st, master, &r);
       !s.ok()) {
     return s;
   }
@@ -471,101 +322,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
       r.world_size, r.master_addr, r.master_port, st.restart_count);
   monitor_.Hold(st, mine, revision);
   return r;
-}
-
-absl::StatusOr<int> DynamicRendezvous::MasterPort(const RdzvState& st,
-                                                  WorkerStoreRecord* record) {
-  if (options_.worker_store == nullptr) {
-    if (options_.worker_store_port != 0) return options_.worker_store_port;
-    // A name may not resolve inside a static binary (no NSS): probe the
-    // wildcard address then; the port is free on every interface.
-    const std::string bind =
-        IsIpLiteral(options_.addr) ? options_.addr : "0.0.0.0";
-    return FindFreePort(bind);
-  }
-  auto members = ReadMembers(st.round, st.closer, st.size);
-  if (!members.ok()) return members.status();
-  std::vector<std::string> addrs;
-  for (const RdzvParticipant& m : *members) addrs.push_back(m.addr);
-  MemberAdmission admission;
-  if (absl::Status s = options_.worker_store->AllowMembers(
-          addrs, options_.config.worker_store_resolve_timeout,
-          [this] { return cancelled_.load(); }, &admission);
-      !s.ok()) {
-    return s;
-  }
-  record->members_only = admission.members_only;
-  record->admitted = admission.admitted;
-  record->unresolved = static_cast<int64_t>(admission.unresolved.size());
-  absl::StatusOr<int> port =
-      options_.worker_store->Serve(options_.addr, options_.worker_store_port);
-  // Every member stopped its last workers before it joined this round,
-  // and none learns the address before the master record below: a clean
-  // store for the new group, whose key prefix may be the last one's.
-  if (port.ok()) {
-    if (absl::Status s = options_.worker_store->Clear(); !s.ok()) return s;
-  }
-  return port;
-}
-
-absl::Status DynamicRendezvous::WriteMaster(const RdzvState& st,
-                                            RendezvousResult* r) {
-  WorkerStoreRecord record;
-  record.round = st.round;
-  record.opted_out_by = options_.worker_store_off;
-  absl::StatusOr<int> port = MasterPort(st, &record);
-  if (!port.ok()) return port.status();
-  r->master_addr = options_.addr;
-  r->master_port = *port;
-  r->use_agent_store = options_.worker_store != nullptr;
-  record.agent = r->use_agent_store;
-  record.addr = JoinHostPort(r->master_addr, r->master_port);
-  // The third field tells the other nodes' workers to be the store's
-  // clients: rank 0 decides for the whole round, so a node started with
-  // another --worker-store cannot split the workers.
-  std::string master = absl::StrCat(r->master_port, " ", r->master_addr,
-                                    r->use_agent_store ? " agent-store" : "");
-  const std::string master_key = keys_.Master(st.round);
-  // With the workers' store record, for `status` (once a worker connects
-  // it shows who to): one request, since every other member's read of
-  // the master record waits for it. Only `status` reads that record, so
-  // a write that fails for it still writes the master record alone.
-  auto both =
-      store_->MultiSet({{keys_.WorkerStore(), EncodeWorkerStoreRecord(record)},
-                        {master_key, master}},
-                       absl::ZeroDuration());
-  if (!both.ok()) {
-    DJ_LOG_WARNING(
-        "cannot write the master record with the workers' store record "
-        "(for status): {}; writing the master record alone",
-        both.status().message());
-    auto s = store_->Set(master_key, master);
-    if (!s.ok()) return s.status();
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DynamicRendezvous::ReadMaster(
-    const RdzvState& st,
-    const std::optional<absl::StatusOr<std::string>>& master,
-    RendezvousResult* r) {
-  // Not rank 0 (any more): the workers' store is the new rank 0's.
-  if (options_.worker_store != nullptr) options_.worker_store->Stop();
-  auto v = master.has_value() ? *master
-                              : store_->Get(keys_.Master(st.round),
-                                            options_.config.close_timeout);
-  if (!v.ok()) return v.status();
-  const std::vector<std::string> fields =
-      absl::StrSplit(*v, ' ', absl::SkipEmpty());
-  if (fields.size() < 2 || fields.size() > 3 ||
-      !absl::SimpleAtoi(fields[0], &r->master_port) ||
-      (fields.size() == 3 && fields[2] != "agent-store")) {
-    return absl::DataLossError(
-        absl::StrCat("malformed master record '", *v, "'"));
-  }
-  r->master_addr = fields[1];
-  r->use_agent_store = fields.size() == 3;
-  return absl::OkStatus();
 }
 
 void DynamicRendezvous::NoteJoinedAddrs(int64_t round) {

@@ -21,8 +21,10 @@
 #include "absl/synchronization/mutex.h"
 #include "rendezvous/dynamic/exit_barrier.h"
 #include "rendezvous/dynamic/failure_claim.h"
+#include "rendezvous/dynamic/master_record.h"
 #include "rendezvous/dynamic/node_lease.h"
 #include "rendezvous/dynamic/rdzv_decide.h"
+#include "rendezvous/dynamic/round_close.h"
 #include "rendezvous/dynamic/round_monitor.h"
 #include "rendezvous/dynamic/wait_status.h"
 #include "rendezvous/rdzv_config.h"
@@ -158,42 +160,12 @@ class DynamicRendezvous : public ElasticRendezvous {
   absl::StatusOr<RendezvousResult> Result(
       const RdzvState& state, const RankRecord& mine, int64_t revision,
       const std::optional<absl::StatusOr<std::string>>& master);
-  // Group rank 0's part of Result: the port its workers' store listens at
-  // (served by the agent when options_.worker_store, which then admits the
-  // round's members, noted in `record`), then the master record, with the
-  // workers' store record, in `r` and in the store.
-  absl::StatusOr<int> MasterPort(const RdzvState& st,
-                                 WorkerStoreRecord* record);
-  absl::Status WriteMaster(const RdzvState& st, RendezvousResult* r);
-  // Any other member's: the master record (`master` if already read) into
-  // `r`.
-  absl::Status ReadMaster(
-      const RdzvState& st,
-      const std::optional<absl::StatusOr<std::string>>& master,
-      RendezvousResult* r);
   // Adds the addresses of open round `round`'s joiners to last_seen_ (an
   // open round's state does not hold them), for LastSeenAddrs.
   void NoteJoinedAddrs(int64_t round);
-  // The members of open round `round`, in join order, from their records;
-  // `by_index`: they are join records 1..N, none missing; `counted`, if
-  // set: N, the round's join count (at most max_nodes) when it was read.
-  // A record counted but not written yet is waited for up to a lease, or,
-  // with `wait_for_records` false, taken for missing at once.
-  absl::StatusOr<std::vector<RdzvParticipant>> Joined(
-      int64_t round, bool* by_index, int64_t* counted = nullptr,
-      bool wait_for_records = true);
   // A closed round's `size` members in rank order, from its chunks.
   absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
       int64_t round, const std::string& closer, int size);
-  // Writes open round `st`'s members and rank records as this node would
-  // close it; CloseState is then the state that closes it. `ahead`: during
-  // its last call, where a join record on its way is not waited for (the
-  // close at the call's end writes again, with it).
-  absl::Status Close(const RdzvState& st, bool ahead = false);
-  // Whether what Close last wrote still closes open round `st`: written
-  // for that round from join records 1..N, and N nodes joined it still.
-  bool CloseStillWritten(const RdzvState& st);
-  RdzvState CloseState(const RdzvState& open) const;
   // The job's rendezvous protocol version against this agent's
   // (protocol_version.h), once per agent: OK once it matched.
   absl::Status CheckProtocolOnce();
@@ -243,15 +215,6 @@ class DynamicRendezvous : public ElasticRendezvous {
   bool join_written_ = false;
   bool protocol_checked_ = false;  // CheckProtocolOnce
   absl::Time joined_at_;
-  // What Close wrote, for CloseState.
-  int closing_size_ = 0;
-  int closing_world_ = 0;
-  std::string closing_leader_;  // RdzvState::leader
-  // The round Close last wrote (-1: none), from how many joins, and
-  // whether from join records 1..N (CloseStillWritten).
-  int64_t closing_round_ = -1;
-  int64_t closing_joined_ = 0;
-  bool closing_by_index_ = false;
   // The round whose close this node wrote during its last call (-1: none).
   int64_t prepared_round_ = -1;
   bool shut_down_ = false;
@@ -261,6 +224,10 @@ class DynamicRendezvous : public ElasticRendezvous {
   RoundMonitor monitor_;
   // Which node decides after a worker failure, and the shared root cause.
   FailureClaim failure_;
+  // What this node wrote to close a round.
+  RoundClose close_;
+  // Where each round's workers meet: written by group rank 0, read by all.
+  MasterRecord master_;
 };
 
 }  // namespace distjob

@@ -375,7 +375,7 @@ void DynamicRendezvous::JoinAttempt::AwaitLastCall(const Action& a) {
       rdzv_->prepared_round_ != st.round) {
     rdzv_->prepared_round_ = st.round;
     PublishInfo(st.round, a.until);
-    if (auto s = rdzv_->Close(st, /*ahead=*/true); !s.ok()) {
+    if (auto s = rdzv_->close_.Write(st, /*ahead=*/true); !s.ok()) {
       DJ_LOG_DEBUG("round {}: cannot write its close ahead: {}", st.round,
                    s.message());
     }
@@ -387,13 +387,14 @@ void DynamicRendezvous::JoinAttempt::AwaitLastCall(const Action& a) {
 void DynamicRendezvous::JoinAttempt::CloseRound(const Action& a) {
   const RdzvState& st = o_.state;
   if (a.announce_last_call) AnnounceLastCall(st);
-  const absl::Status written =
-      rdzv_->CloseStillWritten(st) ? absl::OkStatus() : rdzv_->Close(st);
+  const absl::Status written = rdzv_->close_.StillWritten(st)
+                                   ? absl::OkStatus()
+                                   : rdzv_->close_.Write(st);
   if (!written.ok()) {
     PauseAfter(absl::StrCat("cannot close round ", st.round), written);
-  } else if (Cas(rdzv_->CloseState(st))) {
+  } else if (Cas(rdzv_->close_.State(st))) {
     DJ_LOG_DEBUG("round {}: closed it with {} members", st.round,
-                 rdzv_->closing_size_);
+                 rdzv_->close_.size());
   }
 }
 
