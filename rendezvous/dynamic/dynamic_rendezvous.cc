@@ -1,22 +1,11 @@
 #include "rendezvous/dynamic/dynamic_rendezvous.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
-#include <set>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/logging.h"
-#include "common/net.h"
-#include "common/resolver.h"
 #include "rendezvous/dynamic/join_attempt.h"
-#include "rendezvous/dynamic/round_members.h"
 #include "rendezvous/protocol_version.h"
-#include "rendezvous/worker_store_record.h"
 
 namespace distjob {
 namespace {
@@ -51,7 +40,11 @@ DynamicRendezvous::DynamicRendezvous(DynamicRendezvousOptions options,
       master_({store_.get(), &keys_, options_.addr, options_.worker_store,
                options_.worker_store_off, options_.worker_store_port,
                options_.config.close_timeout,
-               options_.config.worker_store_resolve_timeout, &cancelled_}) {
+               options_.config.worker_store_resolve_timeout, &cancelled_}),
+      report_({store_.get(), &keys_, options_.min_nodes, options_.max_nodes,
+               &wait_status_, &monitor_, &exit_}),
+      observer_({store_.get(), &keys_, options_.node,
+                 options_.config.close_timeout, &join_, &failure_, &report_}) {
   if (options_.heartbeat_thread) {
     heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   }
@@ -143,136 +136,12 @@ Progress DynamicRendezvous::CurrentProgress(absl::Time deadline,
   p.last_round = last_round_;
   p.decider_round = failure_.decider_round();
   p.pending_restarts = failure_.pending_restarts();
-  p.joined_round = joined_round_;
-  p.join_index = join_index_;
-  p.join_written = join_written_;
-  p.joined_at = joined_at_;
+  p.joined_round = join_.joined_round;
+  p.join_index = join_.join_index;
+  p.join_written = join_.join_written;
+  p.joined_at = join_.joined_at;
   p.announced_round = announced_round;
   return p;
-}
-
-absl::StatusOr<std::string> DynamicRendezvous::ReadRankRecord(
-    const RdzvState& st, RankCache* cache) {
-  const std::string rank_key = keys_.Rank(st.round, st.closer, options_.node);
-  cache->master.reset();
-  if (!IsKnownMember(st)) return store_->Get(rank_key, absl::ZeroDuration());
-  // With the master's record, which group rank 0 writes once it has seen
-  // the close: one request where two would be, as thousands of members
-  // read at once. Within close_timeout, as Result's own read.
-  ScopedCallDeadline after_join(absl::InfiniteFuture());
-  auto both = store_->MultiGet({rank_key, keys_.Master(st.round)},
-                               options_.config.close_timeout);
-  if (both.ok()) {
-    cache->master = std::move((*both)[1]);
-    return std::move((*both)[0]);
-  }
-  if (!absl::IsDeadlineExceeded(both.status())) return both.status();
-  // Rank 0 never wrote it: Result fails as its own read would have.
-  cache->master = both.status();
-  return store_->Get(rank_key, absl::ZeroDuration());
-}
-
-Observed DynamicRendezvous::Observe(RankCache* cache,
-                                    const std::optional<WatchChange>& known,
-                                    int64_t known_revision,
-                                    StoreListing* listed) {
-  Observed o;
-  o.fresh = true;
-  if (!ObserveState(known, known_revision, listed, &o)) return o;
-  const RdzvState& st = o.state;
-  if (st.closed && (st.round != cache->round || st.closer != cache->closer) &&
-      !ObserveRank(st, cache, &o)) {
-    return o;
-  }
-  if (st.closed) o.mine = cache->mine;
-  if (o.mine.has_value() && st.round == failure_.decider_round()) {
-    auto alive = store_->Check({keys_.Alive(failure_.decider())});
-    if (alive.ok()) o.decider_alive = *alive;
-  }
-  if (st.closed && !o.mine.has_value()) ObserveMembersAlive(st, &o);
-  return o;
-}
-
-bool DynamicRendezvous::ObserveState(const std::optional<WatchChange>& known,
-                                     int64_t known_revision,
-                                     StoreListing* listed, Observed* o) {
-  if (known.has_value() && known->key == keys_.State() &&
-      known->value.has_value()) {
-    if (auto st = RdzvState::Decode(*known->value); st.ok()) {
-      // What the watch said: a recovery's survivors, woken together by the
-      // round's close, each skip a listing.
-      o->revision = known_revision;
-      o->state_revision = known->revision;
-      o->raw = *known->value;
-      o->state = *std::move(st);
-      return true;
-    }
-  }
-  // One request for the state and the job's end (rdzv_keys.h: both start
-  // with the state's key), read by every node on every wake-up.
-  auto listing = listed != nullptr
-                     ? absl::StatusOr<StoreListing>(std::move(*listed))
-                     : store_->List(keys_.State());
-  if (!listing.ok()) {
-    o->state_error = listing.status();
-    return false;
-  }
-  for (auto& e : listing->entries) {
-    if (e.key == keys_.Aborted()) {
-      o->aborted = std::move(e.value);
-      return false;
-    }
-  }
-  o->revision = listing->revision;
-  for (const auto& e : listing->entries) {
-    if (e.key != keys_.State()) continue;
-    o->raw = e.value;
-    o->state_revision = e.revision;
-    auto st = RdzvState::Decode(e.value);
-    if (!st.ok()) {
-      o->state_error = st.status();
-      return false;
-    }
-    o->state = std::move(*st);
-  }
-  return true;
-}
-
-bool DynamicRendezvous::ObserveRank(const RdzvState& st, RankCache* cache,
-                                    Observed* o) {
-  auto rec = ReadRankRecord(st, cache);
-  if (!rec.ok() && !absl::IsNotFound(rec.status())) {
-    o->rank_error = rec.status();
-    return false;
-  }
-  cache->mine.reset();
-  if (rec.ok()) {
-    auto r = DecodeRank(*rec);
-    if (!r.ok()) {
-      o->malformed = r.status();
-      return false;
-    }
-    cache->mine = *std::move(r);
-  }
-  cache->round = st.round;
-  cache->closer = st.closer;
-  return true;
-}
-
-void DynamicRendezvous::ObserveMembersAlive(const RdzvState& st, Observed* o) {
-  auto members = ReadMembers(st.round, st.closer, st.size);
-  auto alive = store_->List(keys_.AlivePrefix());
-  if (!members.ok() || !alive.ok()) return;
-  std::set<std::string> live;
-  for (const auto& e : alive->entries) live.insert(e.key);
-  bool any_alive = false;
-  absl::MutexLock lock(&seen_mu_);
-  last_seen_.clear();
-  for (const auto& p : *members) {
-    any_alive |= live.count(keys_.Alive(p.node)) > 0;
-    last_seen_.push_back(p.addr);
-  }
-  o->members_alive = any_alive;
 }
 
 absl::Status DynamicRendezvous::CheckProtocolOnce() {
@@ -285,17 +154,6 @@ absl::Status DynamicRendezvous::CheckProtocolOnce() {
 
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Next(int local_world_size) {
   return JoinAttempt(this, local_world_size).Run();
-}
-
-absl::StatusOr<std::vector<RdzvParticipant>> DynamicRendezvous::ReadMembers(
-    int64_t round, const std::string& closer, int size) {
-  return ReadRoundMembers(store_.get(), keys_, round, closer, size);
-}
-
-bool DynamicRendezvous::IsKnownMember(const RdzvState& st) const {
-  return st.closed && !st.leader.empty() && st.leader != options_.node &&
-         joined_round_ == st.round && join_written_ && join_index_ >= 1 &&
-         join_index_ <= st.size;
 }
 
 absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
@@ -324,25 +182,6 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::Result(
   return r;
 }
 
-void DynamicRendezvous::NoteJoinedAddrs(int64_t round) {
-  auto listing = store_->List(keys_.JoinPrefix(round));
-  if (!listing.ok()) return;
-  absl::MutexLock lock(&seen_mu_);
-  last_seen_.clear();
-  for (const auto& e : listing->entries) {
-    auto p = DecodeJoin(e.value);
-    if (p.ok() && std::find(last_seen_.begin(), last_seen_.end(), p->addr) ==
-                      last_seen_.end()) {
-      last_seen_.push_back(p->addr);
-    }
-  }
-}
-
-std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {
-  absl::MutexLock lock(&seen_mu_);
-  return last_seen_;
-}
-
 void DynamicRendezvous::Cancel() {
   cancelled_ = true;
   closed_ = true;
@@ -351,91 +190,6 @@ void DynamicRendezvous::Cancel() {
   // period whatever the store does, and a lease not revoked runs out.
   ScopedCallDeadline brief(absl::Now() + kCancelGoodbyes);
   store_->Close();
-}
-
-std::string DynamicRendezvous::WaitingFor() {
-  const WaitStatus::Snapshot now = wait_status_.Get();
-  const int64_t round = now.round;
-  // One short read for the count: the store may be what does not answer.
-  ScopedCallDeadline quick(absl::Now() + absl::Milliseconds(300));
-  // A read, not Add(key, 0): a diagnostic must not write (a write wakes
-  // every watcher of the prefix and would create a missing counter).
-  auto count = [&](const std::string& key) -> std::string {
-    auto v = store_->Get(key, absl::ZeroDuration());
-    if (absl::IsNotFound(v.status())) return "0";
-    int64_t n = 0;
-    return v.ok() && absl::SimpleAtoi(*v, &n) ? absl::StrCat(n) : "?";
-  };
-  const std::string up_to = options_.min_nodes < options_.max_nodes
-                                ? absl::StrCat(", up to ", options_.max_nodes)
-                                : "";
-  switch (now.wait) {
-    case Wait::kNone:
-      return "";
-    case Wait::kStore:
-      return "the rendezvous store (not reachable yet)";
-    case Wait::kJoiners:
-      // Also for LastSeenAddrs: who is missing from the round.
-      NoteJoinedAddrs(round);
-      return absl::StrCat("the rendezvous round ", round, " (",
-                          count(keys_.Joined(round)), "/", options_.min_nodes,
-                          " nodes joined", up_to, ")");
-    case Wait::kLastCall:
-      return absl::StrCat("the last call of rendezvous round ", round, " (",
-                          count(keys_.Joined(round)), " nodes joined", up_to,
-                          ")");
-    case Wait::kNextRound:
-      return absl::StrCat("the next rendezvous round (round ", round,
-                          " is closed or full)");
-    case Wait::kDecider:
-      return absl::StrCat("node ", now.node, " to restart or end the job");
-    case Wait::kExitBarrier:
-      return absl::StrCat("the exit barrier of round ", round, " (",
-                          count(keys_.DoneCount(round)), "/", now.size,
-                          " nodes finished)");
-    case Wait::kLeft:
-      return "the other nodes to read the exit barrier's outcome";
-    case Wait::kEndSeen:
-      return "the other nodes to read why the job ended";
-    case Wait::kHostLeaving:
-      return "the nodes still running to read that the store's host leaves";
-  }
-  return "";
-}
-
-std::string DynamicRendezvous::WaitProgress() {
-  std::string line = WaitingFor();
-  if (line.empty()) return line;
-  const WaitStatus::Snapshot now = wait_status_.Get();
-  const int64_t round = now.round;
-  ScopedCallDeadline quick(absl::Now() + absl::Milliseconds(300));
-  std::string detail;
-  switch (now.wait) {
-    case Wait::kStore:
-      detail = now.store_error;
-      break;
-    case Wait::kJoiners:
-    case Wait::kLastCall:
-      NoteJoinedAddrs(round);
-      detail = NameList(LastSeenAddrs());
-      if (!detail.empty()) detail = absl::StrCat("joined: ", detail);
-      break;
-    case Wait::kExitBarrier: {
-      const RdzvState current = monitor_.current();
-      if (current.round == round) detail = exit_.Unfinished(current);
-      if (!detail.empty()) detail = absl::StrCat("not finished: ", detail);
-      break;
-    }
-    default:
-      break;
-  }
-  if (!detail.empty()) absl::StrAppend(&line, "; ", detail);
-  if (now.until != absl::InfiniteFuture()) {
-    absl::StrAppend(
-        &line, "; until ",
-        absl::FormatTime("%H:%M:%S UTC", now.until, absl::UTCTimeZone()));
-  }
-  return line;
 }
 
 void DynamicRendezvous::Abandon() { monitor_.Abandon(); }
@@ -508,5 +262,13 @@ void DynamicRendezvous::OfferRootFailure(const std::string& failure) {
 std::optional<std::string> DynamicRendezvous::OfferedRootFailure() {
   return failure_.OfferedRootFailure(monitor_.current().round);
 }
+
+std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {
+  return report_.LastSeenAddrs();
+}
+
+std::string DynamicRendezvous::WaitingFor() { return report_.WaitingFor(); }
+
+std::string DynamicRendezvous::WaitProgress() { return report_.WaitProgress(); }
 
 }  // namespace distjob

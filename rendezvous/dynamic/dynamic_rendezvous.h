@@ -1,10 +1,14 @@
 // The elastic (c10d-style) rendezvous over a StoreInterface, with its keys
 // under rdzv/<run_id>/ (rendezvous/rdzv_keys.h lists them).
-// Waits are store-side watches (no polling). A facade over its
-// collaborators: the join attempt (one call of Next), the node's lease,
-// the round monitor (one watcher thread per agent, which sees the round
-// it holds end while its workers run), the exit barrier (Shutdown) and the
-// failure claim.
+// Waits are store-side watches (no polling). A facade over collaborators
+// that each do one job: the join attempt (one call of Next, one method per
+// Decide action) with what it reads (round_observer), how it closes a
+// round (round_close) and where the round's workers meet (master_record);
+// this node's lease (node_lease, renewed by the heartbeat thread here);
+// the round monitor (one watcher thread per agent, which sees the round it
+// holds end while its workers run); the failure claim; the exit barrier
+// (Shutdown); and what the node says it waits for (wait_report). The
+// facade owns the store, the options and the flags they share.
 #ifndef DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_H_
 #define DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_H_
 
@@ -12,7 +16,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,11 +24,14 @@
 #include "absl/synchronization/mutex.h"
 #include "rendezvous/dynamic/exit_barrier.h"
 #include "rendezvous/dynamic/failure_claim.h"
+#include "rendezvous/dynamic/join_state.h"
 #include "rendezvous/dynamic/master_record.h"
 #include "rendezvous/dynamic/node_lease.h"
 #include "rendezvous/dynamic/rdzv_decide.h"
 #include "rendezvous/dynamic/round_close.h"
 #include "rendezvous/dynamic/round_monitor.h"
+#include "rendezvous/dynamic/round_observer.h"
+#include "rendezvous/dynamic/wait_report.h"
 #include "rendezvous/dynamic/wait_status.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_keys.h"
@@ -34,8 +40,6 @@
 #include "rendezvous/store/store_interface.h"
 
 namespace distjob {
-
-struct WorkerStoreRecord;  // rendezvous/worker_store_record.h
 
 struct DynamicRendezvousOptions {
   std::string run_id = "none";
@@ -115,57 +119,17 @@ class DynamicRendezvous : public ElasticRendezvous {
 
  private:
   // One call of Next, its steps and what it keeps between them
-  // (rendezvous/join_attempt.h).
+  // (join_attempt.h).
   class JoinAttempt;
 
-  // This node's rank record in the closed round last read (by round and
-  // closer), so that a wake-up does not fetch it again.
-  struct RankCache {
-    int64_t round = -1;
-    std::string closer;
-    std::optional<RankRecord> mine;
-    // The master's record, read with `mine` (IsKnownMember), or why it
-    // could not be; unset: Result reads it.
-    std::optional<absl::StatusOr<std::string>> master;
-  };
-  // Whether closed round `st` says this node is a member other than group
-  // rank 0 without a read (RdzvState::leader).
-  bool IsKnownMember(const RdzvState& st) const;
-  // This node's rank record in closed round `st` (NotFound: no member),
-  // and for a known member the master's record with it, in `cache`.
-  absl::StatusOr<std::string> ReadRankRecord(const RdzvState& st,
-                                             RankCache* cache);
   // Next's view of this node, for Decide.
   Progress CurrentProgress(absl::Time deadline, int64_t announced_round) const;
-  // Reads what Decide needs (Observed): the end, the round, this node's
-  // place in it, and the leases that decide whether to wait. `known`: the
-  // state's key as a watch of the state's prefix from the last read saw
-  // it change, the one change there up to `known_revision` (then the job
-  // has not ended either): it is not read again.
-  // `listed`: the state's listing, already read (AddRecordThenList);
-  // taken from.
-  Observed Observe(RankCache* cache,
-                   const std::optional<WatchChange>& known = std::nullopt,
-                   int64_t known_revision = 0, StoreListing* listed = nullptr);
-  // Observe's steps; each false when `*o` is complete (an error, or the
-  // job's end): the state and the job's end, this node's rank record in
-  // closed round `st` (into `cache`), and whether any member of closed
-  // round `st`, which this node is not in, is alive.
-  bool ObserveState(const std::optional<WatchChange>& known,
-                    int64_t known_revision, StoreListing* listed, Observed* o);
-  bool ObserveRank(const RdzvState& st, RankCache* cache, Observed* o);
-  void ObserveMembersAlive(const RdzvState& st, Observed* o);
   // `revision`: the store's revision `state` was written at.
-  // `master`: the master's record if already read (RankCache::master).
+  // `master`: the master's record if already read
+  // (RoundObserver::RankCache::master).
   absl::StatusOr<RendezvousResult> Result(
       const RdzvState& state, const RankRecord& mine, int64_t revision,
       const std::optional<absl::StatusOr<std::string>>& master);
-  // Adds the addresses of open round `round`'s joiners to last_seen_ (an
-  // open round's state does not hold them), for LastSeenAddrs.
-  void NoteJoinedAddrs(int64_t round);
-  // A closed round's `size` members in rank order, from its chunks.
-  absl::StatusOr<std::vector<RdzvParticipant>> ReadMembers(
-      int64_t round, const std::string& closer, int size);
   // The job's rendezvous protocol version against this agent's
   // (protocol_version.h), once per agent: OK once it matched.
   absl::Status CheckProtocolOnce();
@@ -196,8 +160,6 @@ class DynamicRendezvous : public ElasticRendezvous {
   // When the first of the renewals failing since the last success began
   // (InfiniteFuture: the last succeeded). The heartbeat thread's only.
   absl::Time renew_failing_since_ = absl::InfiniteFuture();
-  mutable absl::Mutex seen_mu_;
-  std::vector<std::string> last_seen_ ABSL_GUARDED_BY(seen_mu_);
 
   std::atomic<bool> changed_{false};
   std::atomic<bool> store_lost_{false};
@@ -207,14 +169,9 @@ class DynamicRendezvous : public ElasticRendezvous {
   // (ctl/host-left): the store's loss that follows is not a failure.
   std::atomic<bool> host_left_{false};
   int64_t last_round_ = -1;
-  // This node's place in the open round joined_round_ (1-based; past
-  // max_nodes: the round was full), whether its join record is written, and
-  // when it joined (its last call runs from there).
-  int64_t joined_round_ = -1;
-  int64_t join_index_ = 0;
-  bool join_written_ = false;
+  // This node's place in the round it joined last.
+  JoinState join_;
   bool protocol_checked_ = false;  // CheckProtocolOnce
-  absl::Time joined_at_;
   // The round whose close this node wrote during its last call (-1: none).
   int64_t prepared_round_ = -1;
   bool shut_down_ = false;
@@ -228,6 +185,10 @@ class DynamicRendezvous : public ElasticRendezvous {
   RoundClose close_;
   // Where each round's workers meet: written by group rank 0, read by all.
   MasterRecord master_;
+  // What this node says it waits for, and the addresses it last saw.
+  WaitReport report_;
+  // Next's reads of the store, for Decide.
+  RoundObserver observer_;
 };
 
 }  // namespace distjob

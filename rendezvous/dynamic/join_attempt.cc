@@ -133,7 +133,7 @@ DynamicRendezvous::JoinAttempt::Outcome DynamicRendezvous::JoinAttempt::Take(
 }
 
 void DynamicRendezvous::JoinAttempt::Observe() {
-  o_ = rdzv_->Observe(&cache_, known_, known_revision_);
+  o_ = rdzv_->observer_.Observe(&cache_, known_, known_revision_);
   known_.reset();
   reread_ = false;
   if (o_.aborted.has_value()) return;
@@ -184,16 +184,16 @@ DynamicRendezvous::JoinAttempt::JoinFirstRound() {
   }
   if (leasing && j->add.leased) rdzv_->node_lease_.NoteRenewed(start);
   retry_.Reset();
-  rdzv_->joined_round_ = 0;
-  rdzv_->join_index_ = j->add.count;
-  rdzv_->join_written_ = j->add.recorded;
-  rdzv_->joined_at_ = absl::Now();
-  DJ_LOG_DEBUG("round 0: joined as {}", rdzv_->join_index_);
-  if (rdzv_->join_index_ == 1) PublishInfo(0, std::nullopt);
+  rdzv_->join_.joined_round = 0;
+  rdzv_->join_.join_index = j->add.count;
+  rdzv_->join_.join_written = j->add.recorded;
+  rdzv_->join_.joined_at = absl::Now();
+  DJ_LOG_DEBUG("round 0: joined as {}", rdzv_->join_.join_index);
+  if (rdzv_->join_.join_index == 1) PublishInfo(0, std::nullopt);
   // What it read decides next, as a read of its own would; a read
   // that failed is made again.
   if (j->listing.ok()) {
-    o_ = rdzv_->Observe(&cache_, std::nullopt, 0, &*j->listing);
+    o_ = rdzv_->observer_.Observe(&cache_, std::nullopt, 0, &*j->listing);
     reread_ = false;
   }
   return std::nullopt;
@@ -332,12 +332,12 @@ void DynamicRendezvous::JoinAttempt::Join() {
   // last round's members are re-forming, rather than once this round
   // closed, when the deletion would wake each member's monitor.
   rdzv_->node_lease_.StopAsking();
-  rdzv_->joined_round_ = st.round;
-  rdzv_->join_index_ = k->count;
-  rdzv_->join_written_ = k->recorded;
-  rdzv_->joined_at_ = absl::Now();
-  DJ_LOG_DEBUG("round {}: joined as {}", st.round, rdzv_->join_index_);
-  if (rdzv_->join_index_ == 1) PublishInfo(st.round, std::nullopt);
+  rdzv_->join_.joined_round = st.round;
+  rdzv_->join_.join_index = k->count;
+  rdzv_->join_.join_written = k->recorded;
+  rdzv_->join_.joined_at = absl::Now();
+  DJ_LOG_DEBUG("round {}: joined as {}", st.round, rdzv_->join_.join_index);
+  if (rdzv_->join_.join_index == 1) PublishInfo(st.round, std::nullopt);
   reread_ = false;  // decides again on the same read
 }
 
@@ -345,10 +345,11 @@ void DynamicRendezvous::JoinAttempt::WriteJoinRecord() {
   const RdzvState& st = o_.state;
   const absl::Status written =
       rdzv_->store_
-          ->Set(rdzv_->keys_.Join(st.round, rdzv_->join_index_), JoinRecord())
+          ->Set(rdzv_->keys_.Join(st.round, rdzv_->join_.join_index),
+                JoinRecord())
           .status();
-  rdzv_->join_written_ = written.ok();
-  reread_ = !rdzv_->join_written_;
+  rdzv_->join_.join_written = written.ok();
+  reread_ = !rdzv_->join_.join_written;
   if (!written.ok()) {
     PauseAfter(absl::StrCat("cannot write the join record of round ", st.round),
                written);
@@ -371,7 +372,7 @@ void DynamicRendezvous::JoinAttempt::AwaitLastCall(const Action& a) {
   // now, while it would only wait, and the close is then the join
   // count and the compare-set. Once a round, by that one node: every
   // node in the last call writing them would be N records each.
-  if (rdzv_->join_index_ == rdzv_->options_.min_nodes &&
+  if (rdzv_->join_.join_index == rdzv_->options_.min_nodes &&
       rdzv_->prepared_round_ != st.round) {
     rdzv_->prepared_round_ = st.round;
     PublishInfo(st.round, a.until);
@@ -408,7 +409,7 @@ void DynamicRendezvous::JoinAttempt::WaitForJoiners(const Action& a) {
                 st.round, options.run_id, options.min_nodes, options.max_nodes);
   }
   if (a.follow_joiners) {
-    rdzv_->NoteJoinedAddrs(st.round);
+    rdzv_->report_.NoteJoinedAddrs(st.round);
     near_deadline_ = true;
   }
   // Joins do not change the state: the round's close, its reopening
@@ -495,7 +496,7 @@ void DynamicRendezvous::JoinAttempt::PublishInfo(
 void DynamicRendezvous::JoinAttempt::AnnounceLastCall(const RdzvState& st) {
   announced_round_ = st.round;
   DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}", st.round,
-              rdzv_->join_index_, rdzv_->options_.min_nodes,
+              rdzv_->join_.join_index, rdzv_->options_.min_nodes,
               rdzv_->options_.max_nodes,
               absl::FormatDuration(c_.last_call_timeout));
 }

@@ -106,7 +106,7 @@ class DynamicRendezvous::JoinAttempt {
   // round.
   std::optional<WatchChange> known_;
   int64_t known_revision_ = 0;
-  RankCache cache_;
+  RoundObserver::RankCache cache_;
   Observed o_;  // nothing read yet
   absl::Duration peer_wait_ = absl::ZeroDuration();
   Backoff retry_;
