@@ -102,7 +102,7 @@ class DynamicRendezvous::JoinAttempt {
   bool announced_store_wait_ = false;
   bool near_deadline_ = false;  // then waits also end on a join
   // What the last wait saw change under the state's prefix (see
-  // DynamicRendezvous::Observe): first, what the monitor saw reopen the
+  // RoundObserver::Observe): first, what the monitor saw reopen the
   // round.
   std::optional<WatchChange> known_;
   int64_t known_revision_ = 0;
