@@ -7,7 +7,6 @@
 #                                       # (on two cores: half a minute)
 #   tests/run_fuzz.sh 3600              # an hour in all (of target time)
 #   tests/run_fuzz.sh 600 store_core    # ten minutes on one target
-#   tests/run_fuzz.sh --build-only      # build every target, run none
 #
 # The targets build with clang (--config=fuzz) in an output base of their
 # own, so a fuzz run never rebuilds the gcc tree that the other tests use.
@@ -16,11 +15,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_only=0
-if [ "${1:-}" = --build-only ]; then
-  build_only=1
-  shift
-fi
 total=${1:-60}
 shift || true
 targets=("$@")
@@ -48,7 +42,6 @@ for t in "${targets[@]}"; do
   labels+=("//fuzz:${t}_fuzzer")
 done
 fuzz_bazel build --config=fuzz --symlink_prefix=/ "${labels[@]}"
-[ "$build_only" = 0 ] || exit 0
 bin=$(fuzz_bazel info --config=fuzz bazel-bin 2>/dev/null)
 
 work=$(mktemp -d)
