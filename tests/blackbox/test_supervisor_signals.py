@@ -260,7 +260,9 @@ def test_stop_signal_before_workers_start_is_not_lost(start_agent, tmp_path):
     launches = tmp_path / "launches"
     a = start_agent(["run", "--max-restarts", "5", "--restart-backoff", "5",
                      "--", "sh", "-c", f"echo x >> {launches}; exit 200"])
-    wait_for(launches.exists, 10, what="first launch")
+    # Wait for its line, not the file: `>>` creates the file before echo writes, and
+    # a TERM in between would leave it empty.
+    wait_for(lambda: lines(launches) == ["x"], 10, what="first launch")
     # Now in the 5 s backoff: TERM ends the job without another launch.
     start = time.monotonic()
     a.signal(signal.SIGTERM)
