@@ -62,7 +62,7 @@
 #include "common/fd_budget.h"
 #include "common/json.h"
 #include "common/logging.h"
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
 #include "rendezvous/host_store_limits.h"
 #include "rendezvous/store/etcd/options.h"
 #include "rendezvous/store/etcd/store.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/net.h"
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
 #include "rendezvous/host_store_limits.h"
 #include "rendezvous/rdzv_config.h"
 #include "rendezvous/rdzv_keys.h"

@@ -27,7 +27,7 @@
 //                      rank 0 each round (rendezvous/worker_store_record.h)
 //
 // Only keys under ctl/ are watched for the whole of a round (see
-// dynamic_rendezvous.h): what is under it tells that the round stopped
+// dynamic/dynamic_rendezvous.h): what is under it tells that the round stopped
 // being the job's. Each member watches ctl/state, ctl/waiting/ and its next
 // member's lease. The job's end and the host's leaving start with the
 // state's key, so that one prefix watches and one listing of ctl/state

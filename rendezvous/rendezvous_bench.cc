@@ -15,7 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/fd_budget.h"
 #include "common/logging.h"
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
 #include "rendezvous/store/grpc_store_client.h"
 #include "rendezvous/store/server/store_server.h"
 

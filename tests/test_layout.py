@@ -22,8 +22,12 @@ ALLOWED = {
     "rendezvous/store": {"proto", "common"},
     "rendezvous/store/etcd": {"rendezvous/store", "proto", "common"},
     "rendezvous/store/server": {"rendezvous/store", "proto", "common"},
-    "rendezvous": {"rendezvous/store", "rendezvous/store/etcd",
-                   "rendezvous/store/server", "proto", "common"},
+    # The factory (c10d_rendezvous) and the benchmark build the dynamic
+    # rendezvous; it uses this package's interface, state, keys and config.
+    "rendezvous": {"rendezvous/dynamic", "rendezvous/store",
+                   "rendezvous/store/etcd", "rendezvous/store/server",
+                   "proto", "common"},
+    "rendezvous/dynamic": {"rendezvous", "rendezvous/store", "common"},
     # The MPI spawn server: the supervisor's process start, the store's
     # token check, credentials and connection limiter.
     "spawn": {"supervisor", "rendezvous/store", "rendezvous/store/server",
@@ -35,8 +39,8 @@ ALLOWED = {
               "rendezvous", "rendezvous/store", "rendezvous/store/etcd",
               "rendezvous/store/server", "observability", "workerstore",
               "spawn", "proto", "common"},
-    "bench": {"rendezvous", "rendezvous/store", "rendezvous/store/etcd",
-              "rendezvous/store/server", "common"},
+    "bench": {"rendezvous", "rendezvous/dynamic", "rendezvous/store",
+              "rendezvous/store/etcd", "rendezvous/store/server", "common"},
     # The fuzz targets call every parser directly; nothing depends on them.
     "fuzz": {"agent", "agent/cli", "supervisor", "discovery", "launchers",
              "rendezvous", "rendezvous/store", "rendezvous/store/server",

@@ -41,7 +41,7 @@ struct StoreLimits {
   size_t max_keys_per_request = 4096;
   // Prefixes of one watch: each new one costs a scan of the data under the
   // store's lock, so one request must not name thousands (the rendezvous
-  // monitor names at most 3, rendezvous/dynamic_rendezvous.cc).
+  // monitor names at most 3, rendezvous/dynamic/).
   size_t max_watch_prefixes = 8;
   // The data the store holds, with its bookkeeping: keys and values with
   // their map and lease nodes, and tombstones.

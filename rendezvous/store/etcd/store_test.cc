@@ -71,8 +71,8 @@ TEST_F(EtcdStoreTest, CompareSetFollowsTcpStoreSemantics) {
 }
 
 // A round's rank records and join records go in one request per 1,024
-// (rendezvous/dynamic_rendezvous.cc); etcd takes at most 128 operations a
-// transaction by default.
+// (rendezvous/dynamic/dynamic_rendezvous.cc); etcd takes at most 128
+// operations a transaction by default.
 TEST_F(EtcdStoreTest, RequestsOfMoreKeysThanEtcdTakesInOneTxnAreSplit) {
   auto store = Open("job");
   std::vector<std::pair<std::string, std::string>> kvs;

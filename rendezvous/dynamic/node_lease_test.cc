@@ -1,4 +1,4 @@
-#include "rendezvous/node_lease.h"
+#include "rendezvous/dynamic/node_lease.h"
 
 #include <string>
 #include <vector>

@@ -10,8 +10,8 @@
 #include "absl/synchronization/notification.h"
 #include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
-#include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/dynamic_rendezvous_testing.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous_testing.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/store/store_core.h"
 

@@ -2,8 +2,8 @@
 // read by another (the agent's progress lines and `status`): which wait,
 // for which round, node or count, until when, and why the store is not
 // reached yet.
-#ifndef DISTJOB_RENDEZVOUS_WAIT_STATUS_H_
-#define DISTJOB_RENDEZVOUS_WAIT_STATUS_H_
+#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_WAIT_STATUS_H_
+#define DISTJOB_RENDEZVOUS_DYNAMIC_WAIT_STATUS_H_
 
 #include <cstdint>
 #include <string>
@@ -56,4 +56,4 @@ class WaitStatus {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_WAIT_STATUS_H_
+#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_WAIT_STATUS_H_

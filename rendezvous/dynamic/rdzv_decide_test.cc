@@ -1,4 +1,4 @@
-#include "rendezvous/rdzv_decide.h"
+#include "rendezvous/dynamic/rdzv_decide.h"
 
 #include <functional>
 #include <set>

@@ -10,8 +10,8 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/dynamic_rendezvous_testing.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous_testing.h"
 #include "rendezvous/store/store_core.h"
 
 namespace distjob {

@@ -1,4 +1,4 @@
-#include "rendezvous/join_attempt.h"
+#include "rendezvous/dynamic/join_attempt.h"
 
 #include <algorithm>
 #include <utility>
@@ -53,16 +53,11 @@ absl::StatusOr<RendezvousResult> DynamicRendezvous::JoinAttempt::Run() {
 
 absl::Status DynamicRendezvous::JoinAttempt::Begin() {
   rdzv_->changed_ = false;
-  {
-    absl::MutexLock lock(&rdzv_->mu_);
-    rdzv_->monitoring_ = false;
-    known_ = std::move(rdzv_->reopened_);
-    rdzv_->reopened_.reset();
-    known_revision_ = rdzv_->reopened_revision_;
-    if (!rdzv_->aborted_.empty()) {
-      return absl::AbortedError(
-          absl::StrCat("the job ended: ", rdzv_->aborted_));
-    }
+  RoundMonitor::Seen seen = rdzv_->monitor_.Pause();
+  known_ = std::move(seen.reopened);
+  known_revision_ = seen.reopened_revision;
+  if (!seen.aborted.empty()) {
+    return absl::AbortedError(absl::StrCat("the job ended: ", seen.aborted));
   }
   if (rdzv_->host_left_) {
     return absl::UnavailableError(
@@ -138,7 +133,7 @@ DynamicRendezvous::JoinAttempt::Outcome DynamicRendezvous::JoinAttempt::Take(
 }
 
 void DynamicRendezvous::JoinAttempt::Observe() {
-  o_ = rdzv_->Observe(&cache_, known_, known_revision_);
+  o_ = rdzv_->observer_.Observe(&cache_, known_, known_revision_);
   known_.reset();
   reread_ = false;
   if (o_.aborted.has_value()) return;
@@ -146,8 +141,9 @@ void DynamicRendezvous::JoinAttempt::Observe() {
   // follower's AcknowledgeEnd): the node that ended the job then takes the
   // store away, maybe before this read. What the monitor read still ends
   // the join.
-  absl::MutexLock lock(&rdzv_->mu_);
-  if (!rdzv_->aborted_.empty()) o_.aborted = rdzv_->aborted_;
+  if (std::string seen = rdzv_->monitor_.aborted(); !seen.empty()) {
+    o_.aborted = std::move(seen);
+  }
 }
 
 DynamicRendezvous::JoinAttempt::Outcome
@@ -188,16 +184,16 @@ DynamicRendezvous::JoinAttempt::JoinFirstRound() {
   }
   if (leasing && j->add.leased) rdzv_->node_lease_.NoteRenewed(start);
   retry_.Reset();
-  rdzv_->joined_round_ = 0;
-  rdzv_->join_index_ = j->add.count;
-  rdzv_->join_written_ = j->add.recorded;
-  rdzv_->joined_at_ = absl::Now();
-  DJ_LOG_DEBUG("round 0: joined as {}", rdzv_->join_index_);
-  if (rdzv_->join_index_ == 1) PublishInfo(0, std::nullopt);
+  rdzv_->join_.joined_round = 0;
+  rdzv_->join_.join_index = j->add.count;
+  rdzv_->join_.join_written = j->add.recorded;
+  rdzv_->join_.joined_at = absl::Now();
+  DJ_LOG_DEBUG("round 0: joined as {}", rdzv_->join_.join_index);
+  if (rdzv_->join_.join_index == 1) PublishInfo(0, std::nullopt);
   // What it read decides next, as a read of its own would; a read
   // that failed is made again.
   if (j->listing.ok()) {
-    o_ = rdzv_->Observe(&cache_, std::nullopt, 0, &*j->listing);
+    o_ = rdzv_->observer_.Observe(&cache_, std::nullopt, 0, &*j->listing);
     reread_ = false;
   }
   return std::nullopt;
@@ -220,11 +216,8 @@ absl::Status DynamicRendezvous::JoinAttempt::TimedOut() {
 }
 
 absl::Status DynamicRendezvous::JoinAttempt::EndJob() {
-  {
-    absl::MutexLock lock(&rdzv_->mu_);
-    rdzv_->aborted_ = *o_.aborted;
-  }
-  rdzv_->AcknowledgeEnd();
+  rdzv_->monitor_.SetAborted(*o_.aborted);
+  rdzv_->exit_.AcknowledgeEnd();
   return absl::AbortedError(absl::StrCat("the job ended: ", *o_.aborted));
 }
 
@@ -265,10 +258,11 @@ DynamicRendezvous::JoinAttempt::ReturnResult() {
 }
 
 void DynamicRendezvous::JoinAttempt::AwaitDecider() {
-  rdzv_->wait_status_.Set(Wait::kDecider, o_.state.round, rdzv_->decider_);
+  rdzv_->wait_status_.Set(Wait::kDecider, o_.state.round,
+                          rdzv_->failure_.decider());
   if (!announced_wait_) {
     DJ_LOG_INFO("waiting for node {} to restart or end the job",
-                rdzv_->decider_);
+                rdzv_->failure_.decider());
     announced_wait_ = true;
   }
   const absl::Time start = absl::Now();
@@ -281,8 +275,9 @@ void DynamicRendezvous::JoinAttempt::AwaitDecider() {
 }
 
 void DynamicRendezvous::JoinAttempt::OpenNextRound(const Action& a) {
-  if (a.forget_decider) rdzv_->decider_round_ = -1;
-  const RdzvState next = NextRound(o_.state, rdzv_->pending_restarts_);
+  if (a.forget_decider) rdzv_->failure_.ForgetDecider();
+  const RdzvState next =
+      NextRound(o_.state, rdzv_->failure_.pending_restarts());
   if (Cas(next)) {
     DJ_LOG_INFO("opened round {} of '{}'", next.round, rdzv_->options_.run_id);
   }
@@ -337,12 +332,12 @@ void DynamicRendezvous::JoinAttempt::Join() {
   // last round's members are re-forming, rather than once this round
   // closed, when the deletion would wake each member's monitor.
   rdzv_->node_lease_.StopAsking();
-  rdzv_->joined_round_ = st.round;
-  rdzv_->join_index_ = k->count;
-  rdzv_->join_written_ = k->recorded;
-  rdzv_->joined_at_ = absl::Now();
-  DJ_LOG_DEBUG("round {}: joined as {}", st.round, rdzv_->join_index_);
-  if (rdzv_->join_index_ == 1) PublishInfo(st.round, std::nullopt);
+  rdzv_->join_.joined_round = st.round;
+  rdzv_->join_.join_index = k->count;
+  rdzv_->join_.join_written = k->recorded;
+  rdzv_->join_.joined_at = absl::Now();
+  DJ_LOG_DEBUG("round {}: joined as {}", st.round, rdzv_->join_.join_index);
+  if (rdzv_->join_.join_index == 1) PublishInfo(st.round, std::nullopt);
   reread_ = false;  // decides again on the same read
 }
 
@@ -350,10 +345,11 @@ void DynamicRendezvous::JoinAttempt::WriteJoinRecord() {
   const RdzvState& st = o_.state;
   const absl::Status written =
       rdzv_->store_
-          ->Set(rdzv_->keys_.Join(st.round, rdzv_->join_index_), JoinRecord())
+          ->Set(rdzv_->keys_.Join(st.round, rdzv_->join_.join_index),
+                JoinRecord())
           .status();
-  rdzv_->join_written_ = written.ok();
-  reread_ = !rdzv_->join_written_;
+  rdzv_->join_.join_written = written.ok();
+  reread_ = !rdzv_->join_.join_written;
   if (!written.ok()) {
     PauseAfter(absl::StrCat("cannot write the join record of round ", st.round),
                written);
@@ -362,7 +358,7 @@ void DynamicRendezvous::JoinAttempt::WriteJoinRecord() {
 
 void DynamicRendezvous::JoinAttempt::NoteRestarts() {
   RdzvState next = o_.state;
-  next.restart_count = rdzv_->pending_restarts_;
+  next.restart_count = rdzv_->failure_.pending_restarts();
   // Lost to another writer: the next step decides on its state.
   (void)Cas(next);
 }
@@ -376,11 +372,11 @@ void DynamicRendezvous::JoinAttempt::AwaitLastCall(const Action& a) {
   // now, while it would only wait, and the close is then the join
   // count and the compare-set. Once a round, by that one node: every
   // node in the last call writing them would be N records each.
-  if (rdzv_->join_index_ == rdzv_->options_.min_nodes &&
+  if (rdzv_->join_.join_index == rdzv_->options_.min_nodes &&
       rdzv_->prepared_round_ != st.round) {
     rdzv_->prepared_round_ = st.round;
     PublishInfo(st.round, a.until);
-    if (auto s = rdzv_->Close(st, /*ahead=*/true); !s.ok()) {
+    if (auto s = rdzv_->close_.Write(st, /*ahead=*/true); !s.ok()) {
       DJ_LOG_DEBUG("round {}: cannot write its close ahead: {}", st.round,
                    s.message());
     }
@@ -392,13 +388,14 @@ void DynamicRendezvous::JoinAttempt::AwaitLastCall(const Action& a) {
 void DynamicRendezvous::JoinAttempt::CloseRound(const Action& a) {
   const RdzvState& st = o_.state;
   if (a.announce_last_call) AnnounceLastCall(st);
-  const absl::Status written =
-      rdzv_->CloseStillWritten(st) ? absl::OkStatus() : rdzv_->Close(st);
+  const absl::Status written = rdzv_->close_.StillWritten(st)
+                                   ? absl::OkStatus()
+                                   : rdzv_->close_.Write(st);
   if (!written.ok()) {
     PauseAfter(absl::StrCat("cannot close round ", st.round), written);
-  } else if (Cas(rdzv_->CloseState(st))) {
+  } else if (Cas(rdzv_->close_.State(st))) {
     DJ_LOG_DEBUG("round {}: closed it with {} members", st.round,
-                 rdzv_->closing_size_);
+                 rdzv_->close_.size());
   }
 }
 
@@ -412,7 +409,7 @@ void DynamicRendezvous::JoinAttempt::WaitForJoiners(const Action& a) {
                 st.round, options.run_id, options.min_nodes, options.max_nodes);
   }
   if (a.follow_joiners) {
-    rdzv_->NoteJoinedAddrs(st.round);
+    rdzv_->report_.NoteJoinedAddrs(st.round);
     near_deadline_ = true;
   }
   // Joins do not change the state: the round's close, its reopening
@@ -499,7 +496,7 @@ void DynamicRendezvous::JoinAttempt::PublishInfo(
 void DynamicRendezvous::JoinAttempt::AnnounceLastCall(const RdzvState& st) {
   announced_round_ = st.round;
   DJ_LOG_INFO("round {}: {} of {}..{} nodes joined; last call for {}", st.round,
-              rdzv_->join_index_, rdzv_->options_.min_nodes,
+              rdzv_->join_.join_index, rdzv_->options_.min_nodes,
               rdzv_->options_.max_nodes,
               absl::FormatDuration(c_.last_call_timeout));
 }

@@ -9,8 +9,8 @@
 //
 // Private to DynamicRendezvous (a nested class: it reads and writes the
 // rendezvous' own state, as Next did), built in the same library.
-#ifndef DISTJOB_RENDEZVOUS_JOIN_ATTEMPT_H_
-#define DISTJOB_RENDEZVOUS_JOIN_ATTEMPT_H_
+#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_JOIN_ATTEMPT_H_
+#define DISTJOB_RENDEZVOUS_DYNAMIC_JOIN_ATTEMPT_H_
 
 #include <cstdint>
 #include <optional>
@@ -22,8 +22,8 @@
 #include "absl/time/time.h"
 #include "common/backoff.h"
 #include "common/progress_log.h"
-#include "rendezvous/dynamic_rendezvous.h"
-#include "rendezvous/rdzv_decide.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/rdzv_decide.h"
 
 namespace distjob {
 
@@ -102,11 +102,11 @@ class DynamicRendezvous::JoinAttempt {
   bool announced_store_wait_ = false;
   bool near_deadline_ = false;  // then waits also end on a join
   // What the last wait saw change under the state's prefix (see
-  // DynamicRendezvous::Observe): first, what the monitor saw reopen the
+  // RoundObserver::Observe): first, what the monitor saw reopen the
   // round.
   std::optional<WatchChange> known_;
   int64_t known_revision_ = 0;
-  RankCache cache_;
+  RoundObserver::RankCache cache_;
   Observed o_;  // nothing read yet
   absl::Duration peer_wait_ = absl::ZeroDuration();
   Backoff retry_;
@@ -118,4 +118,4 @@ class DynamicRendezvous::JoinAttempt {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_JOIN_ATTEMPT_H_
+#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_JOIN_ATTEMPT_H_

@@ -1,4 +1,4 @@
-#include "rendezvous/wait_status.h"
+#include "rendezvous/dynamic/wait_status.h"
 
 #include "gtest/gtest.h"
 

@@ -2,8 +2,8 @@
 // round: the keys a heartbeat renews (rdzv_keys.h: alive/<node> and, while
 // this node waits outside a round, waiting/<node>), and when the lease was
 // last renewed. DynamicRendezvous' heartbeat thread and its joins share it.
-#ifndef DISTJOB_RENDEZVOUS_NODE_LEASE_H_
-#define DISTJOB_RENDEZVOUS_NODE_LEASE_H_
+#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_NODE_LEASE_H_
+#define DISTJOB_RENDEZVOUS_DYNAMIC_NODE_LEASE_H_
 
 #include <cstdint>
 #include <optional>
@@ -70,4 +70,4 @@ class NodeLease {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_NODE_LEASE_H_
+#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_NODE_LEASE_H_

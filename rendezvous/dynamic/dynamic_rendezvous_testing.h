@@ -1,7 +1,7 @@
 // What the DynamicRendezvous tests share: a node's options with the short
 // intervals that keep the tests fast.
-#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_TESTING_H_
-#define DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_TESTING_H_
+#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_TESTING_H_
+#define DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_TESTING_H_
 
 #include <memory>
 #include <string>
@@ -10,7 +10,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
 #include "rendezvous/store/store_core.h"
 
 namespace distjob {
@@ -62,4 +62,4 @@ inline std::vector<RendezvousResult> FormRound(Nodes& nodes, int nproc = 1) {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_RENDEZVOUS_TESTING_H_
+#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_DYNAMIC_RENDEZVOUS_TESTING_H_

@@ -3,8 +3,8 @@
 // clock, no I/O. Next reads (Observed), asks Decide, applies the Action,
 // and asks again; an action that changes the store or waits makes it read
 // again (Observed::fresh false).
-#ifndef DISTJOB_RENDEZVOUS_RDZV_DECIDE_H_
-#define DISTJOB_RENDEZVOUS_RDZV_DECIDE_H_
+#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_RDZV_DECIDE_H_
+#define DISTJOB_RENDEZVOUS_DYNAMIC_RDZV_DECIDE_H_
 
 #include <cstdint>
 #include <optional>
@@ -118,4 +118,4 @@ Action Decide(const Observed& state, const Progress& progress);
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_RDZV_DECIDE_H_
+#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_RDZV_DECIDE_H_

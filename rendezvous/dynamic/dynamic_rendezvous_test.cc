@@ -1,4 +1,4 @@
-#include "rendezvous/dynamic_rendezvous.h"
+#include "rendezvous/dynamic/dynamic_rendezvous.h"
 
 #include <algorithm>
 #include <atomic>
@@ -15,7 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
-#include "rendezvous/dynamic_rendezvous_testing.h"
+#include "rendezvous/dynamic/dynamic_rendezvous_testing.h"
 #include "rendezvous/rdzv_keys.h"
 #include "rendezvous/rdzv_state.h"
 #include "rendezvous/store/fake_store_clock.h"
