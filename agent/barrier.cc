@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/stoppable_wait.h"
 #include "common/logging.h"
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/dynamic/c10d_rendezvous.h"
 
 namespace distjob {
 namespace {

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "agent/worker_env.h"
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/dynamic/c10d_rendezvous.h"
 #include "rendezvous/rendezvous_kind.h"
 #include "rendezvous/standalone_rendezvous.h"
 

@@ -22,12 +22,12 @@ ALLOWED = {
     "rendezvous/store": {"proto", "common"},
     "rendezvous/store/etcd": {"rendezvous/store", "proto", "common"},
     "rendezvous/store/server": {"rendezvous/store", "proto", "common"},
-    # The factory (c10d_rendezvous) and the benchmark build the dynamic
-    # rendezvous; it uses this package's interface, state, keys and config.
-    "rendezvous": {"rendezvous/dynamic", "rendezvous/store",
-                   "rendezvous/store/etcd", "rendezvous/store/server",
-                   "proto", "common"},
-    "rendezvous/dynamic": {"rendezvous", "rendezvous/store", "common"},
+    "rendezvous": {"rendezvous/store", "proto", "common"},
+    # The elastic rendezvous, with its factory (c10d_rendezvous: over the
+    # gRPC store, hosted or joined, or etcd) and its benchmark.
+    "rendezvous/dynamic": {"rendezvous", "rendezvous/store",
+                           "rendezvous/store/etcd", "rendezvous/store/server",
+                           "common"},
     # The MPI spawn server: the supervisor's process start, the store's
     # token check, credentials and connection limiter.
     "spawn": {"supervisor", "rendezvous/store", "rendezvous/store/server",
@@ -36,7 +36,8 @@ ALLOWED = {
                   "rendezvous/store", "rendezvous/store/etcd", "observability",
                   "common"},
     "agent": {"agent/cli", "supervisor", "discovery", "launchers",
-              "rendezvous", "rendezvous/store", "rendezvous/store/etcd",
+              "rendezvous", "rendezvous/dynamic", "rendezvous/store",
+              "rendezvous/store/etcd",
               "rendezvous/store/server", "observability", "workerstore",
               "spawn", "proto", "common"},
     "bench": {"rendezvous", "rendezvous/dynamic", "rendezvous/store",

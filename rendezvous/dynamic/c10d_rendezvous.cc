@@ -1,4 +1,4 @@
-#include "rendezvous/c10d_rendezvous.h"
+#include "rendezvous/dynamic/c10d_rendezvous.h"
 
 #include <arpa/inet.h>
 #include <unistd.h>

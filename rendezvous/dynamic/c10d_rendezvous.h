@@ -1,8 +1,8 @@
 // Builds the rendezvous a `run` asks for: the elastic one over the embedded
 // gRPC store (--rdzv-backend c10d), hosting the store or joining it, and
 // the fixed-size static one (--rdzv-backend static).
-#ifndef DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_
-#define DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_
+#ifndef DISTJOB_RENDEZVOUS_DYNAMIC_C10D_RENDEZVOUS_H_
+#define DISTJOB_RENDEZVOUS_DYNAMIC_C10D_RENDEZVOUS_H_
 
 #include <memory>
 #include <string>
@@ -90,4 +90,4 @@ class StaticRendezvous : public Rendezvous {
 
 }  // namespace distjob
 
-#endif  // DISTJOB_RENDEZVOUS_C10D_RENDEZVOUS_H_
+#endif  // DISTJOB_RENDEZVOUS_DYNAMIC_C10D_RENDEZVOUS_H_

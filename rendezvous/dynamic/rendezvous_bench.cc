@@ -1,6 +1,7 @@
 // Microbenchmark of the embedded store and the elastic rendezvous, in one
-// process over real gRPC on loopback:
-//   bazel run -c opt //rendezvous:rendezvous_bench -- [max_nodes] [seconds]
+// process over real gRPC on loopback, with [max_nodes] [seconds] as its
+// arguments:
+//   bazel run -c opt //rendezvous/dynamic:rendezvous_bench -- 64 2
 // Prints store operations per second (set, get, add, compare-set) and the
 // time N agents take to form one round, for N = 2, 4, ... max_nodes.
 #include <atomic>
