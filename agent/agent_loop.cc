@@ -67,22 +67,7 @@ void Report(const RunReport& report, const OutcomeOptions& options) {
   // Whatever filled the descriptor table, the message and error file get
   // the descriptors kept for them (agent/fd_reserve.h).
   ReleaseReservedFds();
-  const std::string message = FormatTerminationMessage(report);
-  // The kubelet falls back to the log tail when the file is empty: the
-  // summary line is also the agent's last log line.
-  DJ_LOG_INFO("{}", message.substr(0, message.find('\n')));
-  if (!options.termination_log.empty()) {
-    absl::Status written =
-        WriteTerminationMessage(options.termination_log, message);
-    if (!written.ok()) {
-      DJ_LOG_DEBUG("no termination message: {}", written);
-    }
-  }
-  if (!options.error_file.empty() && report.root_cause.has_value()) {
-    absl::Status written =
-        WriteRootCauseErrorFile(options.error_file, *report.root_cause);
-    if (!written.ok()) DJ_LOG_WARNING("no error file: {}", written);
-  }
+  PublishReport(report, options.termination_log, options.error_file);
 }
 
 // One `run`, from start-up to the exit code. Each step returns nullopt to

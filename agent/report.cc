@@ -287,4 +287,23 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
   return WriteOutputFile("--error-file", path, DumpJson(root));
 }
 
+void PublishReport(const RunReport& report, const std::string& termination_log,
+                   const std::string& error_file) {
+  const std::string message = FormatTerminationMessage(report);
+  // The kubelet falls back to the log tail when the file is empty: the
+  // summary line is also the agent's last log line.
+  DJ_LOG_INFO("{}", message.substr(0, message.find('\n')));
+  if (!termination_log.empty()) {
+    absl::Status written = WriteTerminationMessage(termination_log, message);
+    if (!written.ok()) {
+      DJ_LOG_DEBUG("no termination message: {}", written);
+    }
+  }
+  if (!error_file.empty() && report.root_cause.has_value()) {
+    absl::Status written =
+        WriteRootCauseErrorFile(error_file, *report.root_cause);
+    if (!written.ok()) DJ_LOG_WARNING("no error file: {}", written);
+  }
+}
+
 }  // namespace distjob

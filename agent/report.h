@@ -105,6 +105,13 @@ std::string ReadWorkerErrorMessage(const std::string& error_file);
 absl::Status WriteRootCauseErrorFile(const std::string& path,
                                      const RootCause& cause);
 
+// Tells the outcome: `report`'s summary line in the log, its termination
+// message at `termination_log` and its root cause's error file at
+// `error_file` (each "" for none). A file that cannot be written is
+// logged: the exit code still goes out.
+void PublishReport(const RunReport& report, const std::string& termination_log,
+                   const std::string& error_file);
+
 }  // namespace distjob
 
 #endif  // DISTJOB_AGENT_REPORT_H_
