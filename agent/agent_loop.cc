@@ -389,6 +389,9 @@ class AgentRun {
     // seen, if it was (elastic jobs).
     std::optional<bool> first_to_fail;
     bool oom = false;
+    // The communication error another node offered beside this node's
+    // failure (AwaitPeerVerdict), for the repeat check.
+    std::optional<FailureReport> collateral;
   };
 
   // Rounds and attempts until the job ends; returns the exit code with
@@ -425,8 +428,7 @@ class AgentRun {
       // A fixed round (standalone, static) has no peers to defer to: this
       // node's failure is the job's, decided here.
       if (elastic_ != nullptr) {
-        switch (ElasticFailure(*group, attempt.first_to_fail, &failure,
-                               &deferred)) {
+        switch (ElasticFailure(*group, &attempt, &failure, &deferred)) {
           case FailureStep::kStopped:
             return Ended("stopped",
                          ExitCodeForSignal(supervisor_->stop_signal()));
@@ -436,7 +438,7 @@ class AgentRun {
             break;
         }
       }
-      if (!RecordFailure(failure, group->hang, attempt.oom)) {
+      if (!RecordFailure(failure, attempt, group->hang)) {
         return report_.exit_code;
       }
       if (std::optional<int> stopped = Restart(*group, attempt.oom, &backoff)) {
@@ -612,10 +614,9 @@ class AgentRun {
   // this node decides on `*failure` (which may become a failure another
   // node offered), follows the next round (its own failure then kept in
   // `*deferred`, or a consequence of a lost peer), or was stopped.
-  // `first_to_fail`: the claim made the moment the failure was seen, if it
-  // was (a hang is seen later: claimed here).
-  FailureStep ElasticFailure(const GroupResult& group,
-                             std::optional<bool> first_to_fail,
+  // `attempt->first_to_fail`: the claim made the moment the failure was
+  // seen, if it was (a hang is seen later: claimed here).
+  FailureStep ElasticFailure(const GroupResult& group, Attempt* attempt,
                              FailureReport* failure,
                              std::optional<FailureReport>* deferred) {
     if (elastic_->MembershipChanged()) {
@@ -624,18 +625,20 @@ class AgentRun {
       *deferred = std::move(*failure);
       return FailureStep::kNextRound;
     }
-    if (!(first_to_fail.has_value() ? *first_to_fail
-                                    : elastic_->ClaimFailure())) {
+    if (!(attempt->first_to_fail.has_value() ? *attempt->first_to_fail
+                                             : elastic_->ClaimFailure())) {
       DJ_LOG_INFO(
           "worker local_rank={} failed after another node's: following "
           "that node's decision",
           group.first_failure->local_rank);
       // That node may have claimed the round with this failure's
       // collateral (its gloo peers saw this worker's sockets close): the
-      // failure is offered as the root cause, unless it is such an error.
-      if (!failure->cause.peer_communication) {
-        elastic_->OfferRootFailure(EncodeOfferedFailure(*failure));
-      }
+      // failure is offered as the root cause, or beside it when it is such
+      // an error itself.
+      elastic_->OfferFailure(failure->cause.peer_communication
+                                 ? OfferedFailureKind::kCommunication
+                                 : OfferedFailureKind::kRootCause,
+                             EncodeOfferedFailure(*failure));
       *deferred = std::move(*failure);
       return FailureStep::kNextRound;
     }
@@ -653,6 +656,7 @@ class AgentRun {
         *failure = std::move(verdict.peer_failure);
         break;
       case PeerVerdict::Kind::kOwn:
+        attempt->collateral = std::move(verdict.collateral);
         break;
     }
     return FailureStep::kDecide;
@@ -700,26 +704,34 @@ class AgentRun {
     return failure;
   }
 
-  // Whether `failure` repeats the job's last root cause (auto only): the
-  // same rank, exception and message again is deterministic.
-  bool Repeated(const FailureReport& failure) {
-    if (cause_policy_.policy != RestartPolicy::kAuto) return false;
-    const std::string previous =
-        elastic_ != nullptr ? elastic_->SwapRootCause(failure.signature)
-                            : std::exchange(last_signature_, failure.signature);
-    return !failure.signature.empty() && previous == failure.signature;
+  // The failure of a decision on `own` that repeats the job's last root
+  // cause (auto only), or nullptr: the same rank, exception and message
+  // again is deterministic. `collateral` counts too (Attempt::collateral).
+  const FailureReport* Repeated(
+      const FailureReport& own,
+      const std::optional<FailureReport>& collateral) {
+    if (cause_policy_.policy != RestartPolicy::kAuto) return nullptr;
+    const std::string record = RootCauseRecord(own, collateral);
+    const std::string previous = elastic_ != nullptr
+                                     ? elastic_->SwapRootCause(record)
+                                     : std::exchange(last_signature_, record);
+    return RepeatOf(previous, own, collateral);
   }
 
   // Decides on a failure this node owns, into report_; returns whether to
-  // restart.
-  bool RecordFailure(const FailureReport& failure, bool hang, bool oom) {
+  // restart. A repeated communication error another node offered is the
+  // failure decided on: the deterministic one.
+  bool RecordFailure(const FailureReport& own, const Attempt& attempt,
+                     bool hang) {
+    const bool oom = attempt.oom;
+    const FailureReport* repeated = Repeated(own, attempt.collateral);
+    const FailureReport& failure = repeated != nullptr ? *repeated : own;
     const int worker_code = failure.exit_code;
     bool restart = failure.cause.restart;
-    const bool repeated = Repeated(failure);
     const bool budget_left = restart_count_ < plan_.launch.max_restarts;
     std::string outcome;
     int code = worker_code;
-    if (restart && repeated) {
+    if (restart && repeated != nullptr) {
       restart = false;
       outcome =
           "the same root cause as the failure before it: not restarting (a "
@@ -955,8 +967,8 @@ class AgentRun {
   std::vector<int> redirects_, tees_;
   const OomCounter oom_counter_ = OomCounter::ForSelf();
   CausePolicy cause_policy_;
-  // The last root cause decided here (one-node jobs; an elastic job keeps
-  // it in the store).
+  // The last root cause decided here, a RootCauseRecord (one-node jobs;
+  // an elastic job keeps it in the store).
   std::string last_signature_;
   int restart_count_ = 0;
   // Marks the processes of this agent's attempts for the GPU-release fence.

@@ -504,13 +504,54 @@ TEST_F(AgentLoopTest, LostClaimOffersAFailureThatIsNotCollateral) {
   EXPECT_FALSE(offered->cause.restart);
 }
 
-TEST_F(AgentLoopTest, LostClaimOffersNoCommunicationError) {
-  UseLogDir("offers-nothing");
+TEST_F(AgentLoopTest, LostClaimOffersACommunicationErrorBesideTheRootCause) {
+  UseLogDir("offers-collateral");
   rdzv_.rounds = {FakeRound(0), absl::AbortedError("node b ended the job")};
   rdzv_.claims = {false};
   FailWithStderr(1, 0, kGlooClosed);
   Run();
-  EXPECT_EQ(rdzv_.offers, 0);
+  EXPECT_EQ(rdzv_.offers, 1);
+  EXPECT_FALSE(rdzv_.offered_failure.has_value());
+  ASSERT_TRUE(rdzv_.offered_communication_error.has_value());
+  absl::StatusOr<FailureReport> offered =
+      DecodeOfferedFailure(*rdzv_.offered_communication_error);
+  ASSERT_TRUE(offered.ok()) << offered.status();
+  EXPECT_TRUE(offered->cause.peer_communication);
+}
+
+// The race the e2e suite met: rank 1's NCCL error (a communication error)
+// repeats, but this time rank 0's gloo error won the claim. Rank 1's node
+// offers its error beside the root cause: seen again, it stops the job,
+// as it would have had rank 1's node won.
+TEST_F(AgentLoopTest, ARepeatOfferedBesideTheClaimStopsTheJob) {
+  UseLogDir("collateral-repeat");
+  elastic_ = true;
+  options_.launch.max_restarts = 3;
+  rdzv_.peer_loss_window = absl::Milliseconds(50);
+  rdzv_.rounds = {FakeRound(1, 1), FakeRound(2, 2)};
+  rdzv_.claims = {true};
+  FailureReport nccl;
+  nccl.rank = 1;
+  nccl.host = "pod-b";
+  nccl.exit_code = 1;
+  nccl.cause.restart = true;
+  nccl.cause.peer_communication = true;
+  nccl.cause.exception.line =
+      "RuntimeError: NCCL communicator was aborted on rank 1.";
+  nccl.signature = absl::StrCat("rank 1 ", nccl.cause.exception.line);
+  // Recorded by rank 1's node, which decided the round before.
+  rdzv_.root_cause = nccl.signature;
+  rdzv_.offered_communication_error = EncodeOfferedFailure(nccl);
+  FailWithStderr(1, 1, kGlooClosed);
+  EXPECT_EQ(Run(), 1);
+  EXPECT_EQ(supervisor_.groups_run.size(), 1u);
+  const std::string message = TerminationMessage();
+  EXPECT_NE(message.find("the same root cause"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank=1 host=pod-b"), std::string::npos) << message;
+  // Both signatures recorded: either seen next counts.
+  EXPECT_NE(rdzv_.root_cause.find(nccl.signature), std::string::npos);
+  EXPECT_NE(rdzv_.root_cause.find("rank 0 RuntimeError"), std::string::npos)
+      << rdzv_.root_cause;
 }
 
 TEST_F(AgentLoopTest, SameRootCauseTwiceInARowStops) {

@@ -135,12 +135,11 @@ absl::StatusOr<FailureReport> DecodeOfferedFailure(absl::string_view text) {
 
 namespace {
 
-// The failure another node offered as the root cause, if it is one: a
-// communication error offered is collateral too, and a peer's bytes that
-// do not decode are no verdict (said once: `*warned`).
-std::optional<FailureReport> OfferedRootCause(ElasticRendezvous& rendezvous,
-                                              bool* warned) {
-  std::optional<std::string> offered = rendezvous.OfferedRootFailure();
+// The failure another node offered as `kind`, if it decodes (said once
+// when it does not: `*warned`; a peer's bytes are no verdict).
+std::optional<FailureReport> Offered(ElasticRendezvous& rendezvous,
+                                     OfferedFailureKind kind, bool* warned) {
+  std::optional<std::string> offered = rendezvous.OfferedFailure(kind);
   if (!offered.has_value()) return std::nullopt;
   absl::StatusOr<FailureReport> failure = DecodeOfferedFailure(*offered);
   if (!failure.ok()) {
@@ -150,8 +149,19 @@ std::optional<FailureReport> OfferedRootCause(ElasticRendezvous& rendezvous,
     }
     return std::nullopt;
   }
-  if (failure->cause.peer_communication) return std::nullopt;
   return *std::move(failure);
+}
+
+// The failure another node offered as the root cause, if it is one: a
+// communication error offered as one is collateral too.
+std::optional<FailureReport> OfferedRootCause(ElasticRendezvous& rendezvous,
+                                              bool* warned) {
+  std::optional<FailureReport> failure =
+      Offered(rendezvous, OfferedFailureKind::kRootCause, warned);
+  if (failure.has_value() && failure->cause.peer_communication) {
+    return std::nullopt;
+  }
+  return failure;
 }
 
 }  // namespace
@@ -208,7 +218,40 @@ PeerVerdict AwaitPeerVerdict(ElasticRendezvous& rendezvous,
       "no peer was lost and no other node's worker failed within {}: the "
       "failure is this node's",
       absl::FormatDuration(window));
+  verdict.collateral =
+      Offered(rendezvous, OfferedFailureKind::kCommunication, &warned);
+  if (verdict.collateral.has_value()) {
+    DJ_LOG_INFO(
+        "rank {} on host {} failed with a communication error too ({}): "
+        "either failure seen again counts as the same root cause",
+        verdict.collateral->rank, verdict.collateral->host,
+        verdict.collateral->cause.exception.line);
+  }
   return verdict;
+}
+
+std::string RootCauseRecord(const FailureReport& failure,
+                            const std::optional<FailureReport>& collateral) {
+  std::vector<std::string> signatures;
+  if (!failure.signature.empty()) signatures.push_back(failure.signature);
+  if (collateral.has_value() && !collateral->signature.empty()) {
+    signatures.push_back(collateral->signature);
+  }
+  return absl::StrJoin(signatures, "\n");
+}
+
+const FailureReport* RepeatOf(absl::string_view previous,
+                              const FailureReport& failure,
+                              const std::optional<FailureReport>& collateral) {
+  const std::vector<absl::string_view> seen =
+      absl::StrSplit(previous, '\n', absl::SkipEmpty());
+  auto repeats = [&seen](const FailureReport& f) {
+    return !f.signature.empty() &&
+           std::find(seen.begin(), seen.end(), f.signature) != seen.end();
+  };
+  if (repeats(failure)) return &failure;
+  if (collateral.has_value() && repeats(*collateral)) return &*collateral;
+  return nullptr;
 }
 
 }  // namespace distjob

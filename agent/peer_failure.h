@@ -7,10 +7,15 @@
 // round therefore waits, before taking its failure for its own, for a peer
 // to be lost (the failure was a consequence) or for another node to offer
 // a failure that is not a communication error (the failure's root cause).
+// A communication error another node offers is kept beside this node's
+// own: a deterministic error on one node can be a communication error
+// there too (NCCL's "communicator was aborted"), and the repeat check must
+// not depend on which node won the claim.
 #ifndef DISTJOB_AGENT_PEER_FAILURE_H_
 #define DISTJOB_AGENT_PEER_FAILURE_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,7 +26,7 @@
 
 namespace distjob {
 
-// `failure` as another node reads it (OfferRootFailure): one line of JSON,
+// `failure` as another node reads it (OfferFailure): one line of JSON,
 // its texts cut to a few KiB.
 std::string EncodeOfferedFailure(const FailureReport& failure);
 
@@ -38,6 +43,8 @@ struct PeerVerdict {
   };
   Kind kind = Kind::kOwn;
   FailureReport peer_failure;  // kPeerFailed
+  // kOwn: the communication error another node offered, if one did.
+  std::optional<FailureReport> collateral;
 };
 
 // Waits, at most rendezvous.PeerLossWindow(), for the verdict on `own`, a
@@ -47,6 +54,19 @@ struct PeerVerdict {
 PeerVerdict AwaitPeerVerdict(ElasticRendezvous& rendezvous,
                              const FailureReport& own,
                              const std::function<bool(absl::Duration)>& sleep);
+
+// What a decision records as the job's root cause (SwapRootCause): the
+// signatures of `failure` and of the communication error offered beside
+// it, one per line (a signature is one line); "" when neither has one.
+std::string RootCauseRecord(const FailureReport& failure,
+                            const std::optional<FailureReport>& collateral);
+
+// Which of a decision's failures repeats `previous`, the record of the
+// decision before it: `failure` first, then `collateral`; nullptr when
+// neither (a failure without a signature never repeats).
+const FailureReport* RepeatOf(absl::string_view previous,
+                              const FailureReport& failure,
+                              const std::optional<FailureReport>& collateral);
 
 }  // namespace distjob
 

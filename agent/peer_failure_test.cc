@@ -1,5 +1,6 @@
 #include "agent/peer_failure.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,36 @@ TEST_F(AwaitPeerVerdictTest, AnOfferMadeDuringTheWaitIsTheRootCause) {
 TEST_F(AwaitPeerVerdictTest, AnOfferedCommunicationErrorIsNoRootCause) {
   script_.offered_failure = EncodeOfferedFailure(GlooClosed());
   EXPECT_EQ(Await().kind, PeerVerdict::Kind::kOwn);
+}
+
+TEST_F(AwaitPeerVerdictTest, ACommunicationErrorOfferedBesideIsKept) {
+  FailureReport nccl = GlooClosed();
+  nccl.host = "b";
+  nccl.signature = "rank 1 RuntimeError: NCCL communicator was aborted";
+  script_.offered_communication_error = EncodeOfferedFailure(nccl);
+  PeerVerdict verdict = Await();
+  EXPECT_EQ(verdict.kind, PeerVerdict::Kind::kOwn);
+  ASSERT_TRUE(verdict.collateral.has_value());
+  EXPECT_EQ(verdict.collateral->host, "b");
+  EXPECT_EQ(verdict.collateral->signature, nccl.signature);
+}
+
+TEST(RootCauseRecordTest, EitherFailureSeenAgainRepeats) {
+  FailureReport own, collateral, other;
+  own.signature = "rank 0 RuntimeError: Connection closed by peer :4711";
+  collateral.signature = "rank 1 RuntimeError: NCCL communicator was aborted";
+  other.signature = "rank 0 RuntimeError: Connection closed by peer :4712";
+  const std::string record = RootCauseRecord(own, collateral);
+  EXPECT_EQ(record, own.signature + "\n" + collateral.signature);
+  // The next decision, by either node.
+  std::optional<FailureReport> next = collateral;
+  EXPECT_EQ(RepeatOf(record, other, next), &*next);
+  EXPECT_EQ(RepeatOf(record, collateral, std::nullopt), &collateral);
+  EXPECT_EQ(RepeatOf(record, other, std::nullopt), nullptr);
+  // A failure without a signature (a signal) never repeats, even "".
+  FailureReport signal;
+  EXPECT_EQ(RootCauseRecord(signal, std::nullopt), "");
+  EXPECT_EQ(RepeatOf("", signal, std::nullopt), nullptr);
 }
 
 TEST_F(AwaitPeerVerdictTest, AnOfferThatDoesNotDecodeIsIgnored) {

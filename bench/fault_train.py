@@ -15,7 +15,10 @@ and under torchrun alike: it reads only torchrun's worker environment
                     after every step and every attempt resumes from it
     FT_PG_TIMEOUT   init_process_group's timeout in seconds (default: torch's)
     FT_FAULT        nccl: raise RuntimeError("NCCL communicator was aborted
-                    ..."), keyerror: raise KeyError('lr'); empty: no fault
+                    ..."); nccl-abort: the same, as NCCL's watchdog orders
+                    it: the rank's connections closed first, its exception
+                    a second later, so its peers fail first; keyerror:
+                    raise KeyError('lr'); empty: no fault
     FT_FAULT_STEP   the step at which to raise (default 10)
     FT_FAULT_RANK   the global rank that raises (default 1)
     FT_FAULT_ONCE   1 (default): only the first attempt that reaches the step
@@ -83,6 +86,23 @@ class Attempt:
         os.replace(tmp, self.path)
 
 
+def close_connections():
+    """Shuts down every socket of this process, as an aborted communicator
+    closes its connections: the peers read "Connection closed by peer"."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            s = socket.socket(fileno=int(name))
+        except OSError:
+            continue
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # a listening or unconnected socket
+        s.detach()
+
+
 def maybe_fault(out, step, rank, attempt):
     kind = os.environ.get("FT_FAULT", "")
     if not kind or step != int(os.environ.get("FT_FAULT_STEP", "10")) or \
@@ -95,6 +115,10 @@ def maybe_fault(out, step, rank, attempt):
         except FileExistsError:
             return  # an earlier attempt raised already
     attempt.set(fault=time.time())
+    if kind == "nccl-abort":
+        close_connections()
+        time.sleep(1.0)
+        kind = "nccl"
     if kind == "nccl":
         raise RuntimeError(NCCL_MESSAGE.format(rank=rank))
     if kind == "keyerror":

@@ -33,10 +33,11 @@ struct FakeRendezvousScript {
   absl::Duration peer_loss_window = absl::ZeroDuration();
   // The job's latest root cause (SwapRootCause), as the store keeps it.
   std::string root_cause;
-  // The round's offered failure (OfferRootFailure), as the store keeps
-  // it; a test sets it to play another node's offer.
-  std::optional<std::string> offered_failure;
-  int offers = 0;  // OfferRootFailure calls
+  // The round's offered failures (OfferFailure), as the store keeps
+  // them; a test sets one to play another node's offer.
+  std::optional<std::string> offered_failure;              // kRootCause
+  std::optional<std::string> offered_communication_error;  // kCommunication
+  int offers = 0;                                          // OfferFailure calls
 
   // Recorded.
   int next_calls = 0;
@@ -89,22 +90,28 @@ class FakeElasticRendezvous : public ElasticRendezvous {
   absl::Duration PeerLossWindow() const override {
     return script_->peer_loss_window;
   }
-  std::string SwapRootCause(const std::string& signature) override {
+  std::string SwapRootCause(const std::string& record) override {
     std::string previous = script_->root_cause;
-    script_->root_cause = signature;
+    script_->root_cause = record;
     return previous;
   }
-  void OfferRootFailure(const std::string& failure) override {
+  void OfferFailure(OfferedFailureKind kind,
+                    const std::string& failure) override {
     ++script_->offers;
-    if (!script_->offered_failure.has_value()) {
-      script_->offered_failure = failure;
-    }
+    std::optional<std::string>& offered = Offered(kind);
+    if (!offered.has_value()) offered = failure;
   }
-  std::optional<std::string> OfferedRootFailure() override {
-    return script_->offered_failure;
+  std::optional<std::string> OfferedFailure(OfferedFailureKind kind) override {
+    return Offered(kind);
   }
 
  private:
+  std::optional<std::string>& Offered(OfferedFailureKind kind) {
+    return kind == OfferedFailureKind::kRootCause
+               ? script_->offered_failure
+               : script_->offered_communication_error;
+  }
+
   FakeRendezvous base_;
   FakeRendezvousScript* const script_;
 };

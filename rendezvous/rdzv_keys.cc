@@ -110,6 +110,10 @@ std::string RdzvKeys::OfferedFailure(int64_t round) const {
   return absl::StrCat(prefix_, "offered-failure/", round);
 }
 
+std::string RdzvKeys::OfferedCommunicationError(int64_t round) const {
+  return absl::StrCat(prefix_, "offered-communication-error/", round);
+}
+
 std::string RdzvKeys::DonePrefix(int64_t round) const {
   return absl::StrCat(prefix_, "done/", round, "/");
 }

@@ -82,8 +82,10 @@ class RdzvKeys {
                    absl::string_view node) const;
   std::string Master(int64_t round) const;
   std::string Failed(int64_t round) const;
-  // A failure offered as round `round`'s root cause (OfferRootFailure).
+  // A failure offered as round `round`'s root cause, and a communication
+  // error offered beside it (ElasticRendezvous::OfferFailure).
   std::string OfferedFailure(int64_t round) const;
+  std::string OfferedCommunicationError(int64_t round) const;
   std::string DonePrefix(int64_t round) const;
   std::string Done(int64_t round, absl::string_view node) const;
   std::string DoneCount(int64_t round) const;

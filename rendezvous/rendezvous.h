@@ -147,6 +147,17 @@ class Rendezvous {
 // agree, through the store, on who decides after a failure. Pure virtual
 // throughout: a default here (a ClaimFailure that always wins, say) would
 // let a new backend decide for the whole job without ever asking its peers.
+// What a node that lost a round's failure claim offers its decider.
+enum class OfferedFailureKind {
+  // Not a communication error: the round's root cause.
+  kRootCause,
+  // A communication error: no root cause by itself, but a deterministic
+  // error on one node shows as one ("NCCL communicator was aborted"), and
+  // whether its node or a peer's wins the claim is a race. The decider
+  // records it beside its own failure, so the repeat is seen either way.
+  kCommunication,
+};
+
 class ElasticRendezvous : public Rendezvous {
  public:
   ElasticRendezvous* AsElastic() final { return this; }
@@ -178,24 +189,25 @@ class ElasticRendezvous : public Rendezvous {
   // the failure for its own.
   virtual absl::Duration PeerLossWindow() const = 0;
 
-  // Records `signature` (rank, exception type and message) as the job's
-  // latest root cause, for every node that decides after it; returns the
-  // one recorded before ("" for none, or when the store cannot say). The
-  // same cause twice in a row is deterministic: restarting again wastes
-  // the budget.
-  virtual std::string SwapRootCause(const std::string& signature) = 0;
+  // Records `record` (the signatures of a decision's failures, one per
+  // line: rank, exception type and message) as the job's latest root
+  // cause, for every node that decides after it; returns the record before
+  // it ("" for none, or when the store cannot say). The same cause twice in
+  // a row is deterministic: restarting again wastes the budget.
+  virtual std::string SwapRootCause(const std::string& record) = 0;
 
-  // A node whose worker failed after another node's did, and whose failure
-  // is not a communication error, offers it (`failure`, opaque here) as the
-  // round's root cause: the node that claimed the round may have claimed it
-  // with the collateral of this very failure (its worker saw this one's
-  // sockets close before this node saw its worker exit). The first offer of
-  // a round stays.
-  virtual void OfferRootFailure(const std::string& failure) = 0;
+  // A node whose worker failed after another node's did offers its
+  // failure (`failure`, opaque here) to the node that claimed the round:
+  // that node may have claimed it with the collateral of this very failure
+  // (its worker saw this one's sockets close before this node saw its
+  // worker exit). The first offer of each kind in a round stays.
+  virtual void OfferFailure(OfferedFailureKind kind,
+                            const std::string& failure) = 0;
 
-  // The failure offered in the current round (OfferRootFailure), or
+  // The failure of `kind` offered in the current round (OfferFailure), or
   // nullopt: none yet, or the store cannot say.
-  virtual std::optional<std::string> OfferedRootFailure() = 0;
+  virtual std::optional<std::string> OfferedFailure(
+      OfferedFailureKind kind) = 0;
 };
 
 }  // namespace distjob

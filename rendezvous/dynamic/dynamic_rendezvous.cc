@@ -251,16 +251,18 @@ absl::Duration DynamicRendezvous::PeerLossWindow() const {
   return lease_ + options_.config.keep_alive_interval;
 }
 
-std::string DynamicRendezvous::SwapRootCause(const std::string& signature) {
-  return failure_.SwapRootCause(signature);
+std::string DynamicRendezvous::SwapRootCause(const std::string& record) {
+  return failure_.SwapRootCause(record);
 }
 
-void DynamicRendezvous::OfferRootFailure(const std::string& failure) {
-  failure_.OfferRootFailure(monitor_.current().round, failure);
+void DynamicRendezvous::OfferFailure(OfferedFailureKind kind,
+                                     const std::string& failure) {
+  failure_.OfferFailure(monitor_.current().round, kind, failure);
 }
 
-std::optional<std::string> DynamicRendezvous::OfferedRootFailure() {
-  return failure_.OfferedRootFailure(monitor_.current().round);
+std::optional<std::string> DynamicRendezvous::OfferedFailure(
+    OfferedFailureKind kind) {
+  return failure_.OfferedFailure(monitor_.current().round, kind);
 }
 
 std::vector<std::string> DynamicRendezvous::LastSeenAddrs() const {

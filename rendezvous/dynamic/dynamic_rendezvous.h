@@ -93,9 +93,10 @@ class DynamicRendezvous : public ElasticRendezvous {
   void Abandon() override;
   bool ClaimFailure() override;
   absl::Duration PeerLossWindow() const override;
-  std::string SwapRootCause(const std::string& signature) override;
-  void OfferRootFailure(const std::string& failure) override;
-  std::optional<std::string> OfferedRootFailure() override;
+  std::string SwapRootCause(const std::string& record) override;
+  void OfferFailure(OfferedFailureKind kind,
+                    const std::string& failure) override;
+  std::optional<std::string> OfferedFailure(OfferedFailureKind kind) override;
   void SetEndReason(const std::string& reason) override {
     end_reason_ = reason;
   }

@@ -27,29 +27,36 @@ bool FailureClaim::Claim(int64_t round) {
   return false;
 }
 
-std::string FailureClaim::SwapRootCause(const std::string& signature) {
+std::string FailureClaim::SwapRootCause(const std::string& record) {
   // One decider a round writes it, so a read then a write is enough.
   auto previous = d_.store->Get(d_.keys->RootCause(), absl::ZeroDuration());
-  if (absl::Status s = d_.store->Set(d_.keys->RootCause(), signature).status();
+  if (absl::Status s = d_.store->Set(d_.keys->RootCause(), record).status();
       !s.ok()) {
     DJ_LOG_DEBUG("cannot record the root cause: {}", s.message());
   }
   return previous.ok() ? *previous : "";
 }
 
-void FailureClaim::OfferRootFailure(int64_t round, const std::string& failure) {
+std::string FailureClaim::OfferKey(int64_t round,
+                                   OfferedFailureKind kind) const {
+  return kind == OfferedFailureKind::kRootCause
+             ? d_.keys->OfferedFailure(round)
+             : d_.keys->OfferedCommunicationError(round);
+}
+
+void FailureClaim::OfferFailure(int64_t round, OfferedFailureKind kind,
+                                const std::string& failure) {
   // The first offer wins: the store orders them.
-  auto offered =
-      d_.store->CompareSet(d_.keys->OfferedFailure(round), "", failure);
+  auto offered = d_.store->CompareSet(OfferKey(round, kind), "", failure);
   if (!offered.ok()) {
-    DJ_LOG_DEBUG("cannot offer the failure as the root cause: {}",
+    DJ_LOG_DEBUG("cannot offer the failure to the round's decider: {}",
                  offered.status().message());
   }
 }
 
-std::optional<std::string> FailureClaim::OfferedRootFailure(int64_t round) {
-  auto offered =
-      d_.store->Get(d_.keys->OfferedFailure(round), absl::ZeroDuration());
+std::optional<std::string> FailureClaim::OfferedFailure(
+    int64_t round, OfferedFailureKind kind) {
+  auto offered = d_.store->Get(OfferKey(round, kind), absl::ZeroDuration());
   if (!offered.ok() || offered->empty()) return std::nullopt;
   return *std::move(offered);
 }

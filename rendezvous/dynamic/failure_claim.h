@@ -14,6 +14,7 @@
 #include <string>
 
 #include "rendezvous/rdzv_keys.h"
+#include "rendezvous/rendezvous.h"
 #include "rendezvous/store/store_interface.h"
 
 namespace distjob {
@@ -47,11 +48,15 @@ class FailureClaim {
   void ForgetDecider() { decider_round_ = -1; }
 
   // rendezvous.h's ElasticRendezvous, for round `round` where it asks.
-  std::string SwapRootCause(const std::string& signature);
-  void OfferRootFailure(int64_t round, const std::string& failure);
-  std::optional<std::string> OfferedRootFailure(int64_t round);
+  std::string SwapRootCause(const std::string& record);
+  void OfferFailure(int64_t round, OfferedFailureKind kind,
+                    const std::string& failure);
+  std::optional<std::string> OfferedFailure(int64_t round,
+                                            OfferedFailureKind kind);
 
  private:
+  std::string OfferKey(int64_t round, OfferedFailureKind kind) const;
+
   const Deps d_;
   int pending_restarts_ = 0;
   std::string decider_;

@@ -50,13 +50,28 @@ TEST_F(FailureClaimTest, TheRestartsCarriedAreTheMostNoted) {
 }
 
 TEST_F(FailureClaimTest, TheFirstOfferStaysAndTheRootCauseIsSwapped) {
+  constexpr auto kRoot = OfferedFailureKind::kRootCause;
   FailureClaim n0(Deps("n0")), n1(Deps("n1"));
-  EXPECT_EQ(n0.OfferedRootFailure(4), std::nullopt);
-  n1.OfferRootFailure(4, "n1: exit 1");
-  n0.OfferRootFailure(4, "n0: exit 9");
-  EXPECT_EQ(n0.OfferedRootFailure(4), "n1: exit 1");
+  EXPECT_EQ(n0.OfferedFailure(4, kRoot), std::nullopt);
+  n1.OfferFailure(4, kRoot, "n1: exit 1");
+  n0.OfferFailure(4, kRoot, "n0: exit 9");
+  EXPECT_EQ(n0.OfferedFailure(4, kRoot), "n1: exit 1");
   EXPECT_EQ(n0.SwapRootCause("oom"), "");
   EXPECT_EQ(n1.SwapRootCause("nan"), "oom");
+}
+
+// A communication error offered first takes no root cause's place: each
+// kind keeps its own first offer.
+TEST_F(FailureClaimTest, EachKindOfOfferKeepsItsOwnFirst) {
+  constexpr auto kRoot = OfferedFailureKind::kRootCause;
+  constexpr auto kComm = OfferedFailureKind::kCommunication;
+  FailureClaim n0(Deps("n0")), n1(Deps("n1")), n2(Deps("n2"));
+  n1.OfferFailure(4, kComm, "n1: NCCL aborted");
+  n2.OfferFailure(4, kRoot, "n2: ValueError");
+  n2.OfferFailure(4, kComm, "n2: gloo closed");
+  EXPECT_EQ(n0.OfferedFailure(4, kComm), "n1: NCCL aborted");
+  EXPECT_EQ(n0.OfferedFailure(4, kRoot), "n2: ValueError");
+  EXPECT_EQ(n0.OfferedFailure(5, kComm), std::nullopt);
 }
 
 }  // namespace

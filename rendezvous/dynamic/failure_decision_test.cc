@@ -21,11 +21,12 @@ TEST(FailureDecisionTest, TheFirstOfferOfARoundStays) {
   StoreCore core;
   Nodes nodes = MakeNodes(&core, 3, 3, 3);
   FormRound(nodes);
-  EXPECT_EQ(nodes[0]->OfferedRootFailure(), std::nullopt);
-  nodes[1]->OfferRootFailure("ValueError on n1");
-  nodes[2]->OfferRootFailure("KeyError on n2");
+  constexpr auto kRoot = OfferedFailureKind::kRootCause;
+  EXPECT_EQ(nodes[0]->OfferedFailure(kRoot), std::nullopt);
+  nodes[1]->OfferFailure(kRoot, "ValueError on n1");
+  nodes[2]->OfferFailure(kRoot, "KeyError on n2");
   for (auto& node : nodes) {
-    EXPECT_EQ(node->OfferedRootFailure(), "ValueError on n1");
+    EXPECT_EQ(node->OfferedFailure(kRoot), "ValueError on n1");
   }
 }
 

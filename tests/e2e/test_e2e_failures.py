@@ -296,6 +296,28 @@ def test_same_infrastructure_error_twice_stops_after_the_second(
         assert 1 <= r.exit_code <= 127, results_text(results)
 
 
+def test_same_error_twice_stops_whichever_node_claims(make_cluster, artifacts,
+                                                     timings):
+    """Rank 1's NCCL error again, but as NCCL's watchdog orders it: its
+    connections close a second before it raises, so rank 0's gloo error
+    wins the failure claim every time. Rank 1's node offers its error
+    beside the claim, and the repeat still stops the job after the
+    second fault, naming rank 1."""
+    c = make_cluster("abort", {"worker": 2})
+    job = Job(c, artifacts, "agent", nnodes=2, max_restarts=3,
+              fault="nccl-abort", fault_once=0)
+    pods = job.start()
+    results, exits = wait_exits(c, pods, DEADLINE)
+    faults = job.faults()
+    assert len(faults) == 2, job.records()
+    timings("same NCCL error, peer claims first", "agent",
+            "first fault to last pod exit", max(exits.values()) - faults[0])
+    for r in results.values():
+        assert 1 <= r.exit_code <= 127, results_text(results)
+        assert "NCCL communicator was aborted on rank 1" in r.stderr, \
+            results_text(results)
+
+
 @pytest.mark.parametrize("launcher", ["agent", "torchrun"])
 def test_torchrun_name_restarts_a_worker_that_raises_once(
         make_cluster, artifacts, timings, tmp_path, agent, launcher):
