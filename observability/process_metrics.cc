@@ -142,9 +142,10 @@ std::string RenderProcessMetrics(const ProcessSample& s,
          "The agent's open-file limit (soft RLIMIT_NOFILE).", labels,
          s.max_fds);
   Family(&out, "distjob_heap_in_use_bytes", "gauge",
-         "Memory the agent's allocator has handed out and not had back (in "
-         "use in every arena, and mmapped blocks): the resident size less "
-         "the free memory malloc keeps.",
+         "Memory in use by the agent's allocations: what its allocator "
+         "handed out and has not had back, in every arena and in mmapped "
+         "blocks (not the binary, thread stacks or free memory malloc "
+         "keeps).",
          labels, s.heap_in_use_bytes);
   return out;
 }
