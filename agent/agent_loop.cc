@@ -52,24 +52,6 @@
 namespace distjob {
 namespace {
 
-// The outcome of the run, for the termination message and error file.
-RunReport MakeReport(const std::string& outcome, int exit_code,
-                     int restart_count, const RunOptions& options) {
-  RunReport report;
-  report.outcome = outcome;
-  report.exit_code = exit_code;
-  report.restarts = restart_count;
-  report.max_restarts = options.launch.max_restarts;
-  return report;
-}
-
-void Report(const RunReport& report, const OutcomeOptions& options) {
-  // Whatever filled the descriptor table, the message and error file get
-  // the descriptors kept for them (agent/fd_reserve.h).
-  ReleaseReservedFds();
-  PublishReport(report, options.termination_log, options.error_file);
-}
-
 // One `run`, from start-up to the exit code. Each step returns nullopt to
 // go on, or the exit code to end with (the outcome already reported).
 class AgentRun {
@@ -102,29 +84,6 @@ class AgentRun {
   }
 
  private:
-  // Kubeflow Trainer v2's status push when KUBEFLOW_TRAINER_SERVER_* ask
-  // for it: checked here, before discovery or any worker, so a bad URL or
-  // CA file is exit 2 at once.
-  std::optional<int> StartTrainerStatus() {
-    std::string warning;
-    auto config = TrainerStatusConfigFromEnv(env_, &warning);
-    if (!warning.empty()) DJ_LOG_WARNING("{}", warning);
-    if (config.ok() && !config->has_value()) return std::nullopt;
-    absl::StatusOr<std::unique_ptr<TrainerStatusPoster>> poster =
-        config.ok() ? TrainerStatusPoster::Start(**std::move(config))
-                    : absl::StatusOr<std::unique_ptr<TrainerStatusPoster>>(
-                          config.status());
-    if (!poster.ok()) {
-      DJ_LOG_ERROR("{}", poster.status().message());
-      return Fail("error",
-                  poster.status().code() == absl::StatusCode::kInvalidArgument
-                      ? kExitBadConfig
-                      : kExitInternalError);
-    }
-    observer_.SetTrainerStatus(*std::move(poster));
-    return std::nullopt;
-  }
-
   // Supervision (signals are read from here on) and the health server:
   // both before discovery, so that a stop signal ends a DNS wait and the
   // pod answers its probes (and so becomes Ready, and resolvable by its
@@ -143,7 +102,12 @@ class AgentRun {
     }
     WarnOfUnwritableOutputs(plan_.outcome.termination_log,
                             plan_.outcome.error_file);
-    if (std::optional<int> failed = StartTrainerStatus()) return failed;
+    // Before discovery or any worker: a bad URL or CA file is exit 2 now.
+    if (absl::Status s = observer_.StartTrainerStatus(env_); !s.ok()) {
+      DJ_LOG_ERROR("{}", s.message());
+      return Fail("error", absl::IsInvalidArgument(s) ? kExitBadConfig
+                                                      : kExitInternalError);
+    }
     supervisor_->set_on_group_running([this](bool running) {
       if (handed_over_) return;  // the servers are the inner's now
       if (health_ != nullptr) health_->SetReady(running);
@@ -845,7 +809,7 @@ class AgentRun {
     report_.stop_signal = supervisor_->stop_signal();
     report_.diagnostics = diagnostics_;
     if (exit_code != 0) ShowRootCause();
-    Report(report_, ReportedOutcome());
+    Publish(report_);
     return exit_code;
   }
 
@@ -882,17 +846,19 @@ class AgentRun {
   // Sets report_ for an ending of the loop; returns `exit_code`.
   int Ended(const std::string& outcome, int exit_code) {
     outcome_ = outcome;
-    report_ = MakeReport(outcome, exit_code, restart_count_, plan_);
+    report_ = MakeRunReport(outcome, exit_code, restart_count_,
+                            plan_.launch.max_restarts);
     return exit_code;
   }
 
   // An ending before any round: report it and return `exit_code`.
   int Fail(const std::string& outcome, int exit_code,
            const std::string& detail = "") {
-    RunReport report = MakeReport(outcome, exit_code, 0, plan_);
+    RunReport report =
+        MakeRunReport(outcome, exit_code, 0, plan_.launch.max_restarts);
     outcome_ = outcome;
     report.detail = detail;
-    Report(report, ReportedOutcome());
+    Publish(report);
     return exit_code;
   }
 
@@ -924,20 +890,24 @@ class AgentRun {
   // An ending by a stop signal before any round; `waiting`: what the agent
   // was waiting for (see StoppedWhileWaiting).
   int Stopped(const std::string& waiting) {
-    RunReport report = MakeReport(
-        "stopped", ExitCodeForSignal(supervisor_->stop_signal()), 0, plan_);
+    RunReport report =
+        MakeRunReport("stopped", ExitCodeForSignal(supervisor_->stop_signal()),
+                      0, plan_.launch.max_restarts);
     report.stop_signal = supervisor_->stop_signal();
     report.detail = StoppedWhileWaiting(report.stop_signal, waiting);
     outcome_ = "stopped";
-    Report(report, ReportedOutcome());
+    Publish(report);
     return report.exit_code;
   }
 
-  // The plan's outcome files, less a termination log the inner one wrote.
-  OutcomeOptions ReportedOutcome() const {
-    OutcomeOptions outcome = plan_.outcome;
-    if (inner_message_kept_) outcome.termination_log.clear();
-    return outcome;
+  // Tells `report` in the plan's outcome files, less a termination log
+  // the inner launcher wrote, with the descriptors kept for them
+  // (agent/fd_reserve.h) whatever filled the table.
+  void Publish(const RunReport& report) const {
+    ReleaseReservedFds();
+    PublishReport(report,
+                  inner_message_kept_ ? "" : plan_.outcome.termination_log,
+                  plan_.outcome.error_file);
   }
 
   // The options as parsed, never written; the plan every step follows, with
@@ -956,7 +926,7 @@ class AgentRun {
   absl::Mutex handover_mu_;
   bool attempt_running_ ABSL_GUARDED_BY(handover_mu_) = false;
   std::atomic<pid_t> inner_pid_{0};
-  bool inner_message_kept_ = false;  // see ReportedOutcome
+  bool inner_message_kept_ = false;  // see Publish
   Observer observer_{&GlobalMetrics()};
   std::string outcome_;  // the report's outcome, for the exit event
   // Declared before rendezvous_, which shares it: destroyed after it.

@@ -295,4 +295,16 @@ void Observer::Exit(int exit_code, const std::string& outcome,
   if (trainer_ != nullptr) trainer_->SetPhase(outcome);
 }
 
+absl::Status Observer::StartTrainerStatus(const EnvMap& env) {
+  std::string warning;
+  auto config = TrainerStatusConfigFromEnv(env, &warning);
+  if (!warning.empty()) DJ_LOG_WARNING("{}", warning);
+  if (!config.ok()) return config.status();
+  if (!config->has_value()) return absl::OkStatus();
+  auto poster = TrainerStatusPoster::Start(**std::move(config));
+  if (!poster.ok()) return poster.status();
+  trainer_ = *std::move(poster);
+  return absl::OkStatus();
+}
+
 }  // namespace distjob

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/cli/options.h"
+#include "common/environment.h"
 #include "observability/event_log.h"
 #include "observability/http_server.h"
 #include "observability/metrics.h"
@@ -67,11 +68,11 @@ class Observer {
   void Restart(const std::string& cause, int attempt);
   void Exit(int exit_code, const std::string& outcome, int stop_signal);
 
-  // The Trainer v2 status push (nullptr: none); its state follows the
-  // hooks above and Shutdown stops it.
-  void SetTrainerStatus(std::unique_ptr<TrainerStatusPoster> poster) {
-    trainer_ = std::move(poster);
-  }
+  // Starts Kubeflow Trainer v2's status push when `env`'s
+  // KUBEFLOW_TRAINER_SERVER_* ask for it (OK and none when they do not);
+  // its state follows the hooks above and Shutdown stops it.
+  // InvalidArgument: a bad URL, token or CA file, named.
+  absl::Status StartTrainerStatus(const EnvMap& env);
   TrainerStatusPoster* trainer_status() const { return trainer_.get(); }
 
   int metrics_port() const { return http_ ? http_->port() : 0; }

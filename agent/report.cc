@@ -287,6 +287,16 @@ absl::Status WriteRootCauseErrorFile(const std::string& path,
   return WriteOutputFile("--error-file", path, DumpJson(root));
 }
 
+RunReport MakeRunReport(const std::string& outcome, int exit_code, int restarts,
+                        int max_restarts) {
+  RunReport report;
+  report.outcome = outcome;
+  report.exit_code = exit_code;
+  report.restarts = restarts;
+  report.max_restarts = max_restarts;
+  return report;
+}
+
 void PublishReport(const RunReport& report, const std::string& termination_log,
                    const std::string& error_file) {
   const std::string message = FormatTerminationMessage(report);

@@ -105,6 +105,11 @@ std::string ReadWorkerErrorMessage(const std::string& error_file);
 absl::Status WriteRootCauseErrorFile(const std::string& path,
                                      const RootCause& cause);
 
+// A report of `outcome` with `exit_code` after `restarts` of
+// `max_restarts`; the rest is filled in as the run knows it.
+RunReport MakeRunReport(const std::string& outcome, int exit_code, int restarts,
+                        int max_restarts);
+
 // Tells the outcome: `report`'s summary line in the log, its termination
 // message at `termination_log` and its root cause's error file at
 // `error_file` (each "" for none). A file that cannot be written is
