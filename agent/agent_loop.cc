@@ -24,6 +24,8 @@
 #include "agent/failure_report.h"
 #include "agent/fd_reserve.h"
 #include "agent/health.h"
+#include "agent/mpi_plan.h"
+#include "agent/mpi_role.h"
 #include "agent/observer.h"
 #include "agent/outer_agent.h"
 #include "agent/peer_failure.h"
@@ -73,6 +75,9 @@ class AgentRun {
     HoldReservedFds();
     std::optional<int> code = Start();
     if (!code) code = Discover();
+    if (!code && mpi_.role != MpiRole::kNone) {
+      code = RunMpiRole(plan_, env_, mpi_, health_.get());
+    }
     if (!code) code = PrepareRounds();
     if (!code) code = Finish(Supervise());
     handover_.reset();  // its thread uses the members below
@@ -153,6 +158,8 @@ class AgentRun {
     }
     plan_.launch = EffectiveLaunch(*job, options_.launch);
     job_ = *job;
+    if (std::optional<int> failed = PlanMpiRole()) return failed;
+    if (mpi_.role != MpiRole::kNone) return std::nullopt;  // no barrier
     observer_.SetJob(plan_.launch.rdzv_id, plan_.launch.role,
                      plan_.launch.node_rank);
     observer_.PeersResolved(plan_.launch.max_nodes, absl::Now() - resolving);
@@ -173,6 +180,19 @@ class AgentRun {
     const int code = ExitCodeFor(passed);
     return Fail(code == kExitRendezvousUnavailable ? "rendezvous" : "error",
                 code);
+  }
+
+  // A Volcano MPI job's role, which only discovery (this pod's task) can
+  // name: decided into the plan, the parsed options left as they are.
+  std::optional<int> PlanMpiRole() {
+    auto mpi = PlanMpi(options_, job_, env_);
+    if (!mpi.ok()) {
+      DJ_LOG_ERROR("{}", mpi.status().message());
+      return Fail("error", kExitBadConfig, std::string(mpi.status().message()));
+    }
+    mpi_ = *std::move(mpi);
+    plan_.mpi.role = mpi_.role;
+    return std::nullopt;
   }
 
   // What every round needs: the rendezvous, the per-attempt files, the
@@ -914,8 +934,9 @@ class AgentRun {
   // what discovery found applied (EffectiveLaunch) once it is done.
   const RunOptions options_;
   RunOptions plan_;
-  EnvMap env_;  // the agent's env
-  JobEnv job_;  // what discovery found
+  EnvMap env_;   // the agent's env
+  JobEnv job_;   // what discovery found
+  MpiPlan mpi_;  // this pod's MPI role, if any
   AgentDeps deps_;
   std::unique_ptr<SupervisorInterface> supervisor_;
   std::unique_ptr<HealthServer> health_;

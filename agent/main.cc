@@ -29,7 +29,8 @@
 #include "agent/install.h"
 #include "agent/licenses.h"
 #include "agent/mpi_launcher.h"
-#include "agent/mpi_worker.h"
+#include "agent/mpi_plan.h"
+#include "agent/mpi_role.h"
 #include "agent/nested_launcher.h"
 #include "agent/outer_agent.h"
 #include "agent/preflight_command.h"
@@ -230,11 +231,17 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
   DeclareStoreNeeds(options->launch);
   // MPI jobs: the workers serve spawns, the launcher runs mpirun through
   // them; neither takes part in a rendezvous.
-  if (options->mpi.role == MpiRole::kWorker) {
-    return RunMpiWorker(*options, run_env);
-  }
-  if (options->mpi.role == MpiRole::kLauncher) {
-    return RunMpiLauncher(*options, run_env);
+  // A role the flags or K_MPI_JOB_ROLE gave; a Volcano job's roles are
+  // known only after discovery, in RunAgent.
+  if (options->mpi.role != MpiRole::kNone) {
+    auto mpi = PlanExplicitMpi(*options, run_env);
+    if (!mpi.ok()) {
+      const std::string problem = OneLine(mpi.status().message());
+      std::fprintf(stderr, "distjob-agent run: %s\n", problem.c_str());
+      ReportBadConfig(problem, env);
+      return kExitBadConfig;
+    }
+    return RunMpiRole(*options, run_env, *mpi, /*health=*/nullptr);
   }
   // Before discovery waits (in RunAgent): a node or a manifest that cannot
   // run the job ends now, in its class.

@@ -1,5 +1,6 @@
 #include "agent/mpi_launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -85,17 +86,82 @@ int AwaitSpawnServers(std::vector<std::string> missing,
   return 0;
 }
 
-// A private directory holding kRshProgramName, a link to this binary, for
-// the MPIs that exec their launcher as one program; empty when none could
-// be made (Open MPI's variables still work then).
-std::string MakeRshProgram(const std::string& agent_path) {
+// The launcher's private directory ($TMPDIR/distjob-mpi-XXXXXX, mode
+// 0700): kRshProgramName, and the hostfiles it writes. Empty when none
+// could be made.
+std::string MakePrivateDir() {
   const char* tmp = getenv("TMPDIR");
   std::string dir = absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
                                  "/distjob-mpi-XXXXXX");
   if (mkdtemp(dir.data()) == nullptr) return "";
+  return dir;
+}
+
+// kRshProgramName in `dir`, a link to this binary, for the MPIs that exec
+// their launcher as one program; empty when none could be made (Open
+// MPI's variables still work then).
+std::string MakeRshProgram(const std::string& dir,
+                           const std::string& agent_path) {
+  if (dir.empty()) return "";
   const std::string link = dir + "/" + kRshProgramName;
   if (symlink(agent_path.c_str(), link.c_str()) != 0) return "";
   return link;
+}
+
+// `text` into a new file `path`, readable by this user only.
+absl::Status WritePrivateFile(const std::string& path,
+                              const std::string& text) {
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      close(fd);
+      return absl::InternalError(
+          absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
+// The discovered workers as mpirun's hostfiles in `dir`, one per format;
+// the variables that name them to each MPI.
+absl::StatusOr<EnvMap> WriteHostfiles(const std::string& dir,
+                                      const std::vector<std::string>& hosts,
+                                      int slots) {
+  if (dir.empty()) {
+    return absl::InternalError(
+        "no private directory for the hostfile under $TMPDIR");
+  }
+  const std::string open_mpi = dir + "/hostfile";
+  const std::string hydra = dir + "/hostfile.hydra";
+  if (absl::Status s =
+          WritePrivateFile(open_mpi, OpenMpiHostfile(hosts, slots));
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = WritePrivateFile(hydra, HydraHostfile(hosts, slots));
+      !s.ok()) {
+    return s;
+  }
+  return MpiHostfileEnv(open_mpi, hydra);
+}
+
+void RemovePrivateDir(const std::string& dir) {
+  if (dir.empty()) return;
+  for (const char* name : {kRshProgramName, "hostfile", "hostfile.hydra"}) {
+    unlink(absl::StrCat(dir, "/", name).c_str());
+  }
+  rmdir(dir.c_str());
 }
 
 std::string AgentPath() {
@@ -106,23 +172,32 @@ std::string AgentPath() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> MpiHosts(
-    const std::vector<std::string>& command, const EnvMap& env) {
+absl::StatusOr<MpiLaunchHosts> MpiHosts(const std::vector<std::string>& command,
+                                        const EnvMap& env,
+                                        const MpiPlan& plan) {
   const MpiHostSource source = FindMpiHosts(command, env);
+  MpiLaunchHosts found;
   std::vector<std::string> hosts = source.hosts;
+  found.origin = source.origin;
   if (!source.hostfile.empty()) {
-    const bool optional = source.hostfile == kOperatorHostfile;
     struct stat st;
-    if (optional && stat(source.hostfile.c_str(), &st) != 0) return hosts;
+    if (source.hostfile == kOperatorHostfile &&
+        stat(source.hostfile.c_str(), &st) != 0) {
+      // Named nowhere: the workers discovery found, when it found any.
+      found.hosts = plan.worker_hosts;
+      found.origin = plan.worker_hosts_source;
+      found.from_peers = !plan.worker_hosts.empty();
+      return found;
+    }
     auto text = ReadInputFile(source.origin, source.hostfile, size_t{4} << 20);
     if (!text.ok()) return text.status();
     hosts = ParseMpiHostfile(*text);
+    found.origin = absl::StrCat(source.origin, " ", source.hostfile);
   }
-  std::vector<std::string> remote;
   for (const std::string& h : hosts) {
-    if (h != "localhost") remote.push_back(h);
+    if (h != "localhost") found.hosts.push_back(h);
   }
-  return remote;
+  return found;
 }
 
 namespace {
@@ -161,29 +236,53 @@ int SuperviseMpirun(pid_t pid, const sigset_t& stops) {
 
 }  // namespace
 
-int RunMpiLauncher(const RunOptions& options, const EnvMap& env) {
-  auto hosts = MpiHosts(options.command, env);
+namespace {
+
+// mpirun's process: the agent's environment, every MPI's remote launch
+// through rsh, and the written hostfile's variables when there is one.
+absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
+                                           const EnvMap& env,
+                                           const MpiLaunchHosts& hosts,
+                                           const std::string& dir) {
+  const std::string agent = AgentPath();
+  ProcessSpec spec;
+  spec.argv = options.command;
+  spec.env = env;
+  for (const auto& [name, value] :
+       MpiLauncherEnv(agent, MakeRshProgram(dir, agent))) {
+    if (value.empty()) continue;  // no link: Hydra keeps its own launcher
+    spec.env[name] = value;
+  }
+  if (hosts.from_peers) {
+    auto named = WriteHostfiles(dir, hosts.hosts,
+                                MpiSlotsPerHost(options.launch.nproc, env));
+    if (!named.ok()) return named.status();
+    for (const auto& [name, value] : *named) spec.env[name] = value;
+    DJ_LOG_INFO("MPI launcher: hostfile {}/hostfile from {}", dir,
+                hosts.origin);
+  }
+  return SpawnProcess(spec, InheritedSignalState::Capture());
+}
+
+}  // namespace
+
+int RunMpiLauncher(const RunOptions& options, const EnvMap& env,
+                   const MpiPlan& plan) {
+  auto hosts = MpiHosts(options.command, env, plan);
   if (!hosts.ok()) {
     DJ_LOG_ERROR("{}", OneLine(hosts.status().message()));
     return kExitBadConfig;
   }
   const sigset_t stops = SignalSet(options.supervisor.stop_signals);
   DJ_LOG_INFO("MPI launcher: waiting for the spawn servers of {} (port {})",
-              hosts->empty() ? "no remote host" : absl::StrJoin(*hosts, ", "),
+              hosts->hosts.empty() ? "no remote host"
+                                   : absl::StrJoin(hosts->hosts, ", "),
               options.mpi.spawn_port);
-  const int waited = AwaitSpawnServers(*hosts, options, stops);
+  const int waited = AwaitSpawnServers(hosts->hosts, options, stops);
   if (waited > 0) return ExitCodeForSignal(waited);
   if (waited < 0) return kExitRendezvousUnavailable;
-  const std::string agent = AgentPath();
-  const std::string rsh_program = MakeRshProgram(agent);
-  ProcessSpec spec;
-  spec.argv = options.command;
-  spec.env = env;
-  for (const auto& [name, value] : MpiLauncherEnv(agent, rsh_program)) {
-    if (value.empty()) continue;  // no link: Hydra keeps its own launcher
-    spec.env[name] = value;
-  }
-  auto spawned = SpawnProcess(spec, InheritedSignalState::Capture());
+  const std::string dir = MakePrivateDir();
+  auto spawned = StartMpirun(options, env, *hosts, dir);
   int code;
   if (!spawned.ok()) {
     DJ_LOG_ERROR("MPI launcher: {}", OneLine(spawned.status().message()));
@@ -198,10 +297,7 @@ int RunMpiLauncher(const RunOptions& options, const EnvMap& env) {
     code = SuperviseMpirun(spawned->pid, stops);
     DJ_LOG_INFO("MPI launcher: {} exited with {}", options.command[0], code);
   }
-  if (!rsh_program.empty()) {
-    unlink(rsh_program.c_str());
-    rmdir(rsh_program.substr(0, rsh_program.rfind('/')).c_str());
-  }
+  RemovePrivateDir(dir);
   return code;
 }
 

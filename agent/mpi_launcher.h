@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/cli/options.h"
+#include "agent/mpi_plan.h"
 #include "common/environment.h"
 
 namespace distjob {
@@ -19,17 +20,32 @@ namespace distjob {
 // Intel MPI exec their launcher as one program, without arguments.
 inline constexpr char kRshProgramName[] = "distjob-rsh";
 
-// The hosts whose spawn servers the launcher waits for (from the command,
-// the MPIs' variables or /etc/mpi/hostfile; localhost is mpirun's own).
-// InvalidArgument naming the file when a named hostfile cannot be read.
-absl::StatusOr<std::vector<std::string>> MpiHosts(
-    const std::vector<std::string>& command, const EnvMap& env);
+// The hosts whose spawn servers the launcher waits for (localhost is
+// mpirun's own), and where they were named.
+struct MpiLaunchHosts {
+  std::vector<std::string> hosts;
+  std::string origin;
+  // Nothing named any (no option of the command, no MPI variable, no
+  // /etc/mpi/hostfile): the plan's worker hosts stand in, and the launcher
+  // writes them as mpirun's hostfile.
+  bool from_peers = false;
+};
+
+// From the command, the MPIs' variables or /etc/mpi/hostfile, else the
+// plan's worker hosts. InvalidArgument naming the file when a named
+// hostfile cannot be read.
+absl::StatusOr<MpiLaunchHosts> MpiHosts(const std::vector<std::string>& command,
+                                        const EnvMap& env, const MpiPlan& plan);
 
 // Runs the launcher role; the stop signals are already blocked
-// (BlockAsyncSignalsAtStartup). Exit 2 for a hostfile that cannot be read,
+// (BlockAsyncSignalsAtStartup). When mpirun is given no hostfile, writes
+// one from `plan`'s worker hosts into the launcher's private directory
+// and names it to mpirun through each MPI's variable (MpiHostfileEnv),
+// never by changing the command. Exit 2 for a hostfile that cannot be read,
 // 138 (retryable) when a spawn server is still missing after
 // --spawn-wait, 128+N after stop signal N, else mpirun's own code.
-int RunMpiLauncher(const RunOptions& options, const EnvMap& env);
+int RunMpiLauncher(const RunOptions& options, const EnvMap& env,
+                   const MpiPlan& plan);
 
 }  // namespace distjob
 

@@ -25,9 +25,11 @@ int WaitForStop(const std::vector<int>& stop_signals) {
 
 }  // namespace
 
-int RunMpiWorker(const RunOptions& options, const EnvMap& env) {
-  std::unique_ptr<HealthServer> health;
-  if (options.outcome.health_port != 0) {
+int RunMpiWorker(const RunOptions& options, const EnvMap& env,
+                 HealthServer* started_health) {
+  std::unique_ptr<HealthServer> own_health;
+  HealthServer* health = started_health;
+  if (health == nullptr && options.outcome.health_port != 0) {
     auto started = HealthServer::Start(
         options.outcome.health_port,
         options.outcome.health_tls ? &options.security : nullptr);
@@ -35,7 +37,8 @@ int RunMpiWorker(const RunOptions& options, const EnvMap& env) {
       DJ_LOG_ERROR("{}", OneLine(started.status().message()));
       return kExitBadConfig;
     }
-    health = *std::move(started);
+    own_health = *std::move(started);
+    health = own_health.get();
   }
   // The commands get the agent's environment, the token's variable
   // included: Open MPI's tree spawn and Hydra's proxies call rsh from here

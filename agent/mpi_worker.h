@@ -5,16 +5,19 @@
 #define DISTJOB_AGENT_MPI_WORKER_H_
 
 #include "agent/cli/options.h"
+#include "agent/health.h"
 #include "common/environment.h"
 
 namespace distjob {
 
 // Serves spawns on --spawn-host:--spawn-port until a stop signal (already
 // blocked, BlockAsyncSignalsAtStartup); Ready on --health-port only while
-// it serves. Exit 2 when the port cannot be bound (or, should the flags
-// have let it through, without a token or mutual TLS); 128+N after stop
-// signal N.
-int RunMpiWorker(const RunOptions& options, const EnvMap& env);
+// it serves: on `health` when the run started its health server already
+// (a role discovery decided), else on one of its own. Exit 2 when the port
+// cannot be bound (or, should the flags have let it through, without a token or
+// mutual TLS); 128+N after stop signal N.
+int RunMpiWorker(const RunOptions& options, const EnvMap& env,
+                 HealthServer* health = nullptr);
 
 }  // namespace distjob
 

@@ -4,6 +4,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -66,6 +68,38 @@ std::vector<std::string> ParseMpiHostfile(absl::string_view text) {
     AddOnce(&hosts, HostOf(word));
   }
   return hosts;
+}
+
+std::string OpenMpiHostfile(const std::vector<std::string>& hosts, int slots) {
+  std::string text;
+  for (const std::string& h : hosts) {
+    absl::StrAppend(&text, h, " slots=", slots, "\n");
+  }
+  return text;
+}
+
+std::string HydraHostfile(const std::vector<std::string>& hosts, int slots) {
+  std::string text;
+  for (const std::string& h : hosts)
+    absl::StrAppend(&text, h, ":", slots, "\n");
+  return text;
+}
+
+EnvMap MpiHostfileEnv(const std::string& open_mpi, const std::string& hydra) {
+  return {
+      {"OMPI_MCA_orte_default_hostfile", open_mpi},
+      {"PRTE_MCA_prte_default_hostfile", open_mpi},
+      {"HYDRA_HOST_FILE", hydra},
+      {"I_MPI_HYDRA_HOST_FILE", hydra},
+  };
+}
+
+int MpiSlotsPerHost(int nproc_per_node, const EnvMap& env) {
+  if (nproc_per_node > 1) return nproc_per_node;
+  int slots = 0;
+  const std::string value = Lookup(env, kMpiSlotsVariable).value_or("");
+  if (absl::SimpleAtoi(value, &slots) && slots > 0) return slots;
+  return 1;
 }
 
 MpiHostSource FindMpiHosts(const std::vector<std::string>& command,

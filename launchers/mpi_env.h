@@ -39,6 +39,26 @@ struct MpiHostSource {
 MpiHostSource FindMpiHosts(const std::vector<std::string>& command,
                            const EnvMap& env);
 
+// A hostfile naming `hosts`, `slots` each: as Open MPI and PRRTE read it
+// ("HOST slots=N"), and as MPICH's Hydra and Intel MPI do ("HOST:N"; Hydra
+// rejects Open MPI's `slots=`).
+std::string OpenMpiHostfile(const std::vector<std::string>& hosts, int slots);
+std::string HydraHostfile(const std::vector<std::string>& hosts, int slots);
+
+// The variables that name a hostfile to each MPI's mpirun when its command
+// names none: `open_mpi` to Open MPI 4 (OMPI_MCA_orte_default_hostfile)
+// and Open MPI 5's PRRTE (PRTE_MCA_prte_default_hostfile), `hydra` to
+// MPICH (HYDRA_HOST_FILE) and Intel MPI (I_MPI_HYDRA_HOST_FILE).
+EnvMap MpiHostfileEnv(const std::string& open_mpi, const std::string& hydra);
+
+// The operators' slots per host (Kubeflow's MPIJob sets it on the
+// launcher).
+inline constexpr char kMpiSlotsVariable[] = "OMPI_MCA_orte_set_default_slots";
+
+// The slots a written hostfile gives each host: --nproc-per-node when it
+// is not 1, else kMpiSlotsVariable when it is a positive integer, else 1.
+int MpiSlotsPerHost(int nproc_per_node, const EnvMap& env);
+
 // The default hostfile of Kubeflow's MPIJob and Trainer v2's MPI runtime.
 inline constexpr char kOperatorHostfile[] = "/etc/mpi/hostfile";
 

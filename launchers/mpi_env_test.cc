@@ -48,5 +48,37 @@ TEST(MpiEnvTest, HostsFromTheEnvironmentThenTheOperatorsFile) {
   EXPECT_EQ(s.hostfile, "/etc/mpi/hostfile");
 }
 
+TEST(MpiEnvTest, WrittenHostfilesInEachMpisFormat) {
+  const Hosts hosts = {"j-mpiworker-0.j", "j-mpiworker-1.j"};
+  EXPECT_EQ(OpenMpiHostfile(hosts, 4),
+            "j-mpiworker-0.j slots=4\nj-mpiworker-1.j slots=4\n");
+  EXPECT_EQ(HydraHostfile(hosts, 2), "j-mpiworker-0.j:2\nj-mpiworker-1.j:2\n");
+  // What the agent writes, its own parser reads back.
+  EXPECT_EQ(ParseMpiHostfile(OpenMpiHostfile(hosts, 1)), hosts);
+  EXPECT_EQ(ParseMpiHostfile(HydraHostfile(hosts, 1)), hosts);
+}
+
+TEST(MpiEnvTest, EveryMpiIsPointedAtTheWrittenHostfile) {
+  const EnvMap env = MpiHostfileEnv("/run/h", "/run/h.hydra");
+  EXPECT_EQ(env.at("OMPI_MCA_orte_default_hostfile"), "/run/h");
+  EXPECT_EQ(env.at("PRTE_MCA_prte_default_hostfile"), "/run/h");
+  EXPECT_EQ(env.at("HYDRA_HOST_FILE"), "/run/h.hydra");
+  EXPECT_EQ(env.at("I_MPI_HYDRA_HOST_FILE"), "/run/h.hydra");
+  // Each is a variable FindMpiHosts reads: a job the agent already
+  // pointed at its hostfile finds that file again.
+  for (const auto& [name, path] : env) {
+    EXPECT_EQ(FindMpiHosts({"mpirun", "prog"}, {{name, path}}).hostfile, path)
+        << name;
+  }
+}
+
+TEST(MpiEnvTest, SlotsFromNprocPerNodeThenTheOperatorsVariable) {
+  EXPECT_EQ(MpiSlotsPerHost(8, {{"OMPI_MCA_orte_set_default_slots", "2"}}), 8);
+  EXPECT_EQ(MpiSlotsPerHost(1, {{"OMPI_MCA_orte_set_default_slots", "2"}}), 2);
+  EXPECT_EQ(MpiSlotsPerHost(1, {{"OMPI_MCA_orte_set_default_slots", "x"}}), 1);
+  EXPECT_EQ(MpiSlotsPerHost(1, {{"OMPI_MCA_orte_set_default_slots", "0"}}), 1);
+  EXPECT_EQ(MpiSlotsPerHost(1, {}), 1);
+}
+
 }  // namespace
 }  // namespace distjob

@@ -1,5 +1,10 @@
 #include "agent/cli/mpi_flags.h"
 
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+#include "discovery/peers.h"
+
 namespace distjob {
 
 MpiRole ChooseMpiRole(bool framework_mpi, bool framework_auto,
@@ -13,6 +18,20 @@ MpiRole ChooseMpiRole(bool framework_mpi, bool framework_auto,
   if (operator_role == "worker") return MpiRole::kWorker;
   if (operator_role == "launcher") return MpiRole::kLauncher;
   return MpiRole::kNone;
+}
+
+bool VolcanoMpiWorkersVisible(const MpiOptions& mpi,
+                              const std::string& volcano_dir,
+                              const EnvMap& env) {
+  const std::string task = VolcanoEnvTask(mpi.worker_task);
+  if (Lookup(env, absl::StrCat("VC_", task, "_HOSTS")) ||
+      Lookup(env, absl::StrCat("VC_", task, "_NUM"))) {
+    return true;
+  }
+  struct stat st;
+  const std::string file =
+      absl::StrCat(volcano_dir, "/", VolcanoHostFile(mpi.worker_task));
+  return stat(file.c_str(), &st) == 0;
 }
 
 void AddMpiFlags(FlagSet* flags, MpiOptions* out) {
@@ -31,6 +50,20 @@ void AddMpiFlags(FlagSet* flags, MpiOptions* out) {
       "MPI launcher: how long to wait for every worker's spawn server "
       "before giving up, naming the missing ones (default 10m).",
       SetDuration(&out->spawn_wait)));
+  flags->Add(AgentFlag(
+      "mpi-master-task", "NAME",
+      "Volcano MPI jobs: the task whose pods run mpirun (default "
+      "mpimaster, as Volcano's MPI examples name it; the mpi plugin's "
+      "--master when set). With --framework auto such a pod is the "
+      "launcher.",
+      SetString(&out->master_task)));
+  flags->Add(AgentFlag(
+      "mpi-worker-task", "NAME",
+      "Volcano MPI jobs: the task whose pods serve mpirun's spawns "
+      "(default mpiworker, as Volcano's MPI examples name it; the mpi "
+      "plugin's --worker when set). With --framework auto such a pod is a "
+      "worker; its hosts make the launcher's hostfile.",
+      SetString(&out->worker_task)));
 }
 
 }  // namespace distjob

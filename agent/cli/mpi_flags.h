@@ -33,6 +33,13 @@ struct MpiOptions {
   std::string spawn_host = "::";
   // How long the launcher waits for every worker's spawn server.
   absl::Duration spawn_wait = absl::Minutes(10);
+  // The task names of a Volcano MPI job, whose pods take the launcher and
+  // worker roles with no flag (agent/mpi_plan.h): Volcano's MPI examples'
+  // names. The mpi plugin's own defaults (--master=master,
+  // --worker=worker) are a PyTorch job's task names too, so they count
+  // only when given here.
+  std::string master_task = "mpimaster";
+  std::string worker_task = "mpiworker";
 };
 
 // --framework mpi: a worker with --role worker, else the launcher.
@@ -41,8 +48,18 @@ struct MpiOptions {
 MpiRole ChooseMpiRole(bool framework_mpi, bool framework_auto,
                       const std::string& role, const EnvMap& env);
 
+// Whether a Volcano MPI job's worker task shows in `volcano_dir` (its
+// host file) or the environment (VC_<TASK>_HOSTS or _NUM): its pods may
+// then run with no command of their own, before discovery says which task
+// this pod is (agent/mpi_plan.h).
+bool VolcanoMpiWorkersVisible(const MpiOptions& mpi,
+                              const std::string& volcano_dir,
+                              const EnvMap& env);
+
 // Registers --spawn-port (DISTJOB_SPAWN_PORT), --spawn-host
-// (DISTJOB_SPAWN_HOST) and --spawn-wait (DISTJOB_SPAWN_WAIT).
+// (DISTJOB_SPAWN_HOST), --spawn-wait (DISTJOB_SPAWN_WAIT),
+// --mpi-master-task (DISTJOB_MPI_MASTER_TASK) and --mpi-worker-task
+// (DISTJOB_MPI_WORKER_TASK).
 void AddMpiFlags(FlagSet* flags, MpiOptions* out);
 
 }  // namespace distjob

@@ -71,8 +71,15 @@ bool IsMpiWorkerRole(const RunOptions& options) {
   return options.mpi.role == MpiRole::kWorker;
 }
 
-absl::Status CheckCommandGiven(const RunOptions& options) {
+// A Volcano MPI worker's pod may have no command either; whether this pod
+// is one, discovery says (agent/mpi_plan.h checks the command again then).
+absl::Status CheckCommandGiven(const RunOptions& options, const EnvMap& env) {
   if (!options.command.empty() || IsMpiWorkerRole(options)) {
+    return absl::OkStatus();
+  }
+  if (options.discovery.framework == Framework::kAuto &&
+      VolcanoMpiWorkersVisible(options.mpi, options.discovery.volcano_dir,
+                               env)) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
@@ -435,7 +442,7 @@ absl::Status CheckCommandLine(const EnvMap& env, RunOptions* options) {
         "-m/--module and --no-python cannot be used together");
   }
   options->mpi.role = MpiRoleOf(*options, env);
-  if (absl::Status s = CheckCommandGiven(*options); !s.ok()) return s;
+  if (absl::Status s = CheckCommandGiven(*options, env); !s.ok()) return s;
   if (absl::Status s = CheckRole(launch.role); !s.ok()) return s;
   auto nproc = ResolveNprocPerNode(launch.nproc_per_node, env);
   if (!nproc.ok()) return nproc.status();

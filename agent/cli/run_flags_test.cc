@@ -396,5 +396,24 @@ TEST(RunFlagsTest, MpiRoleFromTheFlagsOrTheMpiOperator) {
   EXPECT_FALSE(ParseRunOptions({"--spawn-port", "0", "x"}, {}).ok());
 }
 
+TEST(RunFlagsTest, AVolcanoMpiJobsPodMayHaveNoCommandUntilDiscovery) {
+  // Its role is decided after discovery (agent/mpi_plan.h): until then
+  // the parsed options name none, and a worker's empty command passes.
+  const EnvMap volcano = {{"VC_MPIWORKER_HOSTS", "j-mpiworker-0.j"}};
+  auto o = ParseRunOptions({}, volcano);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mpi.role, MpiRole::kNone);
+  EXPECT_TRUE(o->command.empty());
+  EXPECT_TRUE(ParseRunOptions({}, {{"VC_MPIWORKER_NUM", "2"}}).ok());
+  // Renamed tasks, the flag's name counts.
+  EXPECT_FALSE(ParseRunOptions({"--mpi-worker-task", "w"}, volcano).ok());
+  EXPECT_TRUE(
+      ParseRunOptions({"--mpi-worker-task", "w"}, {{"VC_W_HOSTS", "j-w-0.j"}})
+          .ok());
+  // Not under another framework, nor without the worker task's hosts.
+  EXPECT_FALSE(ParseRunOptions({"--framework", "pytorch"}, volcano).ok());
+  EXPECT_FALSE(ParseRunOptions({}, {{"VC_WORKER_HOSTS", "h"}}).ok());
+}
+
 }  // namespace
 }  // namespace distjob

@@ -149,3 +149,139 @@ def test_the_mpi_operators_worker_role_needs_no_flag(run_agent, start_agent,
     r = run_agent(["rsh", "127.0.0.1", "echo", "up"],
                   env={**env, "DISTJOB_RDZV_TOKEN": TOKEN})
     assert r.returncode == 0 and r.stdout == "up\n", r.stderr
+
+
+# A Volcano MPI job as its mpi and svc plugins lay it out: tasks mpimaster
+# and mpiworker, the host files under the volcano dir, the pod named
+# <job>-<task>-<index>. Hosts are IP literals, which need no DNS wait.
+def _volcano_mpi_job(tmp_path, worker_hosts=("127.0.0.1",)):
+    volcano = tmp_path / "volcano"
+    volcano.mkdir()
+    (volcano / "mpimaster.host").write_text("127.0.0.2")
+    if worker_hosts:
+        (volcano / "mpiworker.host").write_text("\n".join(worker_hosts))
+    return volcano
+
+
+# A stand-in for mpirun: shows its arguments, the hostfile variables and
+# each named file's text and mode, as the real one would find them.
+FAKE_MPIRUN = """#!/bin/sh
+echo "args: $*"
+echo "rsh: $OMPI_MCA_plm_rsh_agent"
+for v in OMPI_MCA_orte_default_hostfile PRTE_MCA_prte_default_hostfile \\
+         HYDRA_HOST_FILE I_MPI_HYDRA_HOST_FILE; do
+  eval f=\\$$v
+  echo "$v=$f"
+  if [ -n "$f" ]; then
+    echo "mode $(stat -c %a "$f")"
+    cat "$f"
+  fi
+done
+"""
+
+
+def _fake_mpirun(tmp_path):
+    path = tmp_path / "mpirun"
+    path.write_text(FAKE_MPIRUN)
+    path.chmod(0o755)
+    return str(path)
+
+
+def _volcano_pod(tmp_path, volcano, task):
+    """run's flags for pod 0 of `task`; no MPI flag among them."""
+    return ["--volcano-dir", str(volcano), "--hostname", f"vj-{task}-0"]
+
+
+def test_a_volcano_mpiworker_pod_serves_spawns_with_no_flags(
+        run_agent, start_agent, tmp_path):
+    volcano = _volcano_mpi_job(tmp_path)
+    env = {**CLEAN_JOB_ENV, "DISTJOB_SPAWN_PORT": str(free_port()),
+           "DISTJOB_SPAWN_HOST": "127.0.0.1"}
+    pod = _volcano_pod(tmp_path, volcano, "mpiworker")
+    # No token: refused, naming the Volcano task that made it a worker.
+    r = run_agent(["run"] + pod, env=env)
+    assert r.returncode == 2, r.stderr
+    assert "Volcano task mpiworker" in r.stderr, r.stderr
+    assert "--rdzv-token-file" in r.stderr, r.stderr
+    # With the job's token, and no command (the worker runs none).
+    log = tmp_path / "worker.log"
+    start_agent(["run"] + pod, env={**env, "DISTJOB_RDZV_TOKEN": TOKEN},
+                log=log)
+    wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
+             what="the spawn server")
+    assert "Volcano task mpiworker (hostname)" in log.read_text()
+    r = run_agent(["rsh", "127.0.0.1", "echo", "up"],
+                  env={**env, "DISTJOB_RDZV_TOKEN": TOKEN})
+    assert r.returncode == 0 and r.stdout == "up\n", r.stderr
+
+
+def _volcano_worker(start_agent, tmp_path, volcano, env):
+    """A Volcano mpiworker pod's agent, serving; its log."""
+    log = tmp_path / "worker.log"
+    start_agent(["run"] + _volcano_pod(tmp_path, volcano, "mpiworker"),
+                env={**env, "DISTJOB_SPAWN_HOST": "127.0.0.1"}, log=log)
+    wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
+             what="the spawn server")
+    return log
+
+
+def _launcher_env(tmp_path):
+    tmp = tmp_path / "launcher-tmp"
+    tmp.mkdir()
+    return {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+            "DISTJOB_SPAWN_PORT": str(free_port()), "TMPDIR": str(tmp)}
+
+
+def test_a_volcano_mpimaster_writes_a_hostfile_from_the_workers(
+        run_agent, start_agent, tmp_path):
+    volcano = _volcano_mpi_job(tmp_path)
+    env = _launcher_env(tmp_path)
+    _volcano_worker(start_agent, tmp_path, volcano, env)
+    mpirun = _fake_mpirun(tmp_path)
+    r = run_agent(["run", "--nproc-per-node", "2"]
+                  + _volcano_pod(tmp_path, volcano, "mpimaster")
+                  + ["--", mpirun, "-np", "2", "prog"], env=env)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    # The command as given; the hostfile through each MPI's variable.
+    assert "args: -np 2 prog\n" in out, out
+    assert " rsh" in out.split("rsh: ", 1)[1].splitlines()[0], out
+    private = str(tmp_path / "launcher-tmp" / "distjob-mpi-")
+    for var in ("OMPI_MCA_orte_default_hostfile",
+                "PRTE_MCA_prte_default_hostfile"):
+        assert f"{var}={private}" in out and "/hostfile\n" in out, out
+    for var in ("HYDRA_HOST_FILE", "I_MPI_HYDRA_HOST_FILE"):
+        assert f"{var}={private}" in out, out
+    assert "127.0.0.1 slots=2\n" in out, out
+    assert "127.0.0.1:2\n" in out, out
+    assert "mode 600" in out and "mode 644" not in out, out
+    assert "Volcano task mpimaster (hostname)" in r.stderr, r.stderr
+    # The private directory goes with the run.
+    assert not list((tmp_path / "launcher-tmp").iterdir())
+
+
+def test_a_hostfile_the_command_names_is_kept(run_agent, start_agent,
+                                              tmp_path):
+    volcano = _volcano_mpi_job(tmp_path)
+    env = _launcher_env(tmp_path)
+    _volcano_worker(start_agent, tmp_path, volcano, env)
+    r = run_agent(["run"] + _volcano_pod(tmp_path, volcano, "mpimaster")
+                  + ["--", _fake_mpirun(tmp_path), "-H", "127.0.0.1",
+                     "prog"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert "OMPI_MCA_orte_default_hostfile=\n" in r.stdout, r.stdout
+    assert "HYDRA_HOST_FILE=\n" in r.stdout, r.stdout
+
+
+def test_a_volcano_mpimaster_with_no_worker_hosts_exits_2(run_agent,
+                                                          tmp_path):
+    volcano = _volcano_mpi_job(tmp_path, worker_hosts=())
+    r = run_agent(["run"] + _volcano_pod(tmp_path, volcano, "mpimaster")
+                  + ["--", _fake_mpirun(tmp_path)],
+                  env=_launcher_env(tmp_path))
+    assert r.returncode == 2, r.stderr
+    # One line names every place the worker hosts could have come from.
+    assert any("mpiworker.host" in line and "VC_MPIWORKER_HOSTS" in line
+               and "MPI_HOST" in line for line in r.stderr.splitlines()), \
+        r.stderr
+    assert "args:" not in r.stdout

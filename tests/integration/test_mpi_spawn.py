@@ -331,3 +331,30 @@ def test_the_wait_is_bounded_and_names_each_missing_host(run_agent, mpi):
              "DISTJOB_SPAWN_PORT": str(_free_on_workers())})
     assert r.returncode == 138, r.stderr
     assert "127.0.0.2, 127.0.0.3" in r.stderr
+
+
+def test_a_volcano_job_runs_with_no_flags_and_a_hostfile_it_wrote(
+        run_agent, tmp_path, mpi, program, start_agent):
+    """Volcano's mpi plugin's layout: tasks mpimaster and mpiworker, their
+    host files, pods named <job>-<task>-<index>; no MPI flag, and mpirun
+    given no hostfile: the launcher writes one from the worker hosts, 2
+    slots each (--nproc-per-node), in this MPI's format."""
+    volcano = tmp_path / "volcano"
+    volcano.mkdir()
+    (volcano / "mpimaster.host").write_text("127.0.0.1")
+    (volcano / "mpiworker.host").write_text("\n".join(WORKERS))
+    env = _launcher_env(tmp_path)
+    for i, host in enumerate(WORKERS):
+        start_agent(["run", "--volcano-dir", str(volcano), "--hostname",
+                     f"vj-mpiworker-{i}", "--spawn-host", host],
+                    env={**env, **_own_tmpdir(tmp_path, host)},
+                    log=tmp_path / f"worker-{host}.log")
+    r = run_agent(["run", "--volcano-dir", str(volcano), "--hostname",
+                   "vj-mpimaster-0", "--nproc-per-node", "2", "--",
+                   mpi.launcher, mpi.np_flag, "4", *program],
+                  env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _ranks(r.stdout) == EXPECTED, r.stdout + r.stderr
+    assert "Volcano task mpimaster" in r.stderr, r.stderr
+    assert _spawned(tmp_path, mpi.daemon), \
+        f"{mpi.daemon} was not started by the workers"
