@@ -11,6 +11,8 @@
 #include "agent/barrier.h"
 #include "agent/cli/run_flags.h"
 #include "agent/exit_codes.h"
+#include "agent/mpi_launcher.h"
+#include "agent/mpi_plan.h"
 #include "agent/outer_agent.h"
 #include "agent/worker_env.h"
 #include "common/json.h"
@@ -364,6 +366,77 @@ class EnvReport {
   std::map<std::string, std::string> pending_;
 };
 
+const char* MpiRoleName(MpiRole role) {
+  return role == MpiRole::kWorker ? "worker" : "launcher";
+}
+
+// An MPI pod's report: its role and where it came from; for the launcher,
+// the hosts mpirun will reach and where they are named, and what it sets
+// for mpirun (its workers' environment is mpirun's to build).
+absl::StatusOr<std::string> RenderMpi(const EnvArgs& args,
+                                      const RunOptions& options,
+                                      const EnvMap& env, const MpiPlan& plan) {
+  Json mpi = {{"role", MpiRoleName(plan.role)}};
+  std::string out = absl::StrCat("# MPI ", MpiRoleName(plan.role));
+  if (args.explain) {
+    mpi["role_source"] = plan.role_source;
+    absl::StrAppend(&out, "  # ", plan.role_source);
+  }
+  out += "\n";
+  if (plan.role == MpiRole::kWorker) {
+    mpi["spawn_server"] =
+        absl::StrCat(options.mpi.spawn_host, " port ", options.mpi.spawn_port);
+    absl::StrAppend(&out, "# serves mpirun's spawns on ",
+                    mpi["spawn_server"].get<std::string>(), "\n");
+  } else {
+    auto hosts = MpiHosts(options.command, env, plan);
+    if (!hosts.ok()) return hosts.status();
+    const MpirunEnv set = PlanMpirunEnv(options, env, *hosts);
+    mpi["hosts"] = hosts->hosts;
+    mpi["hostfile_written"] = hosts->from_peers;
+    mpi["env"] = set.env;
+    mpi["undecided"] = set.undecided;
+    absl::StrAppend(&out, "# hosts ", absl::StrJoin(hosts->hosts, ","));
+    if (args.explain) {
+      mpi["hosts_source"] = hosts->origin;
+      mpi["sources"] = set.sources;
+      absl::StrAppend(&out, "  # ",
+                      hosts->origin.empty() ? "none named" : hosts->origin);
+    }
+    out += "\n";
+    for (const auto& [k, why] : set.undecided) {
+      absl::StrAppend(&out, "# ", k, ": ", why, "\n");
+    }
+    for (const auto& [k, v] : set.env) {
+      absl::StrAppend(&out, k, "=", v);
+      if (args.explain) absl::StrAppend(&out, "  # ", set.sources.at(k));
+      out += "\n";
+    }
+  }
+  if (!args.json) return out;
+  Json doc = {{"framework", "mpi"}, {"mpi", std::move(mpi)}};
+  return DumpJson(doc) + "\n";
+}
+
+// An MPI pod's plan: a role the options gave, over --peers alone (as
+// `run` follows it, before any discovery), else discovery's.
+absl::StatusOr<MpiPlan> EnvMpiPlan(const RunOptions& options, const EnvMap& env,
+                                   const JobEnv* job) {
+  // `env` needs no command; the plan's check for one is `run`'s.
+  RunOptions with_command = options;
+  if (with_command.command.empty()) with_command.command = {kPlaceholder};
+  if (job == nullptr) return PlanExplicitMpi(with_command, env);
+  return PlanMpi(with_command, *job, env);
+}
+
+int PrintMpi(const EnvArgs& args, const RunOptions& options, const EnvMap& env,
+             const MpiPlan& plan) {
+  auto text = RenderMpi(args, options, env, plan);
+  if (!text.ok()) return PrintError(text.status(), kExitBadConfig);
+  std::fputs(text->c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 std::string EnvHelp() {
@@ -408,8 +481,16 @@ int EnvCommand(const std::vector<std::string>& raw_args, const EnvMap& env) {
   auto trainer = TrainerStatusConfigFromEnv(env, &trainer_warning);
   if (!trainer_warning.empty()) DJ_LOG_WARNING("{}", trainer_warning);
   if (!trainer.ok()) return PrintError(trainer.status(), kExitBadConfig);
+  if (options->mpi.role != MpiRole::kNone) {
+    auto mpi = EnvMpiPlan(*options, env, nullptr);
+    if (!mpi.ok()) return PrintError(mpi.status(), kExitBadConfig);
+    return PrintMpi(args, *options, env, *mpi);
+  }
   auto job = ResolveJob(options->discovery, env);
   if (!job.ok()) return PrintError(job.status(), ExitCodeFor(job.status()));
+  auto mpi = EnvMpiPlan(*options, env, &*job);
+  if (!mpi.ok()) return PrintError(mpi.status(), kExitBadConfig);
+  if (mpi->role != MpiRole::kNone) return PrintMpi(args, *options, env, *mpi);
   const LaunchOptions launch = EffectiveLaunch(*job, options->launch);
   const EnvReport report(args, *options, *job, launch, env,
                          trainer->has_value());

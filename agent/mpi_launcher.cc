@@ -266,6 +266,31 @@ absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
 
 }  // namespace
 
+MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
+                        const MpiLaunchHosts& hosts) {
+  MpirunEnv out;
+  const std::string private_dir = absl::StrCat(
+      "decided at launch (", "a file in the launcher's private directory, ",
+      Lookup(env, "TMPDIR").value_or("/tmp"), "/distjob-mpi-XXXXXX)");
+  for (const auto& [name, value] : MpiLauncherEnv(AgentPath(), "")) {
+    if (value.empty()) {
+      out.undecided[name] = private_dir;
+      continue;
+    }
+    out.env[name] = value;
+    out.sources[name] = "MPI launcher: remote launch through distjob-agent rsh";
+  }
+  if (hosts.from_peers) {
+    const int slots = MpiSlotsPerHost(options.launch.nproc, env);
+    for (const auto& [name, value] : MpiHostfileEnv("", "")) {
+      out.undecided[name] = absl::StrCat(
+          private_dir.substr(0, private_dir.size() - 1), "; the hostfile ",
+          "written from ", hosts.origin, ", ", slots, " slot(s) per host)");
+    }
+  }
+  return out;
+}
+
 int RunMpiLauncher(const RunOptions& options, const EnvMap& env,
                    const MpiPlan& plan) {
   auto hosts = MpiHosts(options.command, env, plan);

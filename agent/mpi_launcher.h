@@ -6,6 +6,7 @@
 #ifndef DISTJOB_AGENT_MPI_LAUNCHER_H_
 #define DISTJOB_AGENT_MPI_LAUNCHER_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,17 @@ struct MpiLaunchHosts {
 // hostfile cannot be read.
 absl::StatusOr<MpiLaunchHosts> MpiHosts(const std::vector<std::string>& command,
                                         const EnvMap& env, const MpiPlan& plan);
+
+// What the launcher sets for mpirun, for `env`: each variable's value
+// and why (`sources`); those whose value is a path made only at launch
+// (the rsh link, the written hostfiles) are in `undecided`, with why.
+struct MpirunEnv {
+  EnvMap env;
+  std::map<std::string, std::string> sources;
+  std::map<std::string, std::string> undecided;
+};
+MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
+                        const MpiLaunchHosts& hosts);
 
 // Runs the launcher role; the stop signals are already blocked
 // (BlockAsyncSignalsAtStartup). When mpirun is given no hostfile, writes

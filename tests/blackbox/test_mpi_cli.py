@@ -3,6 +3,7 @@ command line, exit codes and streams as MPI launchers expect them, signal
 forwarding, the end of a call ending the remote command, and a spawn
 server that will not start without the job's token."""
 
+import json
 import signal
 import subprocess
 
@@ -285,3 +286,49 @@ def test_a_volcano_mpimaster_with_no_worker_hosts_exits_2(run_agent,
                and "MPI_HOST" in line for line in r.stderr.splitlines()), \
         r.stderr
     assert "args:" not in r.stdout
+
+
+def test_env_explain_shows_a_volcano_launchers_role_hosts_and_variables(
+        run_agent, tmp_path):
+    volcano = _volcano_mpi_job(tmp_path, ("10.0.0.7", "10.0.0.8"))
+    pod = _volcano_pod(tmp_path, volcano, "mpimaster")
+    env = _launcher_env(tmp_path)
+    r = run_agent(["env", "--explain"] + pod + ["--", "mpirun", "prog"],
+                  env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "# MPI launcher  # Volcano task mpimaster (hostname)" in lines
+    hosts = [line for line in lines if line.startswith("# hosts ")]
+    assert hosts == [f"# hosts 10.0.0.7,10.0.0.8  # task mpiworker: "
+                     f"volcano file {volcano}/mpiworker.host"], r.stdout
+    rsh = [line for line in lines
+           if line.startswith("OMPI_MCA_plm_rsh_agent=")]
+    assert len(rsh) == 1 and " rsh  # MPI launcher" in rsh[0], r.stdout
+    assert any(line.startswith("# HYDRA_HOST_FILE: decided at launch")
+               and "mpiworker.host" in line
+               for line in lines), r.stdout
+    r = run_agent(["env", "--json", "--explain"] + pod
+                  + ["--", "mpirun", "prog"], env=env)
+    doc = json.loads(r.stdout)
+    assert doc["framework"] == "mpi"
+    mpi = doc["mpi"]
+    assert mpi["role"] == "launcher" and mpi["hostfile_written"] is True
+    assert mpi["hosts"] == ["10.0.0.7", "10.0.0.8"]
+    assert "OMPI_MCA_orte_default_hostfile" in mpi["undecided"]
+    assert mpi["env"]["HYDRA_LAUNCHER"] == "ssh"
+
+
+def test_env_explain_names_the_flag_or_operator_variable_of_a_role(
+        run_agent):
+    r = run_agent(["env", "--explain"],
+                  env={**CLEAN_JOB_ENV, "K_MPI_JOB_ROLE": "worker",
+                       "DISTJOB_RDZV_TOKEN": TOKEN})
+    assert r.returncode == 0, r.stderr
+    assert ("# MPI worker  # env K_MPI_JOB_ROLE=worker (Kubeflow MPIJob v2)"
+            in r.stdout.splitlines()), r.stdout
+    r = run_agent(["env", "--explain", "--framework", "mpi", "--peers",
+                   "worker=w0,w1", "--", "mpirun", "prog"],
+                  env={**CLEAN_JOB_ENV})
+    assert r.returncode == 0, r.stderr
+    assert "# MPI launcher  # flag --framework mpi" in r.stdout, r.stdout
+    assert "# hosts w0,w1  # task worker: flag --peers" in r.stdout, r.stdout
