@@ -415,6 +415,14 @@ absl::StatusOr<std::string> RenderMpi(const EnvArgs& args,
   }
   if (!args.json) return out;
   Json doc = {{"framework", "mpi"}, {"mpi", std::move(mpi)}};
+  // What StoresJson says of every other pod: mpirun starts the ranks, so
+  // no start barrier; the job's token is what a worker's spawn server
+  // checks and the launcher's rsh presents.
+  doc["barrier"] = {{"runs", false},
+                    {"why_not", "an MPI job: mpirun starts the ranks"}};
+  doc["token"] = {
+      {"loaded", !options.security.token.empty()},
+      {"used_by", {plan.role == MpiRole::kWorker ? "spawn server" : "rsh"}}};
   return DumpJson(doc) + "\n";
 }
 
@@ -451,7 +459,9 @@ std::string EnvHelp() {
       "local_rank, argv, env (an undecided value is null) and undecided "
       "(variable: why); barrier (whether `run` holds the workers at the "
       "start barrier: runs, host and pods, or why_not) and token (loaded, "
-      "and used_by: rendezvous, start barrier).\n"
+      "and used_by: rendezvous, start barrier; an MPI pod's spawn server "
+      "or rsh); an MPI pod has mpi (role, hosts, what mpirun is given) "
+      "in place of workers.\n"
       "  --explain\n      Say where each value came from.\n"
       "  -h, --help\n      Show this help.\n\n"
       "Run's options that env reads:\n";
