@@ -437,6 +437,16 @@ def trainjob_pods(trainjob, runtimes):
     return pods
 
 
+# The task names of Volcano's MPI examples, and the role the agent gives
+# each with no flags (docs/mpi.md).
+MPI_ROLES = {"mpimaster": "launcher", "mpiworker": "worker"}
+
+
+def mpi_role(pod):
+    """The MPI role of a Volcano MPI example's pod, else None."""
+    return MPI_ROLES.get(pod.task) if pod.kind == "volcano" else None
+
+
 def pods_of(manifest, runtimes=None):
     if manifest["apiVersion"].startswith("batch.volcano.sh/"):
         return volcano_pods(manifest)

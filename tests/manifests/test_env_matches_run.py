@@ -43,6 +43,11 @@ def pods():
                 if d["kind"] == "ClusterTrainingRuntime"}
     for path, job in jobs.items():
         for pod in operators.pods_of(job, runtimes):
+            # An MPI pod's ranks get their environment from mpirun, not
+            # from run: env shows its role and what mpirun is given
+            # (test_manifests.py's check_mpi; test_mpi_cli.py runs them).
+            if operators.mpi_role(pod):
+                continue
             yield pytest.param(pod, id=f"{path.stem}:{pod.name}")
 
 

@@ -248,7 +248,7 @@ def test_every_required_example_exists():
             "volcano-pytorch-initcontainer", "job-indexed-pytorch",
             "job-indexed-inplace-restart", "jobset-pytorch", "lws-pytorch",
             "trainer-v2-runtime", "trainer-v2-trainjob",
-            "volcano-tensorflow-workers"} <= stems
+            "volcano-tensorflow-workers", "volcano-mpi"} <= stems
     elastic = load(ROOT / "examples/k8s/kubeflow-pytorchjob-elastic.yaml")
     policy = elastic["spec"]["elasticPolicy"]
     assert (policy["minReplicas"], policy["maxReplicas"]) == (2, 4)
@@ -371,8 +371,9 @@ def agent_env(agent, pod, tmp_path):
         f"{pod.name}: distjob-agent env exited {result.returncode}: "
         f"{result.stderr}")
     out = json.loads(result.stdout)
-    # The worker's environment: inherited, overlaid with what the agent set.
-    merged = [dict(pod.env, **w["env"]) for w in out["workers"]]
+    # The worker's environment: inherited, overlaid with what the agent set
+    # (an MPI pod has none: mpirun builds its ranks' environment).
+    merged = [dict(pod.env, **w["env"]) for w in out.get("workers", [])]
     return out, merged
 
 
@@ -389,6 +390,8 @@ def expected_tf_cluster_volcano(pod):
 def expected_framework(pod):
     if "DISTJOB_FRAMEWORK" in pod.env:
         return pod.env["DISTJOB_FRAMEWORK"]
+    if operators.mpi_role(pod):
+        return "mpi"
     hosts = {n for n in pod.volcano_files if n.endswith(".host")}
     if hosts == {"worker.host"}:
         # TF workers only (MultiWorkerMirroredStrategy): --framework auto
@@ -403,6 +406,9 @@ def test_agent_gives_the_framework_environment(env_agent, path, pod,
     out, merged = agent_env(env_agent, pod, tmp_path)
     framework = expected_framework(pod)
     assert out["framework"] == framework
+    if framework == "mpi":
+        check_mpi(pod, out["mpi"])
+        return
     assert out["workers"], f"{pod.name}: no workers"
     if framework == "tensorflow":
         for env in merged:
@@ -432,6 +438,22 @@ def test_agent_gives_the_framework_environment(env_agent, path, pod,
         check_layout(pod, out, merged)
     else:
         check_pytorch(pod, merged)
+
+
+def check_mpi(pod, mpi):
+    """A Volcano MPI pod: its role from its task, with no flags; the
+    launcher reaches the worker task's hosts through a hostfile it writes
+    and the agent's rsh, a worker serves spawns."""
+    assert mpi["role"] == operators.mpi_role(pod), mpi
+    assert "Volcano task " + pod.task in mpi["role_source"], mpi
+    if mpi["role"] == "worker":
+        assert mpi["spawn_server"].endswith(" port 29522"), mpi
+        return
+    workers = pod.volcano_files["mpiworker.host"].split("\n")
+    assert mpi["hosts"] == workers, mpi
+    assert mpi["hostfile_written"], mpi
+    assert mpi["env"]["OMPI_MCA_plm_rsh_agent"].endswith(" rsh"), mpi
+    assert "OMPI_MCA_orte_default_hostfile" in mpi["undecided"], mpi
 
 
 CONTROLLERS = {"IndexedJob": "indexed-job", "JobSet": "jobset",
