@@ -1,6 +1,7 @@
 #include "agent/mpi_worker.h"
 
 #include <signal.h>
+#include <time.h>
 
 #include <memory>
 
@@ -9,18 +10,26 @@
 #include "common/logging.h"
 #include "common/text.h"
 #include "spawn/spawn_server.h"
+#include "spawn/spawned_command.h"
 
 namespace distjob {
 namespace {
 
+// How long an orphan of a spawned command stays a zombie at most.
+constexpr timespec kReapInterval = {0, 250 * 1000 * 1000};
+
+// Waits for a stop signal (blocked: BlockAsyncSignalsAtStartup), reaping
+// what the spawned commands leave behind meanwhile: as PID 1, or as the
+// run's subreaper, this agent inherits every orphan of the job's daemons.
 int WaitForStop(const std::vector<int>& stop_signals) {
   sigset_t stops;
   sigemptyset(&stops);
   for (int sig : stop_signals) sigaddset(&stops, sig);
-  int sig = 0;
-  while (sigwait(&stops, &sig) != 0) {
+  for (;;) {
+    const int sig = sigtimedwait(&stops, nullptr, &kReapInterval);
+    if (sig > 0) return sig;
+    SpawnedCommand::ReapOrphans();
   }
-  return sig;
 }
 
 }  // namespace

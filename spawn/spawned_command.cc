@@ -7,7 +7,11 @@
 
 #include <cerrno>
 
+#include "absl/base/const_init.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/errno_status.h"
 #include "supervisor/process.h"
 
@@ -27,7 +31,39 @@ CommandExit FromWaitStatus(int status) {
   return {false, WEXITSTATUS(status)};
 }
 
+// The shells not yet reaped by their SpawnedCommand: the children
+// ReapOrphans leaves alone. A shell is added under the lock held across
+// its fork, so no reap can see it ended before it is known, and removed
+// only once its owner has reaped it.
+ABSL_CONST_INIT absl::Mutex shells_mu(absl::kConstInit);
+absl::flat_hash_set<pid_t>& Shells() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shells_mu) {
+  static auto* shells = new absl::flat_hash_set<pid_t>();
+  return *shells;
+}
+
+void Forget(pid_t shell) {
+  absl::MutexLock lock(&shells_mu);
+  Shells().erase(shell);
+}
+
 }  // namespace
+
+int SpawnedCommand::ReapOrphans() {
+  absl::MutexLock lock(&shells_mu);
+  int reaped = 0;
+  for (;;) {
+    siginfo_t info{};
+    // A look without reaping (WNOWAIT): only a child that is no shell is
+    // then taken. A shell that ended first hides the others until its
+    // owner reaps it (its pump polls every few milliseconds).
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) break;
+    if (info.si_pid == 0 || Shells().contains(info.si_pid)) break;
+    int status = 0;
+    if (waitpid(info.si_pid, &status, WNOHANG) != info.si_pid) break;
+    ++reaped;
+  }
+  return reaped;
+}
 
 absl::StatusOr<std::unique_ptr<SpawnedCommand>> SpawnedCommand::Start(
     const std::string& command, const EnvMap& env) {
@@ -52,7 +88,12 @@ absl::StatusOr<std::unique_ptr<SpawnedCommand>> SpawnedCommand::Start(
   spec.stdin_fd = in[0];
   spec.stdout_fd = out[1];
   spec.stderr_fd = err[1];
-  auto spawned = SpawnProcess(spec, InheritedSignalState::Capture());
+  absl::StatusOr<SpawnedProcess> spawned;
+  {
+    absl::MutexLock lock(&shells_mu);
+    spawned = SpawnProcess(spec, InheritedSignalState::Capture());
+    if (spawned.ok()) Shells().insert(spawned->pid);
+  }
   for (int fd : {in[0], out[1], err[1]}) close(fd);
   if (!spawned.ok()) {
     for (int fd : {in[1], out[0], err[0]}) close(fd);
@@ -101,7 +142,10 @@ std::optional<CommandExit> SpawnedCommand::Poll() {
   do {
     r = waitpid(pid_, &status, WNOHANG);
   } while (r < 0 && errno == EINTR);
-  if (r == pid_) exit_ = FromWaitStatus(status);
+  if (r == pid_) {
+    exit_ = FromWaitStatus(status);
+    Forget(pid_);
+  }
   return exit_;
 }
 
@@ -116,6 +160,9 @@ CommandExit SpawnedCommand::EndGroup(absl::Duration grace) {
   // The shell is reaped first: its zombie would keep the group alive.
   while (absl::Now() < deadline) {
     Poll();
+    // What the group's processes left ended as zombies of ours: until
+    // reaped they keep the group alive.
+    ReapOrphans();
     if (exit_.has_value() && GroupGone()) break;
     absl::SleepFor(kGroupPoll);
   }
@@ -126,6 +173,7 @@ CommandExit SpawnedCommand::EndGroup(absl::Duration grace) {
       while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
       }
       exit_ = FromWaitStatus(status);
+      Forget(pid_);
     }
   }
   const CommandExit result = *exit_;

@@ -54,6 +54,14 @@ class SpawnedCommand {
   // with when it was gone before). Bounded by `grace` plus a SIGKILL.
   CommandExit EndGroup(absl::Duration grace);
 
+  // Reaps this process's ended children that are no spawned shell: what a
+  // command left behind when it exited (orted's ranks, a daemon that
+  // forked away) is re-parented to the agent as PID 1 or subreaper, and
+  // would stay a zombie in the job's process group. A shell's status is
+  // never taken: its SpawnedCommand waits for it by pid. Returns how many
+  // were reaped; never blocks.
+  static int ReapOrphans();
+
  private:
   SpawnedCommand() = default;
   bool GroupGone() const;

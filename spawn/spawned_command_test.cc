@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,6 +37,17 @@ CommandExit WaitExit(SpawnedCommand* c) {
   }
   ADD_FAILURE() << "the command did not exit";
   return {};
+}
+
+// The process state letter of `pid` ('Z' for a zombie), or 0 when it is
+// gone (reaped).
+char State(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return 0;
+  char state = 0;
+  if (std::fscanf(f, "%*d (%*[^)]) %c", &state) != 1) state = 0;
+  std::fclose(f);
+  return state;
 }
 
 // Running, not a zombie: an orphan's reaper is init, not this test.
@@ -112,6 +124,36 @@ TEST(SpawnedCommandTest, EndGroupKillsWhatIgnoresSigterm) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_FALSE(Alive(grandchild));
+}
+
+// As the agent is for a worker pod's commands (PID 1, or a subreaper):
+// what a command left running is re-parented here, and once it ends it is
+// reaped, while a shell's own status is left for its SpawnedCommand.
+TEST(SpawnedCommandTest, OrphansAreReapedAndShellsAreNot) {
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  auto left = SpawnedCommand::Start("sleep 0.2 & echo $!", {});
+  ASSERT_TRUE(left.ok()) << left.status();
+  const pid_t orphan = std::stoi(ReadLine((*left)->stdout_fd()));
+  EXPECT_EQ(WaitExit(left->get()).code, 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  int reaped = 0;
+  while (State(orphan) != 0 && absl::Now() < deadline) {
+    reaped += SpawnedCommand::ReapOrphans();
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(State(orphan), 0) << "the orphan was not reaped";
+  EXPECT_EQ(reaped, 1);
+  // A shell that ended and is not yet polled stays for its owner.
+  auto shell = SpawnedCommand::Start("exit 7", {});
+  ASSERT_TRUE(shell.ok()) << shell.status();
+  while (State((*shell)->pid()) != 'Z' && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(State((*shell)->pid()), 'Z');
+  EXPECT_EQ(SpawnedCommand::ReapOrphans(), 0);
+  const CommandExit e = WaitExit(shell->get());
+  EXPECT_FALSE(e.signaled);
+  EXPECT_EQ(e.code, 7);
 }
 
 }  // namespace

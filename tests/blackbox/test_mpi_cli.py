@@ -4,6 +4,7 @@ forwarding, the end of a call ending the remote command, and a spawn
 server that will not start without the job's token."""
 
 import json
+import os
 import signal
 import subprocess
 
@@ -224,6 +225,24 @@ def _volcano_worker(start_agent, tmp_path, volcano, env):
     wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
              what="the spawn server")
     return log
+
+
+def test_a_worker_reaps_what_its_commands_leave_behind(run_agent,
+                                                       start_agent, tmp_path):
+    """A command that leaves a process behind (as mpirun's daemons leave
+    ranks, or a daemon forks away) hands it to the worker's agent, its
+    subreaper here as PID 1 is in a pod: once it ends it is reaped, not
+    left a zombie in the job's process group until the pod goes."""
+    volcano = _volcano_mpi_job(tmp_path)
+    env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+           "DISTJOB_SPAWN_PORT": str(free_port())}
+    _volcano_worker(start_agent, tmp_path, volcano, env)
+    r = run_agent(["rsh", "127.0.0.1", "sleep 0.3 >/dev/null 2>&1 & echo $!"],
+                  env=env)
+    assert r.returncode == 0, r.stderr
+    orphan = int(r.stdout)
+    wait_for(lambda: not os.path.exists(f"/proc/{orphan}"), 10,
+             what=f"the orphan {orphan} reaped")
 
 
 def _launcher_env(tmp_path):
