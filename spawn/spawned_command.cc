@@ -41,9 +41,28 @@ absl::flat_hash_set<pid_t>& Shells() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shells_mu) {
   return *shells;
 }
 
-void Forget(pid_t shell) {
+// Reaps the shell `pid` and forgets it in one step under shells_mu: its
+// pid is free for the kernel to reuse only once reaped, so a shell the
+// next spawn starts under the same pid is never the one erased. `wait`:
+// first wait (without reaping, so without the lock) until it has ended.
+// Its wait status, or nullopt while it runs.
+std::optional<int> ReapShell(pid_t pid, bool wait) {
+  if (wait) {
+    siginfo_t info{};
+    while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) <
+               0 &&
+           errno == EINTR) {
+    }
+  }
   absl::MutexLock lock(&shells_mu);
-  Shells().erase(shell);
+  int status = 0;
+  pid_t r;
+  do {
+    r = waitpid(pid, &status, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r != pid) return std::nullopt;
+  Shells().erase(pid);
+  return status;
 }
 
 }  // namespace
@@ -137,14 +156,8 @@ absl::Status SpawnedCommand::Signal(int sig) const {
 
 std::optional<CommandExit> SpawnedCommand::Poll() {
   if (exit_.has_value() || pid_ <= 0) return exit_;
-  int status = 0;
-  pid_t r;
-  do {
-    r = waitpid(pid_, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == pid_) {
-    exit_ = FromWaitStatus(status);
-    Forget(pid_);
+  if (std::optional<int> status = ReapShell(pid_, /*wait=*/false)) {
+    exit_ = FromWaitStatus(*status);
   }
   return exit_;
 }
@@ -169,11 +182,7 @@ CommandExit SpawnedCommand::EndGroup(absl::Duration grace) {
   if (!exit_.has_value() || !GroupGone()) {
     (void)Signal(SIGKILL);  // as above
     if (!exit_.has_value()) {
-      int status = 0;
-      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-      }
-      exit_ = FromWaitStatus(status);
-      Forget(pid_);
+      exit_ = FromWaitStatus(ReapShell(pid_, /*wait=*/true).value_or(0));
     }
   }
   const CommandExit result = *exit_;
