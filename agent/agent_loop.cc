@@ -183,7 +183,7 @@ class AgentRun {
   }
 
   // A Volcano MPI job's role, which only discovery (this pod's task) can
-  // name: decided into the plan, the parsed options left as they are.
+  // name: decided into `mpi_`, the parsed options left as they are.
   std::optional<int> PlanMpiRole() {
     auto mpi = PlanMpi(options_, job_, env_);
     if (!mpi.ok()) {
@@ -191,7 +191,6 @@ class AgentRun {
       return Fail("error", kExitBadConfig, std::string(mpi.status().message()));
     }
     mpi_ = *std::move(mpi);
-    plan_.mpi.role = mpi_.role;
     return std::nullopt;
   }
 
