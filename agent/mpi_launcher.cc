@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/exit_codes.h"
 #include "agent/health.h"
+#include "agent/mpi_lost_hosts.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/progress_log.h"
@@ -32,6 +33,11 @@ constexpr absl::Duration kProbeTimeout = absl::Milliseconds(500);
 constexpr absl::Duration kRoundPause = absl::Milliseconds(500);
 // From a stop signal forwarded to mpirun to its group's SIGKILL.
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
+// How long a failed mpirun's launcher probes the workers for a lost one,
+// all of them together.
+constexpr absl::Duration kLossProbeBudget = absl::Seconds(3);
+// The record of lost workers in the private directory (mpi_lost_hosts.h).
+constexpr char kLostHostsFile[] = "lost-hosts";
 
 sigset_t SignalSet(const std::vector<int>& signals) {
   sigset_t set;
@@ -158,7 +164,8 @@ absl::StatusOr<EnvMap> WriteHostfiles(const std::string& dir,
 
 void RemovePrivateDir(const std::string& dir) {
   if (dir.empty()) return;
-  for (const char* name : {kRshProgramName, "hostfile", "hostfile.hydra"}) {
+  for (const char* name :
+       {kRshProgramName, "hostfile", "hostfile.hydra", kLostHostsFile}) {
     unlink(absl::StrCat(dir, "/", name).c_str());
   }
   rmdir(dir.c_str());
@@ -202,10 +209,17 @@ absl::StatusOr<MpiLaunchHosts> MpiHosts(const std::vector<std::string>& command,
 
 namespace {
 
+// How mpirun ended: its exit code (128+N when signal N killed it), and
+// the launcher's stop signal when one came first.
+struct MpirunEnd {
+  int code = 0;
+  int stop_signal = 0;
+};
+
 // Runs mpirun to its end, reaping every child (as PID 1, the orphans
 // too); a stop signal is forwarded to mpirun's group, SIGKILL after a
-// grace. mpirun's exit code, or 128+N for the stop signal N.
-int SuperviseMpirun(pid_t pid, const sigset_t& stops) {
+// grace.
+MpirunEnd SuperviseMpirun(pid_t pid, const sigset_t& stops) {
   sigset_t waited = stops;
   sigaddset(&waited, SIGCHLD);
   int stop = 0;
@@ -215,9 +229,9 @@ int SuperviseMpirun(pid_t pid, const sigset_t& stops) {
     pid_t r;
     while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
       if (r != pid) continue;
-      if (stop != 0) return ExitCodeForSignal(stop);
-      return WIFSIGNALED(status) ? ExitCodeForSignal(WTERMSIG(status))
-                                 : WEXITSTATUS(status);
+      return {WIFSIGNALED(status) ? ExitCodeForSignal(WTERMSIG(status))
+                                  : WEXITSTATUS(status),
+              stop};
     }
     if (absl::Now() >= kill_at) {
       kill(-pid, SIGKILL);
@@ -234,6 +248,59 @@ int SuperviseMpirun(pid_t pid, const sigset_t& stops) {
   }
 }
 
+// The workers whose spawn server does not answer now, probed one after
+// another within kLossProbeBudget: a worker that died where no rsh of the
+// launcher saw it (Open MPI's tree spawn reaches most daemons from other
+// workers).
+std::vector<LostHost> UnansweringHosts(const std::vector<std::string>& hosts,
+                                       const RunOptions& options) {
+  const StoreSecurity* tls =
+      options.security.tls() ? &options.security : nullptr;
+  const absl::Time deadline = absl::Now() + kLossProbeBudget;
+  std::vector<LostHost> lost;
+  for (const std::string& host : hosts) {
+    if (absl::Now() >= deadline) break;
+    auto status = CheckHealth(host, options.mpi.spawn_port, kSpawnHealthService,
+                              kProbeTimeout, tls);
+    if (!status.ok() || *status != "SERVING") {
+      lost.push_back({host, "its spawn server no longer answers"});
+    }
+  }
+  return lost;
+}
+
+// The launcher's report once mpirun has ended: a failure with a worker
+// lost is retryable whatever mpirun's code (it is often a rank's 1).
+RunReport JudgeMpirunEnd(const MpirunEnd& end, const std::string& lost_file,
+                         const MpiLaunchHosts& hosts,
+                         const RunOptions& options) {
+  const std::string& program = options.command[0];
+  if (end.stop_signal != 0) {
+    RunReport report =
+        MakeRunReport("stopped", ExitCodeForSignal(end.stop_signal), 0, 0);
+    report.stop_signal = end.stop_signal;
+    return report;
+  }
+  if (end.code == 0) return MakeRunReport("success", 0, 0, 0);
+  std::vector<LostHost> lost = ReadLostHosts(lost_file);
+  if (lost.empty()) lost = UnansweringHosts(hosts.hosts, options);
+  if (!lost.empty()) {
+    RunReport report = MakeRunReport("retryable", kExitRetryElsewhere, 0, 0);
+    report.detail =
+        absl::StrCat("MPI worker lost mid-job: ", DescribeLostHosts(lost), "; ",
+                     program, " exited with ", end.code);
+    DJ_LOG_ERROR(
+        "MPI launcher: {}; exit {} (retryable: the job can run "
+        "again once the worker is back)",
+        report.detail, kExitRetryElsewhere);
+    return report;
+  }
+  RunReport report = MakeRunReport(
+      end.code >= kExitSignalBase ? "retryable" : "permanent", end.code, 0, 0);
+  report.detail = absl::StrCat(program, " exited with ", end.code);
+  return report;
+}
+
 }  // namespace
 
 namespace {
@@ -243,7 +310,8 @@ namespace {
 absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
                                            const EnvMap& env,
                                            const MpiLaunchHosts& hosts,
-                                           const std::string& dir) {
+                                           const std::string& dir,
+                                           const std::string& lost_file) {
   const std::string agent = AgentPath();
   ProcessSpec spec;
   spec.argv = options.command;
@@ -253,6 +321,7 @@ absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
     if (value.empty()) continue;  // no link: Hydra keeps its own launcher
     spec.env[name] = value;
   }
+  if (!lost_file.empty()) spec.env[kLostHostsFileVariable] = lost_file;
   if (hosts.from_peers) {
     auto named = WriteHostfiles(dir, hosts.hosts,
                                 MpiSlotsPerHost(options.launch.nproc, env));
@@ -280,6 +349,9 @@ MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
     out.env[name] = value;
     out.sources[name] = "MPI launcher: remote launch through distjob-agent rsh";
   }
+  out.undecided[kLostHostsFileVariable] =
+      absl::StrCat(private_dir.substr(0, private_dir.size() - 1),
+                   "; where the launcher's rsh records a worker lost mid-job)");
   if (hosts.from_peers) {
     const int slots = MpiSlotsPerHost(options.launch.nproc, env);
     for (const auto& [name, value] : MpiHostfileEnv("", "")) {
@@ -291,12 +363,12 @@ MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
   return out;
 }
 
-int RunMpiLauncher(const RunOptions& options, const EnvMap& env,
-                   const MpiPlan& plan) {
+RunReport RunMpiLauncher(const RunOptions& options, const EnvMap& env,
+                         const MpiPlan& plan) {
   auto hosts = MpiHosts(options.command, env, plan);
   if (!hosts.ok()) {
     DJ_LOG_ERROR("{}", OneLine(hosts.status().message()));
-    return kExitBadConfig;
+    return MakeRunReport("error", kExitBadConfig, 0, 0);
   }
   const sigset_t stops = SignalSet(options.supervisor.stop_signals);
   DJ_LOG_INFO("MPI launcher: waiting for the spawn servers of {} (port {})",
@@ -304,26 +376,45 @@ int RunMpiLauncher(const RunOptions& options, const EnvMap& env,
                                    : absl::StrJoin(hosts->hosts, ", "),
               options.mpi.spawn_port);
   const int waited = AwaitSpawnServers(hosts->hosts, options, stops);
-  if (waited > 0) return ExitCodeForSignal(waited);
-  if (waited < 0) return kExitRendezvousUnavailable;
+  if (waited > 0) {
+    RunReport report =
+        MakeRunReport("stopped", ExitCodeForSignal(waited), 0, 0);
+    report.stop_signal = waited;
+    report.detail = StoppedWhileWaiting(waited, "the spawn servers");
+    return report;
+  }
+  if (waited < 0) {
+    RunReport report =
+        MakeRunReport("rendezvous", kExitRendezvousUnavailable, 0, 0);
+    report.detail = "a spawn server did not answer within --spawn-wait";
+    return report;
+  }
   const std::string dir = MakePrivateDir();
-  auto spawned = StartMpirun(options, env, *hosts, dir);
-  int code;
+  std::string lost_file;
+  if (!dir.empty() &&
+      CreateLostHostsFile(absl::StrCat(dir, "/", kLostHostsFile)).ok()) {
+    lost_file = absl::StrCat(dir, "/", kLostHostsFile);
+  }
+  auto spawned = StartMpirun(options, env, *hosts, dir, lost_file);
+  RunReport report;
   if (!spawned.ok()) {
     DJ_LOG_ERROR("MPI launcher: {}", OneLine(spawned.status().message()));
-    code = kExitInternalError;
+    report = MakeRunReport("error", kExitInternalError, 0, 0);
   } else if (spawned->exec_errno != 0) {
     DJ_LOG_ERROR("MPI launcher: cannot run {}: {}", options.command[0],
                  std::strerror(spawned->exec_errno));
-    code = ExecFailureExitCode(spawned->exec_errno);
+    report = MakeRunReport("exec-failed",
+                           ExecFailureExitCode(spawned->exec_errno), 0, 0);
     int status;
     waitpid(spawned->pid, &status, 0);
   } else {
-    code = SuperviseMpirun(spawned->pid, stops);
-    DJ_LOG_INFO("MPI launcher: {} exited with {}", options.command[0], code);
+    const MpirunEnd end = SuperviseMpirun(spawned->pid, stops);
+    DJ_LOG_INFO("MPI launcher: {} exited with {}", options.command[0],
+                end.code);
+    report = JudgeMpirunEnd(end, lost_file, *hosts, options);
   }
   RemovePrivateDir(dir);
-  return code;
+  return report;
 }
 
 }  // namespace distjob

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "agent/cli/options.h"
 #include "agent/mpi_plan.h"
+#include "agent/report.h"
 #include "common/environment.h"
 
 namespace distjob {
@@ -53,11 +54,14 @@ MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
 // (BlockAsyncSignalsAtStartup). When mpirun is given no hostfile, writes
 // one from `plan`'s worker hosts into the launcher's private directory
 // and names it to mpirun through each MPI's variable (MpiHostfileEnv),
-// never by changing the command. Exit 2 for a hostfile that cannot be read,
-// 138 (retryable) when a spawn server is still missing after
-// --spawn-wait, 128+N after stop signal N, else mpirun's own code.
-int RunMpiLauncher(const RunOptions& options, const EnvMap& env,
-                   const MpiPlan& plan);
+// never by changing the command. The report's exit code: 2 for a hostfile
+// that cannot be read, 138 (retryable) when a spawn server is still
+// missing after --spawn-wait, 128+N after stop signal N, 138 when mpirun
+// failed and a worker was lost meanwhile (its rsh call broke, or its spawn
+// server no longer answers: mpi_lost_hosts.h; the detail names the hosts),
+// else mpirun's own code.
+RunReport RunMpiLauncher(const RunOptions& options, const EnvMap& env,
+                         const MpiPlan& plan);
 
 }  // namespace distjob
 

@@ -2,6 +2,7 @@
 
 #include "agent/mpi_launcher.h"
 #include "agent/mpi_worker.h"
+#include "agent/report.h"
 #include "common/logging.h"
 
 namespace distjob {
@@ -11,7 +12,11 @@ int RunMpiRole(const RunOptions& options, const EnvMap& env, const MpiPlan& mpi,
   const bool worker = mpi.role == MpiRole::kWorker;
   DJ_LOG_INFO("MPI {} ({})", worker ? "worker" : "launcher", mpi.role_source);
   if (worker) return RunMpiWorker(options, env, health);
-  return RunMpiLauncher(options, env, mpi);
+  const RunReport report = RunMpiLauncher(options, env, mpi);
+  // The launcher's end is the job's: its summary line and termination
+  // message say why, naming a lost worker.
+  PublishReport(report, options.outcome.termination_log, "");
+  return report.exit_code;
 }
 
 }  // namespace distjob

@@ -16,6 +16,7 @@
 #include "agent/cli/mpi_flags.h"
 #include "agent/cli/security_flags.h"
 #include "agent/exit_codes.h"
+#include "agent/mpi_lost_hosts.h"
 #include "agent/rsh_args.h"
 #include "common/resolver.h"
 #include "common/text.h"
@@ -167,17 +168,27 @@ int ReadReplies(SpawnClientStream* stream, int done_fd) {
   return code;
 }
 
-int RunRemote(const RshArgs& rsh, const RshSettings& settings, int signal_fd) {
+// Unreachable, and the host recorded as lost for the launcher
+// (mpi_lost_hosts.h): it waited for every spawn server before mpirun
+// started, so one that is gone now went away mid-job.
+int Lost(const EnvMap& env, const RshArgs& rsh, const std::string& where,
+         absl::string_view why) {
+  RecordLostHost(env, rsh.host, why);
+  return Unreachable(where, why);
+}
+
+int RunRemote(const RshArgs& rsh, const RshSettings& settings,
+              const EnvMap& env, int signal_fd) {
   const std::string where = JoinHostPort(rsh.host, settings.mpi.spawn_port);
   auto target =
       ResolveGrpcTarget(rsh.host, settings.mpi.spawn_port, kConnectTimeout);
-  if (!target.ok()) return Unreachable(where, target.status().message());
+  if (!target.ok()) return Lost(env, rsh, where, target.status().message());
   auto channel = SpawnChannel(*target, settings.security);
   if (!channel->WaitForConnected(
           absl::ToChronoTime(absl::Now() + kConnectTimeout))) {
-    return Unreachable(where,
-                       "no spawn server answers (is the worker's "
-                       "agent running with --framework mpi?)");
+    return Lost(env, rsh, where,
+                "no spawn server answers (is the worker's "
+                "agent running with --framework mpi?)");
   }
   auto stub = spawn::Spawner::NewStub(channel);
   grpc::ClientContext ctx;
@@ -200,9 +211,14 @@ int RunRemote(const RshArgs& rsh, const RshSettings& settings, int signal_fd) {
   if (done_fd >= 0) close(done_fd);
   const grpc::Status status = stream->Finish();
   if (code >= 0) return code;
-  return Unreachable(where, status.ok() ? "the call ended without an exit "
-                                          "status"
-                                        : status.error_message());
+  // A refused call (a wrong token) is the job's configuration, not a loss.
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+      status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    return Unreachable(where, status.error_message());
+  }
+  return Lost(env, rsh, where,
+              status.ok() ? "the call ended without an exit status"
+                          : status.error_message());
 }
 
 }  // namespace
@@ -232,7 +248,7 @@ int RshCommand(const std::vector<std::string>& args, const EnvMap& env) {
   pthread_sigmask(SIG_BLOCK, &forwarded, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill us
   const int signal_fd = signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK);
-  const int code = RunRemote(*rsh, *settings, signal_fd);
+  const int code = RunRemote(*rsh, *settings, env, signal_fd);
   if (signal_fd >= 0) close(signal_fd);
   return code;
 }

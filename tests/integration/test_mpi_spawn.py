@@ -260,24 +260,48 @@ def _tree(pids):
     return "\n".join(lines)
 
 
-def test_a_killed_worker_ends_mpirun_within_5s(tmp_path, mpi, program,
-                                               mpi_job, start_agent):
+def test_a_killed_worker_ends_the_job_retryable_naming_it_within_5s(
+        tmp_path, mpi, program, mpi_job, start_agent):
+    """A worker pod's whole tree SIGKILLed mid-job (node loss): mpirun
+    itself exits with a code that says nothing of it (a rank's 1, or its
+    own), so the launcher must tell the loss apart: retryable 138, the
+    host named in its log and termination message."""
     env, workers = mpi_job
     out = tmp_path / "launcher.out"
+    message = tmp_path / "termination-log"
     launcher = start_agent(
-        ["run", "--framework", "mpi", "--"]
-        + mpi.command(tmp_path, program, "300"),
+        ["run", "--framework", "mpi", "--termination-log", str(message),
+         "--"] + mpi.command(tmp_path, program, "300"),
         env=env, log=out, stdin=subprocess.DEVNULL)
     _await_sums(launcher, out, workers)
     killed = time.monotonic()
     kill_tree(workers[1])
     code = launcher.wait(timeout=30)
     took = time.monotonic() - killed
-    assert code != 0, out.read_text()
-    assert took < 5, f"mpirun took {took:.1f}s to end after the kill"
+    log = out.read_text()
+    assert code == 138, log
+    assert took < 5, f"the launcher took {took:.1f}s to end after the kill"
+    assert f"MPI worker lost mid-job: {WORKERS[1]} (" in log, log
+    assert WORKERS[0] + " (" not in log, "the surviving worker named lost"
+    assert message.read_text().startswith(
+        "distjob-agent: retryable exit_code=138"), message.read_text()
+    assert WORKERS[1] in message.read_text()
     # The surviving worker's share of the job went with it.
     wait_for(lambda: not _job_processes(program[-1]), 10,
              what="no rank of the job left")
+
+
+def test_a_ranks_own_error_stays_permanent(run_agent, tmp_path, mpi,
+                                           mpi_job):
+    """The other side of the loss: every worker alive and a rank that
+    fails by itself keeps mpirun's own (permanent) code."""
+    env, _ = mpi_job
+    r = run_agent(["run", "--framework", "mpi", "--"]
+                  + mpi.command(tmp_path, ["sh", "-c", "exit 3"]),
+                  env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert 0 < r.returncode < 128, r.stdout + r.stderr
+    assert "lost mid-job" not in r.stderr, r.stderr
+    assert "distjob-agent: permanent exit_code=" in r.stderr, r.stderr
 
 
 def _job_processes(program):
