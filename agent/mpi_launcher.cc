@@ -21,6 +21,7 @@
 #include "common/progress_log.h"
 #include "common/text.h"
 #include "launchers/mpi_env.h"
+#include "spawn/spawn_client.h"
 #include "spawn/spawn_limits.h"
 #include "supervisor/process.h"
 
@@ -36,6 +37,9 @@ constexpr absl::Duration kStopGrace = absl::Seconds(10);
 // How long a failed mpirun's launcher probes the workers for a lost one,
 // all of them together.
 constexpr absl::Duration kLossProbeBudget = absl::Seconds(3);
+// How long the launcher's word that the job ended may take, to all the
+// workers together.
+constexpr absl::Duration kEndJobTimeout = absl::Seconds(1);
 // The record of lost workers in the private directory (mpi_lost_hosts.h).
 constexpr char kLostHostsFile[] = "lost-hosts";
 
@@ -301,6 +305,26 @@ RunReport JudgeMpirunEnd(const MpirunEnd& end, const std::string& lost_file,
   return report;
 }
 
+// Tells every worker that the job ended (`report`'s code and reason), so
+// that their pods end too, with the job's class: best effort, bounded by
+// kEndJobTimeout; a worker not told ends on its own stop signal.
+void TellWorkersTheJobEnded(const std::vector<std::string>& hosts,
+                            const RunOptions& options,
+                            const RunReport& report) {
+  if (hosts.empty()) return;
+  const std::vector<EndJobAnswer> answers =
+      EndJobOnHosts(hosts, options.mpi.spawn_port, options.security,
+                    report.exit_code, EndReason(report), kEndJobTimeout);
+  std::vector<std::string> untold;
+  for (const EndJobAnswer& a : answers) {
+    if (!a.error.empty()) untold.push_back(a.host + " (" + a.error + ")");
+  }
+  DJ_LOG_INFO("MPI launcher: told {} of {} workers that the job ended{}{}",
+              answers.size() - untold.size(), answers.size(),
+              untold.empty() ? "" : "; not told: ",
+              OneLine(absl::StrJoin(untold, ", ")));
+}
+
 }  // namespace
 
 namespace {
@@ -412,6 +436,11 @@ RunReport RunMpiLauncher(const RunOptions& options, const EnvMap& env,
     DJ_LOG_INFO("MPI launcher: {} exited with {}", options.command[0],
                 end.code);
     report = JudgeMpirunEnd(end, lost_file, *hosts, options);
+    // A stopped launcher is not the job's end: its pod goes, and the
+    // operator decides what becomes of the job.
+    if (end.stop_signal == 0) {
+      TellWorkersTheJobEnded(hosts->hosts, options, report);
+    }
   }
   RemovePrivateDir(dir);
   return report;

@@ -11,10 +11,10 @@ int RunMpiRole(const RunOptions& options, const EnvMap& env, const MpiPlan& mpi,
                HealthServer* health) {
   const bool worker = mpi.role == MpiRole::kWorker;
   DJ_LOG_INFO("MPI {} ({})", worker ? "worker" : "launcher", mpi.role_source);
-  if (worker) return RunMpiWorker(options, env, health);
-  const RunReport report = RunMpiLauncher(options, env, mpi);
   // The launcher's end is the job's: its summary line and termination
-  // message say why, naming a lost worker.
+  // message say why, naming a lost worker; a worker's repeat it.
+  const RunReport report = worker ? RunMpiWorker(options, env, health)
+                                  : RunMpiLauncher(options, env, mpi);
   PublishReport(report, options.outcome.termination_log, "");
   return report.exit_code;
 }

@@ -4,7 +4,10 @@
 #include <time.h>
 
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "common/logging.h"
@@ -18,24 +21,46 @@ namespace {
 // How long an orphan of a spawned command stays a zombie at most.
 constexpr timespec kReapInterval = {0, 250 * 1000 * 1000};
 
-// Waits for a stop signal (blocked: BlockAsyncSignalsAtStartup), reaping
-// what the spawned commands leave behind meanwhile: as PID 1, or as the
-// run's subreaper, this agent inherits every orphan of the job's daemons.
-int WaitForStop(const std::vector<int>& stop_signals) {
+// Waits for a stop signal (blocked: BlockAsyncSignalsAtStartup) or the
+// launcher's EndJob, reaping what the spawned commands leave behind
+// meanwhile: as PID 1, or as the run's subreaper, this agent inherits
+// every orphan of the job's daemons. The report of the worker's end.
+RunReport WaitForEnd(const std::vector<int>& stop_signals,
+                     const SpawnServer& server) {
   sigset_t stops;
   sigemptyset(&stops);
   for (int sig : stop_signals) sigaddset(&stops, sig);
   for (;;) {
     const int sig = sigtimedwait(&stops, nullptr, &kReapInterval);
-    if (sig > 0) return sig;
+    if (sig > 0) {
+      DJ_LOG_INFO(
+          "MPI worker: stopped by signal {}; ending the spawned commands", sig);
+      RunReport report = MakeRunReport("stopped", ExitCodeForSignal(sig), 0, 0);
+      report.stop_signal = sig;
+      return report;
+    }
     SpawnedCommand::ReapOrphans();
+    if (std::optional<JobEnd> end = server.job_end()) {
+      DJ_LOG_INFO(
+          "MPI worker: the launcher ({}) ended the job with {}: {}; ending "
+          "the spawned commands",
+          end->caller, end->exit_code, end->reason);
+      RunReport report =
+          MakeRunReport(end->exit_code == 0                 ? "success"
+                        : end->exit_code >= kExitSignalBase ? "retryable"
+                                                            : "permanent",
+                        end->exit_code, 0, 0);
+      report.detail =
+          absl::StrCat("the MPI launcher ended the job: ", end->reason);
+      return report;
+    }
   }
 }
 
 }  // namespace
 
-int RunMpiWorker(const RunOptions& options, const EnvMap& env,
-                 HealthServer* started_health) {
+RunReport RunMpiWorker(const RunOptions& options, const EnvMap& env,
+                       HealthServer* started_health) {
   std::unique_ptr<HealthServer> own_health;
   HealthServer* health = started_health;
   if (health == nullptr && options.outcome.health_port != 0) {
@@ -44,7 +69,7 @@ int RunMpiWorker(const RunOptions& options, const EnvMap& env,
         options.outcome.health_tls ? &options.security : nullptr);
     if (!started.ok()) {
       DJ_LOG_ERROR("{}", OneLine(started.status().message()));
-      return kExitBadConfig;
+      return MakeRunReport("error", kExitBadConfig, 0, 0);
     }
     own_health = *std::move(started);
     health = own_health.get();
@@ -59,17 +84,15 @@ int RunMpiWorker(const RunOptions& options, const EnvMap& env,
     // that cannot be bound.
     DJ_LOG_ERROR("--spawn-port {}: {}", options.mpi.spawn_port,
                  OneLine(server.status().message()));
-    return kExitBadConfig;
+    return MakeRunReport("error", kExitBadConfig, 0, 0);
   }
   if (health != nullptr) health->SetReady(true);
   DJ_LOG_INFO("MPI worker: serving the launcher's spawns on port {}",
               (*server)->port());
-  const int sig = WaitForStop(options.supervisor.stop_signals);
-  DJ_LOG_INFO("MPI worker: stopped by signal {}; ending the spawned commands",
-              sig);
+  RunReport report = WaitForEnd(options.supervisor.stop_signals, **server);
   if (health != nullptr) health->SetReady(false);
   (*server)->Shutdown();
-  return ExitCodeForSignal(sig);
+  return report;
 }
 
 }  // namespace distjob

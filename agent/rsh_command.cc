@@ -11,7 +11,6 @@
 #include <string>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "agent/cli/flag_parser.h"
 #include "agent/cli/mpi_flags.h"
 #include "agent/cli/security_flags.h"
@@ -22,6 +21,7 @@
 #include "common/text.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/spawn.grpc.pb.h"
+#include "spawn/spawn_client.h"
 
 namespace distjob {
 namespace {
@@ -121,18 +121,6 @@ void PumpInput(SpawnClientStream* stream, int signal_fd, int done_fd) {
   stream->WritesDone();
 }
 
-std::shared_ptr<grpc::Channel> SpawnChannel(const GrpcTarget& target,
-                                            const StoreSecurity& security) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxReplyBytes);
-  args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, target.authority);
-  if (security.tls() && security.server_name.empty()) {
-    args.SetSslTargetNameOverride(target.host);
-  }
-  auto credentials = MakeChannelCredentials(security, &args);
-  return grpc::CreateCustomChannel(target.target, credentials, args);
-}
-
 int Unreachable(const std::string& where, absl::string_view why) {
   std::fprintf(stderr, "distjob-agent rsh: %s: %s\n", where.c_str(),
                OneLine(why).c_str());
@@ -183,7 +171,7 @@ int RunRemote(const RshArgs& rsh, const RshSettings& settings,
   auto target =
       ResolveGrpcTarget(rsh.host, settings.mpi.spawn_port, kConnectTimeout);
   if (!target.ok()) return Lost(env, rsh, where, target.status().message());
-  auto channel = SpawnChannel(*target, settings.security);
+  auto channel = MakeSpawnChannel(*target, settings.security, kMaxReplyBytes);
   if (!channel->WaitForConnected(
           absl::ToChronoTime(absl::Now() + kConnectTimeout))) {
     return Lost(env, rsh, where,
@@ -192,10 +180,7 @@ int RunRemote(const RshArgs& rsh, const RshSettings& settings,
   }
   auto stub = spawn::Spawner::NewStub(channel);
   grpc::ClientContext ctx;
-  if (!settings.security.token.empty()) {
-    ctx.AddMetadata(kTokenMetadataKey,
-                    absl::StrCat(kTokenPrefix, settings.security.token));
-  }
+  AddSpawnToken(&ctx, settings.security);
   auto stream = stub->Spawn(&ctx);
   SpawnRequest first;
   first.set_command(rsh.command);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "grpcpp/grpcpp.h"
@@ -19,6 +20,8 @@ namespace {
 
 constexpr int kKeepaliveMs = 10 * 1000;
 constexpr int kKeepaliveTimeoutMs = 5 * 1000;
+// An EndJob's reason, as kept for the log and the report.
+constexpr size_t kMaxReasonBytes = 512;
 
 }  // namespace
 
@@ -57,11 +60,42 @@ class SpawnServer::Service final : public spawn::Spawner::Service {
     return s;
   }
 
+  grpc::Status EndJob(grpc::ServerContext* ctx,
+                      const spawn::EndJobRequest* request,
+                      spawn::EndJobReply* /*reply*/) override {
+    const absl::Status auth =
+        CheckCallToken(ctx->client_metadata(), token_, "this spawn server");
+    if (!auth.ok()) {
+      DJ_LOG_WARNING("spawn: refused an end of the job from {}: {}",
+                     ctx->peer(), auth.message());
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                          std::string(auth.message()));
+    }
+    if (request->exit_code() < 0 || request->exit_code() > 255) {
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("exit code ", request->exit_code(), " is not 0-255"));
+    }
+    absl::MutexLock lock(&end_mu_);
+    if (!end_.has_value()) {
+      end_ = JobEnd{request->exit_code(),
+                    OneLine(request->reason(), kMaxReasonBytes), ctx->peer()};
+    }
+    return grpc::Status::OK;
+  }
+
+  std::optional<JobEnd> job_end() const {
+    absl::MutexLock lock(&end_mu_);
+    return end_;
+  }
+
  private:
   const std::string token_;
   const EnvMap env_;
   const SpawnLimits limits_;
   std::atomic<int> active_{0};
+  mutable absl::Mutex end_mu_;
+  std::optional<JobEnd> end_ ABSL_GUARDED_BY(end_mu_);
 };
 
 SpawnServer::SpawnServer() = default;
@@ -119,6 +153,10 @@ absl::StatusOr<std::unique_ptr<SpawnServer>> SpawnServer::Start(
   s->conns_->Start(s->acceptor_->Handoff());
   DJ_LOG_INFO("spawn server listening on {}:{}", host, s->port_);
   return s;
+}
+
+std::optional<JobEnd> SpawnServer::job_end() const {
+  return service_ != nullptr ? service_->job_end() : std::nullopt;
 }
 
 void SpawnServer::Shutdown() {

@@ -7,6 +7,7 @@
 #define DISTJOB_SPAWN_SPAWN_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,13 @@ namespace distjob {
 class ConnLimiter;
 class GrpcFdAcceptor;
 
+// The launcher's EndJob: the job's exit code, why, and who said so.
+struct JobEnd {
+  int exit_code = 0;
+  std::string reason;
+  std::string caller;  // the peer, as gRPC names it
+};
+
 class SpawnServer {
  public:
   // Listens on host:port (0 picks one). FailedPrecondition when `security`
@@ -34,6 +42,8 @@ class SpawnServer {
   ~SpawnServer();
 
   int port() const { return port_; }
+  // The first EndJob a caller with the job's credentials sent, if any.
+  std::optional<JobEnd> job_end() const;
   // Stops accepting, cancels the calls in flight (ending their commands'
   // groups) and waits for them.
   void Shutdown();

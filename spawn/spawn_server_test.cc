@@ -173,5 +173,50 @@ TEST_F(SpawnServerTest, AFirstMessageThatIsNotACommandIsRefused) {
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+grpc::Status EndJob(spawn::Spawner::Stub* stub, const std::string& header,
+                    int code, const std::string& reason) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  if (!header.empty()) ctx.AddMetadata("authorization", header);
+  spawn::EndJobRequest req;
+  req.set_exit_code(code);
+  req.set_reason(reason);
+  spawn::EndJobReply reply;
+  return stub->EndJob(&ctx, req, &reply);
+}
+
+TEST_F(SpawnServerTest, TheFirstEndOfTheJobWithTheTokenIsKept) {
+  EXPECT_FALSE(server_->job_end().has_value());
+  auto stub = Stub();
+  const std::string bearer = absl::StrCat("Bearer ", kToken);
+  ASSERT_TRUE(EndJob(stub.get(), bearer, 138, "worker lost\nsecond").ok());
+  ASSERT_TRUE(EndJob(stub.get(), bearer, 0, "later").ok());
+  const std::optional<JobEnd> end = server_->job_end();
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->exit_code, 138);
+  EXPECT_EQ(end->reason.find('\n'), std::string::npos) << end->reason;
+  EXPECT_NE(end->reason.find("worker lost"), std::string::npos);
+  EXPECT_FALSE(end->caller.empty());
+}
+
+TEST_F(SpawnServerTest, AnEndOfTheJobWithoutTheTokenIsRefused) {
+  auto stub = Stub();
+  EXPECT_EQ(EndJob(stub.get(), "", 0, "x").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(EndJob(stub.get(), "Bearer wrong", 0, "x").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_FALSE(server_->job_end().has_value());
+}
+
+TEST_F(SpawnServerTest, AnExitCodeOutside0To255IsRefused) {
+  auto stub = Stub();
+  const std::string bearer = absl::StrCat("Bearer ", kToken);
+  EXPECT_EQ(EndJob(stub.get(), bearer, 256, "x").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(EndJob(stub.get(), bearer, -1, "x").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_FALSE(server_->job_end().has_value());
+}
+
 }  // namespace
 }  // namespace distjob

@@ -23,12 +23,32 @@ def worker(tmp_path, start_agent):
     env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
            "DISTJOB_SPAWN_PORT": str(port)}
     log = tmp_path / "worker.log"
-    start_agent(["run", "--framework", "mpi", "--role", "worker",
-                 "--spawn-host", "127.0.0.1", "--health-port", str(health)],
-                env=env, log=log)
+    message = tmp_path / "worker.termination-log"
+    proc = start_agent(["run", "--framework", "mpi", "--role", "worker",
+                        "--spawn-host", "127.0.0.1", "--health-port",
+                        str(health), "--termination-log", str(message)],
+                       env=env, log=log)
     wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
              what="the spawn server")
-    return {"env": env, "log": log, "health": health}
+    return {"env": env, "log": log, "health": health, "port": port,
+            "proc": proc, "message": message}
+
+
+def _end_job(worker, token, code, reason):
+    """The launcher's EndJob, sent by hand (a raw gRPC client): the
+    request's fields encoded as protobuf does. The status code."""
+    import grpc
+    body = reason.encode()
+    request = (b"\x08" + bytes([code]) + b"\x12" + bytes([len(body)])
+               + body)
+    with grpc.insecure_channel(f"127.0.0.1:{worker['port']}") as channel:
+        call = channel.unary_unary("/distjob.spawn.Spawner/EndJob")
+        try:
+            call(request, timeout=10,
+                 metadata=[("authorization", f"Bearer {token}")])
+        except grpc.RpcError as e:
+            return e.code()
+    return grpc.StatusCode.OK
 
 
 def test_rsh_streams_and_returns_the_remote_status(run_agent, worker):
@@ -92,6 +112,31 @@ def test_rsh_with_a_wrong_token_is_refused_and_runs_nothing(run_agent, worker,
     assert "refused the token" in r.stderr
     assert "not-the-token" not in r.stderr + r.stdout
     assert not marker.exists()
+    assert "not-the-token" not in worker["log"].read_text()
+
+
+def test_the_launchers_end_of_the_job_ends_the_worker_with_its_code(
+        worker):
+    """A worker pod ends when the launcher says the job ended, with the
+    job's code, so a pod of a plain Job or JobSet completes."""
+    import grpc
+    assert _end_job(worker, TOKEN, 3, "mpirun exited with 3") == \
+        grpc.StatusCode.OK
+    assert worker["proc"].wait(timeout=10) == 3
+    log = worker["log"].read_text()
+    assert "ended the job with 3: mpirun exited with 3" in log, log
+    assert worker["message"].read_text().startswith(
+        "distjob-agent: permanent exit_code=3"), worker["message"].read_text()
+
+
+def test_an_end_of_the_job_without_the_token_is_refused(run_agent, worker):
+    import grpc
+    assert _end_job(worker, "not-the-token", 0, "forged") == \
+        grpc.StatusCode.UNAUTHENTICATED
+    # Still serving: a call with the token runs.
+    r = run_agent(["rsh", "127.0.0.1", "exit 7"], env=worker["env"])
+    assert r.returncode == 7, r.stderr
+    assert worker["proc"].poll() is None
     assert "not-the-token" not in worker["log"].read_text()
 
 

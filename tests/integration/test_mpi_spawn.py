@@ -210,7 +210,7 @@ def _spawned(tmp_path, what):
 
 def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
                                                      mpi, program, mpi_job):
-    env, _ = mpi_job
+    env, workers = mpi_job
     r = run_agent(["run", "--framework", "mpi", "--"]
                   + mpi.command(tmp_path, program), env=env, timeout=120,
                   stdin=subprocess.DEVNULL)
@@ -219,6 +219,10 @@ def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
     assert "fake" not in r.stderr
     assert _spawned(tmp_path, mpi.daemon), \
         f"{mpi.daemon} was not started by the workers"
+    # The launcher told the workers the job ended: their pods complete.
+    for w in workers:
+        assert w.wait(timeout=10) == 0
+    assert "told 2 of 2 workers that the job ended" in r.stderr, r.stderr
 
 
 def _await_sums(launcher, log, workers):
@@ -286,6 +290,8 @@ def test_a_killed_worker_ends_the_job_retryable_naming_it_within_5s(
     assert message.read_text().startswith(
         "distjob-agent: retryable exit_code=138"), message.read_text()
     assert WORKERS[1] in message.read_text()
+    # The surviving worker was told, and ends with the job's code.
+    assert workers[0].wait(timeout=10) == 138
     # The surviving worker's share of the job went with it.
     wait_for(lambda: not _job_processes(program[-1]), 10,
              what="no rank of the job left")
@@ -295,13 +301,15 @@ def test_a_ranks_own_error_stays_permanent(run_agent, tmp_path, mpi,
                                            mpi_job):
     """The other side of the loss: every worker alive and a rank that
     fails by itself keeps mpirun's own (permanent) code."""
-    env, _ = mpi_job
+    env, workers = mpi_job
     r = run_agent(["run", "--framework", "mpi", "--"]
                   + mpi.command(tmp_path, ["sh", "-c", "exit 3"]),
                   env=env, timeout=120, stdin=subprocess.DEVNULL)
     assert 0 < r.returncode < 128, r.stdout + r.stderr
     assert "lost mid-job" not in r.stderr, r.stderr
     assert "distjob-agent: permanent exit_code=" in r.stderr, r.stderr
+    for w in workers:
+        assert w.wait(timeout=10) == r.returncode
 
 
 def _job_processes(program):
