@@ -44,6 +44,10 @@ Notes for new scenarios:
   later (elastic scale-up).
 - A multi-node job is `start_all(lambda pod: [...])` with per-pod arguments;
   the Volcano env (`VC_*_HOSTS`, `VC_TASK_INDEX`) is already in each pod.
+- Another controller's pods: `volcano=False` (no /etc/volcano, no VC_*),
+  `pod_files=lambda pod: {"mpi/hostfile": ...}` (files under the pod's
+  /etc) and `search=[...]` (domains searched before Kubernetes' own, as a
+  pod's dnsConfig adds them: MPI Operator v2's `<job>.<ns>.svc.cluster.local`).
 """
 
 import atexit
@@ -285,7 +289,7 @@ class Cluster:
     DNS_IP = f"{SUBNET}.2"
 
     def __init__(self, job, tasks, artifacts, agent=None, pid_namespace=True,
-                 volcano=True, pod_files=None):
+                 volcano=True, pod_files=None, search=()):
         with _lock:
             _counter[0] += 1
             self.prefix = f"{PREFIX}-{os.getpid()}-{_counter[0]}"
@@ -299,6 +303,10 @@ class Cluster:
         self.volcano = volcano
         # pod -> {path under the pod's /etc: content} (downward-API files).
         self.pod_files = pod_files
+        # Domains searched before Kubernetes' own, as a controller's pod
+        # dnsConfig adds them (MPI Operator v2: `<job>.<ns>.svc.cluster.local`,
+        # so that its pods' bare hostnames resolve).
+        self.search = list(search) + SEARCH
         self._inodes = {}
         self._netns = []
         self._dns = None
@@ -472,7 +480,7 @@ class Cluster:
             (etc / "volcano" / f"VC_{key.upper()}_NUM").write_text(
                 str(self.tasks[task]))
         (etc / "resolv.conf").write_text(
-            f"nameserver {self.DNS_IP}\nsearch {' '.join(SEARCH)}\n"
+            f"nameserver {self.DNS_IP}\nsearch {' '.join(self.search)}\n"
             "options ndots:5\n")
         # The kubelet's /etc/hosts: the pod itself by FQDN and short name.
         (etc / "hosts").write_text(
@@ -557,7 +565,11 @@ class Cluster:
         sent = time.monotonic()
         for pod in pods:
             self.kill_agent(pod, signal.SIGTERM)
-        results = self.wait_all(timeout=grace + slack)
+        # Only `pods`: others of the job may have exited already, with
+        # their own codes (an MPI launcher before its workers are stopped).
+        deadline = sent + grace + slack
+        results = {pod.name: pod.wait(max(0.0, deadline - time.monotonic()))
+                   for pod in pods}
         elapsed = time.monotonic() - sent
         for name, r in results.items():
             assert r.exit_code == 143, (name, r.exit_code, r.stderr[-2000:],
