@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import resource
 import socket
 import subprocess
@@ -652,3 +653,78 @@ def agent_env(tmp_path, env=None):
         else:
             full_env[name] = value
     return full_env
+
+
+# --- MPI jobs (issue 41) ----------------------------------------------------
+
+# The allreduce every MPI test runs on 4 ranks: each rank adds rank + 1 and
+# prints one line "rank R/N sum S". With an argument it then sleeps that
+# many seconds and enters a Barrier: a job that stays up until a fault ends
+# it. mpi4py in Debian is built against Open MPI only, so MPICH runs the
+# same program in C (MPI_ALLREDUCE_C, built with mpicc.mpich).
+MPI_ALLREDUCE_PY = textwrap.dedent("""
+    import os, sys, time
+    from mpi4py import MPI
+    c = MPI.COMM_WORLD
+    total = c.allreduce(c.rank + 1, op=MPI.SUM)
+    # One write per line: mpirun interleaves the ranks' output by chunks.
+    os.write(1, f"rank {c.rank}/{c.size} sum {total}\\n".encode())
+    if len(sys.argv) > 1:
+        time.sleep(float(sys.argv[1]))
+        c.Barrier()
+""")
+
+MPI_ALLREDUCE_C = textwrap.dedent("""
+    #include <mpi.h>
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include <unistd.h>
+    int main(int argc, char** argv) {
+      int rank, size, one, sum;
+      MPI_Init(&argc, &argv);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      one = rank + 1;
+      MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      printf("rank %d/%d sum %d\\n", rank, size, sum);
+      fflush(stdout);
+      if (argc > 1) {
+        sleep((unsigned)atoi(argv[1]));
+        MPI_Barrier(MPI_COMM_WORLD);
+      }
+      MPI_Finalize();
+      return 0;
+    }
+""")
+
+# What the 4 ranks of MPI_ALLREDUCE_* report.
+MPI_EXPECTED = {f"rank {r}/4 sum 10" for r in range(4)}
+
+
+def mpi_ranks(output):
+    """Every "rank R/N sum S" report in `output`, wherever mpirun's
+    forwarding put it on a line."""
+    return set(re.findall(r"rank \d+/\d+ sum \d+", output))
+
+
+def build_mpich_allreduce(directory):
+    """MPI_ALLREDUCE_C built with mpicc.mpich in `directory`: its path."""
+    source = pathlib.Path(directory) / "allreduce.c"
+    source.write_text(MPI_ALLREDUCE_C)
+    binary = source.with_suffix("")
+    subprocess.run(["mpicc.mpich", "-o", str(binary), str(source)],
+                   check=True, timeout=120)
+    return binary
+
+
+def no_ssh_dir(directory):
+    """A directory of an `ssh` and an `rsh` that fail the job and say so:
+    first on an MPI job's PATH, it shows that nothing called a real one."""
+    fake = pathlib.Path(directory) / "no-ssh"
+    fake.mkdir(exist_ok=True)
+    for name in ("ssh", "rsh"):
+        (fake / name).write_text(
+            f"#!/bin/sh\necho 'the test's fake {name} was called' >&2\n"
+            "exit 255\n")
+        (fake / name).chmod(0o755)
+    return fake
