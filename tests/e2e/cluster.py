@@ -48,6 +48,8 @@ Notes for new scenarios:
   `pod_files=lambda pod: {"mpi/hostfile": ...}` (files under the pod's
   /etc) and `search=[...]` (domains searched before Kubernetes' own, as a
   pod's dnsConfig adds them: MPI Operator v2's `<job>.<ns>.svc.cluster.local`).
+- `private_tmp=True`: each pod's TMPDIR (`pod.tmp`) is its own; the other
+  pods see an empty tmpfs at that path, as containers do not share /tmp.
 """
 
 import atexit
@@ -206,6 +208,7 @@ class Pod:
         self.artifacts = cluster.artifacts / self.name
         self.termination_log = self.artifacts / "termination-log"
         self.error_file = self.artifacts / "error.json"
+        self.tmp = self.artifacts / "tmp"  # its TMPDIR (private_tmp)
         self.ready = False
         self.proc = None  # `unshare`, the pod's "container runtime"
         self.entrypoint = None  # argv prefix the pod runs, agent by default
@@ -289,7 +292,7 @@ class Cluster:
     DNS_IP = f"{SUBNET}.2"
 
     def __init__(self, job, tasks, artifacts, agent=None, pid_namespace=True,
-                 volcano=True, pod_files=None, search=()):
+                 volcano=True, pod_files=None, search=(), private_tmp=False):
         with _lock:
             _counter[0] += 1
             self.prefix = f"{PREFIX}-{os.getpid()}-{_counter[0]}"
@@ -307,6 +310,11 @@ class Cluster:
         # dnsConfig adds them (MPI Operator v2: `<job>.<ns>.svc.cluster.local`,
         # so that its pods' bare hostnames resolve).
         self.search = list(search) + SEARCH
+        # Each pod's TMPDIR its own, as a container's /tmp is: the other
+        # pods see an empty tmpfs there (in their mount namespaces), so a
+        # path one pod made under it does not exist in another (what a
+        # launcher's private directory is in a real job).
+        self.private_tmp = private_tmp
         self._inodes = {}
         self._netns = []
         self._dns = None
@@ -505,6 +513,9 @@ class Cluster:
                     "HOSTNAME": pod.name,
                     "DISTJOB_TERMINATION_LOG": str(pod.termination_log),
                     "TORCHELASTIC_ERROR_FILE": str(pod.error_file)}
+        if self.private_tmp:
+            pod.tmp.mkdir(parents=True, exist_ok=True)
+            full_env["TMPDIR"] = str(pod.tmp)
         if self.volcano:
             full_env.update(self.volcano_env(pod))
         for name, value in (env or {}).items():
@@ -522,7 +533,8 @@ class Cluster:
         setup = (f"hostname {shlex.quote(pod.name)} && "
                  "mount -t overlay overlay -o "
                  f"lowerdir=/etc,upperdir={upper},workdir={work} /etc"
-                 " && exec \"$@\"")
+                 + "".join(f" && {hide}" for hide in self._hide_tmp(pod))
+                 + " && exec \"$@\"")
         unshare = ["unshare", "--uts", "--mount", "--propagation", "private",
                    "--kill-child=SIGKILL"]
         if self.pid_namespace:
@@ -544,6 +556,19 @@ class Cluster:
             out.close()
             err.close()
         return pod
+
+    def _hide_tmp(self, pod):
+        """The setup commands that cover the other pods' TMPDIRs in `pod`
+        (private_tmp)."""
+        if not self.private_tmp:
+            return []
+        hide = []
+        for other in self.pods.values():
+            if other is not pod:
+                other.tmp.mkdir(parents=True, exist_ok=True)
+                hide.append("mount -t tmpfs -o size=1m,mode=0700 tmpfs "
+                            + shlex.quote(str(other.tmp)))
+        return hide
 
     def start_all(self, args, env=None, entrypoint=None):
         """Starts every pod; `args` and `env` may be callables of the Pod."""
