@@ -106,22 +106,20 @@ class Job:
             self.hostfile = "".join(mpi.hostfile_line.format(h)
                                     for h in hosts)
             self.cluster = make_cluster(
-                job, {launcher: 1, worker: 2}, volcano=False,
+                job, {launcher: 1, worker: 2}, volcano=False, private_tmp=True,
                 pod_files=lambda pod: {"mpi/hostfile": self.hostfile},
                 search=[f"{job}.default.svc.cluster.local"])
         else:
             job, launcher, worker = "vj", "mpimaster", "mpiworker"
-            self.cluster = make_cluster(job, {launcher: 1, worker: 2})
+            self.cluster = make_cluster(job, {launcher: 1, worker: 2},
+                                        private_tmp=True)
         self.launcher = self.cluster.pods[f"{job}-{launcher}-0"]
         self.workers = [self.cluster.pods[f"{job}-{worker}-{i}"]
                         for i in range(2)]
 
     def env(self, pod):
-        tmp = pod.artifacts / "tmp"  # a pod's own /tmp
-        tmp.mkdir(exist_ok=True)
         env = {"DISTJOB_RDZV_TOKEN": TOKEN,
                "PATH": f"{self.fake_ssh}:{POD_PATH}",
-               "TMPDIR": str(tmp),
                "OMPI_ALLOW_RUN_AS_ROOT": "1",
                "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
         if pod is self.launcher:
@@ -283,13 +281,16 @@ def test_a_worker_pod_started_10s_late(make_cluster, artifacts, programs):
     job.stop_workers()
 
 
+@pytest.mark.parametrize("chain", [False, True], ids=["flat", "tree"])
 def test_a_worker_pod_killed_mid_job(make_cluster, artifacts, programs,
-                                    timings):
+                                    timings, chain):
     """Node loss under a running job: every process of one worker pod
     SIGKILLed at once while the ranks wait in a sleep and a Barrier. The
-    launcher ends promptly with a retryable code naming the lost host."""
+    launcher ends promptly with a retryable code naming the lost host,
+    also when the lost worker's daemon was started by the other worker's
+    (tree spawn: no call of the launcher's own broke)."""
     job = Job(make_cluster, artifacts, "mpijob", OPEN_MPI,
-              programs[OPEN_MPI])
+              programs[OPEN_MPI], chain=chain)
     launcher = job.start("300")
     job.await_sums()
     survivor, lost = job.workers
@@ -298,7 +299,8 @@ def test_a_worker_pod_killed_mid_job(make_cluster, artifacts, programs,
     job.cluster.kill_pod(lost)
     r = launcher.wait(timeout=30)
     took = time.monotonic() - killed
-    timings("mpi worker pod killed", "agent", "kill to launcher exit", took)
+    timings(f"mpi worker pod killed ({'tree' if chain else 'flat'})",
+            "agent", "kill to launcher exit", took)
     assert took < 5, f"the launcher took {took:.1f}s to end after the kill"
     assert 128 <= r.exit_code <= 255, (r.exit_code, r.stderr[-3000:])
     # The survivor's share of the job went with it; its agent serves on.
