@@ -18,7 +18,13 @@ The jobs come in the two shapes their controllers give them:
   operator's dnsConfig). No `publishNotReadyAddresses`: a worker's name
   resolves only once its pod is Ready, i.e. once its agent serves.
 - Volcano: tasks `mpimaster` and `mpiworker`, `/etc/volcano/*.host` and
-  `VC_*`, no MPI flag on any pod; the launcher writes mpirun's hostfile.
+  `VC_*`, no MPI flag on any pod, `PET_NPROC_PER_NODE=2` as in
+  examples/k8s/volcano-mpi.yaml; the launcher writes mpirun's hostfile.
+
+Each pod's TMPDIR is its own (private_tmp), as a container's /tmp is. The
+faults are met as users meet them, in MPIJob pods: a worker pod started
+10 s after the launcher, a worker pod SIGKILLed whole mid-job (node loss),
+SIGTERM to the launcher pod mid-job (deletion, eviction).
 
 The suite runs as root (it makes namespaces), so every pod sets Open MPI's
 OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM), as `--allow-run-as-root` would; the agent
@@ -281,16 +287,20 @@ def test_a_worker_pod_started_10s_late(make_cluster, artifacts, programs):
     job.stop_workers()
 
 
-@pytest.mark.parametrize("chain", [False, True], ids=["flat", "tree"])
+@pytest.mark.parametrize("mpi, chain", [
+    pytest.param(OPEN_MPI, False, id="openmpi-flat"),
+    pytest.param(OPEN_MPI, True, id="openmpi-tree"),
+    pytest.param(MPICH, False, id="mpich"),
+])
 def test_a_worker_pod_killed_mid_job(make_cluster, artifacts, programs,
-                                    timings, chain):
+                                    timings, mpi, chain):
     """Node loss under a running job: every process of one worker pod
     SIGKILLed at once while the ranks wait in a sleep and a Barrier. The
     launcher ends promptly with a retryable code naming the lost host,
     also when the lost worker's daemon was started by the other worker's
     (tree spawn: no call of the launcher's own broke)."""
-    job = Job(make_cluster, artifacts, "mpijob", OPEN_MPI,
-              programs[OPEN_MPI], chain=chain)
+    job = Job(make_cluster, artifacts, "mpijob", mpi, programs[mpi],
+              chain=chain)
     launcher = job.start("300")
     job.await_sums()
     survivor, lost = job.workers
@@ -299,8 +309,9 @@ def test_a_worker_pod_killed_mid_job(make_cluster, artifacts, programs,
     job.cluster.kill_pod(lost)
     r = launcher.wait(timeout=30)
     took = time.monotonic() - killed
-    timings(f"mpi worker pod killed ({'tree' if chain else 'flat'})",
-            "agent", "kill to launcher exit", took)
+    timings(f"mpi worker pod killed ({mpi.launcher}"
+            f"{', tree spawn' if chain else ''})", "agent",
+            "kill to launcher exit", took)
     assert took < 5, f"the launcher took {took:.1f}s to end after the kill"
     assert 128 <= r.exit_code <= 255, (r.exit_code, r.stderr[-3000:])
     # The survivor's share of the job went with it; its agent serves on.
@@ -312,18 +323,19 @@ def test_a_worker_pod_killed_mid_job(make_cluster, artifacts, programs,
     # not rsh's) naming the host.
     assert r.exit_code == 138, (r.exit_code, r.stderr[-3000:])
     agent_lines = [line for line in r.stderr[before:].splitlines()
-                   if line.startswith("[") and lost.name in line]
+                   if re.match(r"\[\S+ distjob-agent \d+ ", line)
+                   and lost.name in line]
     assert agent_lines, f"no agent line names {lost.name}:\n{r.stderr}"
 
 
+@pytest.mark.parametrize("mpi", [OPEN_MPI, MPICH], ids=["openmpi", "mpich"])
 def test_sigterm_to_the_launcher_mid_job(make_cluster, artifacts, programs,
-                                        timings):
+                                        timings, mpi):
     """A stop of the launcher pod (deletion, eviction): within the grace
     period no MPI process of the job is left on any worker pod, and the
     workers serve on, as the README promises ("serve the launcher's spawn
     requests until stopped"), until their own stop signal."""
-    job = Job(make_cluster, artifacts, "mpijob", OPEN_MPI,
-              programs[OPEN_MPI])
+    job = Job(make_cluster, artifacts, "mpijob", mpi, programs[mpi])
     launcher = job.start("300")
     job.await_sums()
     assert all(job.job_processes(w) for w in job.workers)
@@ -332,8 +344,8 @@ def test_sigterm_to_the_launcher_mid_job(make_cluster, artifacts, programs,
     wait_for(lambda: not any(job.job_processes(w) for w in job.workers),
              STOP_GRACE, interval=0.1,
              what="no MPI process of the job left on the worker pods")
-    timings("mpi launcher SIGTERM", "agent", "to no MPI process on workers",
-            time.monotonic() - sent)
+    timings(f"mpi launcher SIGTERM ({mpi.launcher})", "agent",
+            "to no MPI process on workers", time.monotonic() - sent)
     r = launcher.wait(timeout=STOP_GRACE)
     assert time.monotonic() - sent < STOP_GRACE, r.stderr[-3000:]
     assert r.exit_code == 128 + signal.SIGTERM, (r.exit_code,
