@@ -19,6 +19,8 @@
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/progress_log.h"
+#include "common/resolver.h"
+#include "common/route_interface.h"
 #include "common/text.h"
 #include "launchers/mpi_env.h"
 #include "spawn/spawn_client.h"
@@ -329,8 +331,26 @@ void TellWorkersTheJobEnded(const std::vector<std::string>& hosts,
 
 namespace {
 
+// The interface through which this pod reaches the first of `hosts` (the
+// workers), for Hydra's call-backs; "" when it cannot be told, and Hydra
+// then keeps its own choice.
+std::string InterfaceTowardWorkers(const std::vector<std::string>& hosts) {
+  if (hosts.empty()) return "";
+  ResolverOptions resolver;
+  resolver.pass_timeout = kProbeTimeout * 4;
+  auto addresses = ResolveHost(hosts.front(), resolver);
+  if (!addresses.ok() || addresses->empty()) return "";
+  auto iface = RouteInterface(addresses->front());
+  if (!iface.ok()) {
+    DJ_LOG_DEBUG("MPI launcher: {}", iface.status().message());
+    return "";
+  }
+  return *iface;
+}
+
 // mpirun's process: the agent's environment, every MPI's remote launch
-// through rsh, and the written hostfile's variables when there is one.
+// through rsh, what lets the workers reach it back (MpiReachabilityEnv),
+// and the written hostfile's variables when there is one.
 absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
                                            const EnvMap& env,
                                            const MpiLaunchHosts& hosts,
@@ -343,6 +363,10 @@ absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
   for (const auto& [name, value] :
        MpiLauncherEnv(agent, MakeRshProgram(dir, agent))) {
     if (value.empty()) continue;  // no link: Hydra keeps its own launcher
+    spec.env[name] = value;
+  }
+  for (const auto& [name, value] :
+       MpiReachabilityEnv(env, InterfaceTowardWorkers(hosts.hosts))) {
     spec.env[name] = value;
   }
   if (!lost_file.empty()) spec.env[kLostHostsFileVariable] = lost_file;
@@ -372,6 +396,22 @@ MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
     }
     out.env[name] = value;
     out.sources[name] = "MPI launcher: remote launch through distjob-agent rsh";
+  }
+  // Those that need no interface are known now; the interface only at
+  // launch (any non-empty name stands in for it here).
+  const EnvMap known = MpiReachabilityEnv(env, "");
+  for (const auto& [name, value] : MpiReachabilityEnv(env, "IFACE")) {
+    if (known.count(name) != 0) {
+      out.env[name] = value;
+      out.sources[name] =
+          "MPI launcher: the hostfile's names kept whole (other pods do not "
+          "resolve the short ones)";
+    } else {
+      out.undecided[name] =
+          "decided at launch (the interface that reaches the first worker "
+          "host: the MPI's proxies call back to the launcher's address on "
+          "it)";
+    }
   }
   out.undecided[kLostHostsFileVariable] =
       absl::StrCat(private_dir.substr(0, private_dir.size() - 1),

@@ -58,6 +58,19 @@ EnvMap MpiLauncherEnv(const std::string& agent_path,
   };
 }
 
+EnvMap MpiReachabilityEnv(const EnvMap& env, const std::string& iface) {
+  EnvMap out;
+  const auto set_unless_given = [&](const std::string& name,
+                                    const std::string& value) {
+    if (!value.empty() && !Lookup(env, name).has_value()) out[name] = value;
+  };
+  set_unless_given("OMPI_MCA_orte_keep_fqdn_hostnames", "true");
+  set_unless_given("PRTE_MCA_prte_keep_fqdn_hostnames", "true");
+  set_unless_given("HYDRA_IFACE", iface);
+  set_unless_given("I_MPI_HYDRA_IFACE", iface);
+  return out;
+}
+
 std::vector<std::string> ParseMpiHostfile(absl::string_view text) {
   std::vector<std::string> hosts;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {

@@ -23,6 +23,16 @@ namespace distjob {
 EnvMap MpiLauncherEnv(const std::string& agent_path,
                       const std::string& rsh_program);
 
+// What lets the workers reach the launcher's mpirun, each variable only
+// where `env` leaves it unset. Open MPI 4 and PRRTE keep the hostfile's
+// names whole (OMPI_MCA_orte_keep_fqdn_hostnames,
+// PRTE_MCA_prte_keep_fqdn_hostnames): they otherwise cut "w-0.job" to
+// "w-0", which no other pod of a Volcano job resolves. MPICH's and Intel
+// MPI's proxies call back to the launcher's address on `iface`
+// (HYDRA_IFACE, I_MPI_HYDRA_IFACE) rather than to its bare host name;
+// neither when `iface` is empty.
+EnvMap MpiReachabilityEnv(const EnvMap& env, const std::string& iface);
+
 // The hosts of an MPI hostfile: the first word of each line that is not
 // blank or a comment (`HOST slots=N` for Open MPI, `HOST:N` for MPICH and
 // Intel MPI, the `:N` dropped), each once, in order.

@@ -17,6 +17,25 @@ TEST(MpiEnvTest, EveryMpiGoesThroughRsh) {
   EXPECT_EQ(env.at("I_MPI_HYDRA_BOOTSTRAP_EXEC"), "/tmp/x/rsh");
 }
 
+TEST(MpiEnvTest, WorkersReachTheLauncherByNamesTheyResolve) {
+  const EnvMap env = MpiReachabilityEnv({}, "eth0");
+  EXPECT_EQ(env.at("OMPI_MCA_orte_keep_fqdn_hostnames"), "true");
+  EXPECT_EQ(env.at("PRTE_MCA_prte_keep_fqdn_hostnames"), "true");
+  EXPECT_EQ(env.at("HYDRA_IFACE"), "eth0");
+  EXPECT_EQ(env.at("I_MPI_HYDRA_IFACE"), "eth0");
+}
+
+TEST(MpiEnvTest, TheJobsOwnReachabilitySettingsStand) {
+  const EnvMap env = MpiReachabilityEnv(
+      {{"OMPI_MCA_orte_keep_fqdn_hostnames", "false"}, {"HYDRA_IFACE", "ib0"}},
+      "eth0");
+  EXPECT_EQ(env.count("OMPI_MCA_orte_keep_fqdn_hostnames"), 0u);
+  EXPECT_EQ(env.count("HYDRA_IFACE"), 0u);
+  EXPECT_EQ(env.at("I_MPI_HYDRA_IFACE"), "eth0");
+  // No interface found: Hydra keeps its own choice.
+  EXPECT_EQ(MpiReachabilityEnv({}, "").count("HYDRA_IFACE"), 0u);
+}
+
 TEST(MpiEnvTest, HostfilesOfOpenMpiAndMpich) {
   EXPECT_EQ(ParseMpiHostfile("# the job\n"
                              "j-worker-0.j.ns.svc slots=2\n"

@@ -220,29 +220,11 @@ def stderr(pod):
 # bare pod name resolves only in the pod itself (Kubernetes searches
 # <ns>.svc.cluster.local, not the job's subdomain; Volcano's ssh plugin
 # maps it in ssh's config), and:
-VOLCANO_OPEN_MPI_BUG = (
-    "Open MPI strips the domain of the hostfile's <pod>.<job> names "
-    "(orte_keep_fqdn_hostnames defaults to false) and calls rsh for the "
-    "bare pod name; the launcher needs OMPI_MCA_orte_keep_fqdn_hostnames="
-    "true where it is unset")
-VOLCANO_MPICH_BUG = (
-    "Hydra's proxies call back to mpiexec by the launcher's bare hostname "
-    "(--control-port <pod>:PORT), fail, and mpiexec waits on for them "
-    "(JOB_DEADLINE); the launcher needs to give Hydra a name or address "
-    "the workers resolve (HYDRA_IFACE=eth0 works here)")
-
-
 @pytest.mark.parametrize("shape, mpi", [
     pytest.param("mpijob", OPEN_MPI, id="mpijob-openmpi"),
     pytest.param("mpijob", MPICH, id="mpijob-mpich"),
-    pytest.param("volcano", OPEN_MPI, id="volcano-openmpi",
-                 marks=pytest.mark.xfail(reason=VOLCANO_OPEN_MPI_BUG,
-                                         raises=AssertionError,
-                                         strict=True)),
-    pytest.param("volcano", MPICH, id="volcano-mpich",
-                 marks=pytest.mark.xfail(reason=VOLCANO_MPICH_BUG,
-                                         raises=TimeoutError,
-                                         strict=True)),
+    pytest.param("volcano", OPEN_MPI, id="volcano-openmpi"),
+    pytest.param("volcano", MPICH, id="volcano-mpich"),
 ])
 def test_an_allreduce_over_4_ranks_in_3_pods(make_cluster, artifacts,
                                              programs, shape, mpi):
