@@ -12,61 +12,20 @@ needs no root.
 
 import dataclasses
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
-import textwrap
 import time
 
 import pytest
 
-from harness import (CLEAN_JOB_ENV, PYTHON, descendants, free_port,
-                     kill_tree, wait_for)
+from harness import (CLEAN_JOB_ENV, MPI_ALLREDUCE_PY, MPI_EXPECTED, PYTHON,
+                     build_mpich_allreduce, descendants, free_port,
+                     kill_tree, mpi_ranks, no_ssh_dir, wait_for)
 
 WORKERS = ("127.0.0.2", "127.0.0.3")
 TOKEN = "mpi-tok-5fN2qW8xR1"
-
-ALLREDUCE_PY = textwrap.dedent("""
-    import os, sys, time
-    from mpi4py import MPI
-    c = MPI.COMM_WORLD
-    total = c.allreduce(c.rank + 1, op=MPI.SUM)
-    # One write per line: mpirun interleaves the ranks' output by chunks.
-    os.write(1, f"rank {c.rank}/{c.size} sum {total}\\n".encode())
-    if len(sys.argv) > 1:  # the fault test: stay in the job until killed
-        time.sleep(float(sys.argv[1]))
-        c.Barrier()
-""")
-
-# mpi4py in Debian is built against Open MPI only: MPICH runs the same
-# allreduce written in C, built with mpicc.mpich.
-ALLREDUCE_C = textwrap.dedent("""
-    #include <mpi.h>
-    #include <stdio.h>
-    #include <stdlib.h>
-    #include <unistd.h>
-    int main(int argc, char** argv) {
-      int rank, size, one, sum;
-      MPI_Init(&argc, &argv);
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-      MPI_Comm_size(MPI_COMM_WORLD, &size);
-      one = rank + 1;
-      MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-      printf("rank %d/%d sum %d\\n", rank, size, sum);
-      fflush(stdout);
-      if (argc > 1) {  /* the fault test: stay in the job until killed */
-        sleep((unsigned)atoi(argv[1]));
-        MPI_Barrier(MPI_COMM_WORLD);
-      }
-      MPI_Finalize();
-      return 0;
-    }
-""")
-
-EXPECTED = {f"rank {r}/4 sum 10" for r in range(4)}
-
 
 @dataclasses.dataclass(frozen=True)
 class Mpi:
@@ -118,20 +77,9 @@ def program(mpi, tmp_path):
     in C."""
     if mpi is OPEN_MPI:
         path = tmp_path / "allreduce.py"
-        path.write_text(ALLREDUCE_PY)
+        path.write_text(MPI_ALLREDUCE_PY)
         return [PYTHON, str(path)]
-    source = tmp_path / "allreduce.c"
-    source.write_text(ALLREDUCE_C)
-    binary = tmp_path / "allreduce"
-    subprocess.run(["mpicc.mpich", "-o", str(binary), str(source)],
-                   check=True, timeout=120)
-    return [str(binary)]
-
-
-def _ranks(output):
-    """Every "rank R/N sum S" report in `output`, wherever mpirun's
-    forwarding put it on a line."""
-    return set(re.findall(r"rank \d+/\d+ sum \d+", output))
+    return [str(build_mpich_allreduce(tmp_path))]
 
 
 def _free_on_workers():
@@ -150,13 +98,7 @@ def _free_on_workers():
 def _launcher_env(tmp_path):
     """The job's environment: the token, the port, root allowed for Open
     MPI, and a PATH whose ssh and rsh fail the job."""
-    fake = tmp_path / "no-ssh"
-    fake.mkdir()
-    for name in ("ssh", "rsh"):
-        (fake / name).write_text(
-            f"#!/bin/sh\necho 'the test's fake {name} was called' >&2\n"
-            "exit 255\n")
-        (fake / name).chmod(0o755)
+    fake = no_ssh_dir(tmp_path)
     return {
         **CLEAN_JOB_ENV,
         **_own_tmpdir(tmp_path, "launcher"),
@@ -215,7 +157,7 @@ def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
                   + mpi.command(tmp_path, program), env=env, timeout=120,
                   stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert _ranks(r.stdout) == EXPECTED, r.stdout + r.stderr
+    assert mpi_ranks(r.stdout) == MPI_EXPECTED, r.stdout + r.stderr
     assert "fake" not in r.stderr
     assert _spawned(tmp_path, mpi.daemon), \
         f"{mpi.daemon} was not started by the workers"
@@ -230,7 +172,7 @@ def _await_sums(launcher, log, workers):
     with the log, when the launcher ended first (a failed mpirun is not a
     slow one), and past the deadline with the job's processes."""
     def summed():
-        if _ranks(log.read_text()) == EXPECTED:
+        if mpi_ranks(log.read_text()) == MPI_EXPECTED:
             return True
         code = launcher.poll()
         assert code is None, (f"the launcher exited with {code} before "
@@ -336,7 +278,7 @@ def test_the_launcher_waits_for_a_late_worker(tmp_path, mpi, program,
     # The race a launcher loses against sshd.
     _start_workers(start_agent, env, tmp_path)
     assert launcher.wait(timeout=120) == 0, log.read_text()
-    assert _ranks(log.read_text()) == EXPECTED
+    assert mpi_ranks(log.read_text()) == MPI_EXPECTED
 
 
 def test_a_stop_signal_ends_the_launchers_wait_within_1s(tmp_path, mpi,
@@ -386,7 +328,7 @@ def test_a_volcano_job_runs_with_no_flags_and_a_hostfile_it_wrote(
                    mpi.launcher, mpi.np_flag, "4", *program],
                   env=env, timeout=120, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert _ranks(r.stdout) == EXPECTED, r.stdout + r.stderr
+    assert mpi_ranks(r.stdout) == MPI_EXPECTED, r.stdout + r.stderr
     assert "Volcano task mpimaster" in r.stderr, r.stderr
     assert _spawned(tmp_path, mpi.daemon), \
         f"{mpi.daemon} was not started by the workers"
