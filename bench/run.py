@@ -1653,6 +1653,9 @@ BENCHMARKS = {
     "worker_store_scale": lambda reps: worker_store_scale.
     bench_worker_store_scale(reps, AGENT),
 }
+# The sections that run store_bench, which links most of the agent: the
+# others run without it (bench/run.sh builds it only for these).
+NEEDS_STORE_BENCH = {"store", "scale", "recover", "etcd"}
 
 
 # -- reporting --------------------------------------------------------------
@@ -1829,7 +1832,10 @@ def main():
                         help="comma-separated subset of: " +
                         ", ".join(BENCHMARKS))
     args = parser.parse_args()
-    for path in (AGENT, STAMP, STORE_BENCH):
+    needed = [AGENT, STAMP]
+    if NEEDS_STORE_BENCH & set(args.only.split(",")):
+        needed.append(STORE_BENCH)
+    for path in needed:
         if not os.access(path, os.X_OK):
             sys.exit(f"{path} is not built: run bench/run.sh")
     OUT.mkdir(parents=True, exist_ok=True)
