@@ -28,6 +28,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import harness  # noqa: E402  (descendants, wait_for: one copy for both)
+import mpi_start  # noqa: E402  (--only mpi_start)
 import worker_store_bench  # noqa: E402  (--only worker_store)
 import worker_store_scale  # noqa: E402  (--only worker_store_scale)
 AGENT = os.environ.get("DISTJOB_AGENT",
@@ -1652,6 +1653,7 @@ BENCHMARKS = {
     "etcd": bench_etcd,
     "worker_store_scale": lambda reps: worker_store_scale.
     bench_worker_store_scale(reps, AGENT),
+    "mpi_start": lambda reps: mpi_start.bench_mpi_start(reps, AGENT, STAMP),
 }
 # The sections that run store_bench, which links most of the agent: the
 # others run without it (bench/run.sh builds it only for these).
@@ -1716,7 +1718,11 @@ def write_markdown(results, meta):
         for launcher in ["distjob-agent", "torchrun"]:
             if launcher in s:
                 r = s[launcher]
-                cells.append(f"{fmt(r['median'], unit)} "
+                # A row measured against another anchor names it there.
+                anchor = result.get("anchor") if launcher == "torchrun" \
+                    else None
+                cells.append((f"{anchor}: " if anchor else "") +
+                             f"{fmt(r['median'], unit)} "
                              f"({fmt(r['min'], unit)}–{fmt(r['max'], unit)}, "
                              f"σ {fmt(r['stdev'], unit)})")
             else:
@@ -1757,6 +1763,7 @@ def write_plots(results):
 
     timed = [r for r in results if r["unit"] == "s" and "series" not in r
              and not r["name"].startswith(("store", "scale"))
+             and "anchor" not in r
              and "torchrun" in r["samples"] and r["samples"]["torchrun"]]
     if timed:
         fig, ax = plt.subplots(figsize=(7, 0.6 + 0.9 * len(timed)))
