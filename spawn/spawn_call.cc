@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/text.h"
-#include "spawn/spawned_command.h"
 
 namespace distjob {
 namespace {
@@ -42,8 +41,7 @@ struct CallState {
 
 // Writes all of `data` to the command's non-blocking stdin, waiting for
 // room; false when the command closed it or the call is ending.
-bool WriteStdin(SpawnedCommand* cmd, const std::string& data,
-                CallState* state) {
+bool WriteStdin(Command* cmd, const std::string& data, CallState* state) {
   size_t off = 0;
   while (off < data.size()) {
     if (state->stop_input.load()) return false;
@@ -63,7 +61,7 @@ bool WriteStdin(SpawnedCommand* cmd, const std::string& data,
 
 // The input side, on its own thread: the caller's messages after the
 // first, until its stream ends.
-void PumpInput(SpawnStream* stream, SpawnedCommand* cmd, CallState* state) {
+void PumpInput(SpawnStream* stream, Command* cmd, CallState* state) {
   SpawnRequest req;
   bool stdin_open = true;
   while (stream->Read(&req)) {
@@ -95,7 +93,7 @@ void PumpInput(SpawnStream* stream, SpawnedCommand* cmd, CallState* state) {
 
 // Reads one chunk of `*fd` into a reply and writes it to the call. False
 // when the call broke; closes `*fd` at its end.
-bool ForwardChunk(SpawnedCommand* cmd, bool is_stdout, SpawnStream* stream,
+bool ForwardChunk(Command* cmd, bool is_stdout, SpawnStream* stream,
                   std::string* buf) {
   const int fd = is_stdout ? cmd->stdout_fd() : cmd->stderr_fd();
   const ssize_t n = read(fd, buf->data(), buf->size());
@@ -116,8 +114,8 @@ bool ForwardChunk(SpawnedCommand* cmd, bool is_stdout, SpawnStream* stream,
 
 // The output side: until both pipes end and the shell exits, or the caller
 // goes away (false then).
-bool PumpOutput(grpc::ServerContext* ctx, SpawnStream* stream,
-                SpawnedCommand* cmd, CallState* state, size_t chunk) {
+bool PumpOutput(SpawnCallContext* ctx, SpawnStream* stream, Command* cmd,
+                CallState* state, size_t chunk) {
   std::string buf(chunk, '\0');
   while (true) {
     if (state->caller_gone.load() || ctx->IsCancelled()) return false;
@@ -147,7 +145,7 @@ SpawnReply ExitReply(const CommandExit& e) {
 }
 
 // After the exit status: the caller closes its side, or is cut off.
-void AwaitCallerClose(grpc::ServerContext* ctx, CallState* state,
+void AwaitCallerClose(SpawnCallContext* ctx, CallState* state,
                       absl::Duration close_wait) {
   const absl::Time deadline = absl::Now() + close_wait;
   while (!state->input_done.load() && absl::Now() < deadline) {
@@ -159,8 +157,9 @@ void AwaitCallerClose(grpc::ServerContext* ctx, CallState* state,
 
 }  // namespace
 
-grpc::Status ServeSpawnCall(grpc::ServerContext* ctx, SpawnStream* stream,
-                            const EnvMap& env, const SpawnLimits& limits) {
+grpc::Status ServeSpawnCall(SpawnCallContext* ctx, SpawnStream* stream,
+                            const CommandStarter& start, const EnvMap& env,
+                            const SpawnLimits& limits) {
   SpawnRequest first;
   if (!stream->Read(&first)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "no command was sent");
@@ -169,13 +168,13 @@ grpc::Status ServeSpawnCall(grpc::ServerContext* ctx, SpawnStream* stream,
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "the first message must name the command");
   }
-  auto cmd = SpawnedCommand::Start(first.command(), env);
+  auto cmd = start(first.command(), env);
   if (!cmd.ok()) {
     return grpc::Status(grpc::StatusCode::INTERNAL,
                         std::string(cmd.status().message()));
   }
   DJ_LOG_INFO("spawn: {} runs {} for {}", (*cmd)->pid(),
-              OneLine(first.command()), ctx->peer());
+              OneLine(first.command()), ctx->Peer());
   CallState state;
   state.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (state.wake < 0) {

@@ -14,6 +14,7 @@
 #include "rendezvous/store/server/conn_limiter.h"
 #include "rendezvous/store/server/grpc_fd_acceptor.h"
 #include "spawn/spawn_call.h"
+#include "spawn/spawned_command.h"
 
 namespace distjob {
 namespace {
@@ -55,7 +56,9 @@ class SpawnServer::Service final : public spawn::Spawner::Service {
           absl::StrCat("this spawn server runs ", limits_.max_spawns,
                        " commands already"));
     }
-    grpc::Status s = ServeSpawnCall(ctx, stream, env_, limits_);
+    GrpcSpawnCallContext call(ctx);
+    grpc::Status s = ServeSpawnCall(&call, stream, SpawnedCommand::StartCommand,
+                                    env_, limits_);
     active_.fetch_sub(1);
     return s;
   }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "absl/base/const_init.h"
 #include "absl/base/thread_annotations.h"
@@ -129,6 +130,13 @@ absl::StatusOr<std::unique_ptr<SpawnedCommand>> SpawnedCommand::Start(
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   }
   return c;
+}
+
+absl::StatusOr<std::unique_ptr<Command>> SpawnedCommand::StartCommand(
+    const std::string& command, const EnvMap& env) {
+  auto started = Start(command, env);
+  if (!started.ok()) return started.status();
+  return std::unique_ptr<Command>(*std::move(started));
 }
 
 SpawnedCommand::~SpawnedCommand() {

@@ -15,44 +15,43 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/environment.h"
+#include "spawn/command.h"
 
 namespace distjob {
 
-// How the shell ended: an exit status or the signal that killed it.
-struct CommandExit {
-  bool signaled = false;
-  int code = 0;  // the exit status (0-255), or the signal number
-};
-
-class SpawnedCommand {
+// The real Command (spawn/command.h): what the spawn server starts.
+class SpawnedCommand final : public Command {
  public:
   // Starts `/bin/sh -c command` with `env`, the agent's inherited signal
   // state, and pipes for its three streams (non-blocking on our side).
   static absl::StatusOr<std::unique_ptr<SpawnedCommand>> Start(
       const std::string& command, const EnvMap& env);
+  // Start, as a CommandStarter gives it to a call.
+  static absl::StatusOr<std::unique_ptr<Command>> StartCommand(
+      const std::string& command, const EnvMap& env);
   // Ends the group (EndGroup with a short grace) if it still runs.
-  ~SpawnedCommand();
+  ~SpawnedCommand() override;
   SpawnedCommand(const SpawnedCommand&) = delete;
   SpawnedCommand& operator=(const SpawnedCommand&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const override { return pid_; }
   // Our ends of the pipes; -1 once closed.
-  int stdin_fd() const { return stdin_fd_; }
-  int stdout_fd() const { return stdout_fd_; }
-  int stderr_fd() const { return stderr_fd_; }
-  void CloseStdin();
-  void CloseStdout();
-  void CloseStderr();
+  int stdin_fd() const override { return stdin_fd_; }
+  int stdout_fd() const override { return stdout_fd_; }
+  int stderr_fd() const override { return stderr_fd_; }
+  void CloseStdin() override;
+  void CloseStdout() override;
+  void CloseStderr() override;
 
   // `sig` to every process of the group; InvalidArgument for a number that
   // is not a signal.
-  absl::Status Signal(int sig) const;
+  absl::Status Signal(int sig) const override;
   // The shell's end once it has exited (reaped here), without waiting.
-  std::optional<CommandExit> Poll();
+  std::optional<CommandExit> Poll() override;
   // SIGTERM to the group, then SIGKILL to what is left after `grace`; the
   // shell reaped. Returns how the shell ended (what it had already ended
   // with when it was gone before). Bounded by `grace` plus a SIGKILL.
-  CommandExit EndGroup(absl::Duration grace);
+  CommandExit EndGroup(absl::Duration grace) override;
 
   // Reaps this process's ended children that are no spawned shell: what a
   // command left behind when it exited (orted's ranks, a daemon that
