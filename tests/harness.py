@@ -406,6 +406,85 @@ def self_signed_cert(directory, name, san="DNS:localhost"):
     return cert, key
 
 
+def make_certs(d):
+    """A CA and one node certificate it signs, for servers and clients
+    alike (for the pods' names and addresses: here 127.0.0.1 to
+    127.0.0.3), plus a stranger's key, made by the openssl CLI in `d`:
+    ca.pem, node.pem, node.key, other.key. Another directory's set is a
+    peer outside the job: its CA is not this one."""
+    def ossl(*args):
+        subprocess.run(["openssl", *args], cwd=d, check=True,
+                       capture_output=True, timeout=30)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+          "-nodes"]
+    ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
+         "-days", "1", "-subj", "/CN=distjob test CA")
+    ossl("req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj",
+         "/CN=distjob node")
+    (d / "ext.cnf").write_text(
+        "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,"
+        "DNS:localhost\n"
+        "extendedKeyUsage=serverAuth,clientAuth\n")
+    ossl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey",
+         "ca.key", "-CAcreateserial", "-out", "node.pem", "-days", "1",
+         "-extfile", "ext.cnf")
+    ossl("genpkey", "-algorithm", "EC", "-pkeyopt",
+         "ec_paramgen_curve:prime256v1", "-out", "other.key")
+    return d
+
+
+# Protobuf's wire format, enough for raw gRPC clients that encode their
+# messages by hand (no generated code: tests/integration/test_store_auth.py,
+# test_spawn_auth.py).
+
+def pb_varint(n):
+    out = bytearray()
+    n &= (1 << 64) - 1  # a negative int32/int64 is ten bytes, as protobuf's
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_len(num, data):
+    """Field `num`, length-delimited (string, bytes, message)."""
+    data = data.encode() if isinstance(data, str) else data
+    return pb_varint(num << 3 | 2) + pb_varint(len(data)) + data
+
+
+def pb_int(num, value):
+    """Field `num`, a varint (int32, int64, bool)."""
+    return pb_varint(num << 3) + pb_varint(value)
+
+
+def pb_fields(data):
+    """(field number, value) pairs of a message: ints or bytes."""
+    i, out = 0, []
+    while i < len(data):
+        key, i = _pb_read_varint(data, i)
+        num, kind = key >> 3, key & 7
+        if kind == 0:
+            value, i = _pb_read_varint(data, i)
+        else:
+            n, i = _pb_read_varint(data, i)
+            value, i = data[i:i + n], i + n
+        out.append((num, value))
+    return out
+
+
+def _pb_read_varint(data, i):
+    shift = value = 0
+    while True:
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value, i
+
+
 def rss_bytes(pid):
     """The resident set size of process `pid` (VmRSS), 0 once it is gone."""
     try:

@@ -18,7 +18,10 @@ import grpc
 import pytest
 
 
-from harness import PYTHON, free_port, free_ports, wait_for
+from harness import PYTHON, free_port, free_ports, make_certs, wait_for
+from harness import pb_fields as _fields
+from harness import pb_int as _int
+from harness import pb_len as _len
 
 TOKEN = "tok-7Q2xZ9vR4mK1pW8s"
 SERVICE = "/distjob.store.v1.Store/"
@@ -32,53 +35,6 @@ WORKER = textwrap.dedent("""
     while not (out / "go").exists():
         time.sleep(0.05)
 """)
-
-
-# --- protobuf wire format, enough for store.proto's requests ---------------
-
-def _varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _len(num, data):
-    data = data.encode() if isinstance(data, str) else data
-    return _varint(num << 3 | 2) + _varint(len(data)) + data
-
-
-def _int(num, value):
-    return _varint(num << 3) + _varint(value)
-
-
-def _fields(data):
-    """(field number, value) pairs of a message: ints or bytes."""
-    i, out = 0, []
-    while i < len(data):
-        key, i = _read_varint(data, i)
-        num, kind = key >> 3, key & 7
-        if kind == 0:
-            value, i = _read_varint(data, i)
-        else:
-            n, i = _read_varint(data, i)
-            value, i = data[i:i + n], i + n
-        out.append((num, value))
-    return out
-
-
-def _read_varint(data, i):
-    shift = value = 0
-    while True:
-        b = data[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, i
 
 
 # Every RPC of the Store service, each aimed at the probe keys.
@@ -269,29 +225,6 @@ def test_token_absent_from_every_artifact_of_a_job(agent, background,
     assert "DISTJOB_RDZV_TOKEN" not in worker_env
     for name, text in artifacts.items():
         assert TOKEN not in text, f"the token leaked into {name}"
-
-
-def make_certs(d):
-    """A CA and one node certificate it signs (for the pods' names and
-    addresses: here 127.0.0.1 and 127.0.0.2), plus a stranger's key."""
-    def ossl(*args):
-        subprocess.run(["openssl", *args], cwd=d, check=True,
-                       capture_output=True, timeout=30)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-          "-nodes"]
-    ossl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
-         "-days", "1", "-subj", "/CN=distjob test CA")
-    ossl("req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj",
-         "/CN=distjob node")
-    (d / "ext.cnf").write_text(
-        "subjectAltName=IP:127.0.0.1,IP:127.0.0.2,DNS:localhost\n"
-        "extendedKeyUsage=serverAuth,clientAuth\n")
-    ossl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey",
-         "ca.key", "-CAcreateserial", "-out", "node.pem", "-days", "1",
-         "-extfile", "ext.cnf")
-    ossl("genpkey", "-algorithm", "EC", "-pkeyopt",
-         "ec_paramgen_curve:prime256v1", "-out", "other.key")
-    return d
 
 
 def tls_args(certs):
