@@ -21,7 +21,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(run_flags rdzv_conf volcano_peers framework_env error_file cgroup
            store_core tcpstore_frame tcpstore_waits h2_first_bytes timer_request
-           rsh_args)
+           rsh_args spawn_call)
 fi
 case "$total" in
   '' | *[!0-9]*) echo "run_fuzz.sh: SECONDS must be a whole number, got '$total'" >&2
