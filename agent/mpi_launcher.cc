@@ -348,6 +348,26 @@ std::string InterfaceTowardWorkers(const std::vector<std::string>& hosts) {
   return *iface;
 }
 
+// What rsh must know of the launcher's flags, for mpirun's environment:
+// rsh reads only its environment (its command line is ssh's), through the
+// flag definitions `run` uses, so each flag given goes as its variable.
+// File paths only: no secret enters an environment it was not in.
+EnvMap RshSettingsEnv(const RunOptions& options) {
+  EnvMap env = {{"DISTJOB_SPAWN_PORT", absl::StrCat(options.mpi.spawn_port)}};
+  const StoreSecurityOptions& files = options.security_files;
+  const std::pair<const char*, const std::string*> paths[] = {
+      {"DISTJOB_RDZV_TOKEN_FILE", &files.token_file},
+      {"DISTJOB_RDZV_TLS_CERT", &files.tls_cert},
+      {"DISTJOB_RDZV_TLS_KEY", &files.tls_key},
+      {"DISTJOB_RDZV_TLS_CA", &files.tls_ca},
+      {"DISTJOB_RDZV_TLS_SERVER_NAME", &files.tls_server_name},
+  };
+  for (const auto& [name, value] : paths) {
+    if (!value->empty()) env[name] = *value;
+  }
+  return env;
+}
+
 // mpirun's process: the agent's environment, every MPI's remote launch
 // through rsh, what lets the workers reach it back (MpiReachabilityEnv),
 // and the written hostfile's variables when there is one.
@@ -367,6 +387,9 @@ absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
   }
   for (const auto& [name, value] :
        MpiReachabilityEnv(env, InterfaceTowardWorkers(hosts.hosts))) {
+    spec.env[name] = value;
+  }
+  for (const auto& [name, value] : RshSettingsEnv(options)) {
     spec.env[name] = value;
   }
   if (!lost_file.empty()) spec.env[kLostHostsFileVariable] = lost_file;
@@ -396,6 +419,10 @@ MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
     }
     out.env[name] = value;
     out.sources[name] = "MPI launcher: remote launch through distjob-agent rsh";
+  }
+  for (const auto& [name, value] : RshSettingsEnv(options)) {
+    out.env[name] = value;
+    out.sources[name] = "MPI launcher: the launcher's flag, for rsh";
   }
   // Those that need no interface are known now; the interface only at
   // launch (any non-empty name stands in for it here).

@@ -167,6 +167,23 @@ def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
     assert "told 2 of 2 workers that the job ended" in r.stderr, r.stderr
 
 
+def test_rsh_gets_the_launchers_token_and_port_flags(run_agent, tmp_path,
+                                                     mpi, program, mpi_job):
+    """rsh reads only its environment: a token file and a spawn port given
+    to the launcher as flags reach it through mpirun's environment."""
+    env, _ = mpi_job
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    port = env["DISTJOB_SPAWN_PORT"]
+    flagged = {**env, "DISTJOB_RDZV_TOKEN": None, "DISTJOB_SPAWN_PORT": None}
+    r = run_agent(["run", "--framework", "mpi", "--rdzv-token-file",
+                   str(token_file), "--spawn-port", port, "--"]
+                  + mpi.command(tmp_path, program), env=flagged, timeout=120,
+                  stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert mpi_ranks(r.stdout) == MPI_EXPECTED, r.stdout + r.stderr
+
+
 def _await_sums(launcher, log, workers):
     """Waits for every rank's sum in `log`, the launcher's; fails at once,
     with the log, when the launcher ended first (a failed mpirun is not a
