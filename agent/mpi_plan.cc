@@ -1,7 +1,12 @@
 #include "agent/mpi_plan.h"
 
+#include <sys/stat.h>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/net.h"
+#include "launchers/mpi_env.h"
 
 namespace distjob {
 namespace {
@@ -41,6 +46,60 @@ MpiPlan VolcanoRole(const RunOptions& options, const JobEnv& job) {
   }
   plan.role_source = absl::StrCat("Volcano task ", task, " (", how, ")");
   plan.from_volcano_task = true;
+  return plan;
+}
+
+// The replicated job of a JobSet pod named <jobset>-<rjob>-<job index>-<pod
+// index> whose pod index is JOB_COMPLETION_INDEX: --replicated-job when
+// given, else `rjob` when the hostname ends so. Empty otherwise.
+std::string ReplicatedJobNamed(const RunOptions& options, const EnvMap& env,
+                               const std::string& rjob, std::string* how) {
+  const std::string index = Lookup(env, "JOB_COMPLETION_INDEX").value_or("");
+  if (index.empty()) return "";
+  if (!options.discovery.replicated_job.empty()) {
+    *how = "flag --replicated-job";
+    return options.discovery.replicated_job;
+  }
+  std::string host = options.discovery.hostname.empty()
+                         ? LocalHostname()
+                         : options.discovery.hostname;
+  host = host.substr(0, host.find('.'));
+  std::vector<std::string> parts = absl::StrSplit(host, '-');
+  int job_index = 0;
+  if (parts.size() < 4 || parts[parts.size() - 3] != rjob ||
+      parts.back() != index ||
+      !absl::SimpleAtoi(parts[parts.size() - 2], &job_index)) {
+    return "";
+  }
+  *how = absl::StrCat("hostname '", host, "'");
+  return rjob;
+}
+
+// Kubeflow Trainer v2's MPI plugin marks only its launcher: the JobSet's
+// `launcher` replicated job mounts the <trainjob>-mpi-hostfile ConfigMap
+// at /etc/mpi/hostfile and gets OMPI_MCA_orte_default_hostfile naming it.
+// Its `node` pods get nothing an MPI node alone has (no variable, no
+// hostfile): they take the worker role from flags (docs/mpi.md).
+MpiPlan TrainerV2Role(const RunOptions& options, const EnvMap& env) {
+  MpiPlan plan;
+  if (options.discovery.framework != Framework::kAuto) return plan;
+  std::string hostfile;
+  struct stat st;
+  if (Lookup(env, "OMPI_MCA_orte_default_hostfile")) {
+    hostfile = "env OMPI_MCA_orte_default_hostfile";
+  } else if (stat(kOperatorHostfile, &st) == 0) {
+    hostfile = kOperatorHostfile;
+  } else {
+    return plan;
+  }
+  std::string how;
+  if (ReplicatedJobNamed(options, env, "launcher", &how) != "launcher") {
+    return plan;
+  }
+  plan.role = MpiRole::kLauncher;
+  plan.role_source =
+      absl::StrCat("Trainer v2 MPI launcher (replicated job launcher: ", how,
+                   "; hostfile: ", hostfile, ")");
   return plan;
 }
 
@@ -101,6 +160,7 @@ absl::StatusOr<MpiPlan> PlanMpi(const RunOptions& options, const JobEnv& job,
     plan.role_source = ExplicitRoleSource(options);
   } else {
     plan = VolcanoRole(options, job);
+    if (plan.role == MpiRole::kNone) plan = TrainerV2Role(options, env);
   }
   if (plan.role == MpiRole::kLauncher)
     FindWorkerHosts(options, job, env, &plan);

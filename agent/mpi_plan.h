@@ -1,9 +1,11 @@
 // This pod's part in an MPI job and where it came from: the flags or
 // Kubeflow's K_MPI_JOB_ROLE, decided when the options are parsed, or a
 // Volcano MPI job's task names, known only once discovery has named this
-// pod's task. Beside the role, the worker hosts discovery found, from
-// which the launcher writes a hostfile when mpirun is given none. A value
-// of its own: the parsed options are never rewritten.
+// pod's task, or Kubeflow Trainer v2's MPI launcher (a JobSet pod of
+// replicated job `launcher` given the operator's hostfile). Beside the
+// role, the worker hosts discovery found, from which the launcher writes a
+// hostfile when mpirun is given none. A value of its own: the parsed
+// options are never rewritten.
 #ifndef DISTJOB_AGENT_MPI_PLAN_H_
 #define DISTJOB_AGENT_MPI_PLAN_H_
 
@@ -36,7 +38,10 @@ struct MpiPlan {
 
 // The explicit role (options.mpi.role) wins; else, with --framework auto,
 // a Volcano pod of task --mpi-master-task is the launcher and one of
-// --mpi-worker-task a worker. The launcher's worker hosts: the worker
+// --mpi-worker-task a worker, and a Trainer v2 pod of replicated job
+// `launcher` (--replicated-job, else its hostname <trainjob>-launcher-<job
+// index>-<JOB_COMPLETION_INDEX>) with OMPI_MCA_orte_default_hostfile or
+// /etc/mpi/hostfile is the launcher. The launcher's worker hosts: the worker
 // task's in `job` (a Volcano host file or VC_<TASK>_HOSTS, or --peers),
 // else Volcano's MPI_HOST. InvalidArgument (exit 2), one line naming what
 // to set: a Volcano launcher with no worker hosts anywhere, a Volcano

@@ -1,5 +1,6 @@
 #include "agent/mpi_plan.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -135,6 +136,67 @@ TEST(MpiPlanTest, ExplicitLaunchersTakeTheWorkersOfPeers) {
   EXPECT_EQ(plan->worker_hosts_source, "task worker: flag --peers");
   options.discovery.peers = "worker=";
   EXPECT_FALSE(PlanExplicitMpi(options, {}).ok());
+}
+
+// A pod of Kubeflow Trainer v2's MPI runtime: replicated job `rjob`'s pod
+// `index` of TrainJob tj (a JobSet pod, JOB_COMPLETION_INDEX its index).
+RunOptions TrainerPod(const std::string& rjob, int index = 0) {
+  RunOptions options = Auto();
+  options.discovery.hostname = absl::StrCat("tj-", rjob, "-0-", index);
+  return options;
+}
+
+EnvMap TrainerEnv(int index, bool hostfile_variable) {
+  EnvMap env = {{"JOB_COMPLETION_INDEX", absl::StrCat(index)}};
+  if (hostfile_variable) {
+    env["OMPI_MCA_orte_default_hostfile"] = "/etc/mpi/hostfile";
+  }
+  return env;
+}
+
+TEST(MpiPlanTest, TrainerV2sLauncherIsKnownByItsJobAndHostfile) {
+  auto plan = PlanMpi(TrainerPod("launcher"), JobEnv(), TrainerEnv(0, true));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->role, MpiRole::kLauncher);
+  EXPECT_EQ(plan->role_source,
+            "Trainer v2 MPI launcher (replicated job launcher: hostname "
+            "'tj-launcher-0-0'; hostfile: env OMPI_MCA_orte_default_hostfile)");
+  // --replicated-job names the job where the hostname does not.
+  RunOptions options = TrainerPod("x");
+  options.discovery.replicated_job = "launcher";
+  plan = PlanMpi(options, JobEnv(), TrainerEnv(0, true));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->role, MpiRole::kLauncher);
+  EXPECT_NE(plan->role_source.find("flag --replicated-job"), std::string::npos)
+      << plan->role_source;
+}
+
+TEST(MpiPlanTest, TrainerV2sOtherPodsAreNoMpiRoleWithoutFlags) {
+  // A node pod: the plugin gives it no variable and no hostfile.
+  EXPECT_EQ(
+      PlanMpi(TrainerPod("node", 1), JobEnv(), TrainerEnv(1, false))->role,
+      MpiRole::kNone);
+  // Nor is a node pod with the variable (the launcher's only), a launcher
+  // whose index is not its hostname's, or one given another framework.
+  EXPECT_EQ(PlanMpi(TrainerPod("node", 1), JobEnv(), TrainerEnv(1, true))->role,
+            MpiRole::kNone);
+  EXPECT_EQ(
+      PlanMpi(TrainerPod("launcher"), JobEnv(), TrainerEnv(1, true))->role,
+      MpiRole::kNone);
+  RunOptions pytorch = TrainerPod("launcher");
+  pytorch.discovery.framework = Framework::kPyTorch;
+  EXPECT_EQ(PlanMpi(pytorch, JobEnv(), TrainerEnv(0, true))->role,
+            MpiRole::kNone);
+}
+
+TEST(MpiPlanTest, TrainerV2sLauncherWithNoCommandIsRefusedNamingWhy) {
+  RunOptions options = TrainerPod("launcher");
+  options.command.clear();
+  auto plan = PlanMpi(options, JobEnv(), TrainerEnv(0, true));
+  ASSERT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(plan.status().message().find("Trainer v2 MPI launcher"),
+            std::string::npos)
+      << plan.status();
 }
 
 }  // namespace

@@ -396,3 +396,62 @@ def test_env_explain_names_the_flag_or_operator_variable_of_a_role(
     assert r.returncode == 0, r.stderr
     assert "# MPI launcher  # flag --framework mpi" in r.stdout, r.stdout
     assert "# hosts w0,w1  # task worker: flag --peers" in r.stdout, r.stdout
+
+
+# A pod of Kubeflow Trainer v2's MPI runtime for TrainJob tm: the JobSet's
+# pod <tm>-<replicated job>-0-<index> with JOB_COMPLETION_INDEX; the
+# launcher's has the plugin's OMPI_MCA_orte_default_hostfile (here a file
+# under tmp_path standing in for /etc/mpi/hostfile).
+def _trainer_pod(tmp_path, rjob, env, hostfile=None):
+    pod = {**env, "JOB_COMPLETION_INDEX": "0",
+           "DISTJOB_POD_LABELS_FILE": str(tmp_path / "no-labels")}
+    if hostfile is not None:
+        pod["OMPI_MCA_orte_default_hostfile"] = str(hostfile)
+    return ["--hostname", f"tm-{rjob}-0-0"], pod
+
+
+def test_a_trainer_v2_mpi_launcher_needs_no_flags(run_agent, start_agent,
+                                                  tmp_path):
+    env = _launcher_env(tmp_path)
+    log = tmp_path / "worker.log"
+    # The runtime's node pods say their role (nothing marks them as MPI).
+    start_agent(["run", "--framework", "mpi", "--role", "worker",
+                 "--spawn-host", "127.0.0.1"], env=env, log=log)
+    wait_for(lambda: "serving the launcher's spawns" in log.read_text(), 30,
+             what="the spawn server")
+    hostfile = tmp_path / "mpi-hostfile"
+    hostfile.write_text("127.0.0.1 slots=2\n")
+    flags, pod = _trainer_pod(tmp_path, "launcher", env, hostfile)
+    r = run_agent(["run"] + flags + ["--", _fake_mpirun(tmp_path), "-np",
+                                     "2", "prog"], env=pod)
+    assert r.returncode == 0, r.stderr
+    assert "args: -np 2 prog\n" in r.stdout, r.stdout
+    assert " rsh" in r.stdout.split("rsh: ", 1)[1].splitlines()[0], r.stdout
+    # The operator's hostfile is mpirun's, kept as it is.
+    assert f"OMPI_MCA_orte_default_hostfile={hostfile}\n" in r.stdout
+    assert "HYDRA_HOST_FILE=\n" in r.stdout, r.stdout
+    assert ("Trainer v2 MPI launcher (replicated job launcher: hostname "
+            "'tm-launcher-0-0'") in r.stderr, r.stderr
+
+
+def test_env_explain_shows_a_trainer_v2_launcher_and_no_role_for_nodes(
+        run_agent, tmp_path):
+    hostfile = tmp_path / "mpi-hostfile"
+    hostfile.write_text("tm-node-0-0.tm slots=2\ntm-node-0-1.tm slots=2\n")
+    env = _launcher_env(tmp_path)
+    flags, pod = _trainer_pod(tmp_path, "launcher", env, hostfile)
+    r = run_agent(["env", "--json", "--explain"] + flags
+                  + ["--", "mpirun", "prog"], env=pod)
+    assert r.returncode == 0, r.stderr
+    mpi = json.loads(r.stdout)["mpi"]
+    assert mpi["role"] == "launcher", mpi
+    assert "Trainer v2 MPI launcher" in mpi["role_source"], mpi
+    assert mpi["hosts"] == ["tm-node-0-0.tm", "tm-node-0-1.tm"], mpi
+    assert mpi["hostfile_written"] is False, mpi
+    # A node pod, or a launcher without the operator's hostfile: no MPI
+    # role without flags.
+    for rjob, named in (("node", hostfile), ("launcher", None)):
+        flags, pod = _trainer_pod(tmp_path, rjob, env, named)
+        r = run_agent(["env", "--json"] + flags + ["--", "prog"], env=pod)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["framework"] != "mpi", r.stdout
