@@ -128,6 +128,17 @@ absl::Status IdentifyPod(const DiscoveryOptions& d, const EnvMap& env,
     if (!named.ok()) return named.status();
     job->cluster = std::move(*named);
   }
+  if (job->framework == "none") {
+    // Task names name no framework, but an MPI job's roles (mpimaster,
+    // mpiworker) are only decided after discovery (agent/mpi_plan.h):
+    // "framework none" here would contradict the role logged next.
+    DJ_LOG_INFO(
+        "this pod is job={} task={} index={}; its framework is decided "
+        "after discovery (an MPI role, else none: {})",
+        job->identity.id.job, job->identity.id.task, job->identity.id.index,
+        job->framework_reason);
+    return absl::OkStatus();
+  }
   DJ_LOG_INFO("this pod is job={} task={} index={}; framework {} ({})",
               job->identity.id.job, job->identity.id.task,
               job->identity.id.index, job->framework, job->framework_reason);

@@ -398,6 +398,20 @@ def test_env_explain_names_the_flag_or_operator_variable_of_a_role(
     assert "# hosts w0,w1  # task worker: flag --peers" in r.stdout, r.stdout
 
 
+def test_a_volcano_mpi_pods_log_names_no_framework_before_its_role(
+        start_agent, tmp_path):
+    """Discovery names no framework from the tasks mpimaster/mpiworker; the
+    MPI plan names the role after it. The log must not say "framework
+    none" for a pod that then serves as an MPI worker."""
+    volcano = _volcano_mpi_job(tmp_path)
+    env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
+           "DISTJOB_SPAWN_PORT": str(free_port())}
+    text = _volcano_worker(start_agent, tmp_path, volcano, env).read_text()
+    assert "framework none" not in text, text
+    assert "framework is decided after discovery" in text, text
+    assert "Volcano task mpiworker (hostname)" in text, text
+
+
 # A pod of Kubeflow Trainer v2's MPI runtime for TrainJob tm: the JobSet's
 # pod <tm>-<replicated job>-0-<index> with JOB_COMPLETION_INDEX; the
 # launcher's has the plugin's OMPI_MCA_orte_default_hostfile (here a file
