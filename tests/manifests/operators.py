@@ -2,10 +2,11 @@
 
 A model of the operators as they document themselves (Volcano v1.9 `env`, `svc`
 and `pytorch` plugins; Kubeflow training-operator v1.8 PyTorchJob, TFJob and
-MXJob; the Job controller's Indexed Jobs; JobSet, LeaderWorkerSet and
-Kubeflow Trainer v2's torch plugin, each at the source cited where it is
-simulated), enough to give `distjob-agent env` exactly the input a pod would
-see: environment, hostname and the /etc/volcano files. Anything the model
+MXJob; Kubeflow's MPI Operator v2 MPIJob; the Job controller's Indexed Jobs;
+JobSet, LeaderWorkerSet and Kubeflow Trainer v2's torch and MPI plugins, each
+at the source cited where it is simulated), enough to give `distjob-agent
+env` exactly the input a pod would see: environment, hostname, the
+/etc/volcano files and the files an operator mounts (/etc/mpi/hostfile). Anything the model
 does not know (an unsimulated plugin, a replica type) raises, so a manifest
 never passes by being ignored.
 """
@@ -34,6 +35,12 @@ class Pod:
     # master_port), when the agent should derive it without flags.
     layout: dict = dataclasses.field(default_factory=dict)
     hostname: str = ""   # the kernel hostname when not the pod name
+    # The pod's MPI part as its operator means it: "launcher", "worker"
+    # (MPIJob), "node" (a Trainer v2 MPI runtime's); "" when none.
+    mpi: str = ""
+    # Files the operator mounts into the container: absolute path ->
+    # content (the MPI operators' /etc/mpi/hostfile).
+    files: dict = dataclasses.field(default_factory=dict)
 
 
 def _annotations_volcano(job, task, index):
@@ -327,6 +334,8 @@ def _jobset_pods(js_name, jobset_spec, container_name=None, extra_env=None,
         container = containers[0]
         replicas = rj.get("replicas", 1)
         per_job = pods_per_job or job_spec.get("completions", 1)
+        if isinstance(per_job, dict):
+            per_job = per_job[rj["name"]]
         for job_index in range(replicas):
             for pod_index in range(per_job):
                 host = f"{js_name}-{rj['name']}-{job_index}-{pod_index}"
@@ -344,7 +353,8 @@ def _jobset_pods(js_name, jobset_spec, container_name=None, extra_env=None,
                     "batch.kubernetes.io/job-completion-index": str(pod_index)}
                 env = _user_env(container, host, annotations, labels)
                 env["JOB_COMPLETION_INDEX"] = str(pod_index)
-                env.update((extra_env or (lambda i: {}))(pod_index))
+                env.update((extra_env or (lambda rj, i: {}))(rj["name"],
+                                                              pod_index))
                 layout = {"node_rank": (offset + job_index) * per_job
                           + pod_index,
                           "nnodes": global_replicas * per_job,
@@ -402,6 +412,17 @@ def lws_pods(lws, namespace="default"):
 # container `node` the plugin sets PET_NNODES=numNodes, PET_NPROC_PER_NODE,
 # PET_NODE_RANK from the annotation batch.kubernetes.io/job-completion-index,
 # PET_MASTER_ADDR=<trainjob>-node-0-0.<trainjob> and PET_MASTER_PORT=29500.
+# The TrainJob's trainer.args replace the args of the container `node` of
+# the replicated job labelled trainjob-ancestor-step=trainer
+# (plugins/jobset/builder.go).
+
+ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+
+def _trainer_job(rj):
+    labels = rj["template"].get("metadata", {}).get("labels", {})
+    return labels.get(ANCESTOR_LABEL) == "trainer"
+
 
 def trainjob_pods(trainjob, runtimes):
     name = trainjob["metadata"]["name"]
@@ -412,19 +433,25 @@ def trainjob_pods(trainjob, runtimes):
     trainer = trainjob["spec"].get("trainer", {})
     policy = runtime["spec"]["mlPolicy"]
     nnodes = trainer.get("numNodes", policy.get("numNodes", 1))
-    nproc = str(trainer.get("numProcPerNode",
-                            policy.get("torch", {}).get("numProcPerNode",
-                                                        "auto")))
     jobset_spec = json.loads(json.dumps(runtime["spec"]["template"]["spec"]))
     rjobs = jobset_spec["replicatedJobs"]
+    for rj in rjobs:
+        if not _trainer_job(rj):
+            continue
+        for c in rj["template"]["spec"]["template"]["spec"]["containers"]:
+            if c["name"] == "node" and "args" in trainer:
+                c["args"] = trainer["args"]
+    if "mpi" in policy:
+        return _trainer_mpi_pods(name, jobset_spec, policy["mpi"], nnodes,
+                                 trainer)
     if [rj["name"] for rj in rjobs] != ["node"]:
         raise NotImplementedError(f"runtime {ref['name']}: replicated jobs "
                                   f"{[rj['name'] for rj in rjobs]}")
-    for c in rjobs[0]["template"]["spec"]["template"]["spec"]["containers"]:
-        if c["name"] == "node" and "args" in trainer:
-            c["args"] = trainer["args"]
+    nproc = str(trainer.get("numProcPerNode",
+                            policy.get("torch", {}).get("numProcPerNode",
+                                                        "auto")))
 
-    def torch_env(index):
+    def torch_env(rjob, index):
         return {"PET_NNODES": str(nnodes), "PET_NPROC_PER_NODE": nproc,
                 "PET_NODE_RANK": str(index),
                 "PET_MASTER_ADDR": f"{name}-node-0-0.{name}",
@@ -437,14 +464,154 @@ def trainjob_pods(trainjob, runtimes):
     return pods
 
 
+# kubeflow/trainer pkg/runtime/framework/plugins/mpi/mpi.go (2026-08):
+# Open MPI only. The `node` replicated job has numNodes pods (one fewer
+# with runLauncherAsNode), the `launcher` one. In the containers named
+# `node` of both: the Secret <trainjob>-mpi-ssh-auth at sshAuthMountPath.
+# In the launcher's: the ConfigMap <trainjob>-mpi-hostfile at /etc/mpi
+# (`hostfile`: each node endpoint <trainjob>-<rjob>-0-<i>.<trainjob>
+# "slots=numProcPerNode", the launcher's first with runLauncherAsNode) and
+# OMPI_MCA_orte_default_hostfile, _keep_fqdn_hostnames, _set_default_slots
+# and OMPI_MCA_plm_rsh_args. The node pods get no variable of its own.
+MPI_HOSTFILE = "/etc/mpi/hostfile"
+
+
+def _trainer_mpi_pods(name, jobset_spec, mpi, nnodes, trainer):
+    if mpi.get("mpiImplementation", "OpenMPI") != "OpenMPI":
+        raise NotImplementedError("Trainer v2 MPI: only OpenMPI exists")
+    rjobs = {rj["name"] for rj in jobset_spec["replicatedJobs"]}
+    if rjobs != {"launcher", "node"}:
+        raise NotImplementedError(f"Trainer v2 MPI: replicated jobs {rjobs}")
+    as_node = mpi.get("runLauncherAsNode", False)
+    nodes = max(nnodes - 1, 1) if as_node else nnodes
+    slots = trainer.get("numProcPerNode", mpi.get("numProcPerNode", 1))
+    endpoints = [f"{name}-node-0-{i}.{name}" for i in range(nodes)]
+    if as_node:
+        endpoints.insert(0, f"{name}-launcher-0-0.{name}")
+    hostfile = "".join(f"{e} slots={slots}\n" for e in endpoints)
+
+    def mpi_env(rjob, index):
+        if rjob != "launcher":
+            return {}
+        return {"OMPI_MCA_orte_default_hostfile": MPI_HOSTFILE,
+                "OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+                "OMPI_MCA_orte_set_default_slots": str(slots),
+                "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10"}
+
+    pods = _jobset_pods(name, jobset_spec, container_name="node",
+                        extra_env=mpi_env,
+                        pods_per_job={"node": nodes, "launcher": 1})
+    ssh = mpi.get("sshAuthMountPath", "/root/.ssh")
+    for pod in pods:
+        pod.kind = "TrainJob"
+        pod.mpi = "launcher" if pod.task == "launcher" else "node"
+        _mount(pod, "mpi-ssh-auth", {"secret": {
+            "secretName": f"{name}-mpi-ssh-auth"}}, ssh)
+        if pod.task == "launcher":
+            _mount(pod, "mpi-hostfile", {"configMap": {
+                "name": f"{name}-mpi-hostfile"}}, "/etc/mpi")
+            pod.files = {MPI_HOSTFILE: hostfile}
+    return pods
+
+
+def _mount(pod, volume, source, path):
+    """Adds an operator's volume to this pod's own copy of its spec."""
+    pod.spec = json.loads(json.dumps(pod.spec))
+    pod.container = next(c for c in pod.spec["containers"]
+                         if c["name"] == pod.container["name"])
+    pod.spec.setdefault("volumes", []).append({"name": volume, **source})
+    pod.container.setdefault("volumeMounts", []).append(
+        {"name": volume, "mountPath": path, "readOnly": True})
+
+
+# --- Kubeflow MPI Operator v2 (kubeflow.org/v2beta1 MPIJob) ----------------
+# kubeflow/mpi-operator pkg/controller/mpi_job_controller.go (2026-07),
+# operators.md 1.7: the workers are pods <job>-worker-<i>, the launcher a
+# batch Job <job>-launcher, each with hostname <job>-worker-<i> or
+# <job>-launcher and subdomain <job>. The first container gets
+# K_MPI_JOB_ROLE=worker|launcher; a worker container with neither command
+# nor args gets `/usr/sbin/sshd -De`. Every pod mounts the Secret
+# <job>-ssh at sshAuthMountPath. The launcher mounts the ConfigMap
+# <job>-config at /etc/mpi: `hostfile`, one line per worker
+# <job>-worker-<i>.<job>.<ns>.svc, "slots=N" (Open MPI) or ":N" (Intel,
+# MPICH), the launcher's first with runLauncherAsWorker; and gets, per
+# implementation, the variables naming it.
+
+def mpijob_pods(job, namespace="default"):
+    name = job["metadata"]["name"]
+    spec = job["spec"]
+    impl = spec.get("mpiImplementation", "OpenMPI")
+    slots = spec.get("slotsPerWorker", 1)
+    specs = spec["mpiReplicaSpecs"]
+    workers = specs.get("Worker", {}).get("replicas", 0) if "Worker" in \
+        specs else 0
+    as_worker = spec.get("runLauncherAsWorker", False)
+    hosts = ([f"{name}-launcher"] if as_worker else []) + \
+        [f"{name}-worker-{i}" for i in range(workers)]
+    line = "{} slots={}\n" if impl == "OpenMPI" else "{}:{}\n"
+    hostfile = "".join(line.format(f"{h}.{name}.{namespace}.svc", slots)
+                       for h in hosts)
+    launcher_env = {"K_MPI_JOB_ROLE": "launcher"}
+    launcher_env.update({
+        "OpenMPI": {"OMPI_MCA_orte_keep_fqdn_hostnames": "true",
+                    "OMPI_MCA_orte_default_hostfile": MPI_HOSTFILE,
+                    "OMPI_MCA_plm_rsh_args": "-o ConnectionAttempts=10",
+                    "OMPI_MCA_orte_set_default_slots": str(slots)},
+        "Intel": {"I_MPI_HYDRA_HOST_FILE": MPI_HOSTFILE,
+                  "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS":
+                      "-o ConnectionAttempts=10",
+                  "I_MPI_PERHOST": str(slots)},
+        "MPICH": {"HYDRA_HOST_FILE": MPI_HOSTFILE,
+                  "HYDRA_LAUNCH_EXTRA_ARGS": "-o ConnectionAttempts=10"},
+    }[impl])
+    if not as_worker:
+        launcher_env.update({"NVIDIA_VISIBLE_DEVICES": "",
+                             "NVIDIA_DRIVER_CAPABILITIES": ""})
+    unknown = set(specs) - {"Launcher", "Worker"}
+    if unknown:
+        raise NotImplementedError(f"MPIJob replica types {sorted(unknown)}")
+    pods = []
+    for rt, rspec in specs.items():
+        for index in range(rspec.get("replicas", 1)):
+            host = f"{name}-launcher" if rt == "Launcher" else \
+                f"{name}-worker-{index}"
+            template = json.loads(json.dumps(rspec["template"]["spec"]))
+            container = template["containers"][0]
+            if rt == "Worker" and not container.get("command") and \
+                    not container.get("args"):
+                container["command"] = ["/usr/sbin/sshd", "-De"]
+            env = _user_env(container, host, {})
+            if rt == "Launcher":
+                env.update(launcher_env)
+            else:
+                env["K_MPI_JOB_ROLE"] = "worker"
+            pod = Pod(host, "MPIJob", rt.lower(), index, container, env, {},
+                      template)
+            pod.mpi = "launcher" if rt == "Launcher" else "worker"
+            _mount(pod, "ssh-auth", {"secret": {"secretName": f"{name}-ssh"}},
+                   spec.get("sshAuthMountPath", "/root/.ssh"))
+            if rt == "Launcher":
+                _mount(pod, "mpi-job-config", {"configMap": {
+                    "name": f"{name}-config"}}, "/etc/mpi")
+                pod.files = {MPI_HOSTFILE: hostfile}
+            pods.append(pod)
+    return pods
+
+
 # The task names of Volcano's MPI examples, and the role the agent gives
 # each with no flags (docs/mpi.md).
 MPI_ROLES = {"mpimaster": "launcher", "mpiworker": "worker"}
 
 
 def mpi_role(pod):
-    """The MPI role of a Volcano MPI example's pod, else None."""
-    return MPI_ROLES.get(pod.task) if pod.kind == "volcano" else None
+    """The MPI role the agent should give a pod: a Volcano MPI example's
+    by its task; an MPIJob's as K_MPI_JOB_ROLE says; a Trainer v2 MPI
+    runtime's launcher, and its nodes (which say so with flags: nothing of
+    the plugin's marks them); else None."""
+    if pod.kind == "volcano":
+        return MPI_ROLES.get(pod.task)
+    return {"launcher": "launcher", "worker": "worker",
+            "node": "worker"}.get(pod.mpi)
 
 
 def pods_of(manifest, runtimes=None):
@@ -452,6 +619,9 @@ def pods_of(manifest, runtimes=None):
         return volcano_pods(manifest)
     if manifest["kind"] in KUBEFLOW:
         return kubeflow_pods(manifest)
+    if manifest["apiVersion"] == "kubeflow.org/v2beta1" and \
+            manifest["kind"] == "MPIJob":
+        return mpijob_pods(manifest)
     if manifest["apiVersion"] == "batch/v1" and manifest["kind"] == "Job":
         return indexed_job_pods(manifest)
     if manifest["apiVersion"].startswith("jobset.x-k8s.io/"):
@@ -479,6 +649,27 @@ def secret_mounts(pod):
     return {m["mountPath"]: secrets[m["name"]]
             for m in pod.container.get("volumeMounts") or []
             if m["name"] in secrets}
+
+
+def mount_files(pod, env, root):
+    """Simulates the operators' ConfigMap volumes: each file of pod.files
+    is written under `root`, and a value of `env` naming it redirected
+    there (the MPI operators' OMPI_MCA_orte_default_hostfile)."""
+    for path, content in pod.files.items():
+        target = root / "files" / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        for key, value in list(env.items()):
+            if value == path:
+                env[key] = str(target)
+
+
+def mpi_hostfile_hosts(pod):
+    """The hosts of the hostfile the operator mounted, as mpirun reads
+    them: each line's first word, a Hydra `:N` dropped."""
+    text = pod.files.get(MPI_HOSTFILE, "")
+    return [line.split()[0].split(":")[0] for line in text.splitlines()
+            if line.strip()]
 
 
 def mount_secrets(pod, env, root):

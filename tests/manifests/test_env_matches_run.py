@@ -37,12 +37,13 @@ SHELL_ADDED = {"PWD", "OLDPWD", "SHLVL", "_"}
 
 
 def pods():
-    jobs = {path: [d for d in yaml.safe_load_all(path.read_text())
-                   if d and d["kind"] != "Service"][0] for path in MANIFESTS}
-    runtimes = {d["metadata"]["name"]: d for d in jobs.values()
-                if d["kind"] == "ClusterTrainingRuntime"}
-    for path, job in jobs.items():
-        for pod in operators.pods_of(job, runtimes):
+    docs = {path: [d for d in yaml.safe_load_all(path.read_text())
+                   if d and d["kind"] != "Service"] for path in MANIFESTS}
+    runtimes = {d["metadata"]["name"]: d for found in docs.values()
+                for d in found if d["kind"] == "ClusterTrainingRuntime"}
+    for path, found in docs.items():
+        for pod in (p for job in found
+                    for p in operators.pods_of(job, runtimes)):
             # An MPI pod's ranks get their environment from mpirun, not
             # from run: env shows its role and what mpirun is given
             # (test_manifests.py's check_mpi; test_mpi_cli.py runs them).

@@ -27,18 +27,25 @@ TF_ROLES = {"ps": "ps", "worker": "worker", "chief": "chief",
 RETRYABLE_PORTABLE = 138  # retried by every Kubeflow version (docs/kubernetes.md: "Exit-code policy per operator")
 
 
-def load(path):
-    # A headless Service may come with the job it names the pods for.
-    docs = [d for d in yaml.safe_load_all(path.read_text())
+def load_all(path):
+    # A headless Service may come with the job it names the pods for, a
+    # Trainer v2 runtime with a TrainJob that uses it.
+    return [d for d in yaml.safe_load_all(path.read_text())
             if d and d["kind"] != "Service"]
-    assert len(docs) == 1, f"{path.name}: one job per file"
-    return docs[0]
+
+
+def load(path):
+    """The file's job: its one document, or the one beside its runtime."""
+    docs = load_all(path)
+    jobs = [d for d in docs if d["kind"] != "ClusterTrainingRuntime"]
+    assert len(docs) == 1 or len(jobs) == 1, f"{path.name}: one job per file"
+    return jobs[0] if len(docs) > 1 else docs[0]
 
 
 def runtimes():
     """The Trainer v2 runtimes among the examples, by name."""
-    return {d["metadata"]["name"]: d for d in map(load, MANIFESTS)
-            if d["kind"] == "ClusterTrainingRuntime"}
+    return {d["metadata"]["name"]: d for path in MANIFESTS
+            for d in load_all(path) if d["kind"] == "ClusterTrainingRuntime"}
 
 
 def all_pods():
@@ -167,10 +174,12 @@ def token_problems(pod):
     """A pod whose agent hosts or joins a store of ours (the elastic
     rendezvous, the start barrier of TensorFlow and MXNet) reads the job's
     token from a Secret volume. A Kubeflow TFJob's pods, with the
-    operator's TF_CONFIG alone, run no barrier (docs/discovery.md, "Start barrier")."""
+    operator's TF_CONFIG alone, run no barrier (docs/discovery.md, "Start barrier").
+    An MPI pod's spawn server (or rsh, on the launcher) needs it too."""
     framework = pod.env.get("DISTJOB_FRAMEWORK", "pytorch")
     barrier = framework != "pytorch" and bool(pod.volcano_files)
-    if "PET_RDZV_ENDPOINT" not in pod.env and not barrier:
+    if "PET_RDZV_ENDPOINT" not in pod.env and not barrier and \
+            not operators.mpi_role(pod):
         return []
     path = pod.env.get("DISTJOB_RDZV_TOKEN_FILE")
     if path is None:
@@ -192,6 +201,8 @@ def exit_policy_problems(job):
                                       job["spec"]["template"]["spec"])
     if job["kind"] == "TrainJob":
         return []  # its runtime's policy (checked there)
+    if job["kind"] == "MPIJob":
+        return mpijob_policy_problems(job)
     if job["kind"] == "LeaderWorkerSet":
         # Pods always restart: a failed node must restart its whole group
         # for the static rendezvous to form again.
@@ -229,6 +240,29 @@ def exit_policy_problems(job):
     return problems
 
 
+def mpijob_policy_problems(job):
+    """Kubeflow's MPI Operator v2 classifies no exit code (operators.md
+    section 4): the launcher's Job retries any failure, so its retries
+    must be bounded (runPolicy.backoffLimit) and each be a new pod
+    (Never or ExitCode, which the operator makes Never); the workers
+    restart in place, so that a retried launcher finds them serving."""
+    problems = []
+    specs = job["spec"]["mpiReplicaSpecs"]
+    policy = specs["Launcher"].get("restartPolicy")
+    if policy not in ("Never", "ExitCode"):
+        problems.append(f"Launcher: restartPolicy {policy}, not Never")
+    backoff = job["spec"].get("runPolicy", {}).get("backoffLimit")
+    if not isinstance(backoff, int) or backoff < 1:
+        problems.append(f"runPolicy.backoffLimit {backoff}: retries of the "
+                        "launcher (138: a worker that never answered) "
+                        "unbounded or none")
+    policy = specs.get("Worker", {}).get("restartPolicy")
+    if policy != "OnFailure":
+        problems.append(f"Worker: restartPolicy {policy}, not OnFailure (a "
+                        "failed worker would stay down for every retry)")
+    return problems
+
+
 @pytest.mark.parametrize("path, pod", list(all_pods()))
 def test_pod_runs_the_agent_with_probes(path, pod):
     assert (entrypoint_problems(pod) + probe_problems(pod) +
@@ -237,7 +271,8 @@ def test_pod_runs_the_agent_with_probes(path, pod):
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.stem)
 def test_exit_code_policy_matches_the_operator(path):
-    assert exit_policy_problems(load(path)) == []
+    for doc in load_all(path):
+        assert exit_policy_problems(doc) == []
 
 
 def test_every_required_example_exists():
@@ -354,6 +389,7 @@ def run_env(agent, pod, tmp_path):
     if pod.podinfo:
         env["DISTJOB_POD_LABELS_FILE"] = str(tmp_path / "labels")
     operators.mount_secrets(pod, env, tmp_path)
+    operators.mount_files(pod, env, tmp_path)
     # The peers' names exist only in the cluster's DNS; this test checks what
     # the agent derives from the operator's input, so it does not wait for
     # them (tests/integration/test_discovery.py covers the DNS wait).
@@ -440,20 +476,43 @@ def test_agent_gives_the_framework_environment(env_agent, path, pod,
         check_pytorch(pod, merged)
 
 
+# Where each operator's pods get their MPI role from, as --explain says.
+MPI_ROLE_SOURCES = {
+    ("volcano", "launcher"): "Volcano task mpimaster",
+    ("volcano", "worker"): "Volcano task mpiworker",
+    ("MPIJob", "launcher"): "env K_MPI_JOB_ROLE=launcher (Kubeflow MPIJob v2)",
+    ("MPIJob", "worker"): "env K_MPI_JOB_ROLE=worker (Kubeflow MPIJob v2)",
+    ("TrainJob", "launcher"): "Trainer v2 MPI launcher (replicated job "
+                              "launcher: hostname",
+    ("TrainJob", "worker"): "flags --framework mpi --role worker",
+}
+
+
 def check_mpi(pod, mpi):
-    """A Volcano MPI pod: its role from its task, with no flags; the
-    launcher reaches the worker task's hosts through a hostfile it writes
-    and the agent's rsh, a worker serves spawns."""
+    """An MPI pod: its role as its operator means it (a Volcano task, an
+    MPIJob's K_MPI_JOB_ROLE, a Trainer v2 launcher's replicated job: no
+    flags; a Trainer v2 node says it), a worker serving spawns, and a
+    launcher reaching the hosts mpirun will: the worker task's through a
+    hostfile it writes (Volcano), or those of the operator's
+    /etc/mpi/hostfile, kept as it is (Kubeflow MPIJob, Trainer v2), with
+    the agent's rsh in both cases."""
     assert mpi["role"] == operators.mpi_role(pod), mpi
-    assert "Volcano task " + pod.task in mpi["role_source"], mpi
+    assert MPI_ROLE_SOURCES[pod.kind, mpi["role"]] in mpi["role_source"], mpi
     if mpi["role"] == "worker":
         assert mpi["spawn_server"].endswith(" port 29522"), mpi
         return
-    workers = pod.volcano_files["mpiworker.host"].split("\n")
-    assert mpi["hosts"] == workers, mpi
-    assert mpi["hostfile_written"], mpi
     assert mpi["env"]["OMPI_MCA_plm_rsh_agent"].endswith(" rsh"), mpi
-    assert "OMPI_MCA_orte_default_hostfile" in mpi["undecided"], mpi
+    if pod.kind == "volcano":
+        workers = pod.volcano_files["mpiworker.host"].split("\n")
+        assert mpi["hosts"] == workers, mpi
+        assert mpi["hostfile_written"], mpi
+        assert "OMPI_MCA_orte_default_hostfile" in mpi["undecided"], mpi
+        return
+    hosts = operators.mpi_hostfile_hosts(pod)
+    assert len(hosts) == 2 and mpi["hosts"] == hosts, mpi
+    assert not mpi["hostfile_written"], mpi
+    assert "OMPI_MCA_orte_default_hostfile" in mpi["hosts_source"], mpi
+    assert "OMPI_MCA_orte_default_hostfile" not in mpi["undecided"], mpi
 
 
 CONTROLLERS = {"IndexedJob": "indexed-job", "JobSet": "jobset",
