@@ -283,7 +283,9 @@ def test_every_required_example_exists():
             "volcano-pytorch-initcontainer", "job-indexed-pytorch",
             "job-indexed-inplace-restart", "jobset-pytorch", "lws-pytorch",
             "trainer-v2-runtime", "trainer-v2-trainjob",
-            "volcano-tensorflow-workers", "volcano-mpi"} <= stems
+            "volcano-tensorflow-workers", "volcano-mpi",
+            "mpijob-v2"} <= stems
+    assert ("MPIJob", "mpijob-v2") in kinds
     elastic = load(ROOT / "examples/k8s/kubeflow-pytorchjob-elastic.yaml")
     policy = elastic["spec"]["elasticPolicy"]
     assert (policy["minReplicas"], policy["maxReplicas"]) == (2, 4)
@@ -350,6 +352,26 @@ def test_checks_reject_broken_manifests():
     lws = load(ROOT / "examples/k8s/lws-pytorch.yaml")
     lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "None"
     assert exit_policy_problems(lws)
+
+    mj = load(ROOT / "examples/k8s/mpijob-v2.yaml")
+    # A worker left to the image's ENTRYPOINT gets the operator's sshd.
+    sshd = copy.deepcopy(mj)
+    del sshd["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"][
+        "containers"][0]["command"]
+    worker = [p for p in operators.pods_of(sshd) if p.task == "worker"][0]
+    assert entrypoint_problems(worker)
+    for change in ({"Launcher": "OnFailure"}, {"Worker": "Never"}):
+        broken = copy.deepcopy(mj)
+        for rt, policy in change.items():
+            broken["spec"]["mpiReplicaSpecs"][rt]["restartPolicy"] = policy
+        assert exit_policy_problems(broken)
+    unbounded = copy.deepcopy(mj)
+    del unbounded["spec"]["runPolicy"]["backoffLimit"]
+    assert exit_policy_problems(unbounded)
+    no_token = copy.deepcopy(worker)
+    no_token.container["command"] = ["/usr/local/bin/distjob-agent", "run"]
+    del no_token.env["DISTJOB_RDZV_TOKEN_FILE"]
+    assert token_problems(no_token)
 
 
 # --- the agent's view: `distjob-agent env --json` on the derived input -----
