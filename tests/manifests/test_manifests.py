@@ -283,9 +283,11 @@ def test_every_required_example_exists():
             "volcano-pytorch-initcontainer", "job-indexed-pytorch",
             "job-indexed-inplace-restart", "jobset-pytorch", "lws-pytorch",
             "trainer-v2-runtime", "trainer-v2-trainjob",
-            "volcano-tensorflow-workers", "volcano-mpi",
-            "mpijob-v2"} <= stems
+            "volcano-tensorflow-workers", "volcano-mpi", "mpijob-v2",
+            "trainer-v2-mpi"} <= stems
     assert ("MPIJob", "mpijob-v2") in kinds
+    assert ("TrainJob", "trainer-v2-mpi") in kinds
+    assert "mpi" in runtimes()["mpi-distjob"]["spec"]["mlPolicy"]
     elastic = load(ROOT / "examples/k8s/kubeflow-pytorchjob-elastic.yaml")
     policy = elastic["spec"]["elasticPolicy"]
     assert (policy["minReplicas"], policy["maxReplicas"]) == (2, 4)
