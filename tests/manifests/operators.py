@@ -602,6 +602,12 @@ def mpijob_pods(job, namespace="default"):
 # each with no flags (docs/mpi.md).
 MPI_ROLES = {"mpimaster": "launcher", "mpiworker": "worker"}
 
+# The label each operator puts on every pod of a job, naming the job (what
+# an MPI example's NetworkPolicy selects the job's pods by).
+JOB_LABELS = {"volcano": "volcano.sh/job-name",
+              "MPIJob": "training.kubeflow.org/job-name",
+              "TrainJob": "jobset.sigs.k8s.io/jobset-name"}
+
 
 def mpi_role(pod):
     """The MPI role the agent should give a pod: a Volcano MPI example's

@@ -38,7 +38,8 @@ SHELL_ADDED = {"PWD", "OLDPWD", "SHLVL", "_"}
 
 def pods():
     docs = {path: [d for d in yaml.safe_load_all(path.read_text())
-                   if d and d["kind"] != "Service"] for path in MANIFESTS}
+                   if d and d["kind"] not in ("Service", "NetworkPolicy")]
+            for path in MANIFESTS}
     runtimes = {d["metadata"]["name"]: d for found in docs.values()
                 for d in found if d["kind"] == "ClusterTrainingRuntime"}
     for path, found in docs.items():

@@ -29,9 +29,10 @@ RETRYABLE_PORTABLE = 138  # retried by every Kubeflow version (docs/kubernetes.m
 
 def load_all(path):
     # A headless Service may come with the job it names the pods for, a
-    # Trainer v2 runtime with a TrainJob that uses it.
+    # Trainer v2 runtime with a TrainJob that uses it, a NetworkPolicy with
+    # an MPI job (spawn_policy_problems).
     return [d for d in yaml.safe_load_all(path.read_text())
-            if d and d["kind"] != "Service"]
+            if d and d["kind"] not in ("Service", "NetworkPolicy")]
 
 
 def load(path):
@@ -273,6 +274,85 @@ def test_pod_runs_the_agent_with_probes(path, pod):
 def test_exit_code_policy_matches_the_operator(path):
     for doc in load_all(path):
         assert exit_policy_problems(doc) == []
+
+
+def probe_ports(pod):
+    return {probe[kind]["port"] for probe in
+            (pod.container.get(p) for p in ("readinessProbe",
+                                            "livenessProbe"))
+            if probe for kind in ("grpc", "httpGet") if kind in probe}
+
+
+def spawn_policy_problems(policies, label, open_ports):
+    """Problems with how `policies` (the file's NetworkPolicies) guard an
+    MPI job's pods, whose spawn servers run commands: one selects the pods
+    by the operator's job `label`, and lets in from anywhere only
+    `open_ports` (the probes'), everything else from the job's pods only
+    (MPI's own traffic between ranks uses ports it picks)."""
+    selecting = [p["spec"] for p in policies
+                 if p["spec"].get("podSelector", {}).get("matchLabels")
+                 == label]
+    if not selecting:
+        return [f"no NetworkPolicy selects the job's pods by {label}"]
+    problems = []
+    for spec in selecting:
+        if "Ingress" not in spec.get("policyTypes", []):
+            problems.append("the NetworkPolicy does not restrict ingress")
+        anyone = set()
+        for rule in spec.get("ingress", []):
+            ports = {p.get("port") for p in rule.get("ports", [])}
+            if "from" in rule:
+                if rule["from"] != [{"podSelector": {"matchLabels": label}}]:
+                    problems.append(f"a rule lets in {rule['from']}")
+            elif not ports:
+                problems.append("a rule lets anyone reach every port")
+            else:
+                anyone |= ports
+        if anyone - open_ports:
+            problems.append(f"ports {sorted(anyone - open_ports)} are open "
+                            "to anyone")
+        if open_ports - anyone:
+            problems.append(f"the probes' ports {sorted(open_ports - anyone)}"
+                            " are closed to the kubelet")
+    return problems
+
+
+def mpi_manifests():
+    for path in MANIFESTS:
+        pods = [p for p in operators.pods_of(load(path), runtimes())
+                if operators.mpi_role(p)]
+        if pods:
+            yield pytest.param(path, pods, id=path.stem)
+
+
+@pytest.mark.parametrize("path, pods", mpi_manifests())
+def test_only_the_jobs_pods_reach_an_mpi_jobs_spawn_servers(path, pods):
+    label = {operators.JOB_LABELS[pods[0].kind]: load(path)["metadata"]["name"]}
+    policies = [d for d in yaml.safe_load_all(path.read_text())
+                if d and d["kind"] == "NetworkPolicy"]
+    opened = set().union(*(probe_ports(p) for p in pods))
+    assert spawn_policy_problems(policies, label, opened) == []
+
+
+def test_spawn_policy_checks_catch_an_open_port():
+    label = {"volcano.sh/job-name": "mj"}
+    good = {"spec": {"podSelector": {"matchLabels": label},
+                     "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector":
+                                            {"matchLabels": label}}]},
+                                 {"ports": [{"port": 8081}]}]}}
+    assert spawn_policy_problems([good], label, {8081}) == []
+    assert spawn_policy_problems([good], {"volcano.sh/job-name": "x"},
+                                 {8081})
+    everyone = copy.deepcopy(good)
+    everyone["spec"]["ingress"][1] = {}
+    assert spawn_policy_problems([everyone], label, {8081})
+    spawn_open = copy.deepcopy(good)
+    spawn_open["spec"]["ingress"][1]["ports"].append({"port": 29522})
+    assert spawn_policy_problems([spawn_open], label, {8081})
+    no_probes = copy.deepcopy(good)
+    del no_probes["spec"]["ingress"][1]
+    assert spawn_policy_problems([no_probes], label, {8081})
 
 
 def test_every_required_example_exists():
