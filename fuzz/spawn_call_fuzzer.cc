@@ -249,7 +249,7 @@ Input Decode(const uint8_t* data, size_t size) {
 
 // What the command should have got: the stdin data before the first close
 // (capped, see kMaxStdinBytes) and the signals in range; over the frames
-// that parse. False when a frame breaks the stream.
+// that parse.
 struct Sent {
   std::string stdin_data;
   std::vector<int> signals;

@@ -11,6 +11,9 @@ namespace {
 
 // An EndJob reply is empty: anything larger is not a spawn server.
 constexpr int kMaxEndJobReplyBytes = 1024;
+// Calls (connections) in flight at once: the launcher's descriptors are
+// bounded whatever the number of workers.
+constexpr size_t kMaxEndJobCalls = 256;
 
 // One EndJob call in flight; its address is the completion queue's tag.
 struct EndJobCall {
@@ -49,44 +52,53 @@ std::vector<EndJobAnswer> EndJobOnHosts(const std::vector<std::string>& hosts,
                                         absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<EndJobAnswer> answers(hosts.size());
-  std::vector<std::unique_ptr<EndJobCall>> calls(hosts.size());
+  for (size_t i = 0; i < hosts.size(); ++i) answers[i].host = hosts[i];
+  // Every name at once, in half the time: one slow name must not leave
+  // the others no time for their calls.
+  ResolverOptions resolver;
+  resolver.pass_timeout = timeout / 2;
+  resolver.query_timeout = std::min(resolver.query_timeout, timeout / 2);
+  auto addresses = ResolveNames(hosts, resolver);
   spawn::EndJobRequest request;
   request.set_exit_code(exit_code);
   request.set_reason(reason);
-  grpc::CompletionQueue cq;
-  size_t pending = 0;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    answers[i].host = hosts[i];
-    const absl::Duration left =
-        std::max(deadline - absl::Now(), absl::Milliseconds(1));
-    auto target = ResolveGrpcTarget(hosts[i], port, left);
-    if (!target.ok()) {
-      answers[i].error = std::string(target.status().message());
-      continue;
+  for (size_t first = 0; first < hosts.size(); first += kMaxEndJobCalls) {
+    const size_t last = std::min(hosts.size(), first + kMaxEndJobCalls);
+    grpc::CompletionQueue cq;
+    std::vector<std::unique_ptr<EndJobCall>> calls(last - first);
+    size_t pending = 0;
+    for (size_t i = first; i < last; ++i) {
+      absl::StatusOr<GrpcTarget> target =
+          addresses.ok() ? GrpcTargetFor(hosts[i], port, (*addresses)[hosts[i]])
+                         : absl::StatusOr<GrpcTarget>(addresses.status());
+      if (!target.ok()) {
+        answers[i].error = std::string(target.status().message());
+        continue;
+      }
+      auto call = std::make_unique<EndJobCall>();
+      call->stub = spawn::Spawner::NewStub(
+          MakeSpawnChannel(*target, security, kMaxEndJobReplyBytes));
+      call->ctx.set_deadline(absl::ToChronoTime(deadline));
+      AddSpawnToken(&call->ctx, security);
+      call->rpc = call->stub->AsyncEndJob(&call->ctx, request, &cq);
+      call->rpc->Finish(&call->reply, &call->status,
+                        reinterpret_cast<void*>(static_cast<uintptr_t>(i)));
+      calls[i - first] = std::move(call);
+      ++pending;
     }
-    auto call = std::make_unique<EndJobCall>();
-    call->stub = spawn::Spawner::NewStub(
-        MakeSpawnChannel(*target, security, kMaxEndJobReplyBytes));
-    call->ctx.set_deadline(absl::ToChronoTime(deadline));
-    AddSpawnToken(&call->ctx, security);
-    call->rpc = call->stub->AsyncEndJob(&call->ctx, request, &cq);
-    call->rpc->Finish(&call->reply, &call->status,
-                      reinterpret_cast<void*>(static_cast<uintptr_t>(i)));
-    calls[i] = std::move(call);
-    ++pending;
-  }
-  // Every call has the deadline, so each completes by then.
-  void* tag = nullptr;
-  bool ok = false;
-  while (pending > 0 && cq.Next(&tag, &ok)) {
-    const size_t i = static_cast<size_t>(reinterpret_cast<uintptr_t>(tag));
-    if (!calls[i]->status.ok()) {
-      answers[i].error = calls[i]->status.error_message();
+    // Every call has the deadline, so each completes by then.
+    void* tag = nullptr;
+    bool ok = false;
+    while (pending > 0 && cq.Next(&tag, &ok)) {
+      const size_t i = static_cast<size_t>(reinterpret_cast<uintptr_t>(tag));
+      if (!calls[i - first]->status.ok()) {
+        answers[i].error = calls[i - first]->status.error_message();
+      }
+      --pending;
     }
-    --pending;
-  }
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
   }
   return answers;
 }

@@ -32,7 +32,8 @@ struct EndJobAnswer {
 };
 
 // Tells the spawn server of each of `hosts` on `port` that the job ended
-// with `exit_code` (`reason`: one line), all calls at once, every one
+// with `exit_code` (`reason`: one line): every name looked up at once
+// (within half of `timeout`), then the calls, up to 256 at once, all
 // within `timeout` of the start. Returns each host's answer, in order.
 std::vector<EndJobAnswer> EndJobOnHosts(const std::vector<std::string>& hosts,
                                         int port, const StoreSecurity& security,

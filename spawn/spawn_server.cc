@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/log_rate_limiter.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "grpcpp/grpcpp.h"
@@ -44,8 +45,7 @@ class SpawnServer::Service final : public spawn::Spawner::Service {
     const absl::Status auth =
         CheckCallToken(ctx->client_metadata(), token_, "this spawn server");
     if (!auth.ok()) {
-      DJ_LOG_WARNING("spawn: refused a call from {}: {}", ctx->peer(),
-                     auth.message());
+      Refused("a call", ctx->peer(), auth.message());
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           std::string(auth.message()));
     }
@@ -69,8 +69,7 @@ class SpawnServer::Service final : public spawn::Spawner::Service {
     const absl::Status auth =
         CheckCallToken(ctx->client_metadata(), token_, "this spawn server");
     if (!auth.ok()) {
-      DJ_LOG_WARNING("spawn: refused an end of the job from {}: {}",
-                     ctx->peer(), auth.message());
+      Refused("an end of the job", ctx->peer(), auth.message());
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                           std::string(auth.message()));
     }
@@ -97,6 +96,17 @@ class SpawnServer::Service final : public spawn::Spawner::Service {
   const EnvMap env_;
   const SpawnLimits limits_;
   std::atomic<int> active_{0};
+  // One line a second per kind of refusal: a peer without the token
+  // must not be able to flood the log.
+  void Refused(absl::string_view what, const std::string& peer,
+               absl::string_view why) {
+    absl::MutexLock lock(&warn_mu_);
+    refusals_.Warn(LogRateLimiter::Shape(absl::StrCat(what, why)),
+                   absl::StrCat("refused ", what, " from ", peer, ": ", why));
+  }
+
+  absl::Mutex warn_mu_;
+  RateLimitedWarnings refusals_ ABSL_GUARDED_BY(warn_mu_){"spawn"};
   mutable absl::Mutex end_mu_;
   std::optional<JobEnd> end_ ABSL_GUARDED_BY(end_mu_);
 };

@@ -190,7 +190,9 @@ CommandExit SpawnedCommand::EndGroup(absl::Duration grace) {
   if (!exit_.has_value() || !GroupGone()) {
     (void)Signal(SIGKILL);  // as above
     if (!exit_.has_value()) {
-      exit_ = FromWaitStatus(ReapShell(pid_, /*wait=*/true).value_or(0));
+      // A status lost (someone else reaped it) reads as the SIGKILL just
+      // sent, never as success.
+      exit_ = FromWaitStatus(ReapShell(pid_, /*wait=*/true).value_or(SIGKILL));
     }
   }
   const CommandExit result = *exit_;
