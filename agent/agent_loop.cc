@@ -75,15 +75,20 @@ class AgentRun {
     HoldReservedFds();
     std::optional<int> code = Start();
     if (!code) code = Discover();
+    int stop_signal = 0;  // an MPI role's, which reads its own signals
     if (!code && mpi_.role != MpiRole::kNone) {
-      code = RunMpiRole(plan_, env_, mpi_, health_.get());
+      const RunReport mpi = RunMpiRole(plan_, env_, mpi_, health_.get());
+      outcome_ = mpi.outcome;
+      stop_signal = mpi.stop_signal;
+      code = mpi.exit_code;
     }
     if (!code) code = PrepareRounds();
     if (!code) code = Finish(Supervise());
     handover_.reset();  // its thread uses the members below
     if (health_ != nullptr) health_->Shutdown();
-    observer_.Exit(*code, outcome_,
-                   supervisor_ ? supervisor_->stop_signal() : 0);
+    if (stop_signal == 0 && supervisor_)
+      stop_signal = supervisor_->stop_signal();
+    observer_.Exit(*code, outcome_, stop_signal);
     observer_.Shutdown();
     return *code;
   }

@@ -241,7 +241,7 @@ int Launch(const std::vector<std::string>& args, const EnvMap& env,
       ReportBadConfig(problem, env);
       return kExitBadConfig;
     }
-    return RunMpiRole(*options, run_env, *mpi, /*health=*/nullptr);
+    return RunMpiRole(*options, run_env, *mpi, /*health=*/nullptr).exit_code;
   }
   // Before discovery waits (in RunAgent): a node or a manifest that cannot
   // run the job ends now, in its class.

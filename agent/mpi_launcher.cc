@@ -7,15 +7,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/exit_codes.h"
 #include "agent/health.h"
 #include "agent/mpi_lost_hosts.h"
+#include "agent/rsh_env.h"
 #include "common/files.h"
 #include "common/logging.h"
 #include "common/progress_log.h"
@@ -36,9 +42,15 @@ constexpr absl::Duration kProbeTimeout = absl::Milliseconds(500);
 constexpr absl::Duration kRoundPause = absl::Milliseconds(500);
 // From a stop signal forwarded to mpirun to its group's SIGKILL.
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
+// How long mpirun may run on after a worker was lost before the launcher
+// ends it (Open MPI and Hydra end by themselves within a second or two
+// when a running job loses a daemon, not when it never started).
+constexpr absl::Duration kLostGrace = absl::Seconds(5);
 // How long a failed mpirun's launcher probes the workers for a lost one,
 // all of them together.
 constexpr absl::Duration kLossProbeBudget = absl::Seconds(3);
+// How many workers are probed at once.
+constexpr size_t kProbeThreads = 16;
 // How long the launcher's word that the job ended may take, to all the
 // workers together.
 constexpr absl::Duration kEndJobTimeout = absl::Seconds(1);
@@ -99,7 +111,8 @@ int AwaitSpawnServers(std::vector<std::string> missing,
 }
 
 // The launcher's private directory ($TMPDIR/distjob-mpi-XXXXXX, mode
-// 0700): kRshProgramName, and the hostfiles it writes. Empty when none
+// 0700): kRshProgramName, the hostfiles it writes, the lost hosts' record
+// and the token's file for rsh (agent/rsh_env.h). Empty when none
 // could be made.
 std::string MakePrivateDir() {
   const char* tmp = getenv("TMPDIR");
@@ -170,8 +183,8 @@ absl::StatusOr<EnvMap> WriteHostfiles(const std::string& dir,
 
 void RemovePrivateDir(const std::string& dir) {
   if (dir.empty()) return;
-  for (const char* name :
-       {kRshProgramName, "hostfile", "hostfile.hydra", kLostHostsFile}) {
+  for (const char* name : {kRshProgramName, "hostfile", "hostfile.hydra",
+                           kLostHostsFile, kRshTokenFile}) {
     unlink(absl::StrCat(dir, "/", name).c_str());
   }
   rmdir(dir.c_str());
@@ -223,55 +236,151 @@ struct MpirunEnd {
 };
 
 // Runs mpirun to its end, reaping every child (as PID 1, the orphans
-// too); a stop signal is forwarded to mpirun's group, SIGKILL after a
-// grace.
-MpirunEnd SuperviseMpirun(pid_t pid, const sigset_t& stops) {
-  sigset_t waited = stops;
-  sigaddset(&waited, SIGCHLD);
-  int stop = 0;
-  absl::Time kill_at = absl::InfiniteFuture();
-  while (true) {
-    int status = 0;
-    pid_t r;
-    while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
-      if (r != pid) continue;
-      return {WIFSIGNALED(status) ? ExitCodeForSignal(WTERMSIG(status))
-                                  : WEXITSTATUS(status),
-              stop};
-    }
-    if (absl::Now() >= kill_at) {
-      kill(-pid, SIGKILL);
-      kill_at = absl::InfiniteFuture();
-    }
-    const timespec ts = absl::ToTimespec(absl::Milliseconds(200));
-    const int sig = sigtimedwait(&waited, nullptr, &ts);
-    if (sig > 0 && sig != SIGCHLD) {
-      DJ_LOG_INFO("MPI launcher: signal {} forwarded to mpirun", sig);
-      kill(-pid, sig);
-      if (stop == 0) kill_at = absl::Now() + kStopGrace;
-      stop = sig;
+// too). A stop signal is forwarded to mpirun's group, SIGKILL after a
+// grace. The rsh record (mpi_lost_hosts.h) is watched meanwhile: a call a
+// worker refused ends mpirun at once, a lost worker once mpirun has had
+// kLostGrace to end by itself (Hydra waits for ever for a proxy that
+// never started).
+class MpirunSupervision {
+ public:
+  MpirunSupervision(pid_t pid, const sigset_t& stops, std::string lost_file)
+      : pid_(pid), lost_file_(std::move(lost_file)), waited_(stops) {
+    sigaddset(&waited_, SIGCHLD);
+  }
+
+  MpirunEnd Run() {
+    while (true) {
+      int status = 0;
+      pid_t r;
+      while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
+        if (r != pid_) continue;
+        end_.code = WIFSIGNALED(status) ? ExitCodeForSignal(WTERMSIG(status))
+                                        : WEXITSTATUS(status);
+        return end_;
+      }
+      const absl::Time now = absl::Now();
+      if (now >= kill_at_) {
+        kill(-pid_, SIGKILL);
+        kill_at_ = absl::InfiniteFuture();
+      }
+      WatchRecord(now);
+      const timespec ts = absl::ToTimespec(absl::Milliseconds(200));
+      const int sig = sigtimedwait(&waited_, nullptr, &ts);
+      if (sig > 0 && sig != SIGCHLD) {
+        DJ_LOG_INFO("MPI launcher: signal {} forwarded to mpirun", sig);
+        kill(-pid_, sig);
+        if (end_.stop_signal == 0) kill_at_ = absl::Now() + kStopGrace;
+        end_.stop_signal = sig;
+      }
     }
   }
-}
 
-// The workers whose spawn server does not answer now, probed one after
-// another within kLossProbeBudget: a worker that died where no rsh of the
-// launcher saw it (Open MPI's tree spawn reaches most daemons from other
-// workers).
-std::vector<LostHost> UnansweringHosts(const std::vector<std::string>& hosts,
-                                       const RunOptions& options) {
+ private:
+  // Reads the record when it grew; ends mpirun when it says to.
+  void WatchRecord(absl::Time now) {
+    struct stat st;
+    if (!lost_file_.empty() && stat(lost_file_.c_str(), &st) == 0 &&
+        st.st_size != record_size_) {
+      record_size_ = st.st_size;
+      std::vector<LostHost> refused;
+      for (LostHost& host : ReadLostHosts(lost_file_)) {
+        if (host.refused) {
+          refused.push_back(std::move(host));
+        } else if (lost_at_ == absl::InfiniteFuture()) {
+          lost_at_ = now;
+        }
+      }
+      if (!refused.empty()) {
+        EndMpirun(absl::StrCat("a worker refused its call: ",
+                               DescribeLostHosts(refused)));
+      }
+    }
+    if (now - lost_at_ >= kLostGrace) {
+      EndMpirun(absl::StrCat("it still runs ", absl::FormatDuration(kLostGrace),
+                             " after a worker was lost"));
+    }
+  }
+
+  // SIGTERM to mpirun's group, SIGKILL after kStopGrace; once.
+  void EndMpirun(const std::string& why) {
+    if (ending_ || end_.stop_signal != 0) return;
+    ending_ = true;
+    DJ_LOG_ERROR("MPI launcher: ending mpirun: {}", why);
+    kill(-pid_, SIGTERM);
+    kill_at_ = absl::Now() + kStopGrace;
+  }
+
+  const pid_t pid_;
+  const std::string lost_file_;
+  sigset_t waited_;
+  MpirunEnd end_;
+  absl::Time kill_at_ = absl::InfiniteFuture();
+  absl::Time lost_at_ = absl::InfiniteFuture();
+  off_t record_size_ = 0;
+  bool ending_ = false;
+};
+
+// Whether `host`'s spawn server answers SERVING, asked twice: one slow
+// answer (a DNS search list, a TLS handshake) must not make a live worker
+// lost.
+bool AnswersTwice(const std::string& host, const RunOptions& options) {
   const StoreSecurity* tls =
       options.security.tls() ? &options.security : nullptr;
-  const absl::Time deadline = absl::Now() + kLossProbeBudget;
-  std::vector<LostHost> lost;
-  for (const std::string& host : hosts) {
-    if (absl::Now() >= deadline) break;
+  for (int attempt = 0; attempt < 2; ++attempt) {
     auto status = CheckHealth(host, options.mpi.spawn_port, kSpawnHealthService,
                               kProbeTimeout, tls);
-    if (!status.ok() || *status != "SERVING") {
-      lost.push_back({host, "its spawn server no longer answers"});
-    }
+    if (status.ok() && *status == "SERVING") return true;
   }
+  return false;
+}
+
+// The workers whose spawn server no longer answers, probed kProbeThreads
+// at a time within kLossProbeBudget: a worker that died where no rsh of
+// the launcher saw it (Open MPI's tree spawn reaches most daemons from
+// other workers). Hosts left unprobed at the deadline are logged.
+std::vector<LostHost> UnansweringHosts(const std::vector<std::string>& hosts,
+                                       const RunOptions& options) {
+  const absl::Time deadline = absl::Now() + kLossProbeBudget;
+  std::vector<char> lost(hosts.size(), 0), probed(hosts.size(), 0);
+  std::atomic<size_t> next{0};
+  const auto probe = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < hosts.size();) {
+      if (absl::Now() >= deadline) return;
+      probed[i] = 1;
+      lost[i] = AnswersTwice(hosts[i], options) ? 0 : 1;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min(hosts.size(), kProbeThreads); ++t) {
+    threads.emplace_back(probe);
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<LostHost> found;
+  size_t unprobed = 0;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (lost[i])
+      found.push_back({hosts[i], "its spawn server no longer answers"});
+    unprobed += probed[i] ? 0 : 1;
+  }
+  if (unprobed > 0) {
+    DJ_LOG_WARNING(
+        "MPI launcher: {} of {} workers not probed for a loss "
+        "within {}",
+        unprobed, hosts.size(), absl::FormatDuration(kLossProbeBudget));
+  }
+  return found;
+}
+
+// The records of `lost` for hosts the launcher waited for: only their
+// spawn servers are known to have answered, so only their failure now is
+// a loss (a host mpirun names otherwise, e.g. cut short, never answered).
+std::vector<LostHost> WaitedFor(std::vector<LostHost> lost,
+                                const MpiLaunchHosts& hosts) {
+  const std::set<std::string> waited(hosts.hosts.begin(), hosts.hosts.end());
+  lost.erase(std::remove_if(
+                 lost.begin(), lost.end(),
+                 [&](const LostHost& l) { return waited.count(l.host) == 0; }),
+             lost.end());
   return lost;
 }
 
@@ -287,8 +396,19 @@ RunReport JudgeMpirunEnd(const MpirunEnd& end, const std::string& lost_file,
     report.stop_signal = end.stop_signal;
     return report;
   }
+  std::vector<LostHost> lost, refused;
+  for (LostHost& host : ReadLostHosts(lost_file)) {
+    (host.refused ? refused : lost).push_back(std::move(host));
+  }
+  if (!refused.empty()) {
+    RunReport report = MakeRunReport("error", kExitBadConfig, 0, 0);
+    report.detail = absl::StrCat("a worker refused mpirun's remote launch: ",
+                                 DescribeLostHosts(refused));
+    DJ_LOG_ERROR("MPI launcher: {}", report.detail);
+    return report;
+  }
   if (end.code == 0) return MakeRunReport("success", 0, 0, 0);
-  std::vector<LostHost> lost = ReadLostHosts(lost_file);
+  lost = WaitedFor(std::move(lost), hosts);
   if (lost.empty()) lost = UnansweringHosts(hosts.hosts, options);
   if (!lost.empty()) {
     RunReport report = MakeRunReport("retryable", kExitRetryElsewhere, 0, 0);
@@ -332,8 +452,8 @@ void TellWorkersTheJobEnded(const std::vector<std::string>& hosts,
 namespace {
 
 // The interface through which this pod reaches the first of `hosts` (the
-// workers), for Hydra's call-backs; "" when it cannot be told, and Hydra
-// then keeps its own choice.
+// workers), for Hydra's call-backs; "" when it cannot be told or is
+// loopback, and Hydra then keeps its own choice.
 std::string InterfaceTowardWorkers(const std::vector<std::string>& hosts) {
   if (hosts.empty()) return "";
   ResolverOptions resolver;
@@ -345,27 +465,10 @@ std::string InterfaceTowardWorkers(const std::vector<std::string>& hosts) {
     DJ_LOG_DEBUG("MPI launcher: {}", iface.status().message());
     return "";
   }
+  // Hydra hands the name to every proxy, which looks it up on its own
+  // host: loopback there is that host's own, never the launcher.
+  if (*iface == "lo") return "";
   return *iface;
-}
-
-// What rsh must know of the launcher's flags, for mpirun's environment:
-// rsh reads only its environment (its command line is ssh's), through the
-// flag definitions `run` uses, so each flag given goes as its variable.
-// File paths only: no secret enters an environment it was not in.
-EnvMap RshSettingsEnv(const RunOptions& options) {
-  EnvMap env = {{"DISTJOB_SPAWN_PORT", absl::StrCat(options.mpi.spawn_port)}};
-  const StoreSecurityOptions& files = options.security_files;
-  const std::pair<const char*, const std::string*> paths[] = {
-      {"DISTJOB_RDZV_TOKEN_FILE", &files.token_file},
-      {"DISTJOB_RDZV_TLS_CERT", &files.tls_cert},
-      {"DISTJOB_RDZV_TLS_KEY", &files.tls_key},
-      {"DISTJOB_RDZV_TLS_CA", &files.tls_ca},
-      {"DISTJOB_RDZV_TLS_SERVER_NAME", &files.tls_server_name},
-  };
-  for (const auto& [name, value] : paths) {
-    if (!value->empty()) env[name] = *value;
-  }
-  return env;
 }
 
 // mpirun's process: the agent's environment, every MPI's remote launch
@@ -379,7 +482,9 @@ absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
   const std::string agent = AgentPath();
   ProcessSpec spec;
   spec.argv = options.command;
-  spec.env = env;
+  auto rsh_env = MakeRshEnv(options, env, dir);
+  if (!rsh_env.ok()) return rsh_env.status();
+  spec.env = *std::move(rsh_env);
   for (const auto& [name, value] :
        MpiLauncherEnv(agent, MakeRshProgram(dir, agent))) {
     if (value.empty()) continue;  // no link: Hydra keeps its own launcher
@@ -387,9 +492,6 @@ absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
   }
   for (const auto& [name, value] :
        MpiReachabilityEnv(env, InterfaceTowardWorkers(hosts.hosts))) {
-    spec.env[name] = value;
-  }
-  for (const auto& [name, value] : RshSettingsEnv(options)) {
     spec.env[name] = value;
   }
   if (!lost_file.empty()) spec.env[kLostHostsFileVariable] = lost_file;
@@ -422,7 +524,14 @@ MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
   }
   for (const auto& [name, value] : RshSettingsEnv(options)) {
     out.env[name] = value;
-    out.sources[name] = "MPI launcher: the launcher's flag, for rsh";
+    out.sources[name] = "MPI launcher: rsh's setting, as the launcher has it";
+  }
+  if (!options.security.token.empty() &&
+      options.security_files.token_file.empty()) {
+    out.undecided["DISTJOB_RDZV_TOKEN_FILE"] = absl::StrCat(
+        private_dir.substr(0, private_dir.size() - 1),
+        "; the token of DISTJOB_RDZV_TOKEN, which mpirun does not get: MPI "
+        "hands its environment to every rank)");
   }
   // Those that need no interface are known now; the interface only at
   // launch (any non-empty name stands in for it here).
@@ -499,15 +608,17 @@ RunReport RunMpiLauncher(const RunOptions& options, const EnvMap& env,
     int status;
     waitpid(spawned->pid, &status, 0);
   } else {
-    const MpirunEnd end = SuperviseMpirun(spawned->pid, stops);
+    const MpirunEnd end =
+        MpirunSupervision(spawned->pid, stops, lost_file).Run();
     DJ_LOG_INFO("MPI launcher: {} exited with {}", options.command[0],
                 end.code);
     report = JudgeMpirunEnd(end, lost_file, *hosts, options);
-    // A stopped launcher is not the job's end: its pod goes, and the
-    // operator decides what becomes of the job.
-    if (end.stop_signal == 0) {
-      TellWorkersTheJobEnded(hosts->hosts, options, report);
-    }
+  }
+  // A stopped launcher is not the job's end: its pod goes, and the
+  // operator decides what becomes of the job. Any other end is, mpirun's
+  // failure to start included.
+  if (report.stop_signal == 0) {
+    TellWorkersTheJobEnded(hosts->hosts, options, report);
   }
   RemovePrivateDir(dir);
   return report;

@@ -44,7 +44,7 @@ absl::Status CreateLostHostsFile(const std::string& path) {
 }
 
 void RecordLostHost(const EnvMap& env, absl::string_view host,
-                    absl::string_view why) {
+                    absl::string_view why, bool refused) {
   const std::string path = Lookup(env, kLostHostsFileVariable).value_or("");
   if (path.empty()) return;
   // No O_CREAT: only the file the launcher made is written to; O_NONBLOCK
@@ -54,8 +54,9 @@ void RecordLostHost(const EnvMap& env, absl::string_view host,
   if (fd < 0) return;
   struct stat st;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    const std::string line = absl::StrCat(Field(host, kMaxHostBytes), "\t",
-                                          Field(why, kMaxWhyBytes), "\n");
+    const std::string line =
+        absl::StrCat(Field(host, kMaxHostBytes), "\t", refused ? "R" : "L",
+                     "\t", Field(why, kMaxWhyBytes), "\n");
     (void)!write(fd, line.data(), line.size());  // best effort, see header
   }
   close(fd);
@@ -66,11 +67,12 @@ std::vector<LostHost> ReadLostHosts(const std::string& path) {
   std::set<std::string> seen;
   const std::string text = ReadSmallFile(path, kMaxFileBytes);
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    std::pair<absl::string_view, absl::string_view> fields =
-        absl::StrSplit(line, absl::MaxSplits('\t', 1));
-    if (fields.first.empty()) continue;
-    if (!seen.insert(std::string(fields.first)).second) continue;
-    lost.push_back({std::string(fields.first), std::string(fields.second)});
+    const std::vector<absl::string_view> fields =
+        absl::StrSplit(line, absl::MaxSplits('\t', 2));
+    if (fields.size() != 3 || fields[0].empty()) continue;
+    if (!seen.insert(std::string(fields[0])).second) continue;
+    lost.push_back(
+        {std::string(fields[0]), std::string(fields[2]), fields[1] == "R"});
   }
   return lost;
 }

@@ -24,25 +24,29 @@ namespace distjob {
 // spawn, Hydra's proxies) get the worker's environment and record nothing.
 inline constexpr char kLostHostsFileVariable[] = "DISTJOB_MPI_LOST_HOSTS_FILE";
 
-// One lost host and the first reason its call gave.
+// One lost host and the first reason its call gave. `refused`: the
+// worker answered but refused the call (the job's credentials, its bounds):
+// the job's configuration, not a loss, and mpirun is not to be waited on
+// (Hydra waits for ever for a proxy that never started).
 struct LostHost {
   std::string host;
   std::string why;
+  bool refused = false;
 };
 
 // Creates the empty record file `path` (mode 0600; it must not exist).
 absl::Status CreateLostHostsFile(const std::string& path);
 
-// Appends `host` and `why` to the file kLostHostsFileVariable names in
-// `env`, when it names one. The file must already exist and be a regular
+// Appends `host`, `why` and whether the call was `refused` to the file
+// kLostHostsFileVariable names in `env`, when it names one. The file must already exist and be a regular
 // file (the launcher made it): a record is one short line written with
 // O_APPEND, so the rsh processes of one mpirun never interleave. Failing
 // to record is silent: rsh's own exit code still tells mpirun.
 void RecordLostHost(const EnvMap& env, absl::string_view host,
-                    absl::string_view why);
+                    absl::string_view why, bool refused = false);
 
-// The hosts recorded in `path`, each once, in the order first recorded;
-// empty when the file is missing or empty.
+// The hosts recorded in `path`, each once (its first record), in the
+// order first recorded; empty when the file is missing or empty.
 std::vector<LostHost> ReadLostHosts(const std::string& path);
 
 // "HOST (why)[, HOST (why)...]", at most `limit` hosts named, then

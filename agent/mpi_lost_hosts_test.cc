@@ -51,6 +51,17 @@ TEST_F(LostHostsTest, EachHostIsReadOnceWithItsFirstReason) {
             "w-1.job (Socket closed), w-0.job (no spawn server answers)");
 }
 
+TEST_F(LostHostsTest, ARefusedCallIsToldApart) {
+  ASSERT_TRUE(CreateLostHostsFile(path_).ok());
+  RecordLostHost(Env(), "w-0", "refused the token", /*refused=*/true);
+  RecordLostHost(Env(), "w-1", "Socket closed");
+  const std::vector<LostHost> lost = ReadLostHosts(path_);
+  ASSERT_EQ(lost.size(), 2u);
+  EXPECT_TRUE(lost[0].refused);
+  EXPECT_EQ(lost[0].why, "refused the token");
+  EXPECT_FALSE(lost[1].refused);
+}
+
 TEST_F(LostHostsTest, AReasonStaysOneRecordWhateverItHolds) {
   ASSERT_TRUE(CreateLostHostsFile(path_).ok());
   RecordLostHost(Env(), "w-0", "line one\nline\ttwo");

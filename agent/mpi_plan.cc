@@ -50,8 +50,10 @@ MpiPlan VolcanoRole(const RunOptions& options, const JobEnv& job) {
 }
 
 // The replicated job of a JobSet pod named <jobset>-<rjob>-<job index>-<pod
-// index> whose pod index is JOB_COMPLETION_INDEX: --replicated-job when
-// given, else `rjob` when the hostname ends so. Empty otherwise.
+// index> whose pod index is JOB_COMPLETION_INDEX (a Job's pod always has
+// it; without it nothing here is a JobSet pod, flag or not):
+// --replicated-job when given, else `rjob` when the hostname ends so.
+// Empty otherwise.
 std::string ReplicatedJobNamed(const RunOptions& options, const EnvMap& env,
                                const std::string& rjob, std::string* how) {
   const std::string index = Lookup(env, "JOB_COMPLETION_INDEX").value_or("");

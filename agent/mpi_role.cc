@@ -7,8 +7,8 @@
 
 namespace distjob {
 
-int RunMpiRole(const RunOptions& options, const EnvMap& env, const MpiPlan& mpi,
-               HealthServer* health) {
+RunReport RunMpiRole(const RunOptions& options, const EnvMap& env,
+                     const MpiPlan& mpi, HealthServer* health) {
   const bool worker = mpi.role == MpiRole::kWorker;
   DJ_LOG_INFO("MPI {} ({})", worker ? "worker" : "launcher", mpi.role_source);
   // The launcher's end is the job's: its summary line and termination
@@ -16,7 +16,7 @@ int RunMpiRole(const RunOptions& options, const EnvMap& env, const MpiPlan& mpi,
   const RunReport report = worker ? RunMpiWorker(options, env, health)
                                   : RunMpiLauncher(options, env, mpi);
   PublishReport(report, options.outcome.termination_log, "");
-  return report.exit_code;
+  return report;
 }
 
 }  // namespace distjob

@@ -9,15 +9,17 @@
 #include "agent/cli/options.h"
 #include "agent/health.h"
 #include "agent/mpi_plan.h"
+#include "agent/report.h"
 #include "common/environment.h"
 
 namespace distjob {
 
-// Runs `mpi`'s role (not kNone) and returns the exit code. `health`: the
-// run's health server when it started one already, else nullptr (a worker
-// then starts its own on --health-port).
-int RunMpiRole(const RunOptions& options, const EnvMap& env, const MpiPlan& mpi,
-               HealthServer* health);
+// Runs `mpi`'s role (not kNone), publishes its report (the summary line,
+// the termination message) and returns it. `health`: the run's health
+// server when it started one already, else nullptr (a worker then starts
+// its own on --health-port).
+RunReport RunMpiRole(const RunOptions& options, const EnvMap& env,
+                     const MpiPlan& mpi, HealthServer* health);
 
 }  // namespace distjob
 

@@ -2,7 +2,9 @@
 
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/exit_codes.h"
 #include "agent/health.h"
+#include "agent/rsh_env.h"
 #include "common/logging.h"
 #include "common/text.h"
 #include "spawn/spawn_server.h"
@@ -57,6 +60,32 @@ RunReport WaitForEnd(const std::vector<int>& stop_signals,
   }
 }
 
+// The worker's private directory ($TMPDIR/distjob-spawn-XXXXXX, 0700) for
+// the token's file the spawned commands' rsh reads; removed with it.
+class SpawnDir {
+ public:
+  // Made only when `needed`: a token that came as a file is passed on as
+  // that file's path.
+  explicit SpawnDir(bool needed) {
+    if (!needed) return;
+    const char* tmp = getenv("TMPDIR");
+    std::string dir = absl::StrCat(
+        tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/distjob-spawn-XXXXXX");
+    if (mkdtemp(dir.data()) != nullptr) path_ = std::move(dir);
+  }
+  ~SpawnDir() {
+    if (path_.empty()) return;
+    unlink(absl::StrCat(path_, "/", kRshTokenFile).c_str());
+    rmdir(path_.c_str());
+  }
+  SpawnDir(const SpawnDir&) = delete;
+  SpawnDir& operator=(const SpawnDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace
 
 RunReport RunMpiWorker(const RunOptions& options, const EnvMap& env,
@@ -74,11 +103,19 @@ RunReport RunMpiWorker(const RunOptions& options, const EnvMap& env,
     own_health = *std::move(started);
     health = own_health.get();
   }
-  // The commands get the agent's environment, the token's variable
-  // included: Open MPI's tree spawn and Hydra's proxies call rsh from here
-  // to reach the other workers.
-  auto server = SpawnServer::Start(
-      options.mpi.spawn_host, options.mpi.spawn_port, options.security, env);
+  // The commands get the agent's environment with rsh's settings (Open
+  // MPI's tree spawn and Hydra's proxies call rsh from here to reach the
+  // other workers), the token as a private file's path, never its value.
+  const SpawnDir dir(!options.security.token.empty() &&
+                     options.security_files.token_file.empty());
+  auto command_env = MakeRshEnv(options, env, dir.path());
+  if (!command_env.ok()) {
+    DJ_LOG_ERROR("MPI worker: {}", OneLine(command_env.status().message()));
+    return MakeRunReport("error", kExitInternalError, 0, 0);
+  }
+  auto server =
+      SpawnServer::Start(options.mpi.spawn_host, options.mpi.spawn_port,
+                         options.security, *command_env);
   if (!server.ok()) {
     // No token or mutual TLS (refused by the flags already), or a port
     // that cannot be bound.

@@ -156,6 +156,16 @@ int ReadReplies(SpawnClientStream* stream, int done_fd) {
   return code;
 }
 
+// Whether a call that ended with `code` broke rather than was refused:
+// the connection went (the worker's pod died with its agent) or the call
+// outlived its keepalive.
+bool IsBrokenCall(grpc::StatusCode code) {
+  return code == grpc::StatusCode::UNAVAILABLE ||
+         code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         code == grpc::StatusCode::CANCELLED ||
+         code == grpc::StatusCode::UNKNOWN;
+}
+
 // Unreachable, and the host recorded as lost for the launcher
 // (mpi_lost_hosts.h): it waited for every spawn server before mpirun
 // started, so one that is gone now went away mid-job.
@@ -196,14 +206,18 @@ int RunRemote(const RshArgs& rsh, const RshSettings& settings,
   if (done_fd >= 0) close(done_fd);
   const grpc::Status status = stream->Finish();
   if (code >= 0) return code;
-  // A refused call (a wrong token) is the job's configuration, not a loss.
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-      status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+  if (status.ok()) {
+    return Unreachable(where, "the call ended without an exit status");
+  }
+  // Only a broken call is a lost worker: one the server refused (a wrong
+  // token, its 64 commands already running, a command too long) is the
+  // job's configuration, and retrying the job would not mend it; it is
+  // recorded as refused, for the launcher to end mpirun at once.
+  if (!IsBrokenCall(status.error_code())) {
+    RecordLostHost(env, rsh.host, status.error_message(), /*refused=*/true);
     return Unreachable(where, status.error_message());
   }
-  return Lost(env, rsh, where,
-              status.ok() ? "the call ended without an exit status"
-                          : status.error_message());
+  return Lost(env, rsh, where, status.error_message());
 }
 
 }  // namespace

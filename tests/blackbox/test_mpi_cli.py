@@ -115,6 +115,28 @@ def test_rsh_with_a_wrong_token_is_refused_and_runs_nothing(run_agent, worker,
     assert "not-the-token" not in worker["log"].read_text()
 
 
+def test_the_token_never_enters_a_spawned_commands_environment(run_agent,
+                                                              worker, agent):
+    """MPI hands its environment to every rank (DESIGN 3.7): a spawned
+    command gets the token as a private file's path, enough for the rsh
+    that Open MPI's tree spawn runs there, never its value."""
+    r = run_agent(["rsh", "127.0.0.1", "env; echo; cat "
+                   "\"$DISTJOB_RDZV_TOKEN_FILE\"; echo; "
+                   "stat -c %a \"$DISTJOB_RDZV_TOKEN_FILE\""],
+                  env=worker["env"])
+    assert r.returncode == 0, r.stderr
+    env_part, token, mode = r.stdout.rsplit("\n", 3)[:3]
+    assert TOKEN not in env_part, env_part
+    assert "DISTJOB_RDZV_TOKEN=" not in env_part
+    assert token == TOKEN
+    assert mode == "600"
+    # And rsh run there reaches a spawn server with it, as tree spawn does.
+    port = worker["env"]["DISTJOB_SPAWN_PORT"]
+    r = run_agent(["rsh", "127.0.0.1", f"DISTJOB_SPAWN_PORT={port} "
+                   f"{agent} rsh 127.0.0.1 exit 9"], env=worker["env"])
+    assert r.returncode == 9, r.stderr
+
+
 def test_the_launchers_end_of_the_job_ends_the_worker_with_its_code(
         worker):
     """A worker pod ends when the launcher says the job ended, with the
@@ -321,8 +343,8 @@ def test_a_volcano_mpimaster_writes_a_hostfile_from_the_workers(
     assert "127.0.0.1:2\n" in out, out
     assert "mode 600" in out and "mode 644" not in out, out
     assert "Volcano task mpimaster (hostname)" in r.stderr, r.stderr
-    # The private directory goes with the run.
-    assert not list((tmp_path / "launcher-tmp").iterdir())
+    # The launcher's private directory goes with the run.
+    assert not list((tmp_path / "launcher-tmp").glob("distjob-mpi-*"))
 
 
 def test_a_hostfile_the_command_names_is_kept(run_agent, start_agent,

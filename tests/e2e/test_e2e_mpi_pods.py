@@ -200,10 +200,19 @@ class Job:
         return [p for p in pod.processes() if p not in (agent, pod.proc.pid)]
 
     def stop_workers(self):
-        """SIGTERM to the worker pods, as the operator deletes them when
-        the launcher ends; each exits 143 and leaves nothing."""
-        running = [w for w in self.workers if w.running()]
-        self.cluster.stop_all_within(running, grace=5, slack=5)
+        """SIGTERM to the worker pods, as the operator deletes them; each
+        exits 143 and leaves nothing."""
+        self.cluster.stop_all_within(self.workers, grace=5, slack=5)
+        assert self.cluster.leftover_processes() == {}
+
+    def await_workers_end(self, code, workers=None):
+        """The launcher told the workers the job ended: each worker pod
+        exits by itself with the job's `code`, and leaves nothing."""
+        for pod in workers or self.workers:
+            r = pod.wait(timeout=STOP_GRACE)
+            assert r.exit_code == code, (pod.name, r.exit_code,
+                                         r.stderr[-3000:])
+            assert "the launcher" in r.stderr and "ended the job" in r.stderr
         assert self.cluster.leftover_processes() == {}
 
 
@@ -215,11 +224,11 @@ def stderr(pod):
     return (pod.artifacts / "stderr").read_text(errors="replace")
 
 
-# Two Volcano cases fail on the launcher as it is (found by this suite;
-# strict: they fail the run once fixed, to drop the mark). In a pod the
-# bare pod name resolves only in the pod itself (Kubernetes searches
-# <ns>.svc.cluster.local, not the job's subdomain; Volcano's ssh plugin
-# maps it in ssh's config), and:
+# The Volcano shape also shows the launcher's reachability settings: in a
+# pod the bare pod name resolves only in the pod itself (Kubernetes
+# searches <ns>.svc.cluster.local, not the job's subdomain), so Open MPI
+# must keep the hostfile's names whole and Hydra's proxies must call back
+# by address (docs/mpi.md, "How the workers reach the launcher back").
 @pytest.mark.parametrize("shape, mpi", [
     pytest.param("mpijob", OPEN_MPI, id="mpijob-openmpi"),
     pytest.param("mpijob", MPICH, id="mpijob-mpich"),
@@ -241,7 +250,7 @@ def test_an_allreduce_over_4_ranks_in_3_pods(make_cluster, artifacts,
     assert job.spawn_callers(first) == [job.launcher.ip], stderr(first)
     assert job.spawn_callers(second) == [
         first.ip if job.chain else job.launcher.ip], stderr(second)
-    job.stop_workers()
+    job.await_workers_end(0)
 
 
 def test_a_worker_pod_started_10s_late(make_cluster, artifacts, programs):
@@ -266,7 +275,7 @@ def test_a_worker_pod_started_10s_late(make_cluster, artifacts, programs):
     r = launcher.wait(timeout=JOB_DEADLINE)
     assert r.exit_code == 0, job.cluster.logs_text()
     assert mpi_ranks(r.stdout) == MPI_EXPECTED, r.stdout + r.stderr
-    job.stop_workers()
+    job.await_workers_end(0)
 
 
 @pytest.mark.parametrize("mpi, chain", [
@@ -296,10 +305,9 @@ def test_a_worker_pod_killed_mid_job(make_cluster, artifacts, programs,
             "kill to launcher exit", took)
     assert took < 5, f"the launcher took {took:.1f}s to end after the kill"
     assert 128 <= r.exit_code <= 255, (r.exit_code, r.stderr[-3000:])
-    # The survivor's share of the job went with it; its agent serves on.
-    wait_for(lambda: not job.job_processes(survivor), STOP_GRACE,
-             interval=0.1, what=f"no rank left on {survivor.name}")
-    job.stop_workers()
+    # The survivor was told the job ended: its share of the job goes with
+    # it, and its pod exits with the job's code.
+    job.await_workers_end(r.exit_code, [survivor])
     # The launcher's own exit for a lost worker (issue 41): 138, the code
     # every Kubeflow version retries, and a line of its own (not mpirun's,
     # not rsh's) naming the host.
@@ -315,8 +323,9 @@ def test_sigterm_to_the_launcher_mid_job(make_cluster, artifacts, programs,
                                         timings, mpi):
     """A stop of the launcher pod (deletion, eviction): within the grace
     period no MPI process of the job is left on any worker pod, and the
-    workers serve on, as the README promises ("serve the launcher's spawn
-    requests until stopped"), until their own stop signal."""
+    workers serve on until their own stop signal: a stopped launcher is
+    not the job's end (docs/mpi.md, "When the job ends"), the operator
+    may start another."""
     job = Job(make_cluster, artifacts, "mpijob", mpi, programs[mpi])
     launcher = job.start("300")
     job.await_sums()

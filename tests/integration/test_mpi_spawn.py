@@ -167,6 +167,38 @@ def test_an_allreduce_runs_through_the_spawn_servers(run_agent, tmp_path,
     assert "told 2 of 2 workers that the job ended" in r.stderr, r.stderr
 
 
+def test_a_refused_token_is_no_lost_worker(run_agent, tmp_path, mpi,
+                                           program, mpi_job):
+    """Workers that refuse the launcher's token are the job's
+    configuration, not a loss: exit 2 at once naming the worker, no
+    retryable 138 that would rerun it, and no wait on a Hydra that waits
+    for ever for proxies that never started."""
+    env, workers = mpi_job
+    started = time.monotonic()
+    r = run_agent(["run", "--framework", "mpi", "--"]
+                  + mpi.command(tmp_path, program),
+                  env={**env, "DISTJOB_RDZV_TOKEN": "not-the-jobs-token"},
+                  timeout=60, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert time.monotonic() - started < 15
+    assert "a worker refused mpirun's remote launch: 127.0.0." in r.stderr, \
+        r.stderr
+    assert "not-the-jobs-token" not in r.stderr + r.stdout
+    assert "lost mid-job" not in r.stderr, r.stderr
+    assert all(w.poll() is None for w in workers), "a worker ended"
+
+
+def test_workers_end_when_mpirun_cannot_start(run_agent, tmp_path, mpi_job):
+    """mpirun missing: the job ended before it began, and the workers of a
+    plain Job must not serve on forever."""
+    env, workers = mpi_job
+    r = run_agent(["run", "--framework", "mpi", "--", "no-such-mpirun",
+                   "-H", ",".join(WORKERS), "true"], env=env, timeout=60)
+    assert r.returncode == 127, r.stderr
+    for w in workers:
+        assert w.wait(timeout=10) == 127
+
+
 def test_rsh_gets_the_launchers_token_and_port_flags(run_agent, tmp_path,
                                                      mpi, program, mpi_job):
     """rsh reads only its environment: a token file and a spawn port given
