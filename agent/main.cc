@@ -330,10 +330,13 @@ int Main(int argc, char** argv) {
   if (program == "torchrun" || absl::EndsWith(program, "/torchrun")) {
     return Launch(args, env, /*as_torchrun=*/true);
   }
-  // The MPI launcher's link for Hydra and Intel MPI (agent/mpi_launcher.h).
-  if (program == kRshProgramName ||
-      absl::EndsWith(program, std::string("/") + kRshProgramName)) {
-    return RshCommand(args, env);
+  // The MPI launcher's links: for Hydra and Intel MPI, and the `ssh` first
+  // on mpirun's PATH for launchers that call ssh themselves (horovodrun's
+  // checks, pdsh) (agent/mpi_launcher.h).
+  for (const char* link : {kRshProgramName, kSshShimName}) {
+    if (program == link || absl::EndsWith(program, std::string("/") + link)) {
+      return RshCommand(args, env);
+    }
   }
   if (args.empty() || args[0] == "-h" || args[0] == "--help" ||
       args[0] == "help") {

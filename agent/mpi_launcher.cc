@@ -122,15 +122,21 @@ std::string MakePrivateDir() {
   return dir;
 }
 
+// Whether `name` in `dir` could be made a link to `agent_path`.
+bool MakeLink(const std::string& dir, const char* name,
+              const std::string& agent_path) {
+  if (dir.empty()) return false;
+  const std::string link = absl::StrCat(dir, "/", name);
+  return symlink(agent_path.c_str(), link.c_str()) == 0;
+}
+
 // kRshProgramName in `dir`, a link to this binary, for the MPIs that exec
 // their launcher as one program; empty when none could be made (Open
 // MPI's variables still work then).
 std::string MakeRshProgram(const std::string& dir,
                            const std::string& agent_path) {
-  if (dir.empty()) return "";
-  const std::string link = dir + "/" + kRshProgramName;
-  if (symlink(agent_path.c_str(), link.c_str()) != 0) return "";
-  return link;
+  if (!MakeLink(dir, kRshProgramName, agent_path)) return "";
+  return dir + "/" + kRshProgramName;
 }
 
 // `text` into a new file `path`, readable by this user only.
@@ -183,8 +189,8 @@ absl::StatusOr<EnvMap> WriteHostfiles(const std::string& dir,
 
 void RemovePrivateDir(const std::string& dir) {
   if (dir.empty()) return;
-  for (const char* name : {kRshProgramName, "hostfile", "hostfile.hydra",
-                           kLostHostsFile, kRshTokenFile}) {
+  for (const char* name : {kRshProgramName, kSshShimName, "hostfile",
+                           "hostfile.hydra", kLostHostsFile, kRshTokenFile}) {
     unlink(absl::StrCat(dir, "/", name).c_str());
   }
   rmdir(dir.c_str());
@@ -495,6 +501,10 @@ absl::StatusOr<SpawnedProcess> StartMpirun(const RunOptions& options,
     spec.env[name] = value;
   }
   if (!lost_file.empty()) spec.env[kLostHostsFileVariable] = lost_file;
+  if (MakeLink(dir, kSshShimName, agent)) {
+    const std::string path = Lookup(env, "PATH").value_or("/usr/bin:/bin");
+    spec.env["PATH"] = absl::StrCat(dir, ":", path);
+  }
   if (hosts.from_peers) {
     auto named = WriteHostfiles(dir, hosts.hosts,
                                 MpiSlotsPerHost(options.launch.nproc, env));
@@ -526,6 +536,10 @@ MpirunEnv PlanMpirunEnv(const RunOptions& options, const EnvMap& env,
     out.env[name] = value;
     out.sources[name] = "MPI launcher: rsh's setting, as the launcher has it";
   }
+  out.undecided["PATH"] = absl::StrCat(
+      private_dir.substr(0, private_dir.size() - 1),
+      " first, where `ssh` runs as distjob-agent rsh, for launchers that run "
+      "ssh themselves)");
   if (!options.security.token.empty() &&
       options.security_files.token_file.empty()) {
     out.undecided["DISTJOB_RDZV_TOKEN_FILE"] = absl::StrCat(

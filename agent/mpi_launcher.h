@@ -21,6 +21,11 @@ namespace distjob {
 // The name under which the binary runs as `rsh` (main.cc): Hydra and
 // Intel MPI exec their launcher as one program, without arguments.
 inline constexpr char kRshProgramName[] = "distjob-rsh";
+// The name of the link first on mpirun's PATH, so that a launcher that
+// runs `ssh HOST COMMAND` itself (horovodrun's host checks, pdsh under
+// DeepSpeed) reaches the workers' spawn servers too: the binary run under
+// it is `rsh`.
+inline constexpr char kSshShimName[] = "ssh";
 
 // The hosts whose spawn servers the launcher waits for (localhost is
 // mpirun's own), and where they were named.

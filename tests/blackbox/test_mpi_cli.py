@@ -137,6 +137,29 @@ def test_the_token_never_enters_a_spawned_commands_environment(run_agent,
     assert r.returncode == 9, r.stderr
 
 
+def test_a_launcher_that_runs_ssh_itself_reaches_the_spawn_servers(
+        run_agent, worker, tmp_path):
+    """horovodrun checks every host with `ssh -o ... HOST date` before it
+    runs mpirun, and DeepSpeed's pdsh runs ssh too: under the launcher,
+    `ssh` first on the PATH is the agent's rsh, not a real ssh (the test's
+    own fake one comes after it and fails the job if called)."""
+    fake = tmp_path / "no-ssh"
+    fake.mkdir()
+    (fake / "ssh").write_text("#!/bin/sh\necho 'fake ssh called' >&2\n"
+                              "exit 255\n")
+    (fake / "ssh").chmod(0o755)
+    env = {**worker["env"], "PATH": f"{fake}:/usr/bin:/bin"}
+    r = run_agent(["run", "--framework", "mpi", "--", "sh", "-c",
+                   "ssh -o PasswordAuthentication=no -o "
+                   "StrictHostKeyChecking=no -p 22 127.0.0.1 "
+                   "'echo via-ssh-$((6*7))' && ssh 127.0.0.1 date"],
+                  env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "via-ssh-42", r.stdout
+    assert "fake ssh called" not in r.stderr
+    assert "spawn: " in worker["log"].read_text()
+
+
 def test_the_launchers_end_of_the_job_ends_the_worker_with_its_code(
         worker):
     """A worker pod ends when the launcher says the job ended, with the
