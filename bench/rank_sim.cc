@@ -118,6 +118,8 @@ class Shard {
   int epoll_ = -1;
   int connecting_ = 0, unfinished_ = 0;
   std::string first_error_;
+  // The answer being parsed, kept so that its strings are reused.
+  Answer answer_;
 };
 
 void Shard::Run(absl::Time deadline) {
@@ -234,13 +236,12 @@ void Shard::OnReadable(int r) {
                                 "connection"));
   }
   size_t off = 0;
-  Answer answer;
   while (k.state == Rank::kRunning) {
     const size_t n =
-        ParseAnswer(k.expect, absl::string_view(k.in).substr(off), &answer);
+        ParseAnswer(k.expect, absl::string_view(k.in).substr(off), &answer_);
     if (n == 0) break;
     off += n;
-    absl::StatusOr<Expect> next = programs_[r].OnAnswer(answer, &k.out);
+    absl::StatusOr<Expect> next = programs_[r].OnAnswer(answer_, &k.out);
     if (!next.ok()) return Fail(r, std::string(next.status().message()));
     k.expect = *next;
     if (k.expect.kind == Expect::kNone) MarkDone(r);

@@ -88,6 +88,8 @@ struct Expect {
 struct Answer {
   int64_t number = 0;  // kI64
   uint8_t byte = 0;    // kU8
+  // kValues: ParseAnswer reuses the strings of the last answer parsed into
+  // it, so that one Answer kept per thread parses without allocating.
   std::vector<std::string> values;
 };
 
@@ -97,6 +99,8 @@ size_t ParseAnswer(const Expect& expect, absl::string_view data, Answer* out);
 
 // The value rank `rank` sets in the all-gather, `bytes` long.
 std::string RankValue(int rank, int bytes);
+// Whether `value` is RankValue(rank, bytes), without building it.
+bool IsRankValue(absl::string_view value, int rank, int bytes);
 
 // What one rank does at start, as a sequence of requests each ended by one
 // it waits for the answer of.

@@ -114,6 +114,37 @@ TEST(RankSimBarrier, RejectsACountOutsideTheWorld) {
   EXPECT_FALSE(p.OnAnswer(Number(4), &out).ok());
 }
 
+TEST(RankSimAnswers, AReusedAnswerHoldsOnlyTheLastValues) {
+  Answer a;
+  ASSERT_GT(
+      ParseAnswer({Expect::kValues, 3},
+                  Bytes("abc") + Bytes("d") + Bytes(std::string(40, 'e')), &a),
+      0u);
+  ASSERT_GT(ParseAnswer({Expect::kValues, 2}, Bytes("") + Bytes("f"), &a), 0u);
+  EXPECT_EQ(a.values, (std::vector<std::string>{"", "f"}));
+}
+
+TEST(RankSimValues, IsRankValueMatchesWhatRankValueBuilds) {
+  for (int rank : {0, 7, 25, 26, 12345}) {
+    for (int bytes : {1, 10, 30, 100, 128}) {
+      const std::string v = RankValue(rank, bytes);
+      EXPECT_TRUE(IsRankValue(v, rank, bytes)) << rank << " " << bytes;
+      // A value cut shorter than its rank's number says nothing of it.
+      if (bytes >= 10) {
+        EXPECT_FALSE(IsRankValue(v, rank + 1, bytes)) << rank << " " << bytes;
+      }
+    }
+  }
+  std::string v = RankValue(3, 100);
+  EXPECT_FALSE(IsRankValue(v, 3, 99));
+  EXPECT_FALSE(IsRankValue(v.substr(0, 99), 3, 100));
+  v.back() = 'z';
+  EXPECT_FALSE(IsRankValue(v, 3, 100));
+  v = RankValue(3, 100);
+  v[2] = 'X';
+  EXPECT_FALSE(IsRankValue(v, 3, 100));
+}
+
 TEST(RankSimNccl, OthersGetTheIdRankZeroSet) {
   std::string out;
   const SimOptions options = Options(Pattern::kNccl, 2, 512);
