@@ -51,6 +51,7 @@ struct Rank {
   int fd = -1;
   std::string in, out;
   size_t out_off = 0;
+  uint64_t received = 0;  // bytes of answers read
   Expect expect;
   absl::Time connect_start, connected, done;
 };
@@ -226,6 +227,7 @@ void Shard::OnReadable(int r) {
     const ssize_t got = read(k.fd, buf, sizeof(buf));
     if (got > 0) {
       k.in.append(buf, got);
+      k.received += got;
       continue;
     }
     if (got < 0 && (errno == EAGAIN || errno == EINTR)) break;
@@ -305,9 +307,11 @@ Json Report(const SimOptions& o, const std::vector<Rank>& ranks,
             absl::Time start, const ServerUse& before, const ServerUse& after) {
   static const char* const kNames[] = {"barrier", "nccl", "allgather"};
   int64_t passed = 0, connected = 0;
+  uint64_t received = 0;
   absl::Time last_connected = start, last_done = start;
   std::vector<double> connect_ms, latency_ms;
   for (const Rank& k : ranks) {
+    received += k.received;
     if (k.connected != absl::Time()) {
       ++connected;
       last_connected = std::max(last_connected, k.connected);
@@ -330,6 +334,9 @@ Json Report(const SimOptions& o, const std::vector<Rank>& ranks,
       {"all_connected_s",
        connected == n ? Json(Seconds(last_connected - start)) : Json()},
       {"all_done_s", passed == n ? Json(Seconds(last_done - start)) : Json()},
+      // Every answer byte the ranks read (an all-gather's O(N²)): with
+      // the server's CPU, its cost per byte.
+      {"bytes_received", static_cast<int64_t>(received)},
       {"connect_ms", Latency(std::move(connect_ms))},
       {"latency_ms", Latency(std::move(latency_ms))},
   };
