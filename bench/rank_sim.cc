@@ -12,8 +12,8 @@
 //       [--value-bytes 100] [--timeout-s 60] [--server-pid PID]
 //       [--prefix rank_sim/] [--dialect validated|legacy] [--hold]
 //
-// Exit 0 when every rank finished its pattern, 1 when one failed or the
-// deadline passed first, 2 for a bad flag.
+// Exit 0 when every rank finished its pattern, 1 when one failed (the
+// others stop there) or the deadline passed first, 2 for a bad flag.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -95,9 +96,14 @@ ServerUse ReadServerUse(int pid) {
 // epoll set.
 class Shard {
  public:
+  // `failed`: set by the first rank to fail, in any shard.
   Shard(const SimOptions& o, int index, std::vector<Rank>* ranks,
-        std::vector<RankProgram>* programs)
-      : o_(o), index_(index), ranks_(*ranks), programs_(*programs) {}
+        std::vector<RankProgram>* programs, std::atomic<bool>* failed)
+      : o_(o),
+        index_(index),
+        ranks_(*ranks),
+        programs_(*programs),
+        failed_(*failed) {}
 
   void Run(absl::Time deadline);
   const std::string& first_error() const { return first_error_; }
@@ -116,6 +122,7 @@ class Shard {
   const int index_;
   std::vector<Rank>& ranks_;
   std::vector<RankProgram>& programs_;
+  std::atomic<bool>& failed_;
   int epoll_ = -1;
   int connecting_ = 0, unfinished_ = 0;
   std::string first_error_;
@@ -129,7 +136,9 @@ void Shard::Run(absl::Time deadline) {
   const int n = static_cast<int>(ranks_.size());
   std::vector<epoll_event> events(1024);
   for (int r = index_; r < n; r += o_.threads) ++unfinished_;
-  while (absl::Now() < deadline) {
+  // One failed rank fails the run (no all_done_s): the others stop then,
+  // rather than wait out --timeout-s for a barrier that cannot complete.
+  while (absl::Now() < deadline && !failed_.load(std::memory_order_relaxed)) {
     for (; next < n && connecting_ < o_.max_connecting; next += o_.threads) {
       StartConnect(next);
     }
@@ -143,7 +152,10 @@ void Shard::Run(absl::Time deadline) {
   }
   for (int r = index_; r < n; r += o_.threads) {
     const Rank::State s = ranks_[r].state;
-    if (s != Rank::kDone && s != Rank::kFailed) {
+    if (s == Rank::kDone || s == Rank::kFailed) continue;
+    if (failed_.load(std::memory_order_relaxed)) {
+      Finish(r, Rank::kFailed);  // the rank that failed says why
+    } else {
       Fail(r, absl::StrCat("rank ", r, ": not done by --timeout-s"));
     }
   }
@@ -269,6 +281,7 @@ void Shard::Flush(int r) {
 
 void Shard::Fail(int r, const std::string& why) {
   if (first_error_.empty()) first_error_ = why;
+  failed_.store(true, std::memory_order_relaxed);
   Finish(r, Rank::kFailed);
 }
 
@@ -408,8 +421,9 @@ int Main(int argc, char** argv) {
   const int threads = std::min(o.threads, o.ranks);
   std::vector<Shard> shards;
   shards.reserve(threads);
+  std::atomic<bool> failed{false};
   for (int t = 0; t < threads; ++t)
-    shards.emplace_back(o, t, &ranks, &programs);
+    shards.emplace_back(o, t, &ranks, &programs, &failed);
   std::vector<std::thread> running;
   for (Shard& s : shards)
     running.emplace_back([&s, deadline] { s.Run(deadline); });
