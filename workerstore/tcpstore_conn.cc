@@ -53,7 +53,10 @@ size_t TcpStoreConn::ReturnInput(std::string* read_buffer) {
   } else {
     released = in.capacity();
   }
-  in = std::move(kept);
+  // Swapped, not move-assigned: assigning an empty (in-place) string keeps
+  // the destination's heap buffer, and a drained connection held on to
+  // the megabytes its last large frame took.
+  in.swap(kept);
   return released;
 }
 

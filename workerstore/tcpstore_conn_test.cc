@@ -53,6 +53,21 @@ TEST(TcpStoreConnTest, ADrainedConnectionGivesItsRequestBufferBack) {
   EXPECT_TRUE(read_buffer.empty());
 }
 
+TEST(TcpStoreConnTest, ADrainedConnectionGivesALargeRequestBufferBack) {
+  std::string read_buffer = "taken";
+  TcpStoreConn c;
+  // A 1 MiB frame's buffer, all of it served.
+  while (c.in.size() < (size_t{1} << 20)) {
+    c.ReadRoom(size_t{64} << 20);
+    c.in_len = c.in.size();
+  }
+  c.in_off = c.in_len;
+  const size_t large = c.in.capacity();
+  EXPECT_EQ(c.ReturnInput(&read_buffer), large);
+  EXPECT_LE(c.in.capacity(), kIdleBufferBytes);
+  EXPECT_EQ(c.Holds(), kConnBytes + c.in.capacity() + c.out.capacity());
+}
+
 TEST(TcpStoreConnTest, ARequestInPartIsKeptInASmallBuffer) {
   std::string read_buffer = "taken";
   TcpStoreConn c;
