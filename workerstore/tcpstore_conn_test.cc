@@ -3,6 +3,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <memory>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -99,6 +103,88 @@ TEST(TcpStoreConnTest, SendDrainsAndShrinksTheAnswerBuffer) {
     ASSERT_GT(n, 0);
     total += static_cast<size_t>(n);
   }
+  close(fds[0]);
+  close(fds[1]);
+}
+
+// What `fd` receives until `n` bytes came.
+std::string ReadAll(int fd, size_t n) {
+  std::string got;
+  char buf[65536];
+  while (got.size() < n) {
+    const ssize_t r = read(fd, buf, std::min(sizeof(buf), n - got.size()));
+    if (r <= 0) break;
+    got.append(buf, static_cast<size_t>(r));
+  }
+  return got;
+}
+
+TEST(TcpStoreConnTest, SharedValuesGoOutInOrderBetweenOwnBytes) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  TcpStoreConn c;
+  c.fd = fds[0];
+  c.out = "head";
+  auto value = std::make_shared<const std::string>("VALUE");
+  c.AppendShared(value);
+  c.AppendShared(value);
+  c.out += "tail";
+  EXPECT_EQ(c.PendingOutput(), 4u + 5 + 5 + 4);
+  // The shared bytes are not the connection's: its segments' bookkeeping.
+  EXPECT_EQ(c.Holds(), kConnBytes + c.in.capacity() + c.out.capacity() +
+                           c.queued_capacity +
+                           c.queued.capacity() * sizeof(TcpStoreOutSegment));
+  c.Send();
+  EXPECT_EQ(c.PendingOutput(), 0u);
+  EXPECT_EQ(c.queued.capacity(), 0u);  // freed once sent
+  EXPECT_EQ(ReadAll(fds[1], 18), "headVALUEVALUEtail");
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(TcpStoreConnTest, AValueInPlaceIsCopiedASharedOneReferred) {
+  TcpStoreConn c;
+  const TcpStoreValue small(std::string(100, 's'));
+  const TcpStoreValue large(std::string(kShareValuesFrom, 'l'));
+  c.AppendValue(small);
+  EXPECT_TRUE(c.queued.empty());
+  EXPECT_EQ(c.out, small.wire());
+  c.AppendValue(large);
+  ASSERT_EQ(c.queued.size(), 2u);  // the copy so far, then the shared one
+  EXPECT_EQ(c.queued.back().shared, large.shared());
+  EXPECT_EQ(c.PendingOutput(), small.wire().size() + large.wire().size());
+}
+
+// A socket that takes part of an answer at a time: each send resumes in
+// the middle of a segment, and the values stay alive while queued.
+TEST(TcpStoreConnTest, SendResumesInsideASharedValue) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds), 0);
+  const int small = 4096;
+  setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+  TcpStoreConn c;
+  c.fd = fds[0];
+  std::string want;
+  for (int i = 0; i < 600; ++i) {
+    // More segments than one sendmsg gathers, each dropped by its maker.
+    auto v = std::make_shared<const std::string>(1000 + i, 'a' + i % 26);
+    c.AppendShared(v);
+    want += *v;
+    if (i % 7 == 0) {
+      c.out += std::to_string(i);
+      want += std::to_string(i);
+    }
+  }
+  std::string got;
+  char buf[65536];
+  while (got.size() < want.size()) {
+    c.Send();
+    const ssize_t r = read(fds[1], buf, sizeof(buf));
+    if (r > 0) got.append(buf, static_cast<size_t>(r));
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(c.PendingOutput(), 0u);
+  EXPECT_EQ(c.queued_capacity, 0u);
   close(fds[0]);
   close(fds[1]);
 }

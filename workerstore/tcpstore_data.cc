@@ -3,8 +3,21 @@
 #include <utility>
 
 #include "workerstore/tcpstore_limits.h"
+#include "workerstore/tcpstore_protocol.h"
 
 namespace distjob {
+
+TcpStoreValue::TcpStoreValue(absl::string_view bytes) {
+  if (bytes.size() < kShareValuesFrom) {
+    own_.reserve(sizeof(uint64_t) + bytes.size());
+    tcpstore::AppendBytes(&own_, bytes);
+    return;
+  }
+  auto wire = std::make_shared<std::string>();
+  wire->reserve(sizeof(uint64_t) + bytes.size());
+  tcpstore::AppendBytes(wire.get(), bytes);
+  shared_ = std::move(wire);
+}
 
 size_t TcpStoreData::EntryBytes(size_t key, size_t value) {
   return key + value + kTcpStoreKeyBytes;
@@ -15,7 +28,7 @@ void TcpStoreData::Published() {
   bytes_.store(static_cast<int64_t>(total_bytes_), std::memory_order_relaxed);
 }
 
-const std::string* TcpStoreData::Find(absl::string_view key) const {
+const TcpStoreValue* TcpStoreData::Find(absl::string_view key) const {
   auto it = values_.find(key);
   return it == values_.end() ? nullptr : &it->second;
 }
@@ -34,15 +47,16 @@ bool TcpStoreData::Fits(absl::string_view key, size_t size) const {
   return after <= max_total_bytes_;
 }
 
-void TcpStoreData::Put(absl::string_view key, std::string value) {
+void TcpStoreData::Put(absl::string_view key, absl::string_view value) {
   auto it = values_.find(key);
   if (it == values_.end()) {
     total_bytes_ += EntryBytes(key.size(), value.size());
-    values_.emplace(std::string(key), std::move(value));
+    values_.emplace(std::string(key), TcpStoreValue(value));
   } else {
     total_bytes_ += value.size();
     total_bytes_ -= it->second.size();
-    it->second = std::move(value);
+    // A new buffer: answers still queued keep the old one.
+    it->second = TcpStoreValue(value);
   }
   Published();
 }

@@ -2,6 +2,7 @@
 
 #include "gtest/gtest.h"
 #include "workerstore/tcpstore_limits.h"
+#include "workerstore/tcpstore_protocol.h"
 
 namespace distjob {
 namespace {
@@ -15,12 +16,42 @@ TEST(TcpStoreDataTest, CountsEachEntryWithItsKeyAndValue) {
   EXPECT_EQ(d.total_bytes(), 2 + 1 + kTcpStoreKeyBytes);
   EXPECT_EQ(d.bytes(), static_cast<int64_t>(d.total_bytes()));
   ASSERT_NE(d.Find("/k"), nullptr);
-  EXPECT_EQ(*d.Find("/k"), "a");
+  EXPECT_EQ(d.Find("/k")->bytes(), "a");
   EXPECT_TRUE(d.Erase("/k"));
   EXPECT_FALSE(d.Erase("/k"));
   EXPECT_EQ(d.Find("/k"), nullptr);
   EXPECT_EQ(d.total_bytes(), 0u);
   EXPECT_EQ(d.keys(), 0);
+}
+
+TEST(TcpStoreDataTest, AValueIsHeldInTheFormAnAnswerSendsIt) {
+  TcpStoreData d(1 << 20);
+  d.Put("/k", "abc");
+  const TcpStoreValue* v = d.Find("/k");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->size(), 3u);
+  std::string answer;
+  tcpstore::AppendBytes(&answer, "abc");
+  EXPECT_EQ(v->wire(), answer);
+  EXPECT_EQ(v->shared(), nullptr);  // small: copied into answers
+  const std::string large(kShareValuesFrom, 'x');
+  d.Put("/large", large);
+  v = d.Find("/large");
+  ASSERT_NE(v->shared(), nullptr);
+  EXPECT_EQ(v->bytes(), large);
+  EXPECT_EQ(v->wire().size(), sizeof(uint64_t) + large.size());
+}
+
+TEST(TcpStoreDataTest, AnOverwrittenValueStaysWhileReferred) {
+  TcpStoreData d(1 << 20);
+  const std::string old_value(kShareValuesFrom, 'o');
+  d.Put("/k", old_value);
+  const std::shared_ptr<const std::string> queued = d.Find("/k")->shared();
+  d.Put("/k", std::string(kShareValuesFrom, 'n'));
+  EXPECT_EQ(d.Find("/k")->bytes(), std::string(kShareValuesFrom, 'n'));
+  EXPECT_EQ(queued->substr(sizeof(uint64_t)), old_value);
+  d.Erase("/k");
+  EXPECT_EQ(queued->substr(sizeof(uint64_t)), old_value);
 }
 
 TEST(TcpStoreDataTest, FitsAnswersForANewKeyAndForAReplacedValue) {

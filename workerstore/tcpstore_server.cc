@@ -195,7 +195,7 @@ class TcpStoreServer::Impl {
   // Closes every open connection quietly; returns how many.
   size_t CloseAllConns();
   // Sets `key` and answers the waits it completes.
-  void Put(absl::string_view key, std::string value);
+  void Put(absl::string_view key, absl::string_view value);
   // Answers parked waits that `key` (now present) completes; `one`: a
   // queue item, for one popper (TcpStoreWaits::ArrivedOnce).
   void Wake(absl::string_view key, bool one = false);
@@ -633,7 +633,7 @@ bool TcpStoreServer::Impl::OnPing(Conn& c, const tcpstore::Request& r) {
 
 bool TcpStoreServer::Impl::OnSet(Conn& c, const tcpstore::Request& r) {
   if (!Room(c, r.keys[0], r.values[0].size())) return false;
-  Put(r.keys[0], std::string(r.values[0]));
+  Put(r.keys[0], r.values[0]);
   streamed_ = true;
   return true;
 }
@@ -642,18 +642,18 @@ bool TcpStoreServer::Impl::OnMultiSet(Conn& c, const tcpstore::Request& r) {
   streamed_ = true;
   for (size_t i = 0; i < r.keys.size(); ++i) {
     if (!Room(c, r.keys[i], r.values[i].size())) return false;
-    Put(r.keys[i], std::string(r.values[i]));
+    Put(r.keys[i], r.values[i]);
   }
   return true;
 }
 
 bool TcpStoreServer::Impl::OnCompareSet(Conn& c, const tcpstore::Request& r) {
-  const std::string* current = data_.Find(r.keys[0]);
+  const TcpStoreValue* current = data_.Find(r.keys[0]);
   const absl::string_view expected = r.values[0], desired = r.values[1];
   if (current == nullptr) {
     if (expected.empty()) {
       if (!Room(c, r.keys[0], desired.size())) return false;
-      Put(r.keys[0], std::string(desired));
+      Put(r.keys[0], desired);
       tcpstore::AppendBytes(&c.out, desired);
     } else {
       // As TCPStore: the expected value comes back although the key
@@ -662,22 +662,22 @@ bool TcpStoreServer::Impl::OnCompareSet(Conn& c, const tcpstore::Request& r) {
     }
     return true;
   }
-  if (*current == expected) {
+  if (current->bytes() == expected) {
     if (!Room(c, r.keys[0], desired.size())) return false;
-    Put(r.keys[0], std::string(desired));
+    Put(r.keys[0], desired);
   }
-  tcpstore::AppendBytes(&c.out, *data_.Find(r.keys[0]));
+  tcpstore::AppendBytes(&c.out, data_.Find(r.keys[0])->bytes());
   return true;
 }
 
 bool TcpStoreServer::Impl::OnGet(Conn& c, const tcpstore::Request& r) {
-  const std::string* value = data_.Find(r.keys[0]);
+  const TcpStoreValue* value = data_.Find(r.keys[0]);
   if (value == nullptr) {
     // TCPStore's get throws here and drops the connection; its clients
     // always wait for the key first, so the key was deleted in between.
     return Violation(c, "get of a key that does not exist");
   }
-  tcpstore::AppendBytes(&c.out, *value);
+  c.AppendValue(*value);
   return true;
 }
 
@@ -686,7 +686,7 @@ bool TcpStoreServer::Impl::OnMultiGet(Conn& c, const tcpstore::Request& r) {
   // sized before any of it is queued.
   size_t answer = 0;
   for (absl::string_view k : r.keys) {
-    const std::string* value = data_.Find(k);
+    const TcpStoreValue* value = data_.Find(k);
     if (value == nullptr) {
       return Violation(c, "multi_get of a key that does not exist");
     }
@@ -698,17 +698,16 @@ bool TcpStoreServer::Impl::OnMultiGet(Conn& c, const tcpstore::Request& r) {
                                   " bytes over max_pending_output_", "bytes ",
                                   options_.max_pending_output_bytes));
   }
-  for (absl::string_view k : r.keys) {
-    tcpstore::AppendBytes(&c.out, *data_.Find(k));
-  }
+  // Large values are sent from the store's own buffers (AppendValue).
+  for (absl::string_view k : r.keys) c.AppendValue(*data_.Find(k));
   return true;
 }
 
 bool TcpStoreServer::Impl::OnAdd(Conn& c, const tcpstore::Request& r) {
   int64_t value = r.number;
-  if (const std::string* stored = data_.Find(r.keys[0])) {
+  if (const TcpStoreValue* stored = data_.Find(r.keys[0])) {
     int64_t old;
-    if (!tcpstore::ParseStoredInt(*stored, &old)) {
+    if (!tcpstore::ParseStoredInt(stored->bytes(), &old)) {
       return Violation(c, "add to a value that is not a decimal number");
     }
     if (__builtin_add_overflow(old, r.number, &value)) {
@@ -717,29 +716,30 @@ bool TcpStoreServer::Impl::OnAdd(Conn& c, const tcpstore::Request& r) {
   }
   std::string text = std::to_string(value);
   if (!Room(c, r.keys[0], text.size())) return false;
-  Put(r.keys[0], std::move(text));
+  Put(r.keys[0], text);
   tcpstore::AppendI64(&c.out, value);
   return true;
 }
 
 bool TcpStoreServer::Impl::OnAppend(Conn& c, const tcpstore::Request& r) {
-  const std::string* stored = data_.Find(r.keys[0]);
+  const TcpStoreValue* stored = data_.Find(r.keys[0]);
   if (stored == nullptr) {
     if (!Room(c, r.keys[0], r.values[0].size())) return false;
-    Put(r.keys[0], std::string(r.values[0]));
+    Put(r.keys[0], r.values[0]);
     return true;
   }
   const size_t max_value_bytes = options_.limits.max_value_bytes;
   std::string v;
   v.reserve(stored->size() + r.values[0].size());
-  v.append(*stored).append(r.values[0].data(), r.values[0].size());
+  v.append(stored->bytes().data(), stored->size())
+      .append(r.values[0].data(), r.values[0].size());
   if (v.size() > max_value_bytes) {
     return Violation(c, absl::StrCat("append makes a value over "
                                      "max_value_bytes ",
                                      max_value_bytes));
   }
   if (!Room(c, r.keys[0], v.size())) return false;
-  Put(r.keys[0], std::move(v));
+  Put(r.keys[0], v);
   return true;
 }
 
@@ -831,8 +831,8 @@ bool TcpStoreServer::Impl::AnswerFits(const Conn& c, size_t answer) const {
   return c.PendingOutput() + answer <= options_.max_pending_output_bytes;
 }
 
-void TcpStoreServer::Impl::Put(absl::string_view key, std::string value) {
-  data_.Put(key, std::move(value));
+void TcpStoreServer::Impl::Put(absl::string_view key, absl::string_view value) {
+  data_.Put(key, value);
   Wake(key);
 }
 

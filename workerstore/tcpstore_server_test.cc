@@ -640,6 +640,70 @@ TEST(TcpStoreServerTest, AllConnectionsBuffersTogetherAreBounded) {
   EXPECT_EQ(c.Bytes(), "1");
 }
 
+// A get or multi_get answer refers to the stored value rather than
+// copying it (TcpStoreValue): a value overwritten, then deleted, while an
+// answer holding it waits for its reader is still answered as it was.
+TEST(TcpStoreServerTest, AQueuedAnswerKeepsTheValueItWasGiven) {
+  TcpStoreServerOptions o;
+  o.max_pending_output_bytes = size_t{64} << 20;
+  auto server = StartServer(o);
+  Client writer(server->port());
+  const std::string old_value(1 << 20, 'a');
+  writer.Send(Q(Op::kSet) + Str("/v") + Str(old_value));
+  // Answered once the set is in: the readers' requests find the key.
+  writer.Send(Q(Op::kWait) + Keys({"/v"}));
+  ASSERT_EQ(writer.Recv(1), Byte(tcpstore::kStopWaiting));
+  // 48 MiB: more than the kernel's socket buffers take, so most of it
+  // waits in the server for the reader.
+  std::string keys = U64(48);
+  for (int i = 0; i < 48; ++i) keys += Str("/v");
+  Client reader(server->port());
+  reader.Send(Q(Op::kMultiGet) + keys);
+  ASSERT_TRUE(WaitFor([&] {
+    const auto s = server->Stats();
+    return s.requests.count("multi_get") && s.requests.at("multi_get") >= 1;
+  }));
+  writer.Send(Q(Op::kSet) + Str("/v") + Str(std::string(1 << 20, 'b')));
+  writer.Send(Q(Op::kGet) + Str("/v"));
+  EXPECT_TRUE(writer.Bytes() == std::string(1 << 20, 'b'));
+  writer.Send(Q(Op::kDeleteKey) + Str("/v"));
+  EXPECT_EQ(writer.Int(), 1);
+  // (Compared apart: a failure need not print 1 MiB.)
+  for (int i = 0; i < 48; ++i) ASSERT_TRUE(reader.Bytes() == old_value) << i;
+}
+
+// What answers of stored values wait to send is the store's bytes, not
+// the connection's: readers slow to take 24 MiB answers each do not pass
+// max_buffered_bytes (8 MiB), where copies of the values would have, and
+// got the connections holding the most closed.
+TEST(TcpStoreServerTest, QueuedValuesAreNotCountedAsConnectionBuffers) {
+  TcpStoreServerOptions o;
+  o.max_pending_output_bytes = size_t{64} << 20;
+  o.max_buffered_bytes = size_t{8} << 20;
+  auto server = StartServer(o);
+  Client writer(server->port());
+  const std::string value(1 << 20, 'v');
+  writer.Send(Q(Op::kSet) + Str("/v") + Str(value));
+  writer.Send(Q(Op::kWait) + Keys({"/v"}));
+  ASSERT_EQ(writer.Recv(1), Byte(tcpstore::kStopWaiting));
+  std::string keys = U64(24);
+  for (int i = 0; i < 24; ++i) keys += Str("/v");
+  std::vector<std::unique_ptr<Client>> readers;
+  for (int i = 0; i < 4; ++i) {
+    readers.push_back(std::make_unique<Client>(server->port()));
+    readers.back()->Send(Q(Op::kMultiGet) + keys);
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    const auto s = server->Stats();
+    return s.requests.count("multi_get") && s.requests.at("multi_get") >= 4;
+  }));
+  EXPECT_LT(server->Stats().buffered_bytes, 1 << 20);
+  for (auto& r : readers) {
+    for (int i = 0; i < 24; ++i) ASSERT_TRUE(r->Bytes() == value) << i;
+  }
+  EXPECT_EQ(server->Stats().protocol_errors, 0);
+}
+
 TEST(TcpStoreServerTest, AllowedPeersAreCheckedAtAccept) {
   auto server = StartServer();
   server->SetAllowedPeers({"10.1.2.3", "::1"});
