@@ -31,6 +31,7 @@ import harness  # noqa: E402  (descendants, wait_for: one copy for both)
 import mpi_start  # noqa: E402  (--only mpi_start)
 import worker_store_bench  # noqa: E402  (--only worker_store)
 import worker_store_scale  # noqa: E402  (--only worker_store_scale)
+import worker_store_allgather  # noqa: E402  (--only worker_store_allgather)
 AGENT = os.environ.get("DISTJOB_AGENT",
                        str(ROOT / "bazel-bin" / "agent" / "distjob-agent"))
 STAMP = str(ROOT / "bazel-bin" / "bench" / "stamp")
@@ -1653,6 +1654,8 @@ BENCHMARKS = {
     "etcd": bench_etcd,
     "worker_store_scale": lambda reps: worker_store_scale.
     bench_worker_store_scale(reps, AGENT),
+    "worker_store_allgather": lambda reps: worker_store_allgather.
+    bench_worker_store_allgather(reps, AGENT),
     "mpi_start": lambda reps: mpi_start.bench_mpi_start(reps, AGENT, STAMP),
 }
 # The sections that run store_bench, which links most of the agent: the

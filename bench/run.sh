@@ -26,6 +26,8 @@ wants() {  # wants SECTION...: whether the run includes one of them
 targets=(//bench:stamp)
 [ -n "${DISTJOB_AGENT:-}" ] || targets+=(//agent:distjob-agent)
 if wants store scale recover etcd; then targets+=(//bench:store_bench); fi
-if wants worker_store_scale; then targets+=(//bench:rank_sim); fi
+if wants worker_store_scale worker_store_allgather; then
+  targets+=(//bench:rank_sim)
+fi
 bazel build "${targets[@]}"
 exec /usr/bin/python3 bench/run.py "$@"

@@ -40,12 +40,13 @@ def fits(n, hard):
     return n + 512 <= hard
 
 
-def simulate(store, n, dialect, tag):
-    """One barrier of n ranks: the simulator's report, or None and why."""
+def simulate(store, n, dialect, tag, pattern="barrier", flags=()):
+    """One run of n ranks (a barrier unless `pattern` says otherwise): the
+    simulator's report, or None and why."""
     argv = [RANK_SIM, "--port", str(store.port), "--ranks", str(n),
-            "--pattern", "barrier", "--dialect", dialect,
+            "--pattern", pattern, "--dialect", dialect,
             "--timeout-s", str(CAP_S), "--server-pid", str(store.proc.pid),
-            "--prefix", f"{tag}/"]
+            "--prefix", f"{tag}/", *flags]
     try:
         done = subprocess.run(argv, capture_output=True, text=True,
                               timeout=CAP_S + 30)
