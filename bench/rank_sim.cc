@@ -15,6 +15,7 @@
 // Exit 0 when every rank finished its pattern, 1 when one failed (the
 // others stop there) or the deadline passed first, 2 for a bad flag.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -62,7 +63,31 @@ struct Rank {
 struct ServerUse {
   int64_t rss_kib = 0, peak_rss_kib = 0;
   double cpu_s = 0;
+  double wait_s = 0;  // its threads' time runnable but waiting for a CPU
 };
+
+// A thread's time runnable but not running (the second field of
+// /proc/.../schedstat, ns), in seconds; 0 when unreadable.
+double RunDelay(const std::string& schedstat) {
+  std::ifstream in(schedstat);
+  double running_ns = 0, waiting_ns = 0;
+  if (!(in >> running_ns >> waiting_ns)) return 0;
+  return waiting_ns / 1e9;
+}
+
+// The run delay of every thread of `pid` alive now.
+double ProcessRunDelay(int pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  double total = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    total += RunDelay(absl::StrCat(dir, "/", e->d_name, "/schedstat"));
+  }
+  closedir(d);
+  return total;
+}
 
 ServerUse ReadServerUse(int pid) {
   ServerUse u;
@@ -89,6 +114,7 @@ ServerUse ReadServerUse(int pid) {
     if (i >= 12) ticks += std::strtod(field.c_str(), nullptr);
   }
   u.cpu_s = ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  u.wait_s = ProcessRunDelay(pid);
   return u;
 }
 
@@ -107,6 +133,8 @@ class Shard {
 
   void Run(absl::Time deadline);
   const std::string& first_error() const { return first_error_; }
+  // Seconds this shard's thread was runnable but waiting for a CPU.
+  double wait_s() const { return wait_s_; }
 
  private:
   void StartConnect(int r);
@@ -126,11 +154,15 @@ class Shard {
   int epoll_ = -1;
   int connecting_ = 0, unfinished_ = 0;
   std::string first_error_;
+  double wait_s_ = 0;
   // The answer being parsed, kept so that its strings are reused.
   Answer answer_;
 };
 
 void Shard::Run(absl::Time deadline) {
+  // On a shared machine the run's time is partly others': how long the
+  // simulator waited for a CPU says how much (the server's, ReadServerUse).
+  const double delay_before = RunDelay("/proc/thread-self/schedstat");
   epoll_ = epoll_create1(EPOLL_CLOEXEC);
   int next = index_;
   const int n = static_cast<int>(ranks_.size());
@@ -160,6 +192,7 @@ void Shard::Run(absl::Time deadline) {
     }
   }
   close(epoll_);  // the connections stay open for --hold
+  wait_s_ = RunDelay("/proc/thread-self/schedstat") - delay_before;
 }
 
 void Shard::StartConnect(int r) {
@@ -317,7 +350,8 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 // The one report line: times from the start of the run, per-rank
 // latencies (connect: its connect's; latency: connected to done).
 Json Report(const SimOptions& o, const std::vector<Rank>& ranks,
-            absl::Time start, const ServerUse& before, const ServerUse& after) {
+            absl::Time start, const ServerUse& before, const ServerUse& after,
+            double sim_wait_s) {
   static const char* const kNames[] = {"barrier", "nccl", "allgather"};
   int64_t passed = 0, connected = 0;
   uint64_t received = 0;
@@ -352,13 +386,16 @@ Json Report(const SimOptions& o, const std::vector<Rank>& ranks,
       {"bytes_received", static_cast<int64_t>(received)},
       {"connect_ms", Latency(std::move(connect_ms))},
       {"latency_ms", Latency(std::move(latency_ms))},
+      // The simulator's threads' time runnable but waiting for a CPU.
+      {"sim_wait_s", sim_wait_s},
   };
   if (o.server_pid != 0) {
     report["server"] = {{"pid", o.server_pid},
                         {"rss_kib_before", before.rss_kib},
                         {"rss_kib_after", after.rss_kib},
                         {"peak_rss_kib", after.peak_rss_kib},
-                        {"cpu_s", after.cpu_s - before.cpu_s}};
+                        {"cpu_s", after.cpu_s - before.cpu_s},
+                        {"wait_s", after.wait_s - before.wait_s}};
   }
   return report;
 }
@@ -429,7 +466,9 @@ int Main(int argc, char** argv) {
     running.emplace_back([&s, deadline] { s.Run(deadline); });
   for (std::thread& t : running) t.join();
   const ServerUse after = ReadServerUse(o.server_pid);
-  const Json report = Report(o, ranks, start, before, after);
+  double sim_wait_s = 0;
+  for (const Shard& s : shards) sim_wait_s += s.wait_s();
+  const Json report = Report(o, ranks, start, before, after, sim_wait_s);
   std::printf("%s\n", DumpJson(report).c_str());
   std::fflush(stdout);
   for (const Shard& s : shards) {

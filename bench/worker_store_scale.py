@@ -108,7 +108,8 @@ def bench_worker_store_scale(reps, agent):
                     continue
                 times.setdefault(n, {}).setdefault(side, []).append(
                     report["all_done_s"])
-                use.setdefault((side, n), []).append(report["server"])
+                use.setdefault((side, n), []).append(
+                    dict(report["server"], sim_wait_s=report["sim_wait_s"]))
     load = (load_before, os.getloadavg()[0])
     return rows(times, use, failed, skipped, hard, load)
 
@@ -126,7 +127,14 @@ def rows(times, use, failed, skipped, hard, load):
         peak = max(s["peak_rss_kib"] for s in servers)
         grown = statistics.median(
             s["rss_kib_after"] - s["rss_kib_before"] for s in servers)
-        figures.append(f"{names[side]} at {n}: {cpu:.2f} CPU s, peak RSS "
+        # Time runnable but waiting for a CPU (/proc schedstat): what the
+        # machine's other load added to the run (2026-11-29's 16K figure,
+        # 5.56 s against 0.8-0.9 s run alone, was taken at a load of 6-7).
+        wait = statistics.median(s["wait_s"] for s in servers)
+        sim_wait = statistics.median(s["sim_wait_s"] for s in servers)
+        figures.append(f"{names[side]} at {n}: {cpu:.2f} CPU s, "
+                       f"{wait:.2f} s waiting for a CPU (the simulator "
+                       f"{sim_wait:.2f} s), peak RSS "
                        f"{peak / 1024:.0f} MiB, {grown * 1024 / n:.0f} B "
                        "more RSS a connection")
     note = ("bench/rank_sim, pattern barrier (every rank adds to a counter, "
@@ -139,7 +147,9 @@ def rows(times, use, failed, skipped, hard, load):
             "numbering, with the handshake); the torchrun column is "
             f"{worker_store_bench.torch_version()}'s TCPStore server in a "
             "Python process (the legacy backend; 1.13's numbering). Server "
-            "use (median over runs): " + "; ".join(figures) + ".")
+            "use (median over runs; the time its threads and the "
+            "simulator's were runnable but waiting for a CPU, which other "
+            "load on the machine adds): " + "; ".join(figures) + ".")
     # The machine is shared: what else ran shows in its load.
     note += (f" 1-minute load average {load[0]:.1f} before and {load[1]:.1f} "
              f"after, on {os.cpu_count()} CPUs.")
