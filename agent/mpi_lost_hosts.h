@@ -38,10 +38,11 @@ struct LostHost {
 absl::Status CreateLostHostsFile(const std::string& path);
 
 // Appends `host`, `why` and whether the call was `refused` to the file
-// kLostHostsFileVariable names in `env`, when it names one. The file must already exist and be a regular
-// file (the launcher made it): a record is one short line written with
-// O_APPEND, so the rsh processes of one mpirun never interleave. Failing
-// to record is silent: rsh's own exit code still tells mpirun.
+// kLostHostsFileVariable names in `env`, when it names one. The file must
+// already exist and be a regular file (the launcher made it): a record is one
+// short line written with O_APPEND, so the rsh processes of one mpirun never
+// interleave. Failing to record is silent: rsh's own exit code still tells
+// mpirun.
 void RecordLostHost(const EnvMap& env, absl::string_view host,
                     absl::string_view why, bool refused = false);
 
