@@ -148,6 +148,7 @@ void TcpStoreServer::Impl::Loop() {
       if (still != conns_.end()) Account(*still->second);
       ShedBuffers();
     }
+    if (accept_pending_ && !accept_paused_) Accept();
     ClearIfAsked();
     warnings_.TellOverdue();
     if (trim_.Due(absl::Now())) TrimHeap();
@@ -215,6 +216,7 @@ void TcpStoreServer::Impl::ResumeAccept() {
 }
 
 void TcpStoreServer::Impl::Accept() {
+  accept_pending_ = false;
   for (int i = 0; i < 64; ++i) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
@@ -280,6 +282,7 @@ void TcpStoreServer::Impl::Accept() {
     clients_.store(static_cast<int64_t>(conns_.size()),
                    std::memory_order_relaxed);
   }
+  accept_pending_ = true;
 }
 
 void TcpStoreServer::Impl::OnReadable(Conn& c) {

@@ -227,6 +227,12 @@ class TcpStoreServer::Impl {
   // event adds.
   size_t buffered_ = 0;
   bool accept_paused_ = false;  // out of file descriptors
+  // The last Accept() stopped at its batch, with more perhaps queued: the
+  // loop accepts again next pass. epoll reports the listener as one of
+  // up to 16K ready sockets, one pass in 64 under a 16K-rank all-gather,
+  // and ranks still connecting overflowed the kernel's queue (reset after
+  // a minute) while the ranks already in kept every pass busy.
+  bool accept_pending_ = false;
   std::chrono::steady_clock::time_point accept_paused_at_;
   PeerBudgets budgets_;
   RateLimitedWarnings warnings_{"tcpstore"};
