@@ -1,7 +1,5 @@
 #include "spawn/spawn_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/loopback_testing.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/spawn.grpc.pb.h"
@@ -361,16 +360,7 @@ TEST_F(SpawnServerTest, OutputComesInChunksOfAtMostTheLimit) {
 // A raw connection from `from` (any 127/8 address) that has sent HTTP/2's
 // preface.
 int Connect(int port, const char* from = "127.0.0.1") {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in src = {};
-  src.sin_family = AF_INET;
-  inet_pton(AF_INET, from, &src.sin_addr);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)), 0);
-  sockaddr_in dst = {};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)), 0);
+  const int fd = ConnectLoopback(port, from);
   const std::string preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
   EXPECT_EQ(send(fd, preface.data(), preface.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(preface.size()));

@@ -1,8 +1,6 @@
 #include "workerstore/tcpstore_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -21,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/loopback_testing.h"
 #include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
 #include "workerstore/tcpstore_protocol.h"
@@ -72,16 +71,7 @@ class Client {
   // `from`: the loopback address to connect from (a peer of its own).
   explicit Client(int port, bool validate = true,
                   const char* from = "127.0.0.1") {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in src{};
-    src.sin_family = AF_INET;
-    inet_pton(AF_INET, from, &src.sin_addr);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof(src)), 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    fd_ = ConnectLoopback(port, from);
     if (validate) Send(Q(Op::kValidate) + U32(tcpstore::kValidateMagic));
   }
   ~Client() { Close(); }

@@ -1,7 +1,5 @@
 #include "rendezvous/store/server/conn_limiter.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/loopback_testing.h"
 #include "gtest/gtest.h"
 
 namespace distjob {
@@ -56,21 +55,6 @@ bool WaitFor(const std::function<bool()>& done,
     absl::SleepFor(absl::Milliseconds(5));
   }
   return true;
-}
-
-// A client socket from `from` (any 127/8 address) to the limiter.
-int Connect(int port, const char* from = "127.0.0.1") {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in src = {};
-  src.sin_family = AF_INET;
-  inet_pton(AF_INET, from, &src.sin_addr);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src)), 0);
-  sockaddr_in dst = {};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)), 0);
-  return fd;
 }
 
 void Send(int fd, const std::string& bytes) {
@@ -117,7 +101,7 @@ TEST(ConnLimiterTest, CapsOnePeerAndCountsDropWhenConnectionsEnd) {
   auto l = Start(limits, &handed);
   std::vector<int> clients;
   for (int i = 0; i < 10; ++i) {
-    clients.push_back(Connect(l->port()));
+    clients.push_back(ConnectLoopback(l->port()));
     Send(clients.back(), "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
   }
   ASSERT_TRUE(WaitFor([&] { return l->Stats().refused == 6; }))
@@ -128,7 +112,7 @@ TEST(ConnLimiterTest, CapsOnePeerAndCountsDropWhenConnectionsEnd) {
   handed.EndAll();
   ASSERT_TRUE(WaitFor([&] { return l->Stats().open == 0; })) << l->Stats().open;
   // So do connections the client ends.
-  const int again = Connect(l->port());
+  const int again = ConnectLoopback(l->port());
   Send(again, "PRI");
   ASSERT_TRUE(WaitFor([&] { return handed.size() == 1; }));
   EXPECT_EQ(l->Stats().open, 1);
@@ -145,16 +129,16 @@ TEST(ConnLimiterTest, ANewAddressEvictsTheOldestOfTheBiggestAtTheCap) {
   auto l = Start(limits, &handed);
   std::vector<int> flood;
   for (int i = 0; i < 4; ++i) {
-    flood.push_back(Connect(l->port(), "127.0.0.2"));
+    flood.push_back(ConnectLoopback(l->port(), "127.0.0.2"));
     Send(flood.back(), "PRI");
   }
   ASSERT_TRUE(WaitFor([&] { return handed.size() == 4; }));
   // The same address gets no more...
-  const int more = Connect(l->port(), "127.0.0.2");
+  const int more = ConnectLoopback(l->port(), "127.0.0.2");
   EXPECT_TRUE(ClosedByServer(more));
   EXPECT_EQ(l->Stats().refused, 1);
   // ...a member elsewhere gets in, in place of the flood's oldest.
-  const int member = Connect(l->port(), "127.0.0.1");
+  const int member = ConnectLoopback(l->port(), "127.0.0.1");
   Send(member, "PRI");
   ASSERT_TRUE(WaitFor([&] { return handed.size() == 5; }));
   EXPECT_EQ(l->Stats().evicted, 1);
@@ -170,7 +154,7 @@ TEST(ConnLimiterTest, ASilentConnectionIsClosedAtItsDeadline) {
   ConnLimits limits;
   limits.first_bytes_timeout = absl::Milliseconds(200);
   auto l = Start(limits, &handed);
-  const int silent = Connect(l->port());
+  const int silent = ConnectLoopback(l->port());
   EXPECT_TRUE(ClosedByServer(silent));
   EXPECT_TRUE(WaitFor([&] { return l->Stats().open == 0; }));
   EXPECT_EQ(handed.size(), 0u);
@@ -180,7 +164,7 @@ TEST(ConnLimiterTest, ASilentConnectionIsClosedAtItsDeadline) {
 TEST(ConnLimiterTest, APlaintextClientOfATlsStoreGetsAGrpcErrorSayingSo) {
   Handed handed;
   auto l = Start({}, &handed, /*tls=*/true);
-  const int c = Connect(l->port());
+  const int c = ConnectLoopback(l->port());
   // The preface, an empty SETTINGS, then HEADERS on stream 1 (contents
   // are not read).
   std::string hello = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -200,7 +184,7 @@ TEST(ConnLimiterTest, APlaintextClientOfATlsStoreGetsAGrpcErrorSayingSo) {
 TEST(ConnLimiterTest, ATlsClientOfAPlaintextStoreIsAnsweredInPlaintext) {
   Handed handed;
   auto l = Start({}, &handed, /*tls=*/false);
-  const int c = Connect(l->port());
+  const int c = ConnectLoopback(l->port());
   Send(c, std::string("\x16\x03\x01\x00\x05hello", 10));
   const std::string answer = ReadToEnd(c);
   EXPECT_EQ(answer.rfind(kStoreSpeaksPlaintext, 0), 0u) << answer;
@@ -212,7 +196,7 @@ TEST(ConnLimiterTest, ATlsClientOfAPlaintextStoreIsAnsweredInPlaintext) {
 TEST(ConnLimiterTest, StopReturnsPromptlyWithConnectionsOpen) {
   Handed handed;
   auto l = Start({}, &handed);
-  const int silent = Connect(l->port());
+  const int silent = ConnectLoopback(l->port());
   const absl::Time t0 = absl::Now();
   l->Stop();
   EXPECT_LT(absl::Now() - t0, absl::Seconds(1));

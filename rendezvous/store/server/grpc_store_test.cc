@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/loopback_testing.h"
 #include "common/thread_state_testing.h"
 #include "gtest/gtest.h"
 #include "rendezvous/store/grpc_store_client.h"
@@ -654,12 +655,7 @@ TEST(GrpcStoreTest, CloseEndsTheWaitForTheFirstConnection) {
 
 // A raw HTTP/2 client: the preface and an empty SETTINGS, then nothing.
 int OpenHttp2(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in dst = {};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof(dst)), 0);
+  const int fd = ConnectLoopback(port);
   const std::string hello = std::string("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n") +
                             std::string("\0\0\0\x04\0\0\0\0\0", 9);
   EXPECT_EQ(send(fd, hello.data(), hello.size(), MSG_NOSIGNAL),
