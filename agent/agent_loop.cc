@@ -22,6 +22,7 @@
 #include "agent/env_command.h"
 #include "agent/exit_codes.h"
 #include "agent/failure_report.h"
+#include "agent/fd_needs.h"
 #include "agent/fd_reserve.h"
 #include "agent/health.h"
 #include "agent/mpi_plan.h"
@@ -212,7 +213,8 @@ class AgentRun {
           ChooseRendezvous(launch.standalone, launch.max_nodes,
                            launch.rdzv_backend) == RendezvousKind::kDynamic;
       worker_store_ = std::make_shared<WorkerStore>(
-          elastic && !plan_.security.token.empty());
+          elastic && !plan_.security.token.empty(),
+          NeedsOf(launch).worker_store_connections);
       observer_.WorkerStore([weak = std::weak_ptr<WorkerStore>(worker_store_)]()
                                 -> std::optional<TcpStoreStats> {
         auto alive = weak.lock();

@@ -7,11 +7,14 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/resolver.h"
+#include "workerstore/tcpstore_sizing.h"
 
 namespace distjob {
 
-WorkerStore::WorkerStore(bool restrict_peers, Resolve resolve, Clock clock)
+WorkerStore::WorkerStore(bool restrict_peers, size_t connections,
+                         Resolve resolve, Clock clock)
     : restrict_peers_(restrict_peers),
+      connections_(connections),
       resolve_(resolve ? std::move(resolve) : ResolveNames),
       clock_(clock != nullptr ? clock : absl::Now) {
   if (restrict_peers_) allowed_ = {"127.0.0.1", "::1"};
@@ -22,7 +25,7 @@ WorkerStore::~WorkerStore() { Stop(); }
 absl::StatusOr<int> WorkerStore::Serve(const std::string& host, int port) {
   absl::MutexLock lock(&mu_);
   if (server_ != nullptr) return server_->port();
-  TcpStoreServerOptions options;
+  TcpStoreServerOptions options = TcpStoreOptionsFor(connections_);
   // A name may not resolve inside a static binary, and the workers reach
   // it by whatever address it has: every interface then.
   options.host = IsIpLiteral(host) ? host : "::";

@@ -31,10 +31,12 @@ class WorkerStore : public WorkerStoreHost {
   using Clock = absl::Time (*)();
 
   // `restrict_peers`: the job has a rendezvous token, so only loopback and
-  // the round's members may connect. `resolve` unset: ResolveNames;
-  // `clock` unset: absl::Now (it bounds AllowMembers' pass).
-  explicit WorkerStore(bool restrict_peers, Resolve resolve = nullptr,
-                       Clock clock = nullptr);
+  // the round's members may connect. `connections`: the clients the job's
+  // declared size brings (agent/fd_needs.h), which the server's caps grow
+  // to admit (workerstore/tcpstore_sizing.h). `resolve` unset:
+  // ResolveNames; `clock` unset: absl::Now (it bounds AllowMembers' pass).
+  explicit WorkerStore(bool restrict_peers, size_t connections = 0,
+                       Resolve resolve = nullptr, Clock clock = nullptr);
   ~WorkerStore() override;
 
   absl::StatusOr<int> Serve(const std::string& host, int port) override;
@@ -52,6 +54,7 @@ class WorkerStore : public WorkerStoreHost {
 
  private:
   const bool restrict_peers_;
+  const size_t connections_;
   const Resolve resolve_;
   const Clock clock_;
   absl::Mutex mu_;

@@ -42,7 +42,8 @@ constexpr absl::Duration kTimeout = absl::Seconds(10);
 
 TEST(WorkerStoreTest, WithoutATokenAnyoneMayConnect) {
   FakeDns dns;
-  WorkerStore store(/*restrict_peers=*/false, dns.Resolver());
+  WorkerStore store(/*restrict_peers=*/false, /*connections=*/0,
+                    dns.Resolver());
   MemberAdmission admission;
   auto status = store.AllowMembers({"10.0.0.1"}, kTimeout, nullptr, &admission);
   ASSERT_TRUE(status.ok()) << status;
@@ -53,7 +54,7 @@ TEST(WorkerStoreTest, WithoutATokenAnyoneMayConnect) {
 
 TEST(WorkerStoreTest, WithATokenOnlyLoopbackBeforeAnyRound) {
   FakeDns dns;
-  WorkerStore store(/*restrict_peers=*/true, dns.Resolver());
+  WorkerStore store(/*restrict_peers=*/true, /*connections=*/0, dns.Resolver());
   EXPECT_THAT(store.AllowedPeers(), ElementsAre("127.0.0.1", "::1"));
 }
 
@@ -62,7 +63,7 @@ TEST(WorkerStoreTest, MembersAreResolvedAndReplacedEachRound) {
   dns.table = {{"pod-0.job", {"10.0.0.1", "fd00::1"}},
                {"pod-1.job", {"10.0.0.2"}},
                {"10.0.0.3", {"10.0.0.3"}}};
-  WorkerStore store(/*restrict_peers=*/true, dns.Resolver());
+  WorkerStore store(/*restrict_peers=*/true, /*connections=*/0, dns.Resolver());
   MemberAdmission admission;
   auto status = store.AllowMembers({"pod-0.job", "pod-1.job"}, kTimeout,
                                    nullptr, &admission);
@@ -93,7 +94,7 @@ TEST(WorkerStoreTest, AllMembersResolvedInOnePass) {
     members.push_back(name);
     dns.table[name] = {absl::StrCat("10.1.", i / 256, ".", i % 256)};
   }
-  WorkerStore store(/*restrict_peers=*/true, dns.Resolver());
+  WorkerStore store(/*restrict_peers=*/true, /*connections=*/0, dns.Resolver());
   MemberAdmission admission;
   auto status = store.AllowMembers(members, absl::Milliseconds(2500), nullptr,
                                    &admission);
@@ -129,7 +130,7 @@ WorkerStore::Resolve SlowDns(absl::Time* now, absl::Duration per_name) {
 
 TEST(WorkerStoreTest, TheTimeoutBoundsThePass) {
   fake_now = absl::UnixEpoch();
-  WorkerStore store(/*restrict_peers=*/true,
+  WorkerStore store(/*restrict_peers=*/true, /*connections=*/0,
                     SlowDns(&fake_now, absl::Seconds(1)), FakeNow);
   std::vector<std::string> members;
   for (int i = 0; i < 100; ++i) members.push_back(absl::StrCat("n", i));
@@ -147,7 +148,7 @@ TEST(WorkerStoreTest, TheTimeoutBoundsThePass) {
 
 TEST(WorkerStoreTest, CancelEndsThePassAndKeepsTheLastAllowList) {
   fake_now = absl::UnixEpoch();
-  WorkerStore store(/*restrict_peers=*/true,
+  WorkerStore store(/*restrict_peers=*/true, /*connections=*/0,
                     SlowDns(&fake_now, absl::Milliseconds(1)), FakeNow);
   std::vector<std::string> members;
   for (int i = 0; i < 1000; ++i) members.push_back(absl::StrCat("n", i));
@@ -163,7 +164,8 @@ TEST(WorkerStoreTest, CancelEndsThePassAndKeepsTheLastAllowList) {
 
 TEST(WorkerStoreTest, NotServingHasNoStats) {
   FakeDns dns;
-  WorkerStore store(/*restrict_peers=*/false, dns.Resolver());
+  WorkerStore store(/*restrict_peers=*/false, /*connections=*/0,
+                    dns.Resolver());
   EXPECT_FALSE(store.Stats().has_value());
   store.Stop();  // nothing to stop
   EXPECT_FALSE(store.Stats().has_value());
@@ -171,7 +173,7 @@ TEST(WorkerStoreTest, NotServingHasNoStats) {
 
 TEST(WorkerStoreTest, ServesOncePortKeptUntilStopped) {
   FakeDns dns;
-  WorkerStore store(/*restrict_peers=*/true, dns.Resolver());
+  WorkerStore store(/*restrict_peers=*/true, /*connections=*/0, dns.Resolver());
   auto port = store.Serve("127.0.0.1", 0);
   ASSERT_TRUE(port.ok()) << port.status();
   EXPECT_GT(*port, 0);

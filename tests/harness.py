@@ -306,6 +306,10 @@ TCPSTORE_SERVER = os.environ.get(
     "DISTJOB_TCPSTORE_SERVER",
     str(ROOT / "bazel-bin" / "workerstore" / "tcpstore_server_main"))
 
+# //bench:rank_sim, the TCPStore rank simulator (DISTJOB_RANK_SIM overrides).
+RANK_SIM = os.environ.get("DISTJOB_RANK_SIM",
+                          str(ROOT / "bazel-bin" / "bench" / "rank_sim"))
+
 # PyTorch's own TCPStore server (Debian's 1.13: the legacy one): prints its
 # port, serves until stdin closes.
 _REAL_TCPSTORE_SERVER = """

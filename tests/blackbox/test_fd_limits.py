@@ -3,14 +3,18 @@ start (its workers inherit it), and each store's connection cap is what
 that limit leaves after the other store's need for the job's declared
 size. A cut is said once, at info; it is a warning, naming the numbers,
 only when it leaves fewer connections than the job needs (README,
-*Limits*)."""
+*Limits*). A job declared beyond the workers' store's default caps grows
+them: its ranks are admitted without flags."""
 
+import json
 import re
 import resource
+import socket
+import subprocess
 
 import pytest
 
-from harness import free_port, wait_for
+from harness import RANK_SIM, free_port, raise_fd_limit, wait_for
 
 HARD = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
@@ -99,3 +103,41 @@ def test_a_store_cap_below_the_jobs_need_warns_naming_it(
     assert agent.poll() is None
     for text in says:
         assert text in line, line
+
+
+def listening(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+# Node 0 of 9,000 static one-rank nodes serves the store that the static
+# rendezvous and the workers share: the job's declared size needs 18,000
+# connections (a 1.13 rank opens two), beyond the default 16,384, and the
+# 20,000 descriptors hold them. 17,000 simulated ranks (bench/rank_sim, a
+# connection each) all pass a barrier through it while node 0 still waits
+# for the other nodes: at the default cap, 616 of them were refused.
+def test_the_workers_store_grows_with_the_jobs_declared_size(
+        start_agent, tmp_path):
+    ranks = 17000
+    raise_fd_limit(ranks + 512)  # the simulator's, inherited
+    port = free_port()
+    log = tmp_path / "agent.log"
+    agent = start_agent(
+        ["run", "--nnodes", "9000", "--node-rank", "0", "--nproc-per-node",
+         "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+         "--", "sleep", "60"],
+        log=log, preexec_fn=under_nofile(20000, 20000))
+    wait_for(lambda: listening(port), timeout=30, what="node 0's store")
+    sim = subprocess.run(
+        [RANK_SIM, "--port", str(port), "--ranks", str(ranks), "--pattern",
+         "barrier", "--timeout-s", "60", "--prefix", "grown/"],
+        capture_output=True, text=True, timeout=120)
+    assert sim.returncode == 0, sim.stderr
+    report = json.loads(sim.stdout.splitlines()[0])
+    assert report["connected"] == ranks, report
+    assert report["passed"] == ranks, report
+    assert agent.poll() is None
+    assert warnings_about_caps(log.read_text()) == [], log.read_text()

@@ -16,11 +16,8 @@ import subprocess
 
 import pytest
 
-from harness import (ROOT, Background, RealTcpStoreServer, TcpStoreServer,
-                     raise_fd_limit)
-
-SIM = os.environ.get("DISTJOB_RANK_SIM",
-                     str(ROOT / "bazel-bin" / "bench" / "rank_sim"))
+from harness import (RANK_SIM as SIM, Background, RealTcpStoreServer,
+                     TcpStoreServer, raise_fd_limit)
 
 RANKS = 2000
 # The simulator's own bound on every wait; a run at this size takes well
