@@ -50,19 +50,6 @@ def _env():
     return env
 
 
-def _port_on_workers():
-    """A port free on every worker address (the pods' port is the same)."""
-    for _ in range(50):
-        port = harness.free_port(WORKERS[0])
-        with socket.socket() as s:
-            try:
-                s.bind((WORKERS[1], port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no port free on both worker addresses")
-
-
 def _accepts(host, port):
     with socket.socket() as s:
         s.settimeout(0.5)
@@ -230,7 +217,7 @@ def one_job(side, agent, stamp):
         if pods:
             stack.callback(pods.close)  # after the servers are gone
         stack.enter_context(background)
-        port = _port_on_workers()
+        port = harness.free_port_on(WORKERS)
         stamps = tmp / "stamps"
         job = _job(stamp, tmp, stamps, local=side == LOCAL)
         env = {**_env(), "TMPDIR": str(_pod_dir(tmp, "tmp-launcher"))}

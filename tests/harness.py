@@ -238,6 +238,16 @@ def free_port(host="127.0.0.1"):
     return free_ports(1, host)[0]
 
 
+def free_port_on(hosts):
+    """A port free on every address of `hosts`, as pods that all serve on
+    one port (the MPI spawn servers) need."""
+    for _ in range(50):
+        port = free_port(hosts[0])
+        if all(_bindable(port, h) for h in hosts[1:]):
+            return port
+    raise RuntimeError(f"no port free on every one of {', '.join(hosts)}")
+
+
 def spawn(argv, env=None, log=None, stdout=None, **popen_kwargs):
     """Starts `argv` in the background (`env`: the whole environment, None
     to inherit). `log`, a path, receives its stderr, and its stdout too

@@ -14,14 +14,13 @@ import dataclasses
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
 import pytest
 
 from harness import (CLEAN_JOB_ENV, MPI_ALLREDUCE_PY, MPI_EXPECTED, PYTHON,
-                     build_mpich_allreduce, descendants, free_port,
+                     build_mpich_allreduce, descendants, free_port_on,
                      kill_tree, mpi_ranks, no_ssh_dir, wait_for)
 
 WORKERS = ("127.0.0.2", "127.0.0.3")
@@ -82,19 +81,6 @@ def program(mpi, tmp_path):
     return [str(build_mpich_allreduce(tmp_path))]
 
 
-def _free_on_workers():
-    """A port free on every worker address."""
-    for _ in range(50):
-        port = free_port(WORKERS[0])
-        with socket.socket() as s:
-            try:
-                s.bind((WORKERS[1], port))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no port free on both worker addresses")
-
-
 def _launcher_env(tmp_path):
     """The job's environment: the token, the port, root allowed for Open
     MPI, and a PATH whose ssh and rsh fail the job."""
@@ -103,7 +89,7 @@ def _launcher_env(tmp_path):
         **CLEAN_JOB_ENV,
         **_own_tmpdir(tmp_path, "launcher"),
         "DISTJOB_RDZV_TOKEN": TOKEN,
-        "DISTJOB_SPAWN_PORT": str(_free_on_workers()),
+        "DISTJOB_SPAWN_PORT": str(free_port_on(WORKERS)),
         "PATH": f"{fake}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -333,7 +319,7 @@ def test_the_launcher_waits_for_a_late_worker(tmp_path, mpi, program,
 def test_a_stop_signal_ends_the_launchers_wait_within_1s(tmp_path, mpi,
                                                         start_agent):
     env = {**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
-           "DISTJOB_SPAWN_PORT": str(_free_on_workers())}
+           "DISTJOB_SPAWN_PORT": str(free_port_on(WORKERS))}
     log = tmp_path / "launcher.log"
     launcher = start_agent(
         ["run", "--framework", "mpi", "--"] + mpi.hosts_command("true"),
@@ -351,7 +337,7 @@ def test_the_wait_is_bounded_and_names_each_missing_host(run_agent, mpi):
         ["run", "--framework", "mpi", "--spawn-wait", "1s", "--"]
         + mpi.hosts_command("true"),
         env={**CLEAN_JOB_ENV, "DISTJOB_RDZV_TOKEN": TOKEN,
-             "DISTJOB_SPAWN_PORT": str(_free_on_workers())})
+             "DISTJOB_SPAWN_PORT": str(free_port_on(WORKERS))})
     assert r.returncode == 138, r.stderr
     assert "127.0.0.2, 127.0.0.3" in r.stderr
 
