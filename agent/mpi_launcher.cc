@@ -246,11 +246,16 @@ struct MpirunEnd {
 // grace. The rsh record (mpi_lost_hosts.h) is watched meanwhile: a call a
 // worker refused ends mpirun at once, a lost worker once mpirun has had
 // kLostGrace to end by itself (Hydra waits for ever for a proxy that
-// never started).
+// never started). Only a host the launcher waited for can be lost
+// (WaitedFor): a call to any other failed because that host never served.
 class MpirunSupervision {
  public:
-  MpirunSupervision(pid_t pid, const sigset_t& stops, std::string lost_file)
-      : pid_(pid), lost_file_(std::move(lost_file)), waited_(stops) {
+  MpirunSupervision(pid_t pid, const sigset_t& stops, std::string lost_file,
+                    const std::vector<std::string>& waited_for)
+      : pid_(pid),
+        lost_file_(std::move(lost_file)),
+        waited_for_(waited_for.begin(), waited_for.end()),
+        waited_(stops) {
     sigaddset(&waited_, SIGCHLD);
   }
 
@@ -292,7 +297,8 @@ class MpirunSupervision {
       for (LostHost& host : ReadLostHosts(lost_file_)) {
         if (host.refused) {
           refused.push_back(std::move(host));
-        } else if (lost_at_ == absl::InfiniteFuture()) {
+        } else if (lost_at_ == absl::InfiniteFuture() &&
+                   waited_for_.count(host.host) > 0) {
           lost_at_ = now;
         }
       }
@@ -318,6 +324,7 @@ class MpirunSupervision {
 
   const pid_t pid_;
   const std::string lost_file_;
+  const std::set<std::string> waited_for_;
   sigset_t waited_;
   MpirunEnd end_;
   absl::Time kill_at_ = absl::InfiniteFuture();
@@ -623,7 +630,7 @@ RunReport RunMpiLauncher(const RunOptions& options, const EnvMap& env,
     waitpid(spawned->pid, &status, 0);
   } else {
     const MpirunEnd end =
-        MpirunSupervision(spawned->pid, stops, lost_file).Run();
+        MpirunSupervision(spawned->pid, stops, lost_file, hosts->hosts).Run();
     DJ_LOG_INFO("MPI launcher: {} exited with {}", options.command[0],
                 end.code);
     report = JudgeMpirunEnd(end, lost_file, *hosts, options);

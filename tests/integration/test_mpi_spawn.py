@@ -274,6 +274,22 @@ def test_a_killed_worker_ends_the_job_retryable_naming_it_within_5s(
              what="no rank of the job left")
 
 
+def test_a_call_to_a_host_not_waited_for_does_not_end_mpirun(
+        run_agent, mpi_job):
+    """A host the launcher did not wait for never served (a name mpirun
+    made up, a typo): a failed call to it is no lost worker, so it must not
+    end mpirun kLostGrace (5 s) later. The stand-in mpirun records such a
+    call as rsh does, then outlives the grace and succeeds."""
+    env, workers = mpi_job
+    record = ('printf "127.0.0.9\\tL\\tno spawn server answers\\n" '
+              '>> "$DISTJOB_MPI_LOST_HOSTS_FILE" && sleep 6')
+    r = run_agent(["run", "--framework", "mpi", "--", "sh", "-c", record,
+                   "-H", ",".join(WORKERS)], env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "ending mpirun" not in r.stderr, r.stderr
+    assert all(w.wait(timeout=10) == 0 for w in workers)
+
+
 def test_a_ranks_own_error_stays_permanent(run_agent, tmp_path, mpi,
                                            mpi_job):
     """The other side of the loss: every worker alive and a rank that
