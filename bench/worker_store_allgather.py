@@ -171,15 +171,7 @@ def rows(done, failed, skipped, hard, load):
                  "of 4 KiB or more is sent from the store's buffer by "
                  "this one and copied into each answer by that one; a "
                  "smaller one, as these addresses, is copied by both.")
-    note += (f" 1-minute load average {load[0]:.1f} before and {load[1]:.1f} "
-             f"after, on {os.cpu_count()} CPUs.")
-    if failed:
-        note += " Not completed: " + "; ".join(
-            f"{NAMES[s]} at {n}: {why}" for (s, n), why in failed.items()
-        ) + "."
-    if skipped:
-        note += (f" Not run: {', '.join(map(str, skipped))} ranks, beyond "
-                 f"this machine's open-file hard limit of {hard}.")
+    note += worker_store_scale.note_end(load, failed, skipped, hard, NAMES)
     if results:
         results[-1]["note"] = note
     else:

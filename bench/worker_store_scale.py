@@ -114,6 +114,23 @@ def bench_worker_store_scale(reps, agent):
     return rows(times, use, failed, skipped, hard, load)
 
 
+def note_end(load, failed, skipped, hard, names):
+    """The end of a section's note: the machine's load (it is shared: what
+    else ran shows there), then each size a side did not complete, or that
+    did not run, and why. `names`: each side's name in the note."""
+    note = (f" 1-minute load average {load[0]:.1f} before and {load[1]:.1f} "
+            f"after, on {os.cpu_count()} CPUs.")
+    if failed:
+        note += " Not completed: " + "; ".join(
+            f"{names[s]} at {n}: {why}" for (s, n), why in failed.items()
+        ) + "."
+    if skipped:
+        note += (f" Not run: {', '.join(map(str, skipped))} ranks, beyond "
+                 f"this machine's open-file hard limit of {hard} (the "
+                 "server and the simulator each hold a descriptor a rank).")
+    return note
+
+
 def rows(times, use, failed, skipped, hard, load):
     results = []
     for n, samples in times.items():
@@ -150,17 +167,7 @@ def rows(times, use, failed, skipped, hard, load):
             "use (median over runs; the time its threads and the "
             "simulator's were runnable but waiting for a CPU, which other "
             "load on the machine adds): " + "; ".join(figures) + ".")
-    # The machine is shared: what else ran shows in its load.
-    note += (f" 1-minute load average {load[0]:.1f} before and {load[1]:.1f} "
-             f"after, on {os.cpu_count()} CPUs.")
-    if failed:
-        note += " Not completed: " + "; ".join(
-            f"{names[s]} at {n}: {why}" for (s, n), why in failed.items()
-        ) + "."
-    if skipped:
-        note += (f" Not run: {', '.join(map(str, skipped))} ranks, beyond "
-                 f"this machine's open-file hard limit of {hard} (the "
-                 "server and the simulator each hold a descriptor a rank).")
+    note += note_end(load, failed, skipped, hard, names)
     # The plot names the servers, not the launchers.
     labels = {"distjob-agent": "distjob-agent",
               "torchrun": f"TCPStore ({worker_store_bench.torch_version()})"}
