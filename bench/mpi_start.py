@@ -19,7 +19,6 @@ import contextlib
 import os
 import pathlib
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
@@ -50,12 +49,6 @@ def _env():
     return env
 
 
-def _accepts(host, port):
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
 def _serving(procs, port, logs):
     """Waits until every worker address accepts connections on `port`;
     fails at once, with the server's log, if a server exits first."""
@@ -64,7 +57,7 @@ def _serving(procs, port, logs):
             if proc.poll() is not None:
                 raise RuntimeError(f"a server exited with {proc.returncode}:"
                                    f"\n{pathlib.Path(log).read_text()}")
-        return all(_accepts(h, port) for h in WORKERS)
+        return all(harness.accepting(port, h) for h in WORKERS)
     harness.wait_for(up, SERVE_TIMEOUT_S, interval=0.005,
                      what=f"servers on port {port}")
 

@@ -238,6 +238,14 @@ def free_port(host="127.0.0.1"):
     return free_ports(1, host)[0]
 
 
+def accepting(port, host="127.0.0.1"):
+    """Whether `host`:`port` accepts a TCP connection (within a second)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.settimeout(1)
+        return s.connect_ex((host, port)) == 0
+
+
 def free_port_on(hosts):
     """A port free on every address of `hosts`, as pods that all serve on
     one port (the MPI spawn servers) need."""

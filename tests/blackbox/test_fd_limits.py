@@ -9,12 +9,12 @@ them: its ranks are admitted without flags."""
 import json
 import re
 import resource
-import socket
 import subprocess
 
 import pytest
 
-from harness import RANK_SIM, free_port, raise_fd_limit, wait_for
+from harness import (RANK_SIM, accepting, free_port, raise_fd_limit,
+                     wait_for)
 
 HARD = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
 
@@ -105,14 +105,6 @@ def test_a_store_cap_below_the_jobs_need_warns_naming_it(
         assert text in line, line
 
 
-def listening(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 # Node 0 of 9,000 static one-rank nodes serves the store that the static
 # rendezvous and the workers share: the job's declared size needs 18,000
 # connections (a 1.13 rank opens two), beyond the default 16,384, and the
@@ -130,7 +122,7 @@ def test_the_workers_store_grows_with_the_jobs_declared_size(
          "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
          "--", "sleep", "60"],
         log=log, preexec_fn=under_nofile(20000, 20000))
-    wait_for(lambda: listening(port), timeout=30, what="node 0's store")
+    wait_for(lambda: accepting(port), timeout=30, what="node 0's store")
     sim = subprocess.run(
         [RANK_SIM, "--port", str(port), "--ranks", str(ranks), "--pattern",
          "barrier", "--timeout-s", "60", "--prefix", "grown/"],

@@ -5,12 +5,12 @@ TensorFlow pod whose peers' names never resolve (.invalid): a value that
 slipped through would keep it waiting for minutes (or spinning) instead."""
 
 import os
-import socket
 import time
 
 import pytest
 
-from harness import CLEAN_JOB_ENV, VOLCANO_TF_UNRESOLVABLE, free_port, wait_for
+from harness import (CLEAN_JOB_ENV, VOLCANO_TF_UNRESOLVABLE, accepting,
+                     free_port, wait_for)
 
 
 
@@ -120,11 +120,8 @@ def test_second_agent_on_a_taken_health_port_exits_2(run_agent, start_agent,
     port = free_port()
     first = start_agent(["run", "--health-port", str(port), "--", "sleep",
                          "30"], env=CLEAN_JOB_ENV)
-
-    def listening():
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", port)) == 0
-    wait_for(listening, timeout=10, what="first agent's health port")
+    wait_for(lambda: accepting(port), timeout=10,
+             what="first agent's health port")
     start = time.monotonic()
     r = run_agent(["run", "--health-port", str(port), "--", "true"],
                   env=CLEAN_JOB_ENV, timeout=20)

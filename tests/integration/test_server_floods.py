@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from harness import (free_port, get_metrics, raise_fd_limit, rss_bytes,
-                     wait_for)
+from harness import (accepting, free_port, get_metrics, raise_fd_limit,
+                     rss_bytes, wait_for)
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -120,15 +120,8 @@ def host(start_agent, tmp_path):
          "--rdzv-conf", "join_timeout=300", "--metrics-port", str(metrics),
          "--health-port", str(health), "--", "true"],
         log=tmp_path / "host.log", stdout=subprocess.DEVNULL)
-
-    def listening(port):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return False
     for port in (store, metrics, health):
-        wait_for(lambda: listening(port), 30, what=f"port {port} listening")
+        wait_for(lambda: accepting(port), 30, what=f"port {port} listening")
     return p, store, metrics, health
 
 
