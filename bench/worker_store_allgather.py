@@ -6,9 +6,9 @@ against PyTorch's TCPStore server, side by side in the same run, with each
 server's CPU time per byte answered (issue 42, item 4).
 
 With DISTJOB_AGENT_BEFORE naming another agent binary (one built before a
-change to the store, e.g. before its answers were sent from the stored
-values), that agent runs the same sizes too, last, and a row per size sets
-it beside this one."""
+change to the store), that agent runs the same sizes too, last, and a row
+per size sets it beside this one; DISTJOB_AGENT_BEFORE_CHANGE says in the
+note what that build lacks."""
 
 import os
 import subprocess
@@ -30,6 +30,7 @@ CAP_S = worker_store_scale.CAP_S
 # No new run starts past this.
 BUDGET_S = 720
 BEFORE = os.environ.get("DISTJOB_AGENT_BEFORE", "")
+BEFORE_CHANGE = os.environ.get("DISTJOB_AGENT_BEFORE_CHANGE", "")
 
 SIDES = {
     # side: (start a fresh server, the dialect its clients speak)
@@ -81,7 +82,7 @@ def skip_reason(side, n, done, failed, began):
 def bench_worker_store_allgather(reps, agent):
     """Rows for docs/bench/results.md: the all-gather's time per size, the
     agent's store (distjob-agent) vs TCPStore (torchrun); with
-    DISTJOB_AGENT_BEFORE, the agent vs itself copying answers."""
+    DISTJOB_AGENT_BEFORE, the agent vs that build of it."""
     del reps  # one run a side and size: each is O(N²)
     hard = worker_store_scale.hard_fd_limit()
     # The comparison with another build last: the section's budget cuts
@@ -167,10 +168,8 @@ def rows(done, failed, skipped, hard, load):
     if BEFORE:
         note += (" The rows *agent vs the agent before* set this agent "
                  "against the one DISTJOB_AGENT_BEFORE named ("
-                 f"{build_of(BEFORE)}), in the torchrun column: a value "
-                 "of 4 KiB or more is sent from the store's buffer by "
-                 "this one and copied into each answer by that one; a "
-                 "smaller one, as these addresses, is copied by both.")
+                 f"{build_of(BEFORE)}), in the torchrun column" +
+                 (f": that one {BEFORE_CHANGE}." if BEFORE_CHANGE else "."))
     note += worker_store_scale.note_end(load, failed, skipped, hard, NAMES)
     if results:
         results[-1]["note"] = note
