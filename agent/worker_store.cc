@@ -7,7 +7,6 @@
 #include "common/logging.h"
 #include "common/net.h"
 #include "common/resolver.h"
-#include "workerstore/tcpstore_sizing.h"
 
 namespace distjob {
 
@@ -25,7 +24,8 @@ WorkerStore::~WorkerStore() { Stop(); }
 absl::StatusOr<int> WorkerStore::Serve(const std::string& host, int port) {
   absl::MutexLock lock(&mu_);
   if (server_ != nullptr) return server_->port();
-  TcpStoreServerOptions options = TcpStoreOptionsFor(connections_);
+  TcpStoreServerOptions options;
+  options.expected_connections = connections_;
   // A name may not resolve inside a static binary, and the workers reach
   // it by whatever address it has: every interface then.
   options.host = IsIpLiteral(host) ? host : "::";

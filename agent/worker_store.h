@@ -33,7 +33,7 @@ class WorkerStore : public WorkerStoreHost {
   // `restrict_peers`: the job has a rendezvous token, so only loopback and
   // the round's members may connect. `connections`: the clients the job's
   // declared size brings (agent/fd_needs.h), which the server's caps grow
-  // to admit (workerstore/tcpstore_sizing.h). `resolve` unset:
+  // to admit (TcpStoreServerOptions::expected_connections). `resolve` unset:
   // ResolveNames; `clock` unset: absl::Now (it bounds AllowMembers' pass).
   explicit WorkerStore(bool restrict_peers, size_t connections = 0,
                        Resolve resolve = nullptr, Clock clock = nullptr);

@@ -33,6 +33,7 @@
 #include "workerstore/tcpstore_data.h"
 #include "workerstore/tcpstore_protocol.h"
 #include "workerstore/tcpstore_server_impl.h"
+#include "workerstore/tcpstore_sizing.h"
 #include "workerstore/tcpstore_socket.h"
 #include "workerstore/tcpstore_waits.h"
 
@@ -48,19 +49,33 @@ constexpr size_t kTrimAfterBytes = size_t{8} << 20;
 // starve the others.
 constexpr size_t kMaxReadPerEvent = 1 << 20;
 
-// The connection caps cut to what the open-file limit holds after the
-// other servers' need (one descriptor a connection): past it, accept()
-// fails for the whole agent, not only for this store.
-TcpStoreServerOptions FitToFds(TcpStoreServerOptions o) {
+// The caps the server keeps: max_connections raised to the job's
+// expected connections, then cut to what the open-file limit holds after
+// the other servers' need (one descriptor a connection: past it, accept()
+// fails for the whole agent, not only for this store), then the caps a
+// connection multiplies grown for the connections left past the caller's
+// own cap: for what the limit lets in, not for what the job declared.
+TcpStoreServerOptions Sized(TcpStoreServerOptions o) {
+  const size_t own = o.max_connections;
+  o.max_connections = std::max(o.max_connections, o.expected_connections);
   FitConnections(FdUser::kWorkerStore, 1, "tcpstore: max_connections",
                  &o.max_connections, &o.max_connections_per_peer);
+  if (o.max_connections > own) {
+    GrowForConnections(o.max_connections - own, &o.max_buffered_bytes,
+                       &o.limits);
+    DJ_LOG_INFO(
+        "tcpstore: caps grown for {} connections (the job's declared "
+        "size): max_waiters={} max_waiter_bytes={} max_buffered_bytes={}",
+        o.max_connections, o.limits.max_waiters, o.limits.max_waiter_bytes,
+        o.max_buffered_bytes);
+  }
   return o;
 }
 
 }  // namespace
 
 TcpStoreServer::Impl::Impl(const TcpStoreServerOptions& o)
-    : options_(FitToFds(o)),
+    : options_(Sized(o)),
       budgets_(PeerBudgets::Shared(
           options_.max_connections, options_.max_connections_per_peer,
           options_.limits.max_waiters, options_.limits.max_waiter_bytes)),

@@ -41,6 +41,13 @@ struct TcpStoreServerOptions {
   // server*).
   size_t max_connections = 16384;
   size_t max_connections_per_peer = 4096;
+  // The connections the job's declared size brings (agent/fd_needs.h: two
+  // a rank); 0: none declared. Past max_connections, it raises that cap,
+  // and the caps a connection multiplies grow for each connection the
+  // open-file limit then leaves (tcpstore_sizing.h), so that a job of
+  // 100K ranks is admitted without flags. The operator declares it; no
+  // client can change it.
+  size_t expected_connections = 0;
   // One request frame (a multi_set with all its keys and values).
   size_t max_frame_bytes = size_t{64} << 20;
   // Answers queued for a client that does not read them; past this the

@@ -1,47 +1,43 @@
 #include "workerstore/tcpstore_sizing.h"
 
 #include "gtest/gtest.h"
+#include "workerstore/tcpstore_conn.h"
 #include "workerstore/tcpstore_limits.h"
 
 namespace distjob {
 namespace {
 
-TEST(TcpStoreSizingTest, SmallJobsKeepTheDefaults) {
-  const TcpStoreServerOptions defaults;
-  for (size_t connections : {size_t{0}, size_t{2}, defaults.max_connections}) {
-    const TcpStoreServerOptions o = TcpStoreOptionsFor(connections);
-    EXPECT_EQ(o.max_connections, defaults.max_connections);
-    EXPECT_EQ(o.max_connections_per_peer, defaults.max_connections_per_peer);
-    EXPECT_EQ(o.max_buffered_bytes, defaults.max_buffered_bytes);
-    EXPECT_EQ(o.limits.max_waiters, defaults.limits.max_waiters);
-    EXPECT_EQ(o.limits.max_waiter_bytes, defaults.limits.max_waiter_bytes);
-  }
+TEST(TcpStoreSizingTest, NoExtraConnectionsKeepTheCaps) {
+  const TcpStoreLimits defaults;
+  TcpStoreLimits limits;
+  size_t buffered = size_t{256} << 20;
+  GrowForConnections(0, &buffered, &limits);
+  EXPECT_EQ(buffered, size_t{256} << 20);
+  EXPECT_EQ(limits.max_waiters, defaults.max_waiters);
+  EXPECT_EQ(limits.max_waiter_bytes, defaults.max_waiter_bytes);
 }
 
-// 98,304 ranks of 1.13 clients (12,288 nodes × 8, two connections a rank):
-// every connection is admitted, each may park a barrier's wait, and what
-// they hold idle fits max_buffered_bytes.
-TEST(TcpStoreSizingTest, A96KRankJobIsAdmitted) {
-  const TcpStoreServerOptions defaults;
-  const size_t connections = 2 * 98304;
-  const TcpStoreServerOptions o = TcpStoreOptionsFor(connections);
-  EXPECT_EQ(o.max_connections, connections);
-  EXPECT_GE(o.limits.max_waiters, connections);
-  // A barrier wait on one 40-byte key: TcpStoreWaits::Bytes.
-  EXPECT_GE(o.limits.max_waiter_bytes, 98304 * (kTcpStoreWaitBytes + 2 * 40));
-  EXPECT_GE(o.max_buffered_bytes, connections * size_t{1024});
-  // Each grew by what the connections past the default bring, no more.
-  const size_t extra = connections - defaults.max_connections;
-  EXPECT_EQ(o.max_buffered_bytes,
-            defaults.max_buffered_bytes + extra * kBufferedBytesPerConnection);
-  EXPECT_EQ(o.limits.max_waiter_bytes, defaults.limits.max_waiter_bytes +
-                                           extra * kWaiterBytesPerConnection);
-  // What does not grow with the clients stays.
-  EXPECT_EQ(o.max_connections_per_peer, defaults.max_connections_per_peer);
-  EXPECT_EQ(o.max_frame_bytes, defaults.max_frame_bytes);
-  EXPECT_EQ(o.limits.max_total_bytes, defaults.limits.max_total_bytes);
-  EXPECT_EQ(o.limits.max_waiters_per_peer,
-            defaults.limits.max_waiters_per_peer);
+// 98,304 ranks of 1.13 clients (12,288 nodes x 8, two connections a rank):
+// 180,224 connections past the default 16,384. Each may sit idle with the
+// most an idle connection keeps, and each rank may park a barrier's wait.
+TEST(TcpStoreSizingTest, A96KRankJobsConnectionsFitTheGrownCaps) {
+  const TcpStoreLimits defaults;
+  const size_t connections = 2 * 98304, extra = connections - 16384;
+  TcpStoreLimits limits;
+  size_t buffered = size_t{256} << 20;
+  GrowForConnections(extra, &buffered, &limits);
+  EXPECT_GE(buffered, connections * (kConnBytes + kIdleBufferBytes));
+  EXPECT_GE(limits.max_waiters, connections);
+  // A barrier's wait on one 40-byte key (TcpStoreWaits::Bytes), one a
+  // rank, within the waits the default leaves them.
+  EXPECT_GE(limits.max_waiter_bytes, 98304 * (kTcpStoreWaitBytes + 2 * 40));
+  EXPECT_EQ(buffered, (size_t{256} << 20) + extra * (size_t{5} << 10));
+  EXPECT_EQ(limits.max_waiter_bytes,
+            defaults.max_waiter_bytes + extra * size_t{1152});
+  // What does not grow with the connections stays.
+  EXPECT_EQ(limits.max_total_bytes, defaults.max_total_bytes);
+  EXPECT_EQ(limits.max_waiters_per_peer, defaults.max_waiters_per_peer);
+  EXPECT_EQ(limits.max_keys_per_request, defaults.max_keys_per_request);
 }
 
 }  // namespace

@@ -132,4 +132,32 @@ def test_the_workers_store_grows_with_the_jobs_declared_size(
     assert report["connected"] == ranks, report
     assert report["passed"] == ranks, report
     assert agent.poll() is None
-    assert warnings_about_caps(log.read_text()) == [], log.read_text()
+    text = log.read_text()
+    assert warnings_about_caps(text) == [], text
+    assert "tcpstore: caps grown for 18000 connections" in text, text
+
+
+# The memory caps grow for what the open-file limit lets in, not for the
+# declared size alone: 20,000 static one-rank nodes declare 40,000
+# connections, and 20,000 descriptors hold 19,744 after the agent's 256.
+# Each of the 3,360 past the default adds a wait and 5 KiB of buffers.
+def test_the_grown_caps_follow_the_open_file_limit(start_agent, tmp_path):
+    port = free_port()
+    log = tmp_path / "agent.log"
+    agent = start_agent(
+        ["run", "--nnodes", "20000", "--node-rank", "0", "--nproc-per-node",
+         "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
+         "--", "sleep", "60"],
+        log=log, preexec_fn=under_nofile(20000, 20000))
+    line = wait_for(
+        lambda: next((x for x in log.read_text().splitlines()
+                      if "caps grown for" in x), None),
+        timeout=30, what="the grown caps' line")
+    extra = 19744 - 16384
+    assert " info] tcpstore: caps grown for 19744 connections" in line, line
+    assert f"max_waiters={100000 + extra} " in line, line
+    assert f"max_buffered_bytes={(256 << 20) + extra * 5120}" in line, line
+    # The cut below the job's need is still the one warning, naming both.
+    assert ("tcpstore: max_connections=40000 cut to 19744"
+            in log.read_text()), log.read_text()
+    assert agent.poll() is None
