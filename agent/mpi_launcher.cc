@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <thread>
@@ -246,16 +247,13 @@ struct MpirunEnd {
 // grace. The rsh record (mpi_lost_hosts.h) is watched meanwhile: a call a
 // worker refused ends mpirun at once, a lost worker once mpirun has had
 // kLostGrace to end by itself (Hydra waits for ever for a proxy that
-// never started). Only a host the launcher waited for can be lost
-// (WaitedFor): a call to any other failed because that host never served.
+// never started). A broken call to a host the launcher did not wait for
+// starts the grace too: Hydra would wait for that proxy for ever as well,
+// and JudgeMpirunEnd names the host as the job's configuration error.
 class MpirunSupervision {
  public:
-  MpirunSupervision(pid_t pid, const sigset_t& stops, std::string lost_file,
-                    const std::vector<std::string>& waited_for)
-      : pid_(pid),
-        lost_file_(std::move(lost_file)),
-        waited_for_(waited_for.begin(), waited_for.end()),
-        waited_(stops) {
+  MpirunSupervision(pid_t pid, const sigset_t& stops, std::string lost_file)
+      : pid_(pid), lost_file_(std::move(lost_file)), waited_(stops) {
     sigaddset(&waited_, SIGCHLD);
   }
 
@@ -297,8 +295,7 @@ class MpirunSupervision {
       for (LostHost& host : ReadLostHosts(lost_file_)) {
         if (host.refused) {
           refused.push_back(std::move(host));
-        } else if (lost_at_ == absl::InfiniteFuture() &&
-                   waited_for_.count(host.host) > 0) {
+        } else if (lost_at_ == absl::InfiniteFuture()) {
           lost_at_ = now;
         }
       }
@@ -324,7 +321,6 @@ class MpirunSupervision {
 
   const pid_t pid_;
   const std::string lost_file_;
-  const std::set<std::string> waited_for_;
   sigset_t waited_;
   MpirunEnd end_;
   absl::Time kill_at_ = absl::InfiniteFuture();
@@ -384,17 +380,21 @@ std::vector<LostHost> UnansweringHosts(const std::vector<std::string>& hosts,
   return found;
 }
 
-// The records of `lost` for hosts the launcher waited for: only their
-// spawn servers are known to have answered, so only their failure now is
-// a loss (a host mpirun names otherwise, e.g. cut short, never answered).
-std::vector<LostHost> WaitedFor(std::vector<LostHost> lost,
-                                const MpiLaunchHosts& hosts) {
+// Moves the records of `lost` for hosts the launcher did not wait for to
+// the result. Only the waited-for hosts' spawn servers are known to have
+// answered, so only their failure now is a loss; a call to any other host
+// (one mpirun names otherwise, e.g. cut short or mistyped) failed because
+// it was never part of the job.
+std::vector<LostHost> NotWaitedFor(std::vector<LostHost>* lost,
+                                   const MpiLaunchHosts& hosts) {
   const std::set<std::string> waited(hosts.hosts.begin(), hosts.hosts.end());
-  lost.erase(std::remove_if(
-                 lost.begin(), lost.end(),
-                 [&](const LostHost& l) { return waited.count(l.host) == 0; }),
-             lost.end());
-  return lost;
+  const auto strays = std::stable_partition(
+      lost->begin(), lost->end(),
+      [&](const LostHost& l) { return waited.count(l.host) > 0; });
+  std::vector<LostHost> out(std::make_move_iterator(strays),
+                            std::make_move_iterator(lost->end()));
+  lost->erase(strays, lost->end());
+  return out;
 }
 
 // The launcher's report once mpirun has ended: a failure with a worker
@@ -421,7 +421,7 @@ RunReport JudgeMpirunEnd(const MpirunEnd& end, const std::string& lost_file,
     return report;
   }
   if (end.code == 0) return MakeRunReport("success", 0, 0, 0);
-  lost = WaitedFor(std::move(lost), hosts);
+  const std::vector<LostHost> strays = NotWaitedFor(&lost, hosts);
   if (lost.empty()) lost = UnansweringHosts(hosts.hosts, options);
   if (!lost.empty()) {
     RunReport report = MakeRunReport("retryable", kExitRetryElsewhere, 0, 0);
@@ -432,6 +432,17 @@ RunReport JudgeMpirunEnd(const MpirunEnd& end, const std::string& lost_file,
         "MPI launcher: {}; exit {} (retryable: the job can run "
         "again once the worker is back)",
         report.detail, kExitRetryElsewhere);
+    return report;
+  }
+  if (!strays.empty()) {
+    // Not retryable: the same command calls the same hosts again.
+    RunReport report = MakeRunReport("error", kExitBadConfig, 0, 0);
+    report.detail = absl::StrCat(
+        program,
+        " called hosts the launcher did not wait for (not in its "
+        "hostfile or host list): ",
+        DescribeLostHosts(strays), "; ", program, " exited with ", end.code);
+    DJ_LOG_ERROR("MPI launcher: {}", report.detail);
     return report;
   }
   RunReport report = MakeRunReport(
@@ -630,7 +641,7 @@ RunReport RunMpiLauncher(const RunOptions& options, const EnvMap& env,
     waitpid(spawned->pid, &status, 0);
   } else {
     const MpirunEnd end =
-        MpirunSupervision(spawned->pid, stops, lost_file, hosts->hosts).Run();
+        MpirunSupervision(spawned->pid, stops, lost_file).Run();
     DJ_LOG_INFO("MPI launcher: {} exited with {}", options.command[0],
                 end.code);
     report = JudgeMpirunEnd(end, lost_file, *hosts, options);

@@ -274,20 +274,27 @@ def test_a_killed_worker_ends_the_job_retryable_naming_it_within_5s(
              what="no rank of the job left")
 
 
-def test_a_call_to_a_host_not_waited_for_does_not_end_mpirun(
+def test_a_call_to_a_host_not_waited_for_is_a_configuration_error(
         run_agent, mpi_job):
-    """A host the launcher did not wait for never served (a name mpirun
-    made up, a typo): a failed call to it is no lost worker, so it must not
-    end mpirun kLostGrace (5 s) later. The stand-in mpirun records such a
-    call as rsh does, then outlives the grace and succeeds."""
+    """A host the launcher did not wait for was never part of the job (not
+    in its hostfile or host list: mistyped, or named another way). A failed
+    call to it must neither hang the job (Hydra waits for that proxy for
+    ever) nor end it retryable (the same command calls it again). The
+    stand-in mpirun records such a call as rsh does, then waits as Hydra
+    would: the launcher ends it after its 5 s grace and exits 2 naming the
+    host, and so do the workers."""
     env, workers = mpi_job
     record = ('printf "127.0.0.9\\tL\\tno spawn server answers\\n" '
-              '>> "$DISTJOB_MPI_LOST_HOSTS_FILE" && sleep 6')
+              '>> "$DISTJOB_MPI_LOST_HOSTS_FILE" && exec sleep 60')
+    began = time.monotonic()
     r = run_agent(["run", "--framework", "mpi", "--", "sh", "-c", record,
-                   "-H", ",".join(WORKERS)], env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
-    assert "ending mpirun" not in r.stderr, r.stderr
-    assert all(w.wait(timeout=10) == 0 for w in workers)
+                   "-H", ",".join(WORKERS)], env=env, timeout=40)
+    took = time.monotonic() - began
+    assert r.returncode == 2, r.stderr
+    assert "did not wait for" in r.stderr and "127.0.0.9" in r.stderr, \
+        r.stderr
+    assert took < 20, f"the launcher took {took:.1f}s"
+    assert all(w.wait(timeout=10) == 2 for w in workers)
 
 
 def test_a_ranks_own_error_stays_permanent(run_agent, tmp_path, mpi,
