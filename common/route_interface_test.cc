@@ -33,6 +33,11 @@ std::string RouteInAPod(const std::string& address) {
   int fds[2];
   if (pipe(fds) != 0) return std::string("pipe: ") + std::strerror(errno);
   const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return std::string("fork: ") + std::strerror(errno);
+  }
   if (pid == 0) {
     close(fds[0]);
     std::string out;
@@ -57,7 +62,7 @@ std::string RouteInAPod(const std::string& address) {
   for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, n);
   close(fds[0]);
   int status = 0;
-  if (pid > 0) waitpid(pid, &status, 0);
+  waitpid(pid, &status, 0);
   return out;
 }
 

@@ -248,6 +248,7 @@ class TcpStoreServer::Impl {
   tcpstore::Request request_;
   // A multi_get's values, found once while its answer is sized: each
   // look-up of a key is most of the CPU a gloo all-gather costs the server.
+  // Valid only within OnMultiGet: the next write may move them.
   std::vector<const TcpStoreValue*> found_;
 
   std::atomic<int64_t> clients_{0}, parked_{0};
