@@ -105,23 +105,32 @@ def test_a_store_cap_below_the_jobs_need_warns_naming_it(
         assert text in line, line
 
 
+def start_static_node0(start_agent, tmp_path, nodes):
+    """Node 0 of `nodes` static one-rank nodes under a 20,000-descriptor
+    open-file limit, waiting for the others: (its Popen, its store's port,
+    its log's path)."""
+    port = free_port()
+    log = tmp_path / "agent.log"
+    agent = start_agent(
+        ["run", "--nnodes", str(nodes), "--node-rank", "0",
+         "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+         "--master-port", str(port), "--", "sleep", "60"],
+        log=log, preexec_fn=under_nofile(20000, 20000))
+    return agent, port, log
+
+
 # Node 0 of 9,000 static one-rank nodes serves the store that the static
 # rendezvous and the workers share: the job's declared size needs 18,000
 # connections (a 1.13 rank opens two), beyond the default 16,384, and the
 # 20,000 descriptors hold them. 17,000 simulated ranks (bench/rank_sim, a
 # connection each) all pass a barrier through it while node 0 still waits
-# for the other nodes: at the default cap, 616 of them were refused.
+# for the other nodes. At the default cap (the agent before) the simulator
+# failed.
 def test_the_workers_store_grows_with_the_jobs_declared_size(
         start_agent, tmp_path):
     ranks = 17000
     raise_fd_limit(ranks + 512)  # the simulator's, inherited
-    port = free_port()
-    log = tmp_path / "agent.log"
-    agent = start_agent(
-        ["run", "--nnodes", "9000", "--node-rank", "0", "--nproc-per-node",
-         "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
-         "--", "sleep", "60"],
-        log=log, preexec_fn=under_nofile(20000, 20000))
+    agent, port, log = start_static_node0(start_agent, tmp_path, 9000)
     wait_for(lambda: accepting(port), timeout=30, what="node 0's store")
     sim = subprocess.run(
         [RANK_SIM, "--port", str(port), "--ranks", str(ranks), "--pattern",
@@ -142,13 +151,7 @@ def test_the_workers_store_grows_with_the_jobs_declared_size(
 # connections, and 20,000 descriptors hold 19,744 after the agent's 256.
 # Each of the 3,360 past the default adds a wait and 5 KiB of buffers.
 def test_the_grown_caps_follow_the_open_file_limit(start_agent, tmp_path):
-    port = free_port()
-    log = tmp_path / "agent.log"
-    agent = start_agent(
-        ["run", "--nnodes", "20000", "--node-rank", "0", "--nproc-per-node",
-         "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
-         "--", "sleep", "60"],
-        log=log, preexec_fn=under_nofile(20000, 20000))
+    agent, _, log = start_static_node0(start_agent, tmp_path, 20000)
     line = wait_for(
         lambda: next((x for x in log.read_text().splitlines()
                       if "caps grown for" in x), None),
