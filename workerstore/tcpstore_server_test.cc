@@ -64,6 +64,19 @@ std::string Keys(std::initializer_list<std::string> keys) {
   for (const auto& k : keys) out += Str(k);
   return out;
 }
+// A multi_get's key list naming `key` `n` times.
+std::string RepeatedKeys(const std::string& key, int n) {
+  std::string out = U64(static_cast<uint64_t>(n));
+  for (int i = 0; i < n; ++i) out += Str(key);
+  return out;
+}
+// Whether `server` has served at least `n` requests of `op` (its Stats
+// name: "get", "multi_get", ...).
+bool Served(TcpStoreServer& server, const std::string& op, int64_t n) {
+  const auto s = server.Stats();
+  auto it = s.requests.find(op);
+  return it != s.requests.end() && it->second >= n;
+}
 
 // A raw client: what a TCPStore client sends, byte for byte.
 class Client {
@@ -585,10 +598,7 @@ TEST(TcpStoreServerTest, ReadingPausesPastThePendingOutputBoundAndResumes) {
   std::string gets;
   for (int i = 0; i < 200; ++i) gets += Q(Op::kGet) + Str("/big");
   std::thread sender([&] { c.Send(gets); });
-  ASSERT_TRUE(WaitFor([&] {
-    const auto s = server->Stats();
-    return s.requests.count("get") && s.requests.at("get") >= 1;
-  }));
+  ASSERT_TRUE(WaitFor([&] { return Served(*server, "get", 1); }));
   for (int i = 0; i < 200; ++i) ASSERT_EQ(c.Bytes().size(), 60000u) << i;
   sender.join();
 }
@@ -645,14 +655,9 @@ TEST(TcpStoreServerTest, AQueuedAnswerKeepsTheValueItWasGiven) {
   ASSERT_EQ(writer.Recv(1), Byte(tcpstore::kStopWaiting));
   // 48 MiB: more than the kernel's socket buffers take, so most of it
   // waits in the server for the reader.
-  std::string keys = U64(48);
-  for (int i = 0; i < 48; ++i) keys += Str("/v");
   Client reader(server->port());
-  reader.Send(Q(Op::kMultiGet) + keys);
-  ASSERT_TRUE(WaitFor([&] {
-    const auto s = server->Stats();
-    return s.requests.count("multi_get") && s.requests.at("multi_get") >= 1;
-  }));
+  reader.Send(Q(Op::kMultiGet) + RepeatedKeys("/v", 48));
+  ASSERT_TRUE(WaitFor([&] { return Served(*server, "multi_get", 1); }));
   writer.Send(Q(Op::kSet) + Str("/v") + Str(std::string(1 << 20, 'b')));
   writer.Send(Q(Op::kGet) + Str("/v"));
   EXPECT_TRUE(writer.Bytes() == std::string(1 << 20, 'b'));
@@ -676,17 +681,12 @@ TEST(TcpStoreServerTest, QueuedValuesAreNotCountedAsConnectionBuffers) {
   writer.Send(Q(Op::kSet) + Str("/v") + Str(value));
   writer.Send(Q(Op::kWait) + Keys({"/v"}));
   ASSERT_EQ(writer.Recv(1), Byte(tcpstore::kStopWaiting));
-  std::string keys = U64(24);
-  for (int i = 0; i < 24; ++i) keys += Str("/v");
   std::vector<std::unique_ptr<Client>> readers;
   for (int i = 0; i < 4; ++i) {
     readers.push_back(std::make_unique<Client>(server->port()));
-    readers.back()->Send(Q(Op::kMultiGet) + keys);
+    readers.back()->Send(Q(Op::kMultiGet) + RepeatedKeys("/v", 24));
   }
-  ASSERT_TRUE(WaitFor([&] {
-    const auto s = server->Stats();
-    return s.requests.count("multi_get") && s.requests.at("multi_get") >= 4;
-  }));
+  ASSERT_TRUE(WaitFor([&] { return Served(*server, "multi_get", 4); }));
   EXPECT_LT(server->Stats().buffered_bytes, 1 << 20);
   for (auto& r : readers) {
     for (int i = 0; i < 24; ++i) ASSERT_TRUE(r->Bytes() == value) << i;
